@@ -1,0 +1,37 @@
+"""The root ``plait`` command: ``--version``, ``--help`` and the command groups."""
+
+from __future__ import annotations
+
+import typer
+
+from plait.__about__ import __version__
+from plait.cli.skills import skills_app
+
+app = typer.Typer(
+    name="plait",
+    help="Run LLM agents built from middleware, with Agent Skills and context management.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+app.add_typer(skills_app, name="skills")
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"plait {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def root(
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
+    ),
+) -> None:
+    """plait: agents from an orchestrator loop and composable middleware."""
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()

@@ -1,0 +1,129 @@
+"""The exception hierarchy shared by every layer.
+
+Every error plait raises on purpose derives from :class:`PlaitError`, and every message says what
+to do next. Batteries (skills, context) derive their own errors from these bases.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ConfigurationError",
+    "ContextOverflowError",
+    "DispatchLimitExceeded",
+    "DispatchRejected",
+    "PlaitError",
+    "ProviderError",
+    "ThreadConflictError",
+    "ToolArgumentsError",
+    "ToolExecutionError",
+    "ToolResolutionError",
+    "TurnAborted",
+]
+
+
+class PlaitError(Exception):
+    """Base class of every error plait raises deliberately."""
+
+
+class ConfigurationError(PlaitError):
+    """The agent, a middleware or a model was configured in a way that cannot work."""
+
+
+class ToolResolutionError(PlaitError):
+    """A tool call named a tool that is not registered at the moment of the call.
+
+    This is the *standard unknown-tool error*: the loop turns it into an error tool result the
+    model can read (it lists the tools that do exist), never an exception out of the loop.
+    """
+
+    def __init__(self, name: str, available: list[str]) -> None:
+        self.name = name
+        self.available = sorted(available)
+        listed = ", ".join(self.available) if self.available else "(none)"
+        super().__init__(f"Unknown tool {name!r}. Available tools: {listed}.")
+
+
+class ToolArgumentsError(PlaitError):
+    """The model's arguments for a tool failed its schema; the message names each bad field."""
+
+    def __init__(self, tool: str, problems: list[str]) -> None:
+        self.tool = tool
+        self.problems = problems
+        detail = "; ".join(problems)
+        super().__init__(
+            f"Invalid arguments for tool {tool!r}: {detail}. "
+            "Call the tool again with arguments that match its schema."
+        )
+
+
+class ToolExecutionError(PlaitError):
+    """A tool's own code raised. The loop reports it to the model as an error result."""
+
+    def __init__(self, tool: str, error: BaseException) -> None:
+        self.tool = tool
+        self.error = error
+        super().__init__(f"Tool {tool!r} failed: {type(error).__name__}: {error}")
+
+
+class TurnAborted(PlaitError):
+    """The turn was aborted through :meth:`TurnContext.abort`; ``error`` is the reason."""
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+        super().__init__(f"Turn aborted: {type(error).__name__}: {error}")
+
+
+class DispatchRejected(PlaitError):
+    """A dispatch was rejected through :meth:`DispatchContext.nack`; ``error`` is the reason."""
+
+    def __init__(self, error: BaseException, dispatch_index: int) -> None:
+        self.error = error
+        self.dispatch_index = dispatch_index
+        super().__init__(f"Dispatch {dispatch_index} rejected: {type(error).__name__}: {error}")
+
+
+class DispatchLimitExceeded(PlaitError):
+    """The turn used every dispatch its limits allow without a final answer."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        super().__init__(
+            f"The turn reached its limit of {limit} model calls without a final answer. "
+            "Raise Limits(max_dispatches=...) or check the tools for a loop; "
+            "every message so far is persisted and the thread stays valid."
+        )
+
+
+class ThreadConflictError(PlaitError):
+    """Another writer appended to the thread since this run loaded it (optimistic versioning)."""
+
+    def __init__(self, thread_id: str, expected: int, actual: int) -> None:
+        self.thread_id = thread_id
+        self.expected = expected
+        self.actual = actual
+        super().__init__(
+            f"Thread {thread_id!r} changed while this run was writing it "
+            f"(expected version {expected}, found {actual}). Another run is appending to the "
+            "same thread; wait for it to finish and run again."
+        )
+
+
+class ProviderError(PlaitError):
+    """A model provider failed. ``retryable`` says whether trying again may succeed."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        provider: str = "",
+        status: int | None = None,
+        retryable: bool = False,
+    ) -> None:
+        self.provider = provider
+        self.status = status
+        self.retryable = retryable
+        super().__init__(message)
+
+
+class ContextOverflowError(ProviderError):
+    """The request is longer than the model's context window."""

@@ -1,0 +1,274 @@
+"""Plain conversation data: messages, content parts, tool calls and results, usage.
+
+Four message kinds share three fields: ``content`` (a list of parts), ``metadata`` (a free dict that
+middleware uses to tag what it injected, e.g. ``{"source": "pinned_skill"}``) and ``id`` (stable
+across persistence). Every kind takes plain text as its first argument::
+
+    UserMessage("What is in report.csv?")
+    AssistantMessage("Let me look.", tool_calls=[ToolCall("c1", "read_file", {"path": "r.csv"})])
+    ToolMessage("c1", "read_file", data="a,b\\n1,2")
+
+:func:`dump_messages` / :func:`load_messages` give a lossless JSON round trip (metadata included).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Literal, TypeAlias
+
+from pydantic import Field, TypeAdapter
+
+__all__ = [
+    "AssistantMessage",
+    "Message",
+    "SystemMessage",
+    "TextPart",
+    "ToolCall",
+    "ToolMessage",
+    "ToolResult",
+    "Usage",
+    "UserMessage",
+    "dump_messages",
+    "load_messages",
+    "new_id",
+]
+
+
+def new_id() -> str:
+    """A fresh opaque identifier (32 hex characters)."""
+    return uuid.uuid4().hex
+
+
+@dataclass(slots=True)
+class TextPart:
+    """A run of text inside a message."""
+
+    text: str
+    type: Literal["text"] = "text"
+
+
+Part: TypeAlias = TextPart
+"""The content-part union. Only text today; new part kinds join this alias."""
+
+
+def _parts(content: str | Sequence[Part]) -> list[Part]:
+    if isinstance(content, str):
+        return [TextPart(content)] if content else []
+    return list(content)
+
+
+@dataclass(slots=True)
+class ToolCall:
+    """A model's request to run a tool (the seed's ``ToolCallRef``: ``{id, name, args}``).
+
+    ``raw_args`` is set only when the provider sent argument text that is not a JSON object;
+    ``args`` is then empty and the call fails validation with a message quoting the raw text.
+    """
+
+    id: str
+    name: str
+    args: dict[str, Any] = field(default_factory=dict)
+    raw_args: str | None = None
+
+
+@dataclass(slots=True)
+class ToolResult:
+    """The outcome of one tool call (the seed's ``ToolResultRef``).
+
+    Fields: ``{tool_call_id, data, is_error}``.
+
+    ``data`` is any JSON value: a string for most tools, a dict for structured results such as
+    an eviction reference.
+    """
+
+    tool_call_id: str
+    data: Any
+    is_error: bool = False
+
+
+@dataclass(slots=True)
+class Usage:
+    """Token usage as reported by a provider (or estimated, when the provider reports none)."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    requests: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            self.cache_read_tokens + other.cache_read_tokens,
+            self.cache_write_tokens + other.cache_write_tokens,
+            self.requests + other.requests,
+        )
+
+
+class _TextMixin:
+    __slots__ = ()
+    content: list[Part]
+
+    @property
+    def text(self) -> str:
+        """The concatenated text of every text part."""
+        return "".join(p.text for p in self.content if isinstance(p, TextPart))
+
+
+@dataclass(slots=True, init=False)
+class SystemMessage(_TextMixin):
+    """Instructions from the application. The agent's own system prompt is not stored as one;
+    middleware uses system messages for things like a conversation summary."""
+
+    content: list[Part]
+    metadata: dict[str, Any]
+    id: str
+    role: Literal["system"]
+
+    def __init__(
+        self,
+        content: str | Sequence[Part] = (),
+        *,
+        metadata: dict[str, Any] | None = None,
+        id: str | None = None,
+        role: Literal["system"] = "system",
+    ) -> None:
+        self.content = _parts(content)
+        self.metadata = {} if metadata is None else metadata
+        self.id = id or new_id()
+        self.role = "system"
+
+
+@dataclass(slots=True, init=False)
+class UserMessage(_TextMixin):
+    """What the user (or middleware speaking for the user, e.g. a pinned skill) said."""
+
+    content: list[Part]
+    metadata: dict[str, Any]
+    id: str
+    role: Literal["user"]
+
+    def __init__(
+        self,
+        content: str | Sequence[Part] = (),
+        *,
+        metadata: dict[str, Any] | None = None,
+        id: str | None = None,
+        role: Literal["user"] = "user",
+    ) -> None:
+        self.content = _parts(content)
+        self.metadata = {} if metadata is None else metadata
+        self.id = id or new_id()
+        self.role = "user"
+
+
+@dataclass(slots=True, init=False)
+class AssistantMessage(_TextMixin):
+    """The model's answer: text and/or tool calls, with the usage and finish reason reported."""
+
+    content: list[Part]
+    tool_calls: list[ToolCall]
+    usage: Usage | None
+    finish_reason: str | None
+    metadata: dict[str, Any]
+    id: str
+    role: Literal["assistant"]
+
+    def __init__(
+        self,
+        content: str | Sequence[Part] = (),
+        *,
+        tool_calls: Iterable[ToolCall] = (),
+        usage: Usage | None = None,
+        finish_reason: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        id: str | None = None,
+        role: Literal["assistant"] = "assistant",
+    ) -> None:
+        self.content = _parts(content)
+        self.tool_calls = list(tool_calls)
+        self.usage = usage
+        self.finish_reason = finish_reason
+        self.metadata = {} if metadata is None else metadata
+        self.id = id or new_id()
+        self.role = "assistant"
+
+
+@dataclass(slots=True, init=False)
+class ToolMessage:
+    """The result of one tool call, paired with its call by ``tool_call_id``."""
+
+    tool_call_id: str
+    name: str
+    data: Any
+    is_error: bool
+    metadata: dict[str, Any]
+    id: str
+    role: Literal["tool"]
+
+    def __init__(
+        self,
+        tool_call_id: str,
+        name: str,
+        data: Any = "",
+        *,
+        is_error: bool = False,
+        metadata: dict[str, Any] | None = None,
+        id: str | None = None,
+        role: Literal["tool"] = "tool",
+    ) -> None:
+        self.tool_call_id = tool_call_id
+        self.name = name
+        self.data = data
+        self.is_error = is_error
+        self.metadata = {} if metadata is None else metadata
+        self.id = id or new_id()
+        self.role = "tool"
+
+    @classmethod
+    def from_result(
+        cls, result: ToolResult, name: str, *, metadata: dict[str, Any] | None = None
+    ) -> ToolMessage:
+        return cls(
+            result.tool_call_id, name, result.data, is_error=result.is_error, metadata=metadata
+        )
+
+    @property
+    def result(self) -> ToolResult:
+        return ToolResult(self.tool_call_id, self.data, self.is_error)
+
+    @property
+    def text(self) -> str:
+        """The result as text: strings as they are, anything else as compact JSON."""
+        if isinstance(self.data, str):
+            return self.data
+        return _JSON.dump_json(self.data).decode()
+
+
+Message: TypeAlias = Annotated[
+    SystemMessage | UserMessage | AssistantMessage | ToolMessage, Field(discriminator="role")
+]
+"""Any conversation message; ``role`` tells the kinds apart."""
+
+_JSON: TypeAdapter[Any] = TypeAdapter(Any)
+_MESSAGES: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
+
+
+def dump_messages(messages: Sequence[Message]) -> str:
+    """Serialize messages to a JSON array (lossless: :func:`load_messages` restores them)."""
+    return _MESSAGES.dump_json(list(messages)).decode()
+
+
+def load_messages(data: str | bytes) -> list[Message]:
+    """Parse a JSON array written by :func:`dump_messages`.
+
+    Raises ``pydantic.ValidationError`` (a ``ValueError``) naming the bad field on malformed input.
+    """
+    return _MESSAGES.validate_json(data)

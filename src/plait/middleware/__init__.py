@@ -1,0 +1,19 @@
+"""Orchestrator middleware: the contract, the stack, and the turn/dispatch contexts."""
+
+from plait.middleware.base import SEAMS, Middleware, ModelHandler, Next, ToolHandler
+from plait.middleware.context import DispatchContext, Event, EventSink, TurnContext
+from plait.middleware.stack import MiddlewareStack, SkippedCall
+
+__all__ = [
+    "SEAMS",
+    "DispatchContext",
+    "Event",
+    "EventSink",
+    "Middleware",
+    "MiddlewareStack",
+    "ModelHandler",
+    "Next",
+    "SkippedCall",
+    "ToolHandler",
+    "TurnContext",
+]

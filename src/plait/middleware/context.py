@@ -1,0 +1,143 @@
+"""The two contexts middleware sees: one per turn, one per dispatch (model call).
+
+:class:`TurnContext` lives from the moment the thread is loaded until the turn ends. It owns the
+turn's :class:`~plait.tools.ToolRegistry` (rebuilt every turn), the thread's messages and state,
+the *ephemeral* messages that middleware projects into requests without persisting them, and the
+event sink. :class:`DispatchContext` lives for one model call and the tool calls it asks for.
+
+Failure is explicit: ``TurnContext.abort(error)`` ends the turn, ``DispatchContext.nack(error)``
+rejects the dispatch (which also ends the turn). Once either has happened the remaining middleware
+of every pipeline and seam is skipped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from plait.messages import Message, ToolCall, ToolMessage, Usage
+from plait.tools import ToolRegistry
+
+if TYPE_CHECKING:
+    from plait.models.base import Model, ModelRequest, ModelResponse
+
+__all__ = ["DispatchContext", "Event", "EventSink", "TurnContext"]
+
+
+@dataclass(slots=True, kw_only=True)
+class Event:
+    """Base class of every event a turn emits; batteries define their own subclasses.
+
+    ``type`` is a stable string for logs and JSON (e.g. ``"tool_result"``).
+    """
+
+    type: str = "event"
+
+
+EventSink = Callable[[Event], None]
+
+
+def _discard(_: Event) -> None:
+    return None
+
+
+@dataclass(slots=True, eq=False)
+class TurnContext:
+    """Everything one turn shares. Created by the runtime after the registry is built.
+
+    ``messages`` is the thread's history plus what this turn has added so far (persisted);
+    ``ephemeral`` holds messages that middleware projects into every request of this turn and
+    that are never persisted (a skill body, a pinned note); ``state`` is the thread state dict,
+    persisted with every dispatch. ``scratch`` is per-turn, unpersisted space for middleware,
+    keyed by whatever the middleware chooses (its own instance, typically).
+    """
+
+    thread_id: str
+    registry: ToolRegistry
+    model: Model
+    messages: list[Message]
+    state: dict[str, Any]
+    system_prompt: str = ""
+    input: list[Message] = field(default_factory=list)
+    ephemeral: list[Message] = field(default_factory=list)
+    scratch: dict[Any, Any] = field(default_factory=dict)
+    usage: Usage = field(default_factory=Usage)
+    dispatch_count: int = 0
+    emit: EventSink = _discard
+    _error: BaseException | None = None
+
+    def abort(self, error: BaseException) -> None:
+        """End the turn with ``error``; remaining middleware is skipped. The first abort wins."""
+        if self._error is None:
+            self._error = error
+
+    @property
+    def aborted(self) -> bool:
+        return self._error is not None
+
+    @property
+    def error(self) -> BaseException | None:
+        """Why the turn was aborted, or ``None``."""
+        return self._error
+
+
+@dataclass(slots=True, eq=False)
+class DispatchContext:
+    """One model call and the tool calls it produced.
+
+    ``request`` is set once the request is built, ``response`` once the model answered;
+    ``new_messages`` collects the assistant message and tool results that this dispatch will
+    persist.
+    """
+
+    turn: TurnContext
+    index: int
+    request: ModelRequest | None = None
+    response: ModelResponse | None = None
+    new_messages: list[Message] = field(default_factory=list)
+    _state: str = "open"
+    _error: BaseException | None = None
+
+    @property
+    def registry(self) -> ToolRegistry:
+        return self.turn.registry
+
+    @property
+    def state(self) -> dict[str, Any]:
+        """The thread state (shortcut for ``ctx.turn.state``)."""
+        return self.turn.state
+
+    def ack(self) -> None:
+        """Mark the dispatch as accepted. Optional: an un-nacked dispatch proceeds anyway."""
+        if self._state == "open":
+            self._state = "acked"
+
+    def nack(self, error: BaseException) -> None:
+        """Reject the dispatch with ``error``: nothing more runs and the turn ends with it."""
+        if self._error is None:
+            self._state = "nacked"
+            self._error = error
+
+    @property
+    def nacked(self) -> bool:
+        return self._error is not None
+
+    @property
+    def acked(self) -> bool:
+        return self._state == "acked"
+
+    @property
+    def error(self) -> BaseException | None:
+        return self._error
+
+    @property
+    def stopped(self) -> bool:
+        """True once the dispatch was nacked or the turn aborted: remaining middleware skips."""
+        return self._error is not None or self.turn._error is not None
+
+    def tool_messages(self) -> list[ToolMessage]:
+        return [m for m in self.new_messages if isinstance(m, ToolMessage)]
+
+    def tool_calls(self) -> list[ToolCall]:
+        return list(self.response.tool_calls) if self.response is not None else []

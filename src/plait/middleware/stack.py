@@ -1,0 +1,192 @@
+"""``MiddlewareStack``: an ordered list of middleware and the runners that apply the contract.
+
+The ordering and skip rules are documented once, in :mod:`plait.middleware.base`; this module is
+their implementation. The stack pre-sorts middleware by the hooks each class overrides, so a turn
+pays only for hooks that exist.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable, Iterator
+from typing import Any, Self, TypeVar
+
+from plait.messages import ToolCall, ToolResult
+from plait.middleware.base import SEAMS, Middleware, ModelHandler, Next, ToolHandler
+from plait.middleware.context import DispatchContext, TurnContext
+from plait.models.base import ModelRequest, ModelResponse
+
+__all__ = ["MiddlewareStack", "SkippedCall"]
+
+C = TypeVar("C", TurnContext, DispatchContext)
+Hook = Callable[[C, Next], Awaitable[None]]
+
+
+class SkippedCall:
+    """What :meth:`MiddlewareStack.run_before_tool_call` returns when a middleware skipped."""
+
+    __slots__ = ("by",)
+
+    def __init__(self, by: str) -> None:
+        self.by = by
+
+
+class MiddlewareStack:
+    """Middleware in registration order. ``MiddlewareStack().use(a).use(b)`` chains.
+
+    An empty stack is valid and is what the runtime uses when none is given: no per-turn
+    middleware runs.
+    """
+
+    def __init__(self, middleware: Iterable[Middleware] = ()) -> None:
+        self._middleware: list[Middleware] = []
+        self._by_hook: dict[str, list[Middleware]] = {hook: [] for hook in SEAMS}
+        for m in middleware:
+            self.use(m)
+
+    def use(self, middleware: Middleware) -> Self:
+        """Append ``middleware`` (it runs after those already registered); returns the stack."""
+        if not isinstance(middleware, Middleware):
+            raise TypeError(
+                f"{middleware!r} is not a plait Middleware; subclass plait.Middleware and "
+                "override the hooks you need."
+            )
+        self._middleware.append(middleware)
+        for hook in SEAMS:
+            if middleware.overrides(hook):
+                self._by_hook[hook].append(middleware)
+        return self
+
+    def __iter__(self) -> Iterator[Middleware]:
+        return iter(self._middleware)
+
+    def __len__(self) -> int:
+        return len(self._middleware)
+
+    def implementing(self, hook: str) -> list[Middleware]:
+        """The middleware that override ``hook``, in registration order."""
+        return list(self._by_hook[hook])
+
+    # -- pipelines -------------------------------------------------------------------------
+
+    async def run_turn_input(self, ctx: TurnContext) -> None:
+        await _pipeline(
+            [m.turn_input for m in self._by_hook["turn_input"]], ctx, lambda: ctx.aborted, ctx.abort
+        )
+
+    async def run_turn_output(self, ctx: TurnContext) -> None:
+        await _pipeline(
+            [m.turn_output for m in self._by_hook["turn_output"]],
+            ctx,
+            lambda: ctx.aborted,
+            ctx.abort,
+        )
+
+    async def run_dispatch_input(self, ctx: DispatchContext) -> None:
+        await _pipeline(
+            [m.dispatch_input for m in self._by_hook["dispatch_input"]],
+            ctx,
+            lambda: ctx.stopped,
+            ctx.nack,
+        )
+
+    async def run_dispatch_output(self, ctx: DispatchContext) -> None:
+        await _pipeline(
+            [m.dispatch_output for m in self._by_hook["dispatch_output"]],
+            ctx,
+            lambda: ctx.stopped,
+            ctx.nack,
+        )
+
+    # -- model seams -----------------------------------------------------------------------
+
+    async def run_before_model_call(
+        self, request: ModelRequest, ctx: DispatchContext
+    ) -> ModelRequest:
+        """``before_model_call`` first → last; each gets the previous one's request."""
+        for m in self._by_hook["before_model_call"]:
+            if ctx.stopped:
+                break
+            request = await m.before_model_call(request, ctx)
+        return request
+
+    def wrap_model(self, handler: ModelHandler, ctx: DispatchContext) -> ModelHandler:
+        """``handler`` wrapped by every ``wrap_model_call``; the first registered is outermost."""
+        for m in reversed(self._by_hook["wrap_model_call"]):
+            handler = _bind_model(m, handler, ctx)
+        return handler
+
+    async def run_after_model_call(
+        self, response: ModelResponse, request: ModelRequest, ctx: DispatchContext
+    ) -> ModelResponse:
+        """``after_model_call`` last → first, so the outermost middleware sees the final word."""
+        for m in reversed(self._by_hook["after_model_call"]):
+            if ctx.stopped:
+                break
+            response = await m.after_model_call(response, request, ctx)
+        return response
+
+    # -- tool seams ------------------------------------------------------------------------
+
+    async def run_before_tool_call(
+        self, call: ToolCall, ctx: DispatchContext
+    ) -> ToolCall | SkippedCall:
+        """``before_tool_call`` first → last; a ``None`` stops the chain and skips the call."""
+        for m in self._by_hook["before_tool_call"]:
+            if ctx.stopped:
+                break
+            changed = await m.before_tool_call(call, ctx)
+            if changed is None:
+                return SkippedCall(m.name)
+            call = changed
+        return call
+
+    def wrap_tool(self, handler: ToolHandler, ctx: DispatchContext) -> ToolHandler:
+        """``handler`` wrapped by every ``wrap_tool_call``; the first registered is outermost."""
+        for m in reversed(self._by_hook["wrap_tool_call"]):
+            handler = _bind_tool(m, handler, ctx)
+        return handler
+
+    async def run_after_tool_call(
+        self, call: ToolCall, result: ToolResult, ctx: DispatchContext
+    ) -> ToolResult:
+        """``after_tool_call`` first → last."""
+        for m in self._by_hook["after_tool_call"]:
+            if ctx.stopped:
+                break
+            result = await m.after_tool_call(call, result, ctx)
+        return result
+
+
+def _bind_model(m: Middleware, inner: ModelHandler, ctx: DispatchContext) -> ModelHandler:
+    def handler(request: ModelRequest) -> Awaitable[ModelResponse]:
+        return m.wrap_model_call(request, ctx, inner)
+
+    return handler
+
+
+def _bind_tool(m: Middleware, inner: ToolHandler, ctx: DispatchContext) -> ToolHandler:
+    def handler(call: ToolCall) -> Awaitable[ToolResult]:
+        return m.wrap_tool_call(call, ctx, inner)
+
+    return handler
+
+
+async def _pipeline(
+    hooks: list[Callable[[Any, Next], Awaitable[None]]],
+    ctx: Any,
+    stopped: Callable[[], bool],
+    fail: Callable[[BaseException], None],
+) -> None:
+    """Run ``hooks`` as a chain: each gets ``next`` for the rest. Any exception a hook raises
+    (cancellation excepted) is handed to ``fail`` — abort or nack — and the chain stops."""
+    count = len(hooks)
+
+    async def step(i: int) -> None:
+        if i >= count or stopped():
+            return
+        try:
+            await hooks[i](ctx, lambda: step(i + 1))
+        except Exception as exc:
+            fail(exc)
+
+    await step(0)

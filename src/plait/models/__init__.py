@@ -1,0 +1,37 @@
+"""Models: the protocol, request/response types, scripted fakes and language-model middleware.
+
+Provider adapters live in :mod:`plait.models.openai` and :mod:`plait.models.anthropic` (optional
+extras); :func:`plait.models.registry.resolve_model` turns a spec string into a model.
+"""
+
+from plait.models.base import (
+    CallClass,
+    Model,
+    ModelRequest,
+    ModelResponse,
+    ResponseComplete,
+    StreamEvent,
+    TextDelta,
+    ToolCallDelta,
+    collect_stream,
+)
+from plait.models.language_model import LanguageModelMiddleware, WrappedModel, wrap_model
+from plait.models.scripted import FunctionModel, ScriptedModel, ScriptExhausted
+
+__all__ = [
+    "CallClass",
+    "FunctionModel",
+    "LanguageModelMiddleware",
+    "Model",
+    "ModelRequest",
+    "ModelResponse",
+    "ResponseComplete",
+    "ScriptExhausted",
+    "ScriptedModel",
+    "StreamEvent",
+    "TextDelta",
+    "ToolCallDelta",
+    "WrappedModel",
+    "collect_stream",
+    "wrap_model",
+]

@@ -1,0 +1,149 @@
+"""The model contract: one request type, one response type, one protocol with two methods.
+
+``generate`` returns a whole :class:`ModelResponse`. ``stream`` is its own async iterator of
+:class:`StreamEvent` (never a flag that changes a return type): any number of
+:class:`TextDelta` / :class:`ToolCallDelta` events, then exactly one :class:`ResponseComplete`
+carrying the assembled response, so a consumer that only wants the result can skip to the end.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
+
+from plait.messages import AssistantMessage, Message, ToolCall, Usage
+from plait.tools import ToolDefinition
+
+__all__ = [
+    "CallClass",
+    "FinishReason",
+    "Model",
+    "ModelRequest",
+    "ModelResponse",
+    "ResponseComplete",
+    "StreamEvent",
+    "TextDelta",
+    "ToolCallDelta",
+    "ToolChoice",
+    "collect_stream",
+]
+
+CallClass: TypeAlias = str
+"""What kind of call a request is: ``"agent"`` for the agent's own turn, ``"summarizer"`` for a
+summarization call, or any string an application defines. Middleware and routing read it to tell
+calls apart."""
+
+FinishReason: TypeAlias = Literal["stop", "tool_calls", "length", "content_filter", "error"] | str
+ToolChoice: TypeAlias = Literal["auto", "none", "required"] | str
+"""``"auto"`` (default), ``"none"``, ``"required"``, or a tool name to force that tool."""
+
+
+@dataclass(slots=True)
+class ModelRequest:
+    """Everything a provider needs for one call. Middleware returns changed copies
+    (:meth:`replace`) rather than mutating a request another middleware may hold."""
+
+    messages: list[Message]
+    tools: list[ToolDefinition] = field(default_factory=list)
+    system_prompt: str = ""
+    model: str | None = None
+    temperature: float | None = None
+    max_tokens: int | None = None
+    call_class: CallClass = "agent"
+    tool_choice: ToolChoice | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def replace(self, **changes: Any) -> ModelRequest:
+        """A copy with ``changes`` applied (list and dict fields are not deep-copied)."""
+        return replace(self, **changes)
+
+
+@dataclass(slots=True)
+class ModelResponse:
+    """What a provider answered: text, tool calls, why it stopped, and usage."""
+
+    content: str = ""
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    finish_reason: FinishReason = "stop"
+    usage: Usage = field(default_factory=Usage)
+    model: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def replace(self, **changes: Any) -> ModelResponse:
+        return replace(self, **changes)
+
+    def to_message(self) -> AssistantMessage:
+        """The assistant message this response becomes in the conversation."""
+        return AssistantMessage(
+            self.content,
+            tool_calls=self.tool_calls,
+            usage=self.usage,
+            finish_reason=self.finish_reason,
+        )
+
+
+@dataclass(slots=True, frozen=True)
+class TextDelta:
+    """A chunk of answer text."""
+
+    text: str
+    type: Literal["text_delta"] = "text_delta"
+
+
+@dataclass(slots=True, frozen=True)
+class ToolCallDelta:
+    """A fragment of a tool call as it streams: ``index`` tells parallel calls apart; ``id`` and
+    ``name`` arrive once, ``args_fragment`` is a piece of the JSON argument text."""
+
+    index: int
+    id: str | None = None
+    name: str | None = None
+    args_fragment: str = ""
+    type: Literal["tool_call_delta"] = "tool_call_delta"
+
+
+@dataclass(slots=True, frozen=True)
+class ResponseComplete:
+    """The last event of every stream: the whole response, tool calls assembled."""
+
+    response: ModelResponse
+    type: Literal["response_complete"] = "response_complete"
+
+
+StreamEvent: TypeAlias = TextDelta | ToolCallDelta | ResponseComplete
+
+
+@runtime_checkable
+class Model(Protocol):
+    """A language model. Implementations: provider adapters, :class:`~plait.models.ScriptedModel`,
+    :class:`~plait.models.FunctionModel`, and anything wrapped by
+    :func:`~plait.models.wrap_model`."""
+
+    @property
+    def name(self) -> str:
+        """A short label for logs and events, such as ``"openai:gpt-4.1-mini"``."""
+        ...
+
+    async def generate(self, request: ModelRequest) -> ModelResponse:
+        """Answer ``request`` in one piece."""
+        ...
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        """Answer ``request`` as events, ending with one :class:`ResponseComplete`."""
+        ...
+
+
+async def collect_stream(events: AsyncIterator[StreamEvent]) -> ModelResponse:
+    """Drain a stream and return its final response.
+
+    Raises ``RuntimeError`` if the stream ends without a :class:`ResponseComplete`, which means
+    the model implementation is broken.
+    """
+    final: ModelResponse | None = None
+    async for event in events:
+        if isinstance(event, ResponseComplete):
+            final = event.response
+    if final is None:
+        raise RuntimeError("model stream ended without a ResponseComplete event")
+    return final

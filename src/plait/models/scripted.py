@@ -1,0 +1,140 @@
+"""Models that need no network: for tests, demos and examples. Public API, not test helpers.
+
+* :class:`ScriptedModel` answers from a list, one entry per call, and records every request.
+* :class:`FunctionModel` answers with a Python function of the request.
+
+Both stream: text is split into word-sized :class:`~plait.models.base.TextDelta` events and tool
+call arguments into several :class:`~plait.models.base.ToolCallDelta` fragments, exactly as a
+provider would, followed by the :class:`~plait.models.base.ResponseComplete`.
+
+Script entries may be a :class:`ModelResponse`, a string (a text answer), a :class:`ToolCall`
+(a response that calls one tool) or a list of :class:`ToolCall` (parallel calls)::
+
+    model = ScriptedModel([
+        ToolCall("c1", "get_weather", {"city": "Paris"}),
+        "It is sunny in Paris.",
+    ])
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import re
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from typing import TypeAlias
+
+from plait.errors import PlaitError
+from plait.messages import ToolCall
+from plait.models.base import (
+    ModelRequest,
+    ModelResponse,
+    ResponseComplete,
+    StreamEvent,
+    TextDelta,
+    ToolCallDelta,
+)
+
+__all__ = ["FunctionModel", "ScriptEntry", "ScriptExhausted", "ScriptedModel", "stream_response"]
+
+ScriptEntry: TypeAlias = ModelResponse | str | ToolCall | Sequence[ToolCall]
+
+
+class ScriptExhausted(PlaitError):
+    """A :class:`ScriptedModel` was called more times than it has entries."""
+
+
+def as_response(entry: ScriptEntry) -> ModelResponse:
+    """Normalise a script entry to a :class:`ModelResponse`."""
+    if isinstance(entry, ModelResponse):
+        return entry
+    if isinstance(entry, str):
+        return ModelResponse(content=entry, finish_reason="stop")
+    calls = [entry] if isinstance(entry, ToolCall) else list(entry)
+    return ModelResponse(tool_calls=calls, finish_reason="tool_calls")
+
+
+_WORDS = re.compile(r"\S+\s*|\s+")
+
+
+async def stream_response(response: ModelResponse) -> AsyncIterator[StreamEvent]:
+    """Replay ``response`` as a provider-like stream of deltas, then the completed response."""
+    for chunk in _WORDS.findall(response.content):
+        yield TextDelta(chunk)
+    for index, call in enumerate(response.tool_calls):
+        text = call.raw_args if call.raw_args is not None else json.dumps(call.args)
+        third = max(1, len(text) // 3)
+        yield ToolCallDelta(index, id=call.id, name=call.name, args_fragment=text[:third])
+        for start in range(third, len(text), third):
+            yield ToolCallDelta(index, args_fragment=text[start : start + third])
+    yield ResponseComplete(response)
+
+
+class ScriptedModel:
+    """Answers call *n* with script entry *n*; ``requests`` records what it was sent.
+
+    Calling it once more than the script allows raises :class:`ScriptExhausted`, which names how
+    many calls the script covered, so a test sees at once that the agent looped.
+    """
+
+    def __init__(self, script: Iterable[ScriptEntry], *, name: str = "scripted") -> None:
+        self._script = [as_response(e) for e in script]
+        self._name = name
+        self.requests: list[ModelRequest] = []
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def remaining(self) -> int:
+        return len(self._script) - len(self.requests)
+
+    def _next(self, request: ModelRequest) -> ModelResponse:
+        index = len(self.requests)
+        if index >= len(self._script):
+            raise ScriptExhausted(
+                f"ScriptedModel {self._name!r} has {len(self._script)} responses and was called "
+                f"a {index + 1}th time; add responses to the script or check the agent for a loop."
+            )
+        self.requests.append(request)
+        return self._script[index]
+
+    async def generate(self, request: ModelRequest) -> ModelResponse:
+        return self._next(request)
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        async for event in stream_response(self._next(request)):
+            yield event
+
+
+ModelFunction: TypeAlias = Callable[[ModelRequest], ScriptEntry | Awaitable[ScriptEntry]]
+
+
+class FunctionModel:
+    """Answers with ``fn(request)``; ``fn`` may be sync or async and may return any script entry.
+
+    Use it to write a model whose answer depends on what it was sent (e.g. call a tool only if it
+    is advertised). ``requests`` records every request.
+    """
+
+    def __init__(self, fn: ModelFunction, *, name: str = "function") -> None:
+        self._fn = fn
+        self._name = name
+        self.requests: list[ModelRequest] = []
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    async def generate(self, request: ModelRequest) -> ModelResponse:
+        self.requests.append(request)
+        result = self._fn(request)
+        if inspect.isawaitable(result):
+            result = await result
+        return as_response(result)
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        response = await self.generate(request)
+        async for event in stream_response(response):
+            yield event

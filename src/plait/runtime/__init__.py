@@ -1,0 +1,32 @@
+"""The runtime: ``Agent``, the turn loop and its events."""
+
+from plait.runtime.agent import Agent, Limits, RunInput, RunStream
+from plait.runtime.events import (
+    DispatchEnd,
+    ErrorEvent,
+    ModelRequestEvent,
+    ModelResponseEvent,
+    TextDeltaEvent,
+    ToolCallEvent,
+    ToolResultEvent,
+    TurnEnd,
+    TurnStart,
+)
+from plait.runtime.turn import RunResult
+
+__all__ = [
+    "Agent",
+    "DispatchEnd",
+    "ErrorEvent",
+    "Limits",
+    "ModelRequestEvent",
+    "ModelResponseEvent",
+    "RunInput",
+    "RunResult",
+    "RunStream",
+    "TextDeltaEvent",
+    "ToolCallEvent",
+    "ToolResultEvent",
+    "TurnEnd",
+    "TurnStart",
+]

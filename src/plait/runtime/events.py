@@ -1,0 +1,109 @@
+"""The typed events a turn emits, live through ``agent.stream(...)`` and collected in
+``RunResult.events``.
+
+Every event derives from :class:`~plait.middleware.context.Event`; batteries add their own
+(skill loads, evictions, summaries) and the runtime passes them through unchanged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from plait.messages import AssistantMessage, Message, ToolCall, ToolResult, Usage
+from plait.middleware.context import Event
+from plait.models.base import ModelRequest
+
+__all__ = [
+    "DispatchEnd",
+    "ErrorEvent",
+    "Event",
+    "ModelRequestEvent",
+    "ModelResponseEvent",
+    "TextDeltaEvent",
+    "ToolCallEvent",
+    "ToolResultEvent",
+    "TurnEnd",
+    "TurnStart",
+]
+
+
+@dataclass(slots=True, kw_only=True)
+class TurnStart(Event):
+    thread_id: str
+    input: list[Message]
+    type: str = "turn_start"
+
+
+@dataclass(slots=True, kw_only=True)
+class ModelRequestEvent(Event):
+    """The request as sent to the model (after every ``before_model_call``)."""
+
+    dispatch: int
+    request: ModelRequest
+    type: str = "model_request"
+
+
+@dataclass(slots=True, kw_only=True)
+class TextDeltaEvent(Event):
+    """A chunk of the answer as the model streams it (``agent.stream`` only)."""
+
+    dispatch: int
+    text: str
+    type: str = "text_delta"
+
+
+@dataclass(slots=True, kw_only=True)
+class ModelResponseEvent(Event):
+    """The model's answer (after every ``after_model_call``)."""
+
+    dispatch: int
+    message: AssistantMessage
+    type: str = "model_response"
+
+
+@dataclass(slots=True, kw_only=True)
+class ToolCallEvent(Event):
+    dispatch: int
+    call: ToolCall
+    type: str = "tool_call"
+
+
+@dataclass(slots=True, kw_only=True)
+class ToolResultEvent(Event):
+    """A tool call's result. ``skipped_by`` names the middleware that skipped the call."""
+
+    dispatch: int
+    call: ToolCall
+    result: ToolResult
+    skipped_by: str | None = None
+    type: str = "tool_result"
+
+
+@dataclass(slots=True, kw_only=True)
+class DispatchEnd(Event):
+    """A dispatch finished and its messages were persisted."""
+
+    dispatch: int
+    messages: list[Message]
+    usage: Usage
+    type: str = "dispatch_end"
+
+
+@dataclass(slots=True, kw_only=True)
+class ErrorEvent(Event):
+    """Something failed. ``fatal`` errors end the turn; others were recovered from (a tool
+    raised, a best-effort offload failed) and are reported so nothing fails silently."""
+
+    error: BaseException
+    where: str
+    fatal: bool = False
+    details: dict[str, Any] = field(default_factory=dict)
+    type: str = "error"
+
+
+@dataclass(slots=True, kw_only=True)
+class TurnEnd(Event):
+    output: str
+    usage: Usage
+    type: str = "turn_end"

@@ -1,0 +1,139 @@
+"""Running the tool calls of one model response.
+
+Each call goes ``before_tool_call`` → resolve in the registry *now* (late binding) → validate →
+``wrap_tool_call`` around the tool → ``after_tool_call``. Whatever happens, the call gets exactly
+one result message, in call order, so call/result pairs always stay intact:
+
+==============================  =========================================================
+situation                       result the model reads
+==============================  =========================================================
+skipped by middleware           ``Tool call skipped by middleware <name>.`` (is_error)
+unknown tool                    the standard unknown-tool error listing available tools
+arguments not a JSON object     the raw text and what to send instead
+arguments fail the schema       each failing field and why
+the tool raises                 ``Tool '<name>' failed: <Type>: <message>``
+==============================  =========================================================
+
+Calls run concurrently (bounded by ``max_concurrency``) except around *sequential* tools
+(``metadata={"sequential": True}``, e.g. tools that load or unload other tools): such a call waits
+for the calls before it and the calls after it wait for it, so a tool it registers resolves for
+the calls that follow in the same response.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic_core import to_jsonable_python
+
+from plait.errors import ToolArgumentsError, ToolExecutionError, ToolResolutionError
+from plait.messages import ToolCall, ToolMessage, ToolResult
+from plait.middleware.base import ToolHandler
+from plait.middleware.context import DispatchContext
+from plait.middleware.stack import MiddlewareStack, SkippedCall
+from plait.runtime.events import ErrorEvent, ToolCallEvent, ToolResultEvent
+from plait.tools import ToolContext
+
+__all__ = ["run_tool_calls"]
+
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def _jsonable(data: Any) -> Any:
+    if isinstance(data, _SCALARS):
+        return data
+    try:
+        return to_jsonable_python(data)
+    except Exception:
+        return str(data)
+
+
+def _executor(d: DispatchContext) -> ToolHandler:
+    async def execute(call: ToolCall) -> ToolResult:
+        try:
+            tool = d.registry.resolve(call.name)
+        except ToolResolutionError as exc:
+            return ToolResult(call.id, str(exc), is_error=True)
+        if call.raw_args is not None:
+            return ToolResult(
+                call.id,
+                f"Arguments for tool {call.name!r} must be a JSON object; got {call.raw_args!r}. "
+                "Call the tool again with a JSON object of named arguments.",
+                is_error=True,
+            )
+        try:
+            args = tool.validate(call.args)
+        except ToolArgumentsError as exc:
+            return ToolResult(call.id, str(exc), is_error=True)
+        try:
+            data = await tool.invoke(args, ToolContext(call, d.turn, d))
+        except Exception as exc:
+            error = ToolExecutionError(call.name, exc)
+            d.turn.emit(ErrorEvent(error=error, where=f"tool:{call.name}"))
+            return ToolResult(call.id, str(error), is_error=True)
+        return ToolResult(call.id, _jsonable(data))
+
+    return execute
+
+
+async def _run_one(
+    call: ToolCall, d: DispatchContext, stack: MiddlewareStack, handler: ToolHandler
+) -> ToolMessage:
+    emit = d.turn.emit
+    emit(ToolCallEvent(dispatch=d.index, call=call))
+    skipped_by: str | None = None
+    try:
+        decided = await stack.run_before_tool_call(call, d)
+        if isinstance(decided, SkippedCall):
+            skipped_by = decided.by
+            result = ToolResult(call.id, f"Tool call skipped by middleware {decided.by}.", True)
+        else:
+            result = await handler(decided)
+            result = await stack.run_after_tool_call(decided, result, d)
+    except Exception as exc:
+        emit(ErrorEvent(error=exc, where=f"tool_middleware:{call.name}"))
+        result = ToolResult(
+            call.id, f"Tool call failed in middleware: {type(exc).__name__}: {exc}", is_error=True
+        )
+    if result.tool_call_id != call.id:
+        result = ToolResult(call.id, result.data, result.is_error)
+    emit(ToolResultEvent(dispatch=d.index, call=call, result=result, skipped_by=skipped_by))
+    return ToolMessage.from_result(result, call.name)
+
+
+def _groups(calls: Sequence[ToolCall], d: DispatchContext) -> list[list[int]]:
+    """Split call indexes into groups that may run concurrently (sequential tools alone)."""
+    groups: list[list[int]] = [[]]
+    for i, call in enumerate(calls):
+        tool = d.registry.get(call.name)
+        if tool is not None and tool.definition.metadata.get("sequential"):
+            groups.extend(([i], []))
+        else:
+            groups[-1].append(i)
+    return [g for g in groups if g]
+
+
+async def run_tool_calls(
+    calls: Sequence[ToolCall], d: DispatchContext, stack: MiddlewareStack, max_concurrency: int
+) -> list[ToolMessage]:
+    """Run ``calls``; return one result message per call, in call order."""
+    handler = stack.wrap_tool(_executor(d), d)
+    if len(calls) == 1:
+        return [await _run_one(calls[0], d, stack, handler)]
+    results: list[ToolMessage | None] = [None] * len(calls)
+    limit = asyncio.Semaphore(max(1, max_concurrency))
+
+    async def bounded(i: int) -> None:
+        async with limit:
+            results[i] = await _run_one(calls[i], d, stack, handler)
+
+    for group in _groups(calls, d):
+        if len(group) == 1:
+            await bounded(group[0])
+        else:
+            async with asyncio.TaskGroup() as tg:
+                for i in group:
+                    tg.create_task(bounded(i))
+    return [r for r in results if r is not None]

@@ -1,0 +1,200 @@
+"""One turn, step by step, exactly as DESIGN.md "One turn" lays it out.
+
+1. Load the thread; persist the new input before anything else runs.
+2. Build a fresh ``ToolRegistry``, then the ``TurnContext``.
+3. ``turn_input``; an abort ends the turn.
+4. Dispatch loop: ``dispatch_input`` → build the request → model seams → tool calls →
+   ``dispatch_output`` → persist the dispatch's messages. Until an answer without tool calls,
+   or the dispatch limit.
+5. ``turn_output`` (its head strips what middleware projected).
+6. A :class:`RunResult`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from plait.errors import DispatchLimitExceeded, DispatchRejected, ProviderError, TurnAborted
+from plait.messages import Message, Usage
+from plait.middleware.context import DispatchContext, Event, EventSink, TurnContext
+from plait.middleware.stack import MiddlewareStack
+from plait.models.base import ModelRequest, ModelResponse, ResponseComplete, TextDelta
+from plait.runtime.events import (
+    DispatchEnd,
+    ErrorEvent,
+    ModelRequestEvent,
+    ModelResponseEvent,
+    TextDeltaEvent,
+    TurnEnd,
+    TurnStart,
+)
+from plait.runtime.tool_calls import run_tool_calls
+from plait.tools import ToolRegistry
+
+if TYPE_CHECKING:
+    from plait.runtime.agent import Agent
+
+__all__ = ["RunResult", "Turn"]
+
+
+@dataclass(slots=True)
+class RunResult:
+    """What a turn produced: the final answer, the messages it added, usage and events."""
+
+    output: str
+    thread_id: str
+    new_messages: list[Message]
+    usage: Usage
+    state: dict[str, Any]
+    events: list[Event] = field(default_factory=list)
+
+
+class Turn:
+    """Runs one turn of ``agent`` on a thread. Create one per ``run``; not reusable."""
+
+    def __init__(
+        self,
+        agent: Agent,
+        thread_id: str,
+        input: Sequence[Message],
+        state: dict[str, Any] | None,
+        emit: EventSink,
+        streaming: bool,
+    ) -> None:
+        self.agent = agent
+        self.stack: MiddlewareStack = agent.middleware
+        self.thread_id = thread_id
+        self.input = list(input)
+        self.state_update = state or {}
+        self.emit = emit
+        self.streaming = streaming
+        self.version = 0
+        self.new_messages: list[Message] = list(self.input)
+
+    async def run(self) -> RunResult:
+        ctx = await self._start()
+        try:
+            output = await self._dispatch_loop(ctx)
+            await self.stack.run_turn_output(ctx)
+            if ctx.aborted:
+                raise TurnAborted(ctx.error or RuntimeError("aborted"))
+        except BaseException as exc:
+            if isinstance(exc, Exception):
+                self.emit(ErrorEvent(error=exc, where="turn", fatal=True))
+            raise
+        self.emit(TurnEnd(output=output, usage=ctx.usage))
+        return RunResult(output, self.thread_id, self.new_messages, ctx.usage, ctx.state)
+
+    async def _start(self) -> TurnContext:
+        store = self.agent.store
+        snapshot = await store.load(self.thread_id)
+        state = snapshot.state
+        state.update(self.state_update)
+        self.version = await store.append(
+            self.thread_id, self.input, expected_version=snapshot.version, state=state
+        )
+        registry = ToolRegistry(self.agent.tools)
+        for m in self.stack:
+            for t in m.tools():
+                if t.name not in registry:
+                    registry.register(t)
+        ctx = TurnContext(
+            thread_id=self.thread_id,
+            registry=registry,
+            model=self.agent.model,
+            messages=[*snapshot.messages, *self.input],
+            state=state,
+            system_prompt=self.agent.system_prompt,
+            input=self.input,
+            emit=self.emit,
+        )
+        self.emit(TurnStart(thread_id=self.thread_id, input=self.input))
+        await self.stack.run_turn_input(ctx)
+        if ctx.aborted:
+            raise TurnAborted(ctx.error or RuntimeError("aborted"))
+        return ctx
+
+    async def _dispatch_loop(self, ctx: TurnContext) -> str:
+        limit = self.agent.limits.max_dispatches
+        while True:
+            if ctx.dispatch_count >= limit:
+                raise DispatchLimitExceeded(limit)
+            d = DispatchContext(ctx, ctx.dispatch_count)
+            ctx.dispatch_count += 1
+            response = await self._dispatch(d)
+            if not response.tool_calls:
+                return response.content
+
+    def _check(self, d: DispatchContext) -> None:
+        if d.turn.aborted:
+            raise TurnAborted(d.turn.error or RuntimeError("aborted"))
+        if d.nacked:
+            raise DispatchRejected(d.error or RuntimeError("nacked"), d.index)
+
+    def build_request(self, ctx: TurnContext) -> ModelRequest:
+        agent = self.agent
+        return ModelRequest(
+            messages=[*ctx.messages, *ctx.ephemeral],
+            tools=ctx.registry.definitions(),
+            system_prompt=ctx.system_prompt,
+            model=agent.model_name,
+            temperature=agent.temperature,
+            max_tokens=agent.max_tokens,
+            call_class="agent",
+        )
+
+    async def _dispatch(self, d: DispatchContext) -> ModelResponse:
+        ctx, stack = d.turn, self.stack
+        await stack.run_dispatch_input(d)
+        self._check(d)
+        request = await stack.run_before_model_call(self.build_request(ctx), d)
+        self._check(d)
+        d.request = request
+        self.emit(ModelRequestEvent(dispatch=d.index, request=request))
+        response = await stack.wrap_model(self._model_handler(d), d)(request)
+        response = await stack.run_after_model_call(response, request, d)
+        self._check(d)
+        d.response = response
+        ctx.usage = ctx.usage + response.usage
+        assistant = response.to_message()
+        self._add(d, assistant)
+        self.emit(ModelResponseEvent(dispatch=d.index, message=assistant))
+        if response.tool_calls:
+            limit = self.agent.limits.max_concurrent_tools
+            for message in await run_tool_calls(response.tool_calls, d, stack, limit):
+                self._add(d, message)
+        await stack.run_dispatch_output(d)
+        self.version = await self.agent.store.append(
+            self.thread_id, d.new_messages, expected_version=self.version, state=ctx.state
+        )
+        self.emit(DispatchEnd(dispatch=d.index, messages=d.new_messages, usage=response.usage))
+        self._check(d)
+        return response
+
+    def _add(self, d: DispatchContext, message: Message) -> None:
+        d.new_messages.append(message)
+        d.turn.messages.append(message)
+        self.new_messages.append(message)
+
+    def _model_handler(self, d: DispatchContext) -> Any:
+        model = d.turn.model
+        if not self.streaming:
+            return model.generate
+
+        async def streamed(request: ModelRequest) -> ModelResponse:
+            final: ModelResponse | None = None
+            async for event in model.stream(request):
+                if isinstance(event, TextDelta):
+                    self.emit(TextDeltaEvent(dispatch=d.index, text=event.text))
+                elif isinstance(event, ResponseComplete):
+                    final = event.response
+            if final is None:
+                raise ProviderError(
+                    f"Model {model.name!r} ended its stream without a final response.",
+                    provider=model.name,
+                )
+            return final
+
+        return streamed

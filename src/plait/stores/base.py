@@ -1,0 +1,170 @@
+"""Thread stores: where a conversation's messages and state live between runs.
+
+A thread is an append-only list of messages plus a state dict (JSON values). Every write names
+the version it expects; a store that has moved on raises
+:class:`~plait.errors.ThreadConflictError` and writes nothing (optimistic versioning), so two runs
+appending to one thread can never interleave, lose or duplicate messages.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from pydantic_core import PydanticSerializationError
+
+from plait.errors import PlaitError
+from plait.messages import Message, dump_messages, load_messages
+
+__all__ = [
+    "StoreError",
+    "ThreadDataError",
+    "ThreadSnapshot",
+    "ThreadStore",
+    "messages_from_json",
+    "messages_to_json",
+    "state_from_json",
+    "state_to_json",
+]
+
+
+@dataclass(slots=True)
+class ThreadSnapshot:
+    """A thread as loaded: its messages, its state, and the version to write against.
+
+    A thread that was never written loads as an empty snapshot at version 0.
+    """
+
+    thread_id: str
+    messages: list[Message] = field(default_factory=list)
+    state: dict[str, Any] = field(default_factory=dict)
+    version: int = 0
+
+
+@runtime_checkable
+class ThreadStore(Protocol):
+    """Persistence for threads. Implementations: ``MemoryThreadStore``, ``SQLiteThreadStore``."""
+
+    async def load(self, thread_id: str) -> ThreadSnapshot:
+        """The thread's messages, state and version (empty at version 0 if unknown)."""
+        ...
+
+    async def append(
+        self,
+        thread_id: str,
+        messages: Sequence[Message],
+        *,
+        expected_version: int,
+        state: Mapping[str, Any] | None = None,
+    ) -> int:
+        """Append ``messages`` (and replace the state, if given) in one atomic write.
+
+        Succeeds only if the thread is still at ``expected_version``; returns the new version
+        (``expected_version + 1``). Otherwise raises ``ThreadConflictError`` and changes nothing.
+        """
+        ...
+
+    async def list_threads(self) -> list[str]:
+        """Every thread id, most recently written first."""
+        ...
+
+    async def delete(self, thread_id: str) -> bool:
+        """Remove a thread; return whether it existed."""
+        ...
+
+
+# --- Errors and the JSON codec every store shares --------------------------------------------
+# Stores keep messages as the elements of a ``dump_messages`` array and the state as a JSON object,
+# so the memory and SQLite stores accept and reject exactly the same values.
+
+
+class StoreError(PlaitError):
+    """A thread store could not read or write; the message names the store and what to do."""
+
+
+class ThreadDataError(StoreError, TypeError):
+    """A message or the state holds a value that cannot be stored as JSON; nothing was written.
+
+    ``where`` names the value, e.g. ``state['plan'][2]`` or ``message 1 (id '…')``.
+    """
+
+    def __init__(self, thread_id: str, where: str, problem: str) -> None:
+        self.thread_id = thread_id
+        self.where = where
+        super().__init__(
+            f"Cannot store {where} of thread {thread_id!r}: {problem}. Thread data must be plain "
+            "JSON values (dict with str keys, list, str, int, finite float, bool, None); convert "
+            "it before writing."
+        )
+
+
+def state_to_json(thread_id: str, state: Mapping[str, Any]) -> str:
+    """The state as a JSON object, after checking that loading it gives back an equal dict.
+
+    Raises :class:`ThreadDataError` naming the first offending key: a value JSON cannot hold
+    (a set, an object), a non-``str`` dict key or a tuple (both would come back changed), a NaN.
+    """
+    _check_json(thread_id, dict(state), "state")
+    return json.dumps(dict(state), ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+
+def state_from_json(data: str) -> dict[str, Any]:
+    """The state dict written by :func:`state_to_json`."""
+    state: dict[str, Any] = json.loads(data)
+    return state
+
+
+def messages_to_json(thread_id: str, messages: Sequence[Message]) -> list[str]:
+    """One JSON document per message (each an element of :func:`dump_messages`' array).
+
+    Raises :class:`ThreadDataError` naming the message whose data cannot be serialised.
+    """
+    rows: list[str] = []
+    for index, message in enumerate(messages):
+        try:
+            rows.append(dump_messages([message])[1:-1])
+        except PydanticSerializationError as exc:
+            raise ThreadDataError(
+                thread_id, f"message {index} (id {message.id!r})", str(exc)
+            ) from exc
+    return rows
+
+
+def messages_from_json(thread_id: str, rows: Sequence[str]) -> list[Message]:
+    """The messages written by :func:`messages_to_json`, parsed in one pass.
+
+    Raises :class:`StoreError` if a stored row no longer parses (the store was edited or damaged).
+    """
+    try:
+        return load_messages("[" + ",".join(rows) + "]")
+    except ValueError as exc:
+        raise StoreError(
+            f"Thread {thread_id!r} holds a message that cannot be read back ({exc}). The store "
+            "was changed outside plait or is damaged; delete the thread or restore a backup."
+        ) from exc
+
+
+def _check_json(thread_id: str, value: object, where: str) -> None:
+    if value is None or isinstance(value, str | bool | int):
+        return
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ThreadDataError(thread_id, where, f"{value} is not a JSON number")
+        return
+    if isinstance(value, list):
+        for index, item in enumerate(value):
+            _check_json(thread_id, item, f"{where}[{index}]")
+        return
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise ThreadDataError(
+                    thread_id, f"{where}[{key!r}]", "JSON object keys must be str"
+                )
+            _check_json(thread_id, item, f"{where}[{key!r}]")
+        return
+    hint = "use a list" if isinstance(value, tuple) else "JSON cannot hold it"
+    raise ThreadDataError(thread_id, where, f"{type(value).__name__} value ({hint})")

@@ -1,0 +1,283 @@
+"""Tools: definitions the model sees, callables the loop runs, and the per-turn registry.
+
+``@tool`` turns a typed function (sync or async) into a :class:`Tool`: the name is the function's,
+the description is its docstring, the JSON schema comes from its signature through pydantic. A
+parameter annotated :class:`ToolContext` is injected by the loop and left out of the schema::
+
+    @tool
+    async def read_report(path: str, max_lines: int = 100) -> str:
+        \"\"\"Read a report file and return its first lines.\"\"\"
+        ...
+
+Arguments the model sends are validated before the function runs; a mismatch raises
+:class:`~plait.errors.ToolArgumentsError`, which the loop turns into an error result the model
+can read.
+
+A :class:`ToolRegistry` is built fresh for every turn. What the model is shown is a *snapshot*
+(:meth:`ToolRegistry.definitions`) taken when a request is built; resolution
+(:meth:`ToolRegistry.resolve`) happens when a call runs, so a tool registered after the snapshot
+still resolves, and one unregistered since fails with :class:`~plait.errors.ToolResolutionError`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, get_type_hints, overload
+
+from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+
+from plait.errors import ConfigurationError, ToolArgumentsError, ToolResolutionError
+from plait.messages import ToolCall
+
+if TYPE_CHECKING:
+    from plait.middleware.context import DispatchContext, TurnContext
+
+__all__ = [
+    "FunctionTool",
+    "Tool",
+    "ToolContext",
+    "ToolDefinition",
+    "ToolRegistry",
+    "tool",
+]
+
+
+@dataclass(slots=True, frozen=True)
+class ToolDefinition:
+    """What a model is told about a tool: name, description and a JSON schema of its arguments.
+
+    ``metadata`` carries flags other layers read, such as ``{"defer_loading": True}``.
+    """
+
+    name: str
+    description: str
+    parameters: Mapping[str, Any]
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class ToolContext:
+    """Handed to a tool whose function declares a parameter annotated ``ToolContext``."""
+
+    call: ToolCall
+    turn: TurnContext
+    dispatch: DispatchContext
+
+    @property
+    def state(self) -> dict[str, Any]:
+        """The thread's state dict (persisted with the thread)."""
+        return self.turn.state
+
+
+class Tool:
+    """Base class of every tool. Subclasses implement :meth:`invoke`.
+
+    ``deferred`` tools are registered (they resolve) but not advertised to the model until
+    something discloses them; see the skills battery.
+    """
+
+    definition: ToolDefinition
+
+    def __init__(self, definition: ToolDefinition) -> None:
+        self.definition = definition
+
+    @property
+    def name(self) -> str:
+        return self.definition.name
+
+    @property
+    def deferred(self) -> bool:
+        return bool(self.definition.metadata.get("defer_loading", False))
+
+    def validate(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        """Return validated arguments or raise :class:`ToolArgumentsError`. Default: accept."""
+        return dict(args)
+
+    async def invoke(self, args: dict[str, Any], ctx: ToolContext) -> Any:
+        """Run the tool with validated ``args``; return any JSON value."""
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name!r}>"
+
+
+def _describe_errors(error: ValidationError) -> list[str]:
+    problems = []
+    for item in error.errors(include_url=False):
+        loc = ".".join(str(p) for p in item["loc"]) or "(arguments)"
+        problems.append(f"{loc}: {item['msg']}")
+    return problems
+
+
+class FunctionTool(Tool):
+    """A tool backed by a typed Python function, sync or async (built by :func:`tool`)."""
+
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.fn = fn
+        self._is_async = inspect.iscoroutinefunction(fn)
+        hints = get_type_hints(fn)
+        fields: dict[str, Any] = {}
+        self._context_param: str | None = None
+        for pname, param in inspect.signature(fn).parameters.items():
+            if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+                raise ConfigurationError(
+                    f"Tool function {fn.__qualname__} takes *{pname}; "
+                    "tools need named, typed parameters."
+                )
+            annotation = hints.get(pname, Any)
+            if annotation is ToolContext:
+                self._context_param = pname
+                continue
+            default = ... if param.default is param.empty else param.default
+            fields[pname] = (annotation, default)
+        tool_name = name or fn.__name__
+        self._model: type[BaseModel] = create_model(
+            f"{tool_name}_args", __config__=ConfigDict(extra="forbid"), **fields
+        )
+        schema = self._model.model_json_schema()
+        schema.pop("title", None)
+        doc = description if description is not None else inspect.getdoc(fn) or ""
+        super().__init__(ToolDefinition(tool_name, doc.strip(), schema, dict(metadata or {})))
+
+    def validate(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        try:
+            model = self._model.model_validate(args)
+        except ValidationError as exc:
+            raise ToolArgumentsError(self.name, _describe_errors(exc)) from None
+        return {k: getattr(model, k) for k in type(model).model_fields}
+
+    async def invoke(self, args: dict[str, Any], ctx: ToolContext) -> Any:
+        if self._context_param is not None:
+            args = {**args, self._context_param: ctx}
+        if self._is_async:
+            return await self.fn(**args)
+        return await asyncio.to_thread(self.fn, **args) if _blocking(self.fn) else self.fn(**args)
+
+
+def _blocking(fn: Callable[..., Any]) -> bool:
+    """Sync tools run inline unless marked ``@tool(blocking=True)`` (then in a worker thread)."""
+    return bool(getattr(fn, "__plait_blocking__", False))
+
+
+@overload
+def tool(fn: Callable[..., Any], /) -> FunctionTool: ...
+
+
+@overload
+def tool(
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    deferred: bool = False,
+    blocking: bool = False,
+    metadata: Mapping[str, Any] | None = None,
+) -> Callable[[Callable[..., Any]], FunctionTool]: ...
+
+
+def tool(
+    fn: Callable[..., Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    deferred: bool = False,
+    blocking: bool = False,
+    metadata: Mapping[str, Any] | None = None,
+) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
+    """Make a :class:`FunctionTool` from a typed function; usable bare or with options.
+
+    ``blocking=True`` runs a sync function in a worker thread so it cannot stall the loop;
+    ``deferred=True`` registers the tool without advertising it (see the skills battery).
+    """
+
+    def build(f: Callable[..., Any]) -> FunctionTool:
+        meta = dict(metadata or {})
+        if deferred:
+            meta["defer_loading"] = True
+        if blocking:
+            f.__plait_blocking__ = True  # type: ignore[attr-defined]
+        return FunctionTool(f, name=name, description=description, metadata=meta)
+
+    return build(fn) if fn is not None else build
+
+
+AsyncToolFn = Callable[[dict[str, Any], ToolContext], Awaitable[Any]]
+
+
+class ToolRegistry:
+    """The tools callable during one turn, by name.
+
+    Built fresh for each turn from the agent's tools; middleware registers and unregisters
+    projected tools on it. Registering a name that is taken replaces the entry only with
+    ``replace=True``; unregistering is by identity, so a stale handle cannot remove a newer tool
+    of the same name.
+    """
+
+    __slots__ = ("_tools", "_version")
+
+    def __init__(self, tools: Iterable[Tool] = ()) -> None:
+        self._tools: dict[str, Tool] = {}
+        self._version = 0
+        for t in tools:
+            self.register(t)
+
+    def register(self, tool: Tool, *, replace: bool = False) -> None:
+        """Add ``tool``. Raises :class:`ConfigurationError` if its name is taken (unless
+        ``replace``)."""
+        existing = self._tools.get(tool.name)
+        if existing is not None and existing is not tool and not replace:
+            raise ConfigurationError(
+                f"A tool named {tool.name!r} is already registered; "
+                "rename one of them or pass replace=True."
+            )
+        self._tools[tool.name] = tool
+        self._version += 1
+
+    def unregister(self, tool: Tool) -> bool:
+        """Remove ``tool`` if this exact object is registered; return whether it was."""
+        if self._tools.get(tool.name) is tool:
+            del self._tools[tool.name]
+            self._version += 1
+            return True
+        return False
+
+    def resolve(self, name: str) -> Tool:
+        """The tool registered under ``name`` now, or :class:`ToolResolutionError`."""
+        found = self._tools.get(name)
+        if found is None:
+            raise ToolResolutionError(name, self.advertised_names())
+        return found
+
+    def get(self, name: str) -> Tool | None:
+        return self._tools.get(name)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
+
+    def __iter__(self) -> Any:
+        return iter(list(self._tools.values()))
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    @property
+    def version(self) -> int:
+        """Bumped on every change; lets callers cache derived views."""
+        return self._version
+
+    def advertised_names(self) -> list[str]:
+        return [n for n, t in self._tools.items() if not t.deferred]
+
+    def definitions(self) -> list[ToolDefinition]:
+        """A snapshot of what to advertise: every registered tool that is not deferred."""
+        return [t.definition for t in self._tools.values() if not t.deferred]

@@ -1,0 +1,481 @@
+"""The turn loop of DESIGN.md "One turn": persistence points, pipelines, limits, failures."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from plait import (
+    Agent,
+    AssistantMessage,
+    DispatchContext,
+    DispatchLimitExceeded,
+    DispatchRejected,
+    FunctionModel,
+    Limits,
+    Middleware,
+    ModelRequest,
+    ModelResponse,
+    ScriptedModel,
+    ThreadConflictError,
+    ToolCall,
+    ToolContext,
+    ToolMessage,
+    ToolResolutionError,
+    TurnAborted,
+    TurnContext,
+    UserMessage,
+    tool,
+)
+from plait.middleware import Next
+from plait.runtime import (
+    DispatchEnd,
+    ErrorEvent,
+    ModelRequestEvent,
+    TextDeltaEvent,
+    ToolCallEvent,
+    ToolResultEvent,
+    TurnEnd,
+    TurnStart,
+)
+from plait.stores.memory import MemoryThreadStore
+
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+class Boom(Exception):
+    pass
+
+
+def _roles(messages: list[object]) -> list[str]:
+    return [m.role for m in messages]
+
+
+async def test_user_input_is_persisted_before_anything_runs() -> None:
+    store = MemoryThreadStore()
+
+    class Fail(Middleware):
+        async def turn_input(self, ctx: TurnContext, next: Next) -> None:
+            raise Boom("no")
+
+    agent = Agent(ScriptedModel(["never"]), middleware=[Fail()], store=store)
+    with pytest.raises(TurnAborted) as info:
+        await agent.run("keep me", thread_id="t")
+    assert isinstance(info.value.error, Boom)
+    snap = await store.load("t")
+    assert [m.text for m in snap.messages if isinstance(m, UserMessage)] == ["keep me"]
+
+
+async def test_turn_input_abort_skips_the_rest_and_ends_the_turn() -> None:
+    seen: list[str] = []
+
+    class Aborter(Middleware):
+        async def turn_input(self, ctx: TurnContext, next: Next) -> None:
+            seen.append("aborter")
+            ctx.abort(ValueError("projection failed"))
+            await next()
+
+    class After(Middleware):
+        async def turn_input(self, ctx: TurnContext, next: Next) -> None:
+            seen.append("after")
+            await next()
+
+    model = ScriptedModel(["never"])
+    with pytest.raises(TurnAborted, match="projection failed"):
+        await Agent(model, middleware=[Aborter(), After()]).run("go")
+    assert seen == ["aborter"]
+    assert model.requests == []
+
+
+async def test_dispatch_input_nack_rejects_the_dispatch() -> None:
+    seen: list[str] = []
+
+    class Nacker(Middleware):
+        async def dispatch_input(self, ctx: DispatchContext, next: Next) -> None:
+            if ctx.index == 1:
+                ctx.nack(RuntimeError("integrity"))
+            await next()
+
+    class After(Middleware):
+        async def dispatch_input(self, ctx: DispatchContext, next: Next) -> None:
+            seen.append(f"after:{ctx.index}")
+            await next()
+
+    store = MemoryThreadStore()
+    model = ScriptedModel([ToolCall("c1", "add", {"a": 1, "b": 2}), "never"])
+    agent = Agent(model, tools=[add], middleware=[Nacker(), After()], store=store)
+    with pytest.raises(DispatchRejected) as info:
+        await agent.run("go", thread_id="t")
+    assert info.value.dispatch_index == 1 and "integrity" in str(info.value)
+    assert seen == ["after:0"]
+    assert len(model.requests) == 1
+    snap = await store.load("t")
+    assert _roles(snap.messages) == ["user", "assistant", "tool"]
+
+
+async def test_pipeline_hook_that_raises_is_turned_into_nack() -> None:
+    class Raiser(Middleware):
+        async def dispatch_input(self, ctx: DispatchContext, next: Next) -> None:
+            raise Boom("budget")
+
+    with pytest.raises(DispatchRejected, match="budget"):
+        await Agent(ScriptedModel(["x"]), middleware=[Raiser()]).run("go")
+
+
+async def test_pipelines_run_in_registration_order_around_next() -> None:
+    log: list[str] = []
+
+    class P(Middleware):
+        def __init__(self, label: str) -> None:
+            self.label = label
+
+        async def turn_input(self, ctx: TurnContext, next: Next) -> None:
+            log.append(f"{self.label}:ti>")
+            await next()
+            log.append(f"{self.label}:ti<")
+
+        async def dispatch_input(self, ctx: DispatchContext, next: Next) -> None:
+            log.append(f"{self.label}:di")
+            await next()
+
+        async def dispatch_output(self, ctx: DispatchContext, next: Next) -> None:
+            log.append(f"{self.label}:do")
+            await next()
+
+        async def turn_output(self, ctx: TurnContext, next: Next) -> None:
+            log.append(f"{self.label}:to")
+            await next()
+
+    await Agent(ScriptedModel(["x"]), middleware=[P("a"), P("b")]).run("go")
+    assert log == [
+        "a:ti>",
+        "b:ti>",
+        "b:ti<",
+        "a:ti<",
+        "a:di",
+        "b:di",
+        "a:do",
+        "b:do",
+        "a:to",
+        "b:to",
+    ]
+
+
+async def test_tool_registered_mid_dispatch_resolves_later_but_is_absent_from_payload() -> None:
+    @tool
+    def secret() -> str:
+        """A tool that appears only after load."""
+        return "secret value"
+
+    @tool(metadata={"sequential": True})
+    def load(ctx: ToolContext) -> str:
+        """Register the secret tool."""
+        ctx.turn.registry.register(secret)
+        return "loaded"
+
+    model = ScriptedModel(
+        [
+            [ToolCall("c1", "load", {}), ToolCall("c2", "secret", {})],
+            "done",
+        ]
+    )
+    result = await Agent(model, tools=[load]).run("go")
+    first_payload = [t.name for t in model.requests[0].tools]
+    assert first_payload == ["load"]  # the request already built does not advertise it
+    results = {m.tool_call_id: m for m in result.new_messages if isinstance(m, ToolMessage)}
+    assert (results["c2"].data, results["c2"].is_error) == ("secret value", False)
+    assert "secret" in [t.name for t in model.requests[1].tools]
+
+
+async def test_unregistered_tool_fails_resolution_with_the_standard_unknown_tool_error() -> None:
+    @tool(metadata={"sequential": True})
+    def drop(ctx: ToolContext) -> str:
+        """Unregister add."""
+        ctx.turn.registry.unregister(add)
+        return "dropped"
+
+    model = ScriptedModel(
+        [
+            [ToolCall("c1", "drop", {}), ToolCall("c2", "add", {"a": 1, "b": 1})],
+            "done",
+        ]
+    )
+    result = await Agent(model, tools=[add, drop]).run("go")
+    msg = next(
+        m for m in result.new_messages if isinstance(m, ToolMessage) and m.tool_call_id == "c2"
+    )
+    assert msg.is_error
+    assert msg.data == str(ToolResolutionError("add", ["drop"]))
+    assert msg.data == "Unknown tool 'add'. Available tools: drop."
+
+
+async def test_unknown_tool_never_raises_out_of_the_loop() -> None:
+    model = ScriptedModel([ToolCall("c1", "nope", {}), "recovered"])
+    result = await Agent(model, tools=[add]).run("go")
+    assert result.output == "recovered"
+    msg = result.new_messages[2]
+    assert isinstance(msg, ToolMessage) and msg.is_error and "Unknown tool 'nope'" in msg.data
+
+
+async def test_exception_in_dispatch_three_leaves_dispatches_one_and_two_persisted() -> None:
+    calls = 0
+
+    async def respond(request: ModelRequest) -> ModelResponse:
+        nonlocal calls
+        calls += 1
+        if calls == 3:
+            raise Boom("provider down")
+        return ModelResponse(tool_calls=[ToolCall(f"c{calls}", "add", {"a": calls, "b": 1})])
+
+    store = MemoryThreadStore()
+    agent = Agent(FunctionModel(respond), tools=[add], store=store)
+    with pytest.raises(Boom):
+        await agent.run("go", thread_id="t")
+    snap = await store.load("t")
+    assert _roles(snap.messages) == ["user", "assistant", "tool", "assistant", "tool"]
+    assert [m.data for m in snap.messages if isinstance(m, ToolMessage)] == [2, 3]
+    # the thread stays usable: the next turn continues from it
+    agent.model = ScriptedModel(["fine"])
+    assert (await agent.run("again", thread_id="t")).output == "fine"
+
+
+async def test_concurrent_writers_second_gets_conflict_and_nothing_is_lost() -> None:
+    store = MemoryThreadStore()
+    gate = asyncio.Event()
+
+    async def slow(request: ModelRequest) -> ModelResponse:
+        await gate.wait()
+        return ModelResponse(content="first")
+
+    first = asyncio.create_task(Agent(FunctionModel(slow), store=store).run("one", thread_id="t"))
+    await asyncio.sleep(0.01)
+    second = Agent(ScriptedModel(["second"]), store=store)
+    second_task = asyncio.create_task(second.run("two", thread_id="t"))
+    await asyncio.sleep(0.01)
+    gate.set()
+    results = await asyncio.gather(first, second_task, return_exceptions=True)
+    errors = [r for r in results if isinstance(r, ThreadConflictError)]
+    assert len(errors) == 1
+    snap = await store.load("t")
+    ids = [m.id for m in snap.messages]
+    assert len(ids) == len(set(ids))  # nothing duplicated
+    texts = [m.text for m in snap.messages if isinstance(m, UserMessage | AssistantMessage)]
+    assert texts in (["one", "two", "second"], ["one", "two"], ["two", "second", "one"])
+
+
+async def test_concurrent_writer_conflict_on_dispatch_write() -> None:
+    store = MemoryThreadStore()
+    gate = asyncio.Event()
+
+    async def slow(request: ModelRequest) -> ModelResponse:
+        await gate.wait()
+        return ModelResponse(content="late")
+
+    slow_run = asyncio.create_task(Agent(FunctionModel(slow), store=store).run("a", thread_id="t"))
+    await asyncio.sleep(0.01)
+    # while the first run waits on its model, another writer appends to the thread
+    await store.append("t", [UserMessage("b")], expected_version=1)
+    gate.set()
+    with pytest.raises(ThreadConflictError):
+        await slow_run
+    snap = await store.load("t")
+    assert [m.text for m in snap.messages] == ["a", "b"]
+
+
+async def test_invalid_tool_arguments_become_an_error_result_the_model_reads() -> None:
+    model = ScriptedModel(
+        [
+            [
+                ToolCall("c1", "add", {"a": "not a number", "b": 1}),
+                ToolCall("c2", "add", {"a": 1}),
+                ToolCall("c3", "add", {}, raw_args="{a: 1,"),
+                ToolCall("c4", "add", {"a": 1, "b": 2}),
+            ],
+            "done",
+        ]
+    )
+    result = await Agent(model, tools=[add]).run("go")
+    msgs = {m.tool_call_id: m for m in result.new_messages if isinstance(m, ToolMessage)}
+    assert msgs["c1"].is_error and "a: Input should be a valid integer" in msgs["c1"].data
+    assert msgs["c2"].is_error and "b: Field required" in msgs["c2"].data
+    assert msgs["c3"].is_error and "must be a JSON object" in msgs["c3"].data
+    assert (msgs["c4"].data, msgs["c4"].is_error) == (3, False)
+    assert result.output == "done"
+
+
+async def test_tool_that_raises_becomes_an_error_result_and_an_event() -> None:
+    @tool
+    async def broken() -> str:
+        """Always fails."""
+        raise Boom("disk on fire")
+
+    model = ScriptedModel([ToolCall("c1", "broken", {}), "sorry"])
+    result = await Agent(model, tools=[broken]).run("go")
+    msg = result.new_messages[2]
+    assert isinstance(msg, ToolMessage) and msg.is_error
+    assert msg.data == "Tool 'broken' failed: Boom: disk on fire"
+    errors = [e for e in result.events if isinstance(e, ErrorEvent)]
+    assert [(e.where, e.fatal) for e in errors] == [("tool:broken", False)]
+
+
+async def test_dispatch_limit_ends_the_turn_with_a_clear_error_and_a_valid_thread() -> None:
+    store = MemoryThreadStore()
+    model = FunctionModel(lambda r: ToolCall(f"c{len(r.messages)}", "add", {"a": 1, "b": 1}))
+    agent = Agent(model, tools=[add], store=store, limits=Limits(max_dispatches=3))
+    with pytest.raises(DispatchLimitExceeded, match="limit of 3 model calls"):
+        await agent.run("loop", thread_id="t")
+    snap = await store.load("t")
+    assert _roles(snap.messages) == ["user"] + ["assistant", "tool"] * 3
+
+
+async def test_cancellation_aborts_the_turn_and_keeps_persisted_messages() -> None:
+    store = MemoryThreadStore()
+    started = asyncio.Event()
+
+    @tool
+    async def hang() -> str:
+        """Never returns."""
+        started.set()
+        await asyncio.sleep(3600)
+        return "unreachable"
+
+    model = ScriptedModel([ToolCall("c1", "add", {"a": 1, "b": 1}), ToolCall("c2", "hang", {})])
+    task = asyncio.create_task(
+        Agent(model, tools=[add, hang], store=store).run("go", thread_id="t")
+    )
+    await started.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    snap = await store.load("t")
+    # dispatch 1 is intact; dispatch 2 (interrupted) left no orphan call behind
+    assert _roles(snap.messages) == ["user", "assistant", "tool"]
+
+
+async def test_tools_run_concurrently_with_a_bound() -> None:
+    running = 0
+    peak = 0
+
+    @tool
+    async def work(n: int) -> int:
+        """Pretend to work."""
+        nonlocal running, peak
+        running += 1
+        peak = max(peak, running)
+        await asyncio.sleep(0.01)
+        running -= 1
+        return n
+
+    calls = [ToolCall(f"c{i}", "work", {"n": i}) for i in range(6)]
+    model = ScriptedModel([calls, "done"])
+    result = await Agent(model, tools=[work], limits=Limits(max_concurrent_tools=3)).run("go")
+    assert peak == 3
+    # results are in call order whatever the completion order
+    assert [m.data for m in result.new_messages if isinstance(m, ToolMessage)] == list(range(6))
+
+
+async def test_registry_is_rebuilt_every_turn() -> None:
+    @tool
+    def extra() -> str:
+        """Added mid-turn."""
+        return "x"
+
+    @tool
+    def adder(ctx: ToolContext) -> str:
+        """Registers extra."""
+        ctx.turn.registry.register(extra)
+        return "ok"
+
+    model = ScriptedModel([ToolCall("c1", "adder", {}), "one", "two"])
+    agent = Agent(model, tools=[adder])
+    await agent.run("a", thread_id="t")
+    await agent.run("b", thread_id="t")
+    assert [t.name for t in model.requests[1].tools] == ["adder", "extra"]
+    assert [t.name for t in model.requests[2].tools] == ["adder"]
+
+
+async def test_stream_yields_typed_events_live_in_order() -> None:
+    model = ScriptedModel([ToolCall("c1", "add", {"a": 2, "b": 2}), "four it is"])
+    stream = Agent(model, tools=[add]).stream("go", thread_id="t")
+    events = [e async for e in stream]
+    kinds = [type(e) for e in events]
+    assert kinds[0] is TurnStart and kinds[-1] is TurnEnd
+    assert kinds.count(ModelRequestEvent) == 2 and kinds.count(DispatchEnd) == 2
+    assert kinds.index(ToolCallEvent) < kinds.index(ToolResultEvent)
+    text = "".join(e.text for e in events if isinstance(e, TextDeltaEvent))
+    assert text == "four it is"
+    assert stream.result is not None and stream.result.output == "four it is"
+
+
+async def test_stream_raises_the_turn_error_after_the_error_event() -> None:
+    events = []
+    with pytest.raises(DispatchLimitExceeded):
+        async for e in Agent(
+            ScriptedModel([ToolCall("c", "add", {"a": 1, "b": 1})]),
+            tools=[add],
+            limits=Limits(max_dispatches=1),
+        ).stream("go"):
+            events.append(e)
+    assert isinstance(events[-1], ErrorEvent) and events[-1].fatal
+
+
+async def test_breaking_out_of_a_stream_cancels_the_turn() -> None:
+    started = asyncio.Event()
+
+    @tool
+    async def hang() -> str:
+        """Never returns."""
+        started.set()
+        await asyncio.sleep(3600)
+        return "x"
+
+    stream = Agent(ScriptedModel([ToolCall("c", "hang", {})]), tools=[hang]).stream("go")
+    async for event in stream:
+        if isinstance(event, ToolCallEvent):
+            break
+    assert stream.result is None
+
+
+def test_run_sync_from_synchronous_code() -> None:
+    result = Agent(ScriptedModel(["sync ok"])).run_sync("go")
+    assert result.output == "sync ok"
+
+
+async def test_run_sync_inside_a_loop_is_a_clear_error() -> None:
+    from plait import ConfigurationError
+
+    with pytest.raises(ConfigurationError, match=r"await agent\.run"):
+        Agent(ScriptedModel(["x"])).run_sync("go")
+
+
+async def test_state_update_in_run_input_is_persisted_with_the_thread() -> None:
+    store = MemoryThreadStore()
+    agent = Agent(ScriptedModel(["a", "b"]), store=store)
+    await agent.run("one", thread_id="t", state={"k": 1})
+    result = await agent.run("two", thread_id="t", state={"j": 2})
+    assert result.state == {"k": 1, "j": 2}
+    assert (await store.load("t")).state == {"k": 1, "j": 2}
+
+
+async def test_usage_is_summed_over_dispatches() -> None:
+    from plait import Usage
+
+    model = ScriptedModel(
+        [
+            ModelResponse(
+                tool_calls=[ToolCall("c", "add", {"a": 1, "b": 1})], usage=Usage(10, 2, requests=1)
+            ),
+            ModelResponse(content="x", usage=Usage(15, 3, requests=1)),
+        ]
+    )
+    result = await Agent(model, tools=[add]).run("go")
+    assert (result.usage.input_tokens, result.usage.output_tokens, result.usage.requests) == (
+        25,
+        5,
+        2,
+    )
