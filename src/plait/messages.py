@@ -13,6 +13,7 @@ across persistence). Every kind takes plain text as its first argument::
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -249,7 +250,7 @@ class ToolMessage:
         """The result as text: strings as they are, anything else as compact JSON."""
         if isinstance(self.data, str):
             return self.data
-        return _JSON.dump_json(self.data).decode()
+        return _json_adapter().dump_json(self.data).decode()
 
 
 Message: TypeAlias = Annotated[
@@ -257,13 +258,21 @@ Message: TypeAlias = Annotated[
 ]
 """Any conversation message; ``role`` tells the kinds apart."""
 
-_JSON: TypeAdapter[Any] = TypeAdapter(Any)
-_MESSAGES: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
+
+@functools.cache
+def _json_adapter() -> TypeAdapter[Any]:
+    return TypeAdapter(Any)
+
+
+@functools.cache
+def _messages_adapter() -> TypeAdapter[list[Message]]:
+    # Built on first use: constructing the schema costs tens of milliseconds at import time.
+    return TypeAdapter(list[Message])
 
 
 def dump_messages(messages: Sequence[Message]) -> str:
     """Serialize messages to a JSON array (lossless: :func:`load_messages` restores them)."""
-    return _MESSAGES.dump_json(list(messages)).decode()
+    return _messages_adapter().dump_json(list(messages)).decode()
 
 
 def load_messages(data: str | bytes) -> list[Message]:
@@ -271,4 +280,4 @@ def load_messages(data: str | bytes) -> list[Message]:
 
     Raises ``pydantic.ValidationError`` (a ``ValueError``) naming the bad field on malformed input.
     """
-    return _MESSAGES.validate_json(data)
+    return _messages_adapter().validate_json(data)

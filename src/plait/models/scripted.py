@@ -95,7 +95,7 @@ class ScriptedModel:
         if index >= len(self._script):
             raise ScriptExhausted(
                 f"ScriptedModel {self._name!r} has {len(self._script)} responses and was called "
-                f"a {index + 1}th time; add responses to the script or check the agent for a loop."
+                f"{index + 1} times; add responses to the script or check the agent for a loop."
             )
         self.requests.append(request)
         return self._script[index]
