@@ -11,6 +11,7 @@ __all__ = [
     "ContextOverflowError",
     "DispatchLimitExceeded",
     "DispatchRejected",
+    "LimitExceeded",
     "PlaitError",
     "ProviderError",
     "ThreadConflictError",
@@ -55,6 +56,12 @@ class ToolArgumentsError(PlaitError):
             "Call the tool again with arguments that match its schema."
         )
 
+    @classmethod
+    def not_an_object(cls, tool: str, raw: str) -> ToolArgumentsError:
+        """The error for argument text that is not a JSON object (quoted, bounded)."""
+        shown = raw if len(raw) <= 200 else raw[:200] + "…"
+        return cls(tool, [f"arguments are not a JSON object: {shown!r}"])
+
 
 class ToolExecutionError(PlaitError):
     """A tool's own code raised. The loop reports it to the model as an error result."""
@@ -82,15 +89,31 @@ class DispatchRejected(PlaitError):
         super().__init__(f"Dispatch {dispatch_index} rejected: {type(error).__name__}: {error}")
 
 
-class DispatchLimitExceeded(PlaitError):
+class LimitExceeded(TurnAborted):
+    """A configured limit ended the turn. ``kind`` names the limit (``"model_calls_per_turn"``,
+    ``"tool_calls_total"``, ``"tokens_per_turn"``, …) and ``limit`` its value.
+
+    Raised only between dispatches, after the last dispatch's messages were persisted, so the
+    thread stays valid: no tool call is left without its result.
+    """
+
+    def __init__(self, kind: str, limit: float, message: str) -> None:
+        self.kind = kind
+        self.limit = limit
+        self.error = self
+        PlaitError.__init__(self, message)
+
+
+class DispatchLimitExceeded(LimitExceeded):
     """The turn used every dispatch its limits allow without a final answer."""
 
     def __init__(self, limit: int) -> None:
-        self.limit = limit
         super().__init__(
+            "max_dispatches",
+            limit,
             f"The turn reached its limit of {limit} model calls without a final answer. "
             "Raise Limits(max_dispatches=...) or check the tools for a loop; "
-            "every message so far is persisted and the thread stays valid."
+            "every message so far is persisted and the thread stays valid.",
         )
 
 

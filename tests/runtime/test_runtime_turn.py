@@ -303,7 +303,7 @@ async def test_invalid_tool_arguments_become_an_error_result_the_model_reads() -
     msgs = {m.tool_call_id: m for m in result.new_messages if isinstance(m, ToolMessage)}
     assert msgs["c1"].is_error and "a: Input should be a valid integer" in msgs["c1"].data
     assert msgs["c2"].is_error and "b: Field required" in msgs["c2"].data
-    assert msgs["c3"].is_error and "must be a JSON object" in msgs["c3"].data
+    assert msgs["c3"].is_error and "not a JSON object" in msgs["c3"].data
     assert (msgs["c4"].data, msgs["c4"].is_error) == (3, False)
     assert result.output == "done"
 
@@ -325,7 +325,9 @@ async def test_tool_that_raises_becomes_an_error_result_and_an_event() -> None:
 
 async def test_dispatch_limit_ends_the_turn_with_a_clear_error_and_a_valid_thread() -> None:
     store = MemoryThreadStore()
-    model = FunctionModel(lambda r: ToolCall(f"c{len(r.messages)}", "add", {"a": 1, "b": 1}))
+    model = FunctionModel(
+        lambda r: ToolCall(f"c{len(r.messages)}", "add", {"a": len(r.messages), "b": 1})
+    )
     agent = Agent(model, tools=[add], store=store, limits=Limits(max_dispatches=3))
     with pytest.raises(DispatchLimitExceeded, match="limit of 3 model calls"):
         await agent.run("loop", thread_id="t")

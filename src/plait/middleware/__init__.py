@@ -1,6 +1,6 @@
 """Orchestrator middleware: the contract, the stack, and the turn/dispatch contexts."""
 
-from plait.middleware.base import SEAMS, Middleware, ModelHandler, Next, ToolHandler
+from plait.middleware.base import SEAMS, Middleware, ModelHandler, Next, SkipToolCall, ToolHandler
 from plait.middleware.context import DispatchContext, Event, EventSink, TurnContext
 from plait.middleware.stack import MiddlewareStack, SkippedCall
 
@@ -13,6 +13,7 @@ __all__ = [
     "MiddlewareStack",
     "ModelHandler",
     "Next",
+    "SkipToolCall",
     "SkippedCall",
     "ToolHandler",
     "TurnContext",

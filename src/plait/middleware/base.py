@@ -15,7 +15,8 @@ before_model_call   m1 → m2 → m3                     returns the (new) reque
 wrap_model_call     m1( m2( m3( model ) ) )          first registered is outermost
 after_model_call    m3 → m2 → m1                     returns the (new) response; an outer
                                                      middleware sees the final response
-before_tool_call    m1 → m2 → m3                     return ``None`` → the call is skipped: later
+before_tool_call    m1 → m2 → m3                     return ``None`` (or raise ``SkipToolCall``)
+                                                     → the call is skipped: later
                                                      before hooks, the tool and after hooks do
                                                      not run; the call still gets a result
                                                      message saying so. Raise → error result
@@ -47,6 +48,7 @@ __all__ = [
     "Middleware",
     "ModelHandler",
     "Next",
+    "SkipToolCall",
     "ToolHandler",
 ]
 
@@ -67,6 +69,17 @@ SEAMS = (
     "turn_output",
 )
 """Every hook name, in the order a turn reaches them."""
+
+
+class SkipToolCall(Exception):
+    """Raise from ``before_tool_call`` to skip the call with ``message`` as its (error) result.
+
+    Returning ``None`` skips too, with a generic message naming the middleware.
+    """
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+        super().__init__(message)
 
 
 class Middleware:

@@ -88,7 +88,9 @@ class DispatchContext:
 
     ``request`` is set once the request is built, ``response`` once the model answered;
     ``new_messages`` collects the assistant message and tool results that this dispatch will
-    persist.
+    persist. ``rejected_calls`` maps a tool call id to the error the model should read instead of
+    the call running (see :meth:`reject_tool_call`); ``followups`` are messages appended after
+    the dispatch's tool results (see :meth:`add_followup`).
     """
 
     turn: TurnContext
@@ -96,6 +98,8 @@ class DispatchContext:
     request: ModelRequest | None = None
     response: ModelResponse | None = None
     new_messages: list[Message] = field(default_factory=list)
+    rejected_calls: dict[str, str] = field(default_factory=dict)
+    followups: list[Message] = field(default_factory=list)
     _state: str = "open"
     _error: BaseException | None = None
 
@@ -135,6 +139,18 @@ class DispatchContext:
     def stopped(self) -> bool:
         """True once the dispatch was nacked or the turn aborted: remaining middleware skips."""
         return self._error is not None or self.turn._error is not None
+
+    def reject_tool_call(self, call_id: str, message: str) -> None:
+        """Do not run tool call ``call_id``; give the model ``message`` as its error result."""
+        self.rejected_calls.setdefault(call_id, message)
+
+    def add_followup(self, message: Message) -> None:
+        """Append ``message`` (a corrective note, say) after this dispatch's tool results.
+
+        It is persisted with the dispatch; placing it after the results keeps every tool call
+        next to its result.
+        """
+        self.followups.append(message)
 
     def tool_messages(self) -> list[ToolMessage]:
         return [m for m in self.new_messages if isinstance(m, ToolMessage)]

@@ -11,7 +11,14 @@ from collections.abc import Awaitable, Callable, Iterable, Iterator
 from typing import Any, Self, TypeVar
 
 from plait.messages import ToolCall, ToolResult
-from plait.middleware.base import SEAMS, Middleware, ModelHandler, Next, ToolHandler
+from plait.middleware.base import (
+    SEAMS,
+    Middleware,
+    ModelHandler,
+    Next,
+    SkipToolCall,
+    ToolHandler,
+)
 from plait.middleware.context import DispatchContext, TurnContext
 from plait.models.base import ModelRequest, ModelResponse
 
@@ -24,10 +31,11 @@ Hook = Callable[[C, Next], Awaitable[None]]
 class SkippedCall:
     """What :meth:`MiddlewareStack.run_before_tool_call` returns when a middleware skipped."""
 
-    __slots__ = ("by",)
+    __slots__ = ("by", "message")
 
-    def __init__(self, by: str) -> None:
+    def __init__(self, by: str, message: str | None = None) -> None:
         self.by = by
+        self.message = message or f"Tool call skipped by middleware {by}."
 
 
 class MiddlewareStack:
@@ -134,7 +142,10 @@ class MiddlewareStack:
         for m in self._by_hook["before_tool_call"]:
             if ctx.stopped:
                 break
-            changed = await m.before_tool_call(call, ctx)
+            try:
+                changed = await m.before_tool_call(call, ctx)
+            except SkipToolCall as skip:
+                return SkippedCall(m.name, skip.message)
             if changed is None:
                 return SkippedCall(m.name)
             call = changed

@@ -4,6 +4,7 @@ Provider adapters live in :mod:`plait.models.openai` and :mod:`plait.models.anth
 extras); :func:`plait.models.registry.resolve_model` turns a spec string into a model.
 """
 
+from plait.models.anthropic import AnthropicModel
 from plait.models.base import (
     CallClass,
     Model,
@@ -16,15 +17,22 @@ from plait.models.base import (
     collect_stream,
 )
 from plait.models.language_model import LanguageModelMiddleware, WrappedModel, wrap_model
+from plait.models.openai import OpenAIChatModel
+from plait.models.registry import MODEL_SPEC_FORMS, resolve_model
+from plait.models.retrying import Backoff
 from plait.models.scripted import FunctionModel, ScriptedModel, ScriptExhausted
 
 __all__ = [
+    "MODEL_SPEC_FORMS",
+    "AnthropicModel",
+    "Backoff",
     "CallClass",
     "FunctionModel",
     "LanguageModelMiddleware",
     "Model",
     "ModelRequest",
     "ModelResponse",
+    "OpenAIChatModel",
     "ResponseComplete",
     "ScriptExhausted",
     "ScriptedModel",
@@ -33,5 +41,6 @@ __all__ = [
     "ToolCallDelta",
     "WrappedModel",
     "collect_stream",
+    "resolve_model",
     "wrap_model",
 ]

@@ -33,6 +33,7 @@ from plait.middleware.base import Middleware
 from plait.middleware.context import Event
 from plait.middleware.stack import MiddlewareStack
 from plait.models.base import Model
+from plait.runtime.model_hooks import ModelHook
 from plait.runtime.turn import RunResult, Turn
 from plait.stores.base import ThreadStore
 from plait.tools import Tool
@@ -67,7 +68,12 @@ def _as_messages(value: RunInput) -> list[Message]:
 class Agent:
     """An agent: ``model`` plus ``tools``, ``middleware`` (one ordered list, or a
     :class:`MiddlewareStack`), a ``system_prompt`` and a thread ``store`` (in memory by default;
-    use :class:`~plait.stores.SQLiteThreadStore` to keep threads across processes)."""
+    use :class:`~plait.stores.SQLiteThreadStore` to keep threads across processes).
+
+    ``model_hooks`` run after every model call (see :mod:`plait.runtime.model_hooks`); the
+    default guards (tool-call validation, repetition detection) run first unless
+    ``default_guards=False``.
+    """
 
     def __init__(
         self,
@@ -81,6 +87,8 @@ class Agent:
         model_name: str | None = None,
         temperature: float | None = None,
         max_tokens: int | None = None,
+        model_hooks: Iterable[ModelHook] = (),
+        default_guards: bool = True,
     ) -> None:
         if isinstance(model, str):
             from plait.models.registry import resolve_model
@@ -106,6 +114,12 @@ class Agent:
         self.model_name = model_name
         self.temperature = temperature
         self.max_tokens = max_tokens
+        guards: list[ModelHook] = []
+        if default_guards:
+            from plait.guards import default_model_hooks
+
+            guards = default_model_hooks()
+        self.model_hooks: list[ModelHook] = [*guards, *model_hooks]
 
     async def run(
         self,

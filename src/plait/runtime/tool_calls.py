@@ -7,6 +7,7 @@ one result message, in call order, so call/result pairs always stay intact:
 ==============================  =========================================================
 situation                       result the model reads
 ==============================  =========================================================
+rejected by a model hook        the hook's message (e.g. the tool-call validator's)
 skipped by middleware           ``Tool call skipped by middleware <name>.`` (is_error)
 unknown tool                    the standard unknown-tool error listing available tools
 arguments not a JSON object     the raw text and what to send instead
@@ -57,12 +58,8 @@ def _executor(d: DispatchContext) -> ToolHandler:
         except ToolResolutionError as exc:
             return ToolResult(call.id, str(exc), is_error=True)
         if call.raw_args is not None:
-            return ToolResult(
-                call.id,
-                f"Arguments for tool {call.name!r} must be a JSON object; got {call.raw_args!r}. "
-                "Call the tool again with a JSON object of named arguments.",
-                is_error=True,
-            )
+            bad_args = ToolArgumentsError.not_an_object(call.name, call.raw_args)
+            return ToolResult(call.id, str(bad_args), is_error=True)
         try:
             args = tool.validate(call.args)
         except ToolArgumentsError as exc:
@@ -84,11 +81,16 @@ async def _run_one(
     emit = d.turn.emit
     emit(ToolCallEvent(dispatch=d.index, call=call))
     skipped_by: str | None = None
+    rejection = d.rejected_calls.get(call.id)
+    if rejection is not None:
+        result = ToolResult(call.id, rejection, is_error=True)
+        emit(ToolResultEvent(dispatch=d.index, call=call, result=result, skipped_by="rejected"))
+        return ToolMessage.from_result(result, call.name)
     try:
         decided = await stack.run_before_tool_call(call, d)
         if isinstance(decided, SkippedCall):
             skipped_by = decided.by
-            result = ToolResult(call.id, f"Tool call skipped by middleware {decided.by}.", True)
+            result = ToolResult(call.id, decided.message, is_error=True)
         else:
             result = await handler(decided)
             result = await stack.run_after_tool_call(decided, result, d)

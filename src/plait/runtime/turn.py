@@ -3,7 +3,8 @@
 1. Load the thread; persist the new input before anything else runs.
 2. Build a fresh ``ToolRegistry``, then the ``TurnContext``.
 3. ``turn_input``; an abort ends the turn.
-4. Dispatch loop: ``dispatch_input`` → build the request → model seams → tool calls →
+4. Dispatch loop: ``dispatch_input`` → build the request → model seams → model hooks →
+   tool calls →
    ``dispatch_output`` → persist the dispatch's messages. Until an answer without tool calls,
    or the dispatch limit.
 5. ``turn_output`` (its head strips what middleware projected).
@@ -30,6 +31,7 @@ from plait.runtime.events import (
     TurnEnd,
     TurnStart,
 )
+from plait.runtime.model_hooks import run_model_hooks
 from plait.runtime.tool_calls import run_tool_calls
 from plait.tools import ToolRegistry
 
@@ -49,6 +51,14 @@ class RunResult:
     usage: Usage
     state: dict[str, Any]
     events: list[Event] = field(default_factory=list)
+
+
+def _aborted(error: BaseException | None) -> TurnAborted:
+    """The exception an aborted turn raises: a ``TurnAborted`` reason (e.g. ``LimitExceeded``)
+    as it is, anything else wrapped in ``TurnAborted``."""
+    if isinstance(error, TurnAborted):
+        return error
+    return TurnAborted(error or RuntimeError("aborted"))
 
 
 class Turn:
@@ -79,7 +89,7 @@ class Turn:
             output = await self._dispatch_loop(ctx)
             await self.stack.run_turn_output(ctx)
             if ctx.aborted:
-                raise TurnAborted(ctx.error or RuntimeError("aborted"))
+                raise _aborted(ctx.error)
         except BaseException as exc:
             if isinstance(exc, Exception):
                 self.emit(ErrorEvent(error=exc, where="turn", fatal=True))
@@ -113,7 +123,7 @@ class Turn:
         self.emit(TurnStart(thread_id=self.thread_id, input=self.input))
         await self.stack.run_turn_input(ctx)
         if ctx.aborted:
-            raise TurnAborted(ctx.error or RuntimeError("aborted"))
+            raise _aborted(ctx.error)
         return ctx
 
     async def _dispatch_loop(self, ctx: TurnContext) -> str:
@@ -129,9 +139,10 @@ class Turn:
 
     def _check(self, d: DispatchContext) -> None:
         if d.turn.aborted:
-            raise TurnAborted(d.turn.error or RuntimeError("aborted"))
+            raise _aborted(d.turn.error)
         if d.nacked:
-            raise DispatchRejected(d.error or RuntimeError("nacked"), d.index)
+            error = d.error or RuntimeError("nacked")
+            raise error if isinstance(error, TurnAborted) else DispatchRejected(error, d.index)
 
     def build_request(self, ctx: TurnContext) -> ModelRequest:
         agent = self.agent
@@ -157,6 +168,8 @@ class Turn:
         response = await stack.run_after_model_call(response, request, d)
         self._check(d)
         d.response = response
+        response = await run_model_hooks(self.agent.model_hooks, response, d)
+        d.response = response
         ctx.usage = ctx.usage + response.usage
         assistant = response.to_message()
         self._add(d, assistant)
@@ -165,6 +178,8 @@ class Turn:
             limit = self.agent.limits.max_concurrent_tools
             for message in await run_tool_calls(response.tool_calls, d, stack, limit):
                 self._add(d, message)
+        for followup in d.followups:
+            self._add(d, followup)
         await stack.run_dispatch_output(d)
         self.version = await self.agent.store.append(
             self.thread_id, d.new_messages, expected_version=self.version, state=ctx.state

@@ -1,0 +1,33 @@
+"""Blob backends: where middleware writes what it moves out of the context window.
+
+=====================  ==========================================================================
+backend                what it is for
+=====================  ==========================================================================
+``MemoryBackend``      tests and short-lived processes; a dict
+``LocalBackend``       files under one directory; atomic rename, confined to the root
+``SQLiteBackend``      the embedded default: one file, paged reads with ``substr``
+``FsspecBackend``      any fsspec URL (``memory://``, ``file://``, ``s3://`` …); needs
+                       ``pip install 'plait[fsspec]'`` (fsspec is imported only when one is built)
+=====================  ==========================================================================
+
+Every backend normalises paths with :func:`plait.paths.normalize_virtual_path` (``..`` raises
+:class:`~plait.paths.PathEscapeError`), counts ``offset``/``limit`` in characters, raises
+``FileNotFoundError`` naming the path for a missing blob, and lists recursively, sorted.
+"""
+
+from plait.backends.base import Backend, BackendError, BackendReadSurface, BackendWriteSurface
+from plait.backends.fsspec import FsspecBackend
+from plait.backends.local import LocalBackend
+from plait.backends.memory import MemoryBackend
+from plait.backends.sqlite import SQLiteBackend
+
+__all__ = [
+    "Backend",
+    "BackendError",
+    "BackendReadSurface",
+    "BackendWriteSurface",
+    "FsspecBackend",
+    "LocalBackend",
+    "MemoryBackend",
+    "SQLiteBackend",
+]

@@ -1,0 +1,243 @@
+"""``SQLiteBackend``: blobs in one SQLite file (the embedded default), and the connection both
+SQLite components (this backend and :class:`~plait.stores.sqlite.SQLiteThreadStore`) run on.
+
+Reads page with ``substr`` inside SQLite, so reading 2,000 characters of a 10 MB blob moves
+2,000 characters into Python, not 10 MB. A write is one ``INSERT … ON CONFLICT`` statement in its
+own transaction, so a reader sees the old text or the new one, never a mix.
+
+SQLite's string functions stop at an embedded NUL, so a text containing ``"\x00"`` is stored as
+its UTF-8 bytes (a BLOB in the same column) and paged in Python; every other text is TEXT.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+from plait.backends.base import BackendError
+from plait.backends.memory import check_page, encode_text, virtual_prefix
+from plait.errors import PlaitError
+from plait.paths import normalize_virtual_path
+
+__all__ = ["SQLiteBackend", "SQLiteFile"]
+
+T = TypeVar("T")
+
+_BUSY_TIMEOUT_S = 30.0
+
+
+class SQLiteFile:
+    """One SQLite database file in WAL mode, used from worker threads one call at a time.
+
+    Why one connection behind a lock rather than a connection per worker thread: SQLite admits
+    one writer at a time anyway, so a second connection in the same process buys only parallel
+    reads, while connections bound to pool threads have no clear owner to close them. Other
+    processes (or other instances on the same file) get their own connection; WAL lets them read
+    while one writes, and ``BEGIN IMMEDIATE`` plus a 30 s busy timeout queues their writers.
+
+    The file (and its parent directory) is created on first use, not in the constructor, so no
+    disk I/O happens on the event loop. ``":memory:"`` gives a private in-memory database.
+    Every ``sqlite3`` error becomes ``error(message)``: a damaged or foreign file, a lock held
+    past the timeout, a read-only directory.
+    """
+
+    def __init__(
+        self, path: str | os.PathLike[str], *, schema: str, error: type[PlaitError]
+    ) -> None:
+        self.path = str(path)
+        self._schema = schema
+        self._error = error
+        self._lock = threading.Lock()
+        self._conn: sqlite3.Connection | None = None
+
+    async def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``fn`` in a worker thread inside a read transaction (one consistent snapshot)."""
+        return await asyncio.to_thread(self._run, fn, "BEGIN")
+
+    async def write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``fn`` in a worker thread inside a write transaction, committed if ``fn`` returns
+        and rolled back if it raises (the exception then propagates unchanged)."""
+        return await asyncio.to_thread(self._run, fn, "BEGIN IMMEDIATE")
+
+    def close(self) -> None:
+        """Close the connection; the next call opens it again."""
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    def _run(self, fn: Callable[[sqlite3.Connection], T], begin: str) -> T:
+        with self._lock:
+            try:
+                conn = self._connect()
+                conn.execute(begin)
+                try:
+                    result = fn(conn)
+                    conn.commit()
+                except BaseException:
+                    if conn.in_transaction:
+                        conn.rollback()
+                    raise
+                return result
+            except sqlite3.Error as exc:
+                raise self._failure(exc) from exc
+            except OSError as exc:
+                raise self._error(
+                    f"Cannot create the SQLite database {self.path!r}: {exc}. "
+                    "Choose a path in a writable directory."
+                ) from exc
+
+    def _connect(self) -> sqlite3.Connection:
+        if self._conn is not None:
+            return self._conn
+        if self.path != ":memory:":
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(
+            self.path, timeout=_BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
+        )
+        try:
+            self._prepare(conn)
+        except BaseException:
+            conn.close()
+            raise
+        self._conn = conn
+        return conn
+
+    def _prepare(self, conn: sqlite3.Connection) -> None:
+        # Two processes switching a new file to WAL at once can get "locked" immediately:
+        # SQLite skips the busy handler when waiting could deadlock. Retry until the timeout.
+        deadline = time.monotonic() + _BUSY_TIMEOUT_S
+        while True:
+            try:
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.executescript(self._schema)
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.01)
+
+    def _failure(self, exc: sqlite3.Error) -> PlaitError:
+        cause = str(exc)
+        if "locked" in cause or "busy" in cause:
+            advice = (
+                f"another process held the write lock for more than {_BUSY_TIMEOUT_S:.0f} s; "
+                "retry when it is done"
+            )
+        elif isinstance(exc, sqlite3.OperationalError) and "malformed" not in cause:
+            advice = "check that the file and its directory exist, are writable and have space"
+        else:
+            advice = (
+                "the file is damaged or is not a plait SQLite database; move it aside and "
+                "start from a new path, or restore a backup"
+            )
+        return self._error(f"SQLite database {self.path!r} failed ({cause}): {advice}.")
+
+
+_BLOB_SCHEMA = """
+CREATE TABLE IF NOT EXISTS blobs (
+    path TEXT PRIMARY KEY,
+    content TEXT NOT NULL,
+    updated_at REAL NOT NULL
+);
+"""
+
+
+class SQLiteBackend:
+    """A :class:`~plait.backends.base.Backend` storing every blob as a row of one SQLite file.
+
+    Paths are plain keys: ``a`` and ``a/b`` can both hold text (unlike a filesystem).
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self._db = SQLiteFile(path, schema=_BLOB_SCHEMA, error=BackendError)
+
+    @property
+    def path(self) -> str:
+        return self._db.path
+
+    def close(self) -> None:
+        """Close the database connection (it reopens on the next call)."""
+        self._db.close()
+
+    async def write(self, path: str, content: str) -> str:
+        """Store ``content`` at ``path``; returns the normalised path."""
+        key = normalize_virtual_path(path)
+        data = encode_text(key, content)
+        value: str | bytes = data if "\x00" in content else content
+
+        def upsert(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "INSERT INTO blobs (path, content, updated_at) VALUES (?, ?, ?) "
+                "ON CONFLICT(path) DO UPDATE SET content = excluded.content, "
+                "updated_at = excluded.updated_at",
+                (key, value, time.time()),
+            )
+
+        await self._db.write(upsert)
+        return key
+
+    async def read(self, path: str, offset: int = 0, limit: int | None = None) -> str:
+        key = normalize_virtual_path(path)
+        check_page(offset, limit)
+
+        def select(conn: sqlite3.Connection) -> str | None:
+            # substr counts the characters of a TEXT value and is 1-based; the 2-argument form
+            # reads to the end. A BLOB (text with a NUL) comes back whole and is paged here.
+            length = -1 if limit is None else limit
+            row = conn.execute(
+                "SELECT CASE WHEN typeof(content) = 'text' THEN "
+                "CASE WHEN ? < 0 THEN substr(content, ?) ELSE substr(content, ?, ?) END "
+                "ELSE content END FROM blobs WHERE path = ?",
+                (length, offset + 1, offset + 1, length, key),
+            ).fetchone()
+            if row is None:
+                return None
+            value = row[0]
+            if isinstance(value, str):
+                return value
+            text = bytes(value).decode("utf-8")
+            return text[offset:] if limit is None else text[offset : offset + limit]
+
+        text = await self._db.read(select)
+        if text is None:
+            raise FileNotFoundError(f"No blob at {key!r} in the SQLite backend {self.path!r}.")
+        return text
+
+    async def exists(self, path: str) -> bool:
+        key = normalize_virtual_path(path)
+
+        def select(conn: sqlite3.Connection) -> bool:
+            return conn.execute("SELECT 1 FROM blobs WHERE path = ?", (key,)).fetchone() is not None
+
+        return await self._db.read(select)
+
+    async def ls(self, prefix: str = "") -> list[str]:
+        root = virtual_prefix(prefix)
+
+        def select(conn: sqlite3.Connection) -> list[str]:
+            if not root:
+                rows = conn.execute("SELECT path FROM blobs").fetchall()
+            else:
+                # Everything under "a/" sorts in ["a/", "a0"): '0' is the byte after '/'.
+                rows = conn.execute(
+                    "SELECT path FROM blobs WHERE path = ? OR (path >= ? AND path < ?)",
+                    (root, root + "/", root + "0"),
+                ).fetchall()
+            return sorted(str(row[0]) for row in rows)
+
+        return await self._db.read(select)
+
+    async def delete(self, path: str) -> bool:
+        key = normalize_virtual_path(path)
+
+        def remove(conn: sqlite3.Connection) -> bool:
+            return conn.execute("DELETE FROM blobs WHERE path = ?", (key,)).rowcount > 0
+
+        return await self._db.write(remove)

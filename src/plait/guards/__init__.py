@@ -1,0 +1,38 @@
+"""Guards: catch what models do wrong in production, without the user writing it.
+
+* :class:`ToolCallValidator` (model hook, default): unknown tools, non-object or invalid
+  arguments, with a one-shot repair of trivially broken JSON.
+* :class:`RepetitionDetector` (model hook, default): identical calls or near-identical text.
+* :class:`LimitsMiddleware`: model calls, tool calls and tokens, with typed outcomes.
+"""
+
+from plait.guards.events import (
+    LimitReached,
+    RepetitionDetectedEvent,
+    ToolCallRejected,
+    ToolCallRepaired,
+)
+from plait.guards.limits import THREAD_MODEL_CALLS_KEY, LimitsMiddleware
+from plait.guards.repetition import RepetitionDetected, RepetitionDetector, jaccard
+from plait.guards.validator import ToolCallValidator, repair_json_object
+from plait.runtime.model_hooks import ModelHook
+
+__all__ = [
+    "THREAD_MODEL_CALLS_KEY",
+    "LimitReached",
+    "LimitsMiddleware",
+    "RepetitionDetected",
+    "RepetitionDetectedEvent",
+    "RepetitionDetector",
+    "ToolCallRejected",
+    "ToolCallRepaired",
+    "ToolCallValidator",
+    "default_model_hooks",
+    "jaccard",
+    "repair_json_object",
+]
+
+
+def default_model_hooks() -> list[ModelHook]:
+    """The hooks every agent gets unless ``Agent(default_guards=False)``."""
+    return [ToolCallValidator(), RepetitionDetector()]

@@ -1,0 +1,140 @@
+"""``RepetitionDetector``: notice a model that is going round in circles.
+
+Two patterns, both checked after every model call against the thread's earlier assistant
+messages (scanning back at most a window, so the cost does not grow with the history):
+
+* the same tool call(s) with the same arguments ``max_identical_calls`` times in a row (a user
+  message breaks the run: asking again is not looping);
+* ``text_window`` consecutive assistant outputs whose word sets overlap by at least
+  ``text_similarity`` (Jaccard), ignoring outputs shorter than ``min_text_chars``.
+
+It fires once per episode (latched): exactly when a run reaches its threshold, not again while
+the run continues; a different response ends the episode. The ``policy`` decides what happens:
+``"note"`` adds a message telling the model it is repeating itself (persisted after the tool
+results), ``"error"`` ends the turn with :class:`RepetitionDetected` (nothing of the repeated
+dispatch is persisted, so no call is left without a result). Both emit
+:class:`~plait.guards.events.RepetitionDetectedEvent`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator, Sequence
+from typing import Literal
+
+from plait.errors import PlaitError
+from plait.guards.events import RepetitionDetectedEvent
+from plait.messages import AssistantMessage, Message, ToolCall, UserMessage
+from plait.middleware.context import DispatchContext
+from plait.models.base import ModelResponse
+
+__all__ = ["RepetitionDetected", "RepetitionDetector", "jaccard"]
+
+_WORD = re.compile(r"\w+")
+
+
+class RepetitionDetected(PlaitError):
+    """The model repeated itself and the detector's policy is ``"error"``."""
+
+    def __init__(self, kind: str, count: int) -> None:
+        self.kind = kind
+        self.count = count
+        what = "the same tool call" if kind == "tool_call" else "near-identical text"
+        super().__init__(
+            f"The model produced {what} {count} times in a row; the turn was ended. "
+            "Rephrase the request, or use RepetitionDetector(policy='note') to let it recover."
+        )
+
+
+def jaccard(a: str, b: str) -> float:
+    """Word-set Jaccard similarity of two texts, case-insensitive (1.0 for two empty texts)."""
+    wa, wb = set(_WORD.findall(a.lower())), set(_WORD.findall(b.lower()))
+    if not wa and not wb:
+        return 1.0
+    return len(wa & wb) / len(wa | wb)
+
+
+def _signature(calls: Sequence[ToolCall]) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted((c.name, c.raw_args or json.dumps(c.args, sort_keys=True)) for c in calls))
+
+
+def _previous_assistants(
+    messages: Sequence[Message], stop_at_user: bool
+) -> Iterator[AssistantMessage]:
+    for message in reversed(messages):
+        if isinstance(message, AssistantMessage):
+            yield message
+        elif stop_at_user and isinstance(message, UserMessage):
+            return
+
+
+class RepetitionDetector:
+    """A model hook (registered by default with ``policy="note"``)."""
+
+    def __init__(
+        self,
+        *,
+        max_identical_calls: int = 3,
+        text_similarity: float = 0.9,
+        text_window: int = 3,
+        min_text_chars: int = 20,
+        policy: Literal["note", "error"] = "note",
+    ) -> None:
+        if max_identical_calls < 2 or text_window < 2:
+            raise ValueError("max_identical_calls and text_window must be at least 2")
+        self.max_identical_calls = max_identical_calls
+        self.text_similarity = text_similarity
+        self.text_window = text_window
+        self.min_text_chars = min_text_chars
+        self.policy = policy
+
+    def __call__(self, response: ModelResponse, ctx: DispatchContext) -> ModelResponse | None:
+        history = ctx.turn.messages
+        if response.tool_calls and self._call_run(response, history) == self.max_identical_calls:
+            self._fire(ctx, "tool_call", self.max_identical_calls)
+        text = response.content.strip()
+        if len(text) >= self.min_text_chars and self._text_run(text, history) == self.text_window:
+            self._fire(ctx, "text", self.text_window)
+        return None
+
+    def _call_run(self, response: ModelResponse, history: Sequence[Message]) -> int:
+        signature, run = _signature(response.tool_calls), 1
+        for previous in _previous_assistants(history, stop_at_user=True):
+            if run > self.max_identical_calls or not previous.tool_calls:
+                break
+            if _signature(previous.tool_calls) != signature:
+                break
+            run += 1
+        return run
+
+    def _text_run(self, text: str, history: Sequence[Message]) -> int:
+        run, current = 1, text
+        for previous in _previous_assistants(history, stop_at_user=False):
+            earlier = previous.text.strip()
+            if run > self.text_window or len(earlier) < self.min_text_chars:
+                break
+            if jaccard(current, earlier) < self.text_similarity:
+                break
+            run, current = run + 1, earlier
+        return run
+
+    def _fire(self, ctx: DispatchContext, kind: str, count: int) -> None:
+        ctx.turn.emit(
+            RepetitionDetectedEvent(dispatch=ctx.index, kind=kind, count=count, policy=self.policy)
+        )
+        if self.policy == "error":
+            raise RepetitionDetected(kind, count)
+        what = (
+            "the same tool call with the same arguments"
+            if kind == "tool_call"
+            else ("nearly the same answer")
+        )
+        ctx.add_followup(
+            UserMessage(
+                f"Note: you have produced {what} {count} times in a row. It is not making "
+                "progress. Change your approach: use different arguments or another tool, or "
+                "answer with what you have.",
+                metadata={"source": "repetition_guard", "kind": kind},
+            )
+        )

@@ -1,0 +1,457 @@
+"""Anthropic Messages adapter.
+
+Needs the ``anthropic`` SDK (``pip install 'plait[anthropic]'``); this module imports without it
+and :class:`AnthropicModel` raises :class:`~plait.errors.ConfigurationError` when it is missing.
+
+The mapping is pure functions that the adapter and ``bench/providers.py`` share:
+:func:`to_anthropic_request` (a :class:`ModelRequest` to the request body),
+:func:`from_anthropic_message` (a ``Message`` to a :class:`ModelResponse`) and
+:class:`AnthropicStreamAssembler` (raw stream events to plait stream events).
+
+==========================  ================================================================
+plait                       Messages API
+==========================  ================================================================
+``system_prompt``           the first block of the top-level ``system``
+``SystemMessage``           folded into ``system``, in order (they leave the message list)
+``AssistantMessage``        ``assistant``: a text block (if any text), then ``tool_use`` blocks
+``ToolMessage``             a ``tool_result`` block (``is_error`` when it failed) in a ``user``
+                            message; consecutive results share one message, results first
+consecutive same role       merged into one message (empty messages are dropped)
+``tools``                   ``{name, description, input_schema}``
+``tool_choice``             ``auto``/``none``, ``required`` as ``any``, a name as ``tool``;
+                            dropped when there are no tools
+``max_tokens``              required by the API: the request's, else the model's default
+``temperature``             sent through ``extra_body`` (the SDK no longer declares it)
+finish reason               ``end_turn``/``stop_sequence`` → ``stop``, ``tool_use`` →
+                            ``tool_calls``, ``max_tokens`` and ``model_context_window_exceeded``
+                            → ``length``, ``refusal`` → ``content_filter``; others kept as-is
+usage                       ``input_tokens`` counts cached tokens too (as OpenAI's does), so
+                            context budgeting sees the real prompt size
+==========================  ================================================================
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import AsyncIterator, Sequence
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
+
+from plait.errors import ConfigurationError
+from plait.messages import AssistantMessage, SystemMessage, ToolCall, ToolMessage, Usage
+from plait.models.base import (
+    ModelRequest,
+    ModelResponse,
+    ResponseComplete,
+    StreamEvent,
+    TextDelta,
+    ToolChoice,
+)
+from plait.models.provider_errors import ProviderErrors, is_retryable_status
+from plait.models.retrying import Backoff, ProviderFailure, call_with_retries
+from plait.models.tool_call_assembly import ToolCallBuffer
+from plait.tools import ToolDefinition
+
+if TYPE_CHECKING:
+    from anthropic import AsyncAnthropic
+    from anthropic.types import (
+        Message,
+        MessageDeltaUsage,
+        MessageParam,
+        RawMessageStreamEvent,
+        TextBlockParam,
+        ToolChoiceParam,
+        ToolParam,
+        ToolResultBlockParam,
+        ToolUseBlockParam,
+    )
+    from anthropic.types import Usage as AnthropicUsage
+    from anthropic.types.message_create_params import MessageCreateParamsBase
+
+    _Block: TypeAlias = TextBlockParam | ToolUseBlockParam | ToolResultBlockParam
+
+__all__ = [
+    "AnthropicModel",
+    "AnthropicStreamAssembler",
+    "classify_anthropic_error",
+    "from_anthropic_message",
+    "to_anthropic_messages",
+    "to_anthropic_request",
+    "to_anthropic_tool_choice",
+    "to_anthropic_tools",
+]
+
+_FINISH_REASONS = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "tool_use": "tool_calls",
+    "max_tokens": "length",
+    "model_context_window_exceeded": "length",
+    "refusal": "content_filter",
+}
+_OVERFLOW = re.compile(r"too long|context limit|context window", re.IGNORECASE)
+_RETRYABLE = {"overloaded_error", "api_error", "rate_limit_error", "timeout_error"}
+
+
+def to_anthropic_messages(
+    request: ModelRequest,
+) -> tuple[list[TextBlockParam], list[MessageParam]]:
+    """``(system blocks, messages)``: system prompt and system messages folded into the first,
+    consecutive same-role messages merged, tool results placed first in their user message."""
+    system: list[TextBlockParam] = []
+    if request.system_prompt:
+        system.append({"type": "text", "text": request.system_prompt})
+    turns: list[tuple[Literal["user", "assistant"], list[_Block]]] = []
+    for message in request.messages:
+        if isinstance(message, SystemMessage):
+            if text := message.text:
+                system.append({"type": "text", "text": text})
+            continue
+        role: Literal["user", "assistant"]
+        blocks: list[_Block]
+        if isinstance(message, ToolMessage):
+            role, blocks = "user", [_tool_result(message)]
+        elif isinstance(message, AssistantMessage):
+            role, blocks = "assistant", _assistant_blocks(message)
+        else:
+            role = "user"
+            blocks = [{"type": "text", "text": message.text}] if message.text else []
+        if not blocks:
+            continue
+        if turns and turns[-1][0] == role:
+            turns[-1][1].extend(blocks)
+        else:
+            turns.append((role, blocks))
+    return system, [_turn(role, blocks) for role, blocks in turns]
+
+
+def _turn(role: Literal["user", "assistant"], blocks: list[_Block]) -> MessageParam:
+    if role == "assistant":
+        return {"role": "assistant", "content": blocks}
+    if len(blocks) > 1:
+        # The API wants a user message's tool results before any text in it (stable sort).
+        blocks.sort(key=lambda block: block["type"] != "tool_result")
+    return {"role": "user", "content": blocks}
+
+
+def _tool_result(message: ToolMessage) -> ToolResultBlockParam:
+    block: ToolResultBlockParam = {"type": "tool_result", "tool_use_id": message.tool_call_id}
+    if text := message.text:
+        block["content"] = text
+    if message.is_error:
+        block["is_error"] = True
+    return block
+
+
+def _assistant_blocks(message: AssistantMessage) -> list[_Block]:
+    blocks: list[_Block] = []
+    if text := message.text:
+        blocks.append({"type": "text", "text": text})
+    for call in message.tool_calls:
+        blocks.append({"type": "tool_use", "id": call.id, "name": call.name, "input": call.args})
+    return blocks
+
+
+def to_anthropic_tools(tools: Sequence[ToolDefinition]) -> list[ToolParam]:
+    """Tool definitions as custom tools (an empty schema becomes an empty object schema)."""
+    out: list[ToolParam] = []
+    for tool in tools:
+        param: ToolParam = {
+            "name": tool.name,
+            "input_schema": dict(tool.parameters) or {"type": "object", "properties": {}},
+        }
+        if tool.description:
+            param["description"] = tool.description
+        out.append(param)
+    return out
+
+
+def to_anthropic_tool_choice(choice: ToolChoice) -> ToolChoiceParam:
+    """``auto``/``none`` as they are, ``required`` as ``any``, any other string forces that tool."""
+    match choice:
+        case "auto":
+            return {"type": "auto"}
+        case "none":
+            return {"type": "none"}
+        case "required":
+            return {"type": "any"}
+    return {"type": "tool", "name": choice}
+
+
+def to_anthropic_request(
+    request: ModelRequest, *, model: str, max_tokens: int = 4096
+) -> tuple[MessageCreateParamsBase, dict[str, object]]:
+    """The request body, without ``stream``, as ``(params, extra_body)``.
+
+    ``extra_body`` holds fields the SDK no longer declares but the caller asked for
+    (``temperature``); the SDK merges it into the JSON it sends. ``request.model`` overrides
+    ``model`` and ``request.max_tokens`` overrides ``max_tokens``.
+    """
+    system, messages = to_anthropic_messages(request)
+    params: MessageCreateParamsBase = {
+        "model": request.model or model,
+        "max_tokens": request.max_tokens or max_tokens,
+        "messages": messages,
+    }
+    if system:
+        params["system"] = system
+    if request.tools:
+        params["tools"] = to_anthropic_tools(request.tools)
+        if request.tool_choice is not None:
+            params["tool_choice"] = to_anthropic_tool_choice(request.tool_choice)
+    extra: dict[str, object] = {}
+    if request.temperature is not None:
+        extra["temperature"] = request.temperature
+    return params, extra
+
+
+def _finish_reason(reason: str | None) -> str:
+    return _FINISH_REASONS.get(reason, reason) if reason else "stop"
+
+
+def _usage(usage: AnthropicUsage | None) -> Usage:
+    if usage is None:
+        return Usage(requests=1)
+    cache_read = usage.cache_read_input_tokens or 0
+    cache_write = usage.cache_creation_input_tokens or 0
+    return Usage(
+        input_tokens=(usage.input_tokens or 0) + cache_read + cache_write,
+        output_tokens=usage.output_tokens,
+        cache_read_tokens=cache_read,
+        cache_write_tokens=cache_write,
+        requests=1,
+    )
+
+
+def _input_args(value: object) -> tuple[dict[str, Any], str | None]:
+    if isinstance(value, dict):
+        return value, None
+    return {}, json.dumps(value)
+
+
+def from_anthropic_message(message: Message) -> ModelResponse:
+    """A ``Message`` as a :class:`ModelResponse`: text blocks joined, ``tool_use`` blocks as
+    calls; other block kinds (thinking, server tools) are left out."""
+    texts: list[str] = []
+    calls: list[ToolCall] = []
+    for block in message.content:
+        if block.type == "text":
+            texts.append(block.text)
+        elif block.type == "tool_use":
+            args, raw = _input_args(block.input)
+            calls.append(ToolCall(block.id, block.name, args, raw))
+    return ModelResponse(
+        content="".join(texts),
+        tool_calls=calls,
+        finish_reason=_finish_reason(message.stop_reason),
+        usage=_usage(message.usage),
+        model=message.model,
+        metadata={"response_id": message.id},
+    )
+
+
+class AnthropicStreamAssembler:
+    """Turns raw Messages stream events into plait stream events and, at the end, the whole
+    response. ``ToolCallDelta.index`` counts tool calls only (0, 1, ...), not content blocks."""
+
+    __slots__ = ("_finish", "_id", "_model", "_text", "_tool_keys", "_tools", "_usage")
+
+    def __init__(self) -> None:
+        self._text: list[str] = []
+        self._tools = ToolCallBuffer()
+        self._tool_keys: set[int] = set()
+        self._finish: str | None = None
+        self._usage: AnthropicUsage | None = None
+        self._model: str | None = None
+        self._id: str | None = None
+
+    def feed(self, event: RawMessageStreamEvent) -> list[StreamEvent]:
+        if event.type == "message_start":
+            self._usage = event.message.usage.model_copy()
+            self._model = event.message.model
+            self._id = event.message.id
+        elif event.type == "content_block_start":
+            block = event.content_block
+            if block.type == "text" and block.text:
+                self._text.append(block.text)
+                return [TextDelta(block.text)]
+            if block.type == "tool_use":
+                self._tool_keys.add(event.index)
+                # Anthropic starts with `input: {}` and streams the JSON; a proxy that sends
+                # the whole input up front must not lose it.
+                seed = json.dumps(block.input) if block.input else ""
+                return [self._tools.add(event.index, id=block.id, name=block.name, fragment=seed)]
+        elif event.type == "content_block_delta":
+            delta = event.delta
+            if delta.type == "text_delta" and delta.text:
+                self._text.append(delta.text)
+                return [TextDelta(delta.text)]
+            if delta.type == "input_json_delta" and event.index in self._tool_keys:
+                return [self._tools.add(event.index, fragment=delta.partial_json)]
+        elif event.type == "message_delta":
+            self._finish = event.delta.stop_reason or self._finish
+            self._merge_usage(event.usage)
+        return []
+
+    def _merge_usage(self, delta: MessageDeltaUsage) -> None:
+        # message_delta usage is cumulative; fields it leaves out keep message_start's values.
+        if self._usage is None:
+            return
+        self._usage.output_tokens = delta.output_tokens
+        if delta.input_tokens is not None:
+            self._usage.input_tokens = delta.input_tokens
+        if delta.cache_read_input_tokens is not None:
+            self._usage.cache_read_input_tokens = delta.cache_read_input_tokens
+        if delta.cache_creation_input_tokens is not None:
+            self._usage.cache_creation_input_tokens = delta.cache_creation_input_tokens
+
+    def response(self) -> ModelResponse:
+        return ModelResponse(
+            content="".join(self._text),
+            tool_calls=self._tools.calls(),
+            finish_reason=_finish_reason(self._finish),
+            usage=_usage(self._usage),
+            model=self._model,
+            metadata={"response_id": self._id} if self._id else {},
+        )
+
+
+class AnthropicModel:
+    """A :class:`~plait.models.Model` over ``anthropic.AsyncAnthropic`` Messages.
+
+    ``max_tokens`` is the default answer budget (the API requires one); a request's own
+    ``max_tokens`` wins. ``client`` reuses an existing ``AsyncAnthropic`` (its own retries are
+    turned off). Retries follow :mod:`plait.models.retrying`: up to ``max_retries``, waits from
+    ``backoff``.
+    """
+
+    provider_label = "anthropic"
+    api_key_env = "ANTHROPIC_API_KEY"
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        client: AsyncAnthropic | None = None,
+        max_tokens: int = 4096,
+        max_retries: int = 3,
+        timeout: float = 600.0,
+        backoff: Backoff | None = None,
+    ) -> None:
+        self.model = model
+        self.max_tokens = max_tokens
+        self.max_retries = max_retries
+        self.backoff = backoff or Backoff()
+        self.base_url = base_url
+        self._api_key = api_key
+        self._errors = ProviderErrors(
+            self.name, "anthropic", self.api_key_env, base_url, "Anthropic"
+        )
+        self._owns_client = client is None
+        self._client = client.with_options(max_retries=0) if client else self._new_client(timeout)
+
+    def _new_client(self, timeout: float) -> AsyncAnthropic:
+        try:
+            import anthropic
+        except ImportError as exc:
+            raise ConfigurationError(
+                "AnthropicModel needs the Anthropic SDK: pip install 'plait[anthropic]'"
+            ) from exc
+        missing = f"No credentials for {self.name}: set {self.api_key_env} or pass api_key=... ."
+        try:
+            client = anthropic.AsyncAnthropic(
+                api_key=self._api_key, base_url=self.base_url, max_retries=0, timeout=timeout
+            )
+        except anthropic.AnthropicError as exc:
+            raise ConfigurationError(f"{missing} ({exc})") from exc
+        # The SDK resolves credentials (key, token, profile) here but only complains, with a
+        # TypeError, at the first request; fail now with the variable to set instead.
+        credentials = (client.api_key, client.auth_token, getattr(client, "credentials", None))
+        if all(found is None for found in credentials):
+            raise ConfigurationError(missing)
+        return client
+
+    @property
+    def name(self) -> str:
+        return f"anthropic:{self.model}"
+
+    def request_body(
+        self, request: ModelRequest
+    ) -> tuple[MessageCreateParamsBase, dict[str, object]]:
+        """``(params, extra_body)`` this model sends for ``request`` (without ``stream``)."""
+        return to_anthropic_request(request, model=self.model, max_tokens=self.max_tokens)
+
+    async def generate(self, request: ModelRequest) -> ModelResponse:
+        params, extra = self.request_body(request)
+        message: Message = await call_with_retries(
+            lambda: self._client.messages.create(**params, extra_body=extra or None, stream=False),
+            self._classify,
+            max_retries=self.max_retries,
+            backoff=self.backoff,
+        )
+        return from_anthropic_message(message)
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        """Stream the answer. Opening the stream is retried; a failure mid-stream (including an
+        ``error`` event) is raised as a typed error without retrying."""
+        import anthropic
+
+        params, extra = self.request_body(request)
+        events = await call_with_retries(
+            lambda: self._client.messages.create(**params, extra_body=extra or None, stream=True),
+            self._classify,
+            max_retries=self.max_retries,
+            backoff=self.backoff,
+        )
+        assembler = AnthropicStreamAssembler()
+        try:
+            async for event in events:
+                for out in assembler.feed(event):
+                    yield out
+        except anthropic.AnthropicError as exc:
+            failure = self._classify(exc)
+            raise (failure.error if failure else exc) from exc
+        finally:
+            await events.close()
+        yield ResponseComplete(assembler.response())
+
+    async def aclose(self) -> None:
+        """Close the HTTP client this model created (a ``client`` passed in stays open)."""
+        if self._owns_client:
+            await self._client.close()
+
+    def _classify(self, exc: Exception) -> ProviderFailure | None:
+        return classify_anthropic_error(exc, self._errors)
+
+
+def classify_anthropic_error(exc: Exception, errors: ProviderErrors) -> ProviderFailure | None:
+    """The plait failure for an ``anthropic`` SDK exception; ``None`` for anything else.
+
+    Context overflow is a 400 ``invalid_request_error`` whose message says the prompt is too
+    long or exceeds the context limit. A stream's ``error`` event arrives on a 200 response, so
+    its error type (``overloaded_error``, ``api_error``, ...) also decides whether it is
+    retryable.
+    """
+    import anthropic
+
+    if isinstance(exc, anthropic.APIConnectionError):
+        return errors.connection(exc.message)
+    if isinstance(exc, anthropic.CredentialsError):
+        return errors.credentials(None, str(exc))
+    if not isinstance(exc, anthropic.APIError):
+        return None
+    if not isinstance(exc, anthropic.APIStatusError):
+        return errors.other(exc.message)
+    status = exc.status_code
+    kind = exc.type or "error"
+    detail = exc.api_message or exc.message
+    if status < 400:
+        return errors.other(f"{kind} during the stream: {detail}", retryable=kind in _RETRYABLE)
+    if status == 400 and kind == "invalid_request_error" and _OVERFLOW.search(detail):
+        return errors.context_overflow(status, detail)
+    if status in (401, 403):
+        return errors.credentials(status, detail)
+    retryable = is_retryable_status(status) or kind in _RETRYABLE
+    return errors.status(status, f"{kind}: {detail}", exc.response.headers, retryable=retryable)

@@ -1,0 +1,421 @@
+"""OpenAI Chat Completions adapter; also any OpenAI-compatible server (vLLM, Ollama, LiteLLM).
+
+Needs the ``openai`` SDK (``pip install 'plait[openai]'``); this module imports without it and
+:class:`OpenAIChatModel` raises :class:`~plait.errors.ConfigurationError` when it is missing.
+
+The mapping is pure functions that the adapter and ``bench/providers.py`` share:
+:func:`to_openai_request` (a :class:`ModelRequest` to the request body),
+:func:`from_openai_completion` (a ``ChatCompletion`` to a :class:`ModelResponse`) and
+:class:`OpenAIStreamAssembler` (``ChatCompletionChunk`` s to stream events).
+
+==========================  ================================================================
+plait                       Chat Completions
+==========================  ================================================================
+``system_prompt``           the first ``system`` message
+``SystemMessage``           a ``system`` message where it stands
+``AssistantMessage``        ``assistant`` with ``tool_calls``; arguments as compact JSON
+``ToolMessage``             ``tool``; data that is not a string as compact JSON; OpenAI has no
+                            error flag, so an error result is told apart only by its text
+``tools``                   ``function`` tools (an empty schema becomes an empty object schema)
+``tool_choice``             ``auto``/``none``/``required`` or a named function; dropped when
+                            there are no tools (the API rejects it then)
+``max_tokens``              ``max_completion_tokens`` for OpenAI itself, ``max_tokens`` for
+                            other labels (what OpenAI-compatible servers understand)
+finish reason               ``function_call`` becomes ``tool_calls``; ``stop`` with tool calls
+                            (sent by some compatible servers) becomes ``tool_calls``
+usage                       ``prompt_tokens`` (cached included), cached and cache-write tokens
+==========================  ================================================================
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator, Sequence
+from typing import TYPE_CHECKING, Literal
+
+from plait.errors import ConfigurationError, ProviderError
+from plait.messages import AssistantMessage, Message, SystemMessage, ToolCall, ToolMessage, Usage
+from plait.models.base import (
+    ModelRequest,
+    ModelResponse,
+    ResponseComplete,
+    StreamEvent,
+    TextDelta,
+    ToolChoice,
+)
+from plait.models.provider_errors import ProviderErrors, is_retryable_status
+from plait.models.retrying import Backoff, ProviderFailure, call_with_retries
+from plait.models.tool_call_assembly import (
+    ToolCallBuffer,
+    dump_tool_arguments,
+    parse_tool_arguments,
+)
+from plait.tools import ToolDefinition
+
+if TYPE_CHECKING:
+    import openai
+    from openai import AsyncOpenAI
+    from openai.types import CompletionUsage
+    from openai.types.chat import (
+        ChatCompletion,
+        ChatCompletionChunk,
+        ChatCompletionFunctionToolParam,
+        ChatCompletionMessageParam,
+        ChatCompletionToolChoiceOptionParam,
+    )
+    from openai.types.chat.completion_create_params import CompletionCreateParamsBase
+    from openai.types.shared_params import FunctionDefinition
+
+__all__ = [
+    "OpenAIChatModel",
+    "OpenAIStreamAssembler",
+    "classify_openai_error",
+    "from_openai_completion",
+    "to_openai_messages",
+    "to_openai_request",
+    "to_openai_tool_choice",
+    "to_openai_tools",
+]
+
+MaxTokensKey = Literal["max_completion_tokens", "max_tokens"]
+
+_FINISH_REASONS = {"function_call": "tool_calls"}
+_OVERFLOW = re.compile(r"context (length|window)", re.IGNORECASE)
+
+
+def _empty_schema() -> dict[str, object]:
+    return {"type": "object", "properties": {}}
+
+
+def to_openai_messages(request: ModelRequest) -> list[ChatCompletionMessageParam]:
+    """The conversation as Chat Completions messages, the system prompt first."""
+    out: list[ChatCompletionMessageParam] = []
+    if request.system_prompt:
+        out.append({"role": "system", "content": request.system_prompt})
+    for message in request.messages:
+        out.append(_to_openai_message(message))
+    return out
+
+
+def _to_openai_message(message: Message) -> ChatCompletionMessageParam:
+    if isinstance(message, ToolMessage):
+        return {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.text}
+    if isinstance(message, AssistantMessage):
+        if not message.tool_calls:
+            return {"role": "assistant", "content": message.text}
+        return {
+            "role": "assistant",
+            "content": message.text or None,
+            "tool_calls": [
+                {
+                    "id": call.id,
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": dump_tool_arguments(call)},
+                }
+                for call in message.tool_calls
+            ],
+        }
+    if isinstance(message, SystemMessage):
+        return {"role": "system", "content": message.text}
+    return {"role": "user", "content": message.text}
+
+
+def to_openai_tools(tools: Sequence[ToolDefinition]) -> list[ChatCompletionFunctionToolParam]:
+    """Tool definitions as ``function`` tools."""
+    out: list[ChatCompletionFunctionToolParam] = []
+    for tool in tools:
+        function: FunctionDefinition = {
+            "name": tool.name,
+            "parameters": dict(tool.parameters) or _empty_schema(),
+        }
+        if tool.description:
+            function["description"] = tool.description
+        out.append({"type": "function", "function": function})
+    return out
+
+
+def to_openai_tool_choice(choice: ToolChoice) -> ChatCompletionToolChoiceOptionParam:
+    """``auto``/``none``/``required`` as they are; any other string names the tool to force."""
+    match choice:
+        case "auto" | "none" | "required":
+            return choice
+    return {"type": "function", "function": {"name": choice}}
+
+
+def to_openai_request(
+    request: ModelRequest,
+    *,
+    model: str,
+    max_tokens_key: MaxTokensKey = "max_completion_tokens",
+) -> CompletionCreateParamsBase:
+    """The whole request body, without ``stream``. ``request.model`` overrides ``model``."""
+    params: CompletionCreateParamsBase = {
+        "model": request.model or model,
+        "messages": to_openai_messages(request),
+    }
+    if request.tools:
+        params["tools"] = to_openai_tools(request.tools)
+        if request.tool_choice is not None:
+            params["tool_choice"] = to_openai_tool_choice(request.tool_choice)
+    if request.temperature is not None:
+        params["temperature"] = request.temperature
+    if request.max_tokens is not None:
+        if max_tokens_key == "max_completion_tokens":
+            params["max_completion_tokens"] = request.max_tokens
+        else:
+            params["max_tokens"] = request.max_tokens
+    return params
+
+
+def _finish_reason(reason: str | None, has_tool_calls: bool) -> str:
+    normalised = _FINISH_REASONS.get(reason, reason) if reason else "stop"
+    if has_tool_calls and normalised == "stop":
+        return "tool_calls"
+    return normalised
+
+
+def _usage(usage: CompletionUsage | None) -> Usage:
+    if usage is None:
+        return Usage(requests=1)
+    details = usage.prompt_tokens_details
+    return Usage(
+        input_tokens=usage.prompt_tokens,
+        output_tokens=usage.completion_tokens,
+        cache_read_tokens=(details.cached_tokens or 0) if details else 0,
+        cache_write_tokens=(details.cache_write_tokens or 0) if details else 0,
+        requests=1,
+    )
+
+
+def from_openai_completion(completion: ChatCompletion) -> ModelResponse:
+    """A ``ChatCompletion`` as a :class:`ModelResponse` (first choice; a refusal is the text).
+
+    Raises :class:`ProviderError` when the completion has no choices.
+    """
+    if not completion.choices:
+        raise ProviderError(
+            f"The server returned a completion with no choices for model {completion.model!r}.",
+            provider="openai",
+        )
+    choice = completion.choices[0]
+    message = choice.message
+    calls = []
+    for call in message.tool_calls or ():
+        if call.type == "function":
+            args, raw = parse_tool_arguments(call.function.arguments)
+            calls.append(ToolCall(call.id, call.function.name, args, raw))
+    return ModelResponse(
+        content=message.content or message.refusal or "",
+        tool_calls=calls,
+        finish_reason=_finish_reason(choice.finish_reason, bool(calls)),
+        usage=_usage(completion.usage),
+        model=completion.model,
+        metadata={"response_id": completion.id},
+    )
+
+
+class OpenAIStreamAssembler:
+    """Turns ``ChatCompletionChunk`` s into stream events and, at the end, the whole response.
+
+    Feed every chunk to :meth:`feed` (which returns the events to emit), then call
+    :meth:`response`. Only the first choice is followed.
+    """
+
+    __slots__ = ("_finish", "_id", "_model", "_text", "_tools", "_usage")
+
+    def __init__(self) -> None:
+        self._text: list[str] = []
+        self._tools = ToolCallBuffer()
+        self._finish: str | None = None
+        self._usage: CompletionUsage | None = None
+        self._model: str | None = None
+        self._id: str | None = None
+
+    def feed(self, chunk: ChatCompletionChunk) -> list[StreamEvent]:
+        self._model = chunk.model or self._model
+        self._id = chunk.id or self._id
+        if chunk.usage is not None:
+            self._usage = chunk.usage
+        events: list[StreamEvent] = []
+        for choice in chunk.choices:
+            if choice.index != 0:
+                continue
+            delta = choice.delta
+            text = delta.content or delta.refusal
+            if text:
+                self._text.append(text)
+                events.append(TextDelta(text))
+            for call in delta.tool_calls or ():
+                function = call.function
+                events.append(
+                    self._tools.add(
+                        call.index,
+                        id=call.id,
+                        name=function.name if function else None,
+                        fragment=(function.arguments or "") if function else "",
+                    )
+                )
+            if choice.finish_reason is not None:
+                self._finish = choice.finish_reason
+        return events
+
+    def response(self) -> ModelResponse:
+        calls = self._tools.calls()
+        return ModelResponse(
+            content="".join(self._text),
+            tool_calls=calls,
+            finish_reason=_finish_reason(self._finish, bool(calls)),
+            usage=_usage(self._usage),
+            model=self._model,
+            metadata={"response_id": self._id} if self._id else {},
+        )
+
+
+class OpenAIChatModel:
+    """A :class:`~plait.models.Model` over ``openai.AsyncOpenAI`` Chat Completions.
+
+    ``base_url`` points it at any OpenAI-compatible server; give such a server its own
+    ``provider_label`` (``"openai-compatible"`` from :func:`~plait.models.registry.resolve_model`)
+    so names, errors and the API-key hint (``<LABEL>_API_KEY``) say which server failed.
+    ``client`` reuses an existing ``AsyncOpenAI`` (its own retries are turned off). Retries follow
+    :mod:`plait.models.retrying`: up to ``max_retries``, waits from ``backoff``.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        client: AsyncOpenAI | None = None,
+        max_retries: int = 3,
+        timeout: float = 600.0,
+        backoff: Backoff | None = None,
+        provider_label: str = "openai",
+    ) -> None:
+        self.model = model
+        self.provider_label = provider_label
+        self.max_retries = max_retries
+        self.backoff = backoff or Backoff()
+        self.base_url = base_url
+        self._api_key = api_key
+        self.api_key_env = (
+            "OPENAI_API_KEY"
+            if provider_label == "openai"
+            else f"{provider_label.upper().replace('-', '_')}_API_KEY"
+        )
+        self._max_tokens_key: MaxTokensKey = (
+            "max_completion_tokens" if provider_label == "openai" else "max_tokens"
+        )
+        self._errors = ProviderErrors(
+            self.name, provider_label, self.api_key_env, base_url, "OpenAI"
+        )
+        self._owns_client = client is None
+        self._client = client.with_options(max_retries=0) if client else self._new_client(timeout)
+
+    def _new_client(self, timeout: float) -> AsyncOpenAI:
+        try:
+            import openai
+        except ImportError as exc:
+            raise ConfigurationError(
+                "OpenAIChatModel needs the OpenAI SDK: pip install 'plait[openai]'"
+            ) from exc
+        try:
+            return openai.AsyncOpenAI(
+                api_key=self._api_key,
+                base_url=self.base_url,
+                max_retries=0,
+                timeout=timeout,
+            )
+        except openai.OpenAIError as exc:
+            raise ConfigurationError(
+                f"No API key for {self.name}: set {self.api_key_env} or pass api_key=... ({exc})"
+            ) from exc
+
+    @property
+    def name(self) -> str:
+        return f"{self.provider_label}:{self.model}"
+
+    def request_body(self, request: ModelRequest) -> CompletionCreateParamsBase:
+        """The JSON body this model sends for ``request`` (without ``stream``)."""
+        return to_openai_request(request, model=self.model, max_tokens_key=self._max_tokens_key)
+
+    async def generate(self, request: ModelRequest) -> ModelResponse:
+        params = self.request_body(request)
+        completion: ChatCompletion = await call_with_retries(
+            lambda: self._client.chat.completions.create(**params, stream=False),
+            self._classify,
+            max_retries=self.max_retries,
+            backoff=self.backoff,
+        )
+        return from_openai_completion(completion)
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        """Stream the answer. Opening the stream is retried; a failure mid-stream is raised as a
+        typed error without retrying (events were already delivered)."""
+        import openai
+
+        params = self.request_body(request)
+        params["stream_options"] = {"include_usage": True}
+        chunks = await call_with_retries(
+            lambda: self._client.chat.completions.create(**params, stream=True),
+            self._classify,
+            max_retries=self.max_retries,
+            backoff=self.backoff,
+        )
+        assembler = OpenAIStreamAssembler()
+        try:
+            async for chunk in chunks:
+                for event in assembler.feed(chunk):
+                    yield event
+        except openai.APIError as exc:
+            failure = self._classify(exc)
+            raise (failure.error if failure else exc) from exc
+        finally:
+            await chunks.close()
+        yield ResponseComplete(assembler.response())
+
+    async def aclose(self) -> None:
+        """Close the HTTP client this model created (a ``client`` passed in stays open)."""
+        if self._owns_client:
+            await self._client.close()
+
+    def _classify(self, exc: Exception) -> ProviderFailure | None:
+        return classify_openai_error(exc, self._errors)
+
+
+def classify_openai_error(exc: Exception, errors: ProviderErrors) -> ProviderFailure | None:
+    """The plait failure for an ``openai`` SDK exception; ``None`` for anything else.
+
+    Context overflow is a 400 with code ``context_length_exceeded`` or a message about the
+    context length (how vLLM and other compatible servers say it); a 429 with code
+    ``insufficient_quota`` is not retried, since waiting does not add credit.
+    """
+    import openai
+
+    if isinstance(exc, openai.APIConnectionError):
+        return errors.connection(exc.message)
+    if not isinstance(exc, openai.APIError):
+        return None
+    if not isinstance(exc, openai.APIStatusError):
+        return errors.other(exc.message)
+    status = exc.status_code
+    detail = _error_message(exc)
+    if status in (400, 413) and (exc.code == "context_length_exceeded" or _OVERFLOW.search(detail)):
+        return errors.context_overflow(status, detail)
+    if status in (401, 403):
+        return errors.credentials(status, detail)
+    retryable = is_retryable_status(status)
+    if status == 429 and exc.code == "insufficient_quota":
+        retryable = False
+        detail += " Check the account's plan and billing; retrying will not help."
+    return errors.status(status, detail, exc.response.headers, retryable=retryable)
+
+
+def _error_message(exc: openai.APIStatusError) -> str:
+    body = exc.body
+    if isinstance(body, dict):
+        message = body.get("message")
+        if isinstance(message, str) and message:
+            return message
+    return exc.message

@@ -1,0 +1,104 @@
+"""The typed errors a provider adapter raises, with messages that say what to do next.
+
+Each adapter decides *which* case an SDK exception is (its SDK names things differently); this
+module words the error the same way for every provider:
+
+=======================  ===================================================  ==============
+case                     error                                                retryable
+=======================  ===================================================  ==============
+connection failed        ``ProviderError`` "Could not reach ..."              yes
+credentials rejected     ``ProviderError`` naming the API-key variable        no
+context window overflow  ``ContextOverflowError``, the provider's message     no
+any other HTTP status    ``ProviderError``, the provider's message            per status (1)
+error inside a stream    ``ProviderError``, the provider's message            per error type
+=======================  ===================================================  ==============
+
+(1) 408, 409, 429 and 5xx are retryable, unless the server's ``x-should-retry`` header says
+otherwise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from plait.errors import ContextOverflowError, ProviderError
+from plait.models.retrying import ProviderFailure, retry_after_seconds, server_retry_hint
+
+__all__ = ["ProviderErrors", "is_retryable_status"]
+
+
+def is_retryable_status(status: int) -> bool:
+    """Request timeout, conflict (lock contention), rate limit, and every server error."""
+    return status in (408, 409, 429) or status >= 500
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderErrors:
+    """Builds the failures of one model endpoint.
+
+    ``model_name`` is the model's label (``openai:gpt-4.1-mini``), ``provider`` goes on every
+    error, ``base_url`` is set for a non-default server and ``api_key_env`` is the variable that
+    holds its key.
+    """
+
+    model_name: str
+    provider: str
+    api_key_env: str
+    base_url: str | None = None
+    default_host: str = "the provider"
+
+    def connection(self, detail: str) -> ProviderFailure:
+        where = f"the server at {self.base_url}" if self.base_url else self.default_host
+        return ProviderFailure(
+            ProviderError(
+                f"Could not reach {where} for {self.model_name}: {detail} "
+                "Check the network, or that the server is running.",
+                provider=self.provider,
+                retryable=True,
+            )
+        )
+
+    def credentials(self, status: int | None, detail: str) -> ProviderFailure:
+        where = f"The server at {self.base_url}" if self.base_url else self.default_host
+        code = f"{status}: " if status is not None else ""
+        return ProviderFailure(
+            ProviderError(
+                f"{where} rejected the credentials for {self.model_name} ({code}{detail}). "
+                f"Set {self.api_key_env} to a valid key, or pass api_key=... .",
+                provider=self.provider,
+                status=status,
+            )
+        )
+
+    def context_overflow(self, status: int, detail: str) -> ProviderFailure:
+        return ProviderFailure(
+            ContextOverflowError(
+                f"The request is too long for {self.model_name}'s context window: {detail} "
+                "Shorten the conversation (e.g. with SummarizationMiddleware) or lower max_tokens.",
+                provider=self.provider,
+                status=status,
+            )
+        )
+
+    def status(
+        self, status: int, detail: str, headers: Mapping[str, str], *, retryable: bool
+    ) -> ProviderFailure:
+        hint = server_retry_hint(headers)
+        return ProviderFailure(
+            ProviderError(
+                f"{self.model_name} failed with HTTP {status}: {detail}",
+                provider=self.provider,
+                status=status,
+                retryable=retryable if hint is None else hint,
+            ),
+            retry_after=retry_after_seconds(headers),
+        )
+
+    def other(self, detail: str, *, retryable: bool = False) -> ProviderFailure:
+        """A failure with no HTTP status to go by, such as an error event inside a stream."""
+        return ProviderFailure(
+            ProviderError(
+                f"{self.model_name} failed: {detail}", provider=self.provider, retryable=retryable
+            )
+        )

@@ -1,0 +1,141 @@
+"""Retrying provider calls: exponential backoff that honours the server's ``retry-after``.
+
+Provider adapters turn their SDK's own retries off and call :func:`call_with_retries`, so every
+adapter retries the same way and a test can inject the sleep instead of waiting.
+
+What happens to a failure, as the adapter's ``classify`` judged it:
+
+* **retryable** (429, 408, 409, 5xx, 529, connection lost): sleep, then try again, at most
+  ``max_retries`` times. The sleep is the server's ``retry-after-ms`` / ``retry-after`` when it
+  sent one, else ``base_delay * 2**n`` with jitter; either way capped at ``max_delay``.
+* **not retryable** (400, 401, 403, 404, 422, ...): raised at once as the typed plait error.
+* **not a provider failure** (``classify`` returns ``None``, e.g. a bug): re-raised untouched.
+
+A server's ``x-should-retry: true|false`` header overrides the status-based decision (both
+OpenAI and Anthropic send it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import random
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import TypeVar
+
+from plait.errors import ProviderError
+
+__all__ = [
+    "Backoff",
+    "ProviderFailure",
+    "SleepFn",
+    "call_with_retries",
+    "retry_after_seconds",
+    "server_retry_hint",
+]
+
+T = TypeVar("T")
+SleepFn = Callable[[float], Awaitable[None]]
+"""How to wait between attempts; ``asyncio.sleep`` unless a test injects a recorder."""
+
+
+@dataclass(frozen=True, slots=True)
+class Backoff:
+    """How long to wait before retry number ``n`` (0-based).
+
+    ``retry_after`` from the server wins, capped at ``max_delay`` so one response cannot park an
+    agent for an hour; otherwise ``base_delay * 2**n`` capped at ``max_delay``, minus up to
+    ``jitter`` of itself at random so parallel agents do not retry in lockstep.
+    """
+
+    base_delay: float = 0.5
+    max_delay: float = 30.0
+    jitter: float = 0.25
+    sleep: SleepFn = asyncio.sleep
+
+    def delay(self, retry: int, retry_after: float | None = None) -> float:
+        if retry_after is not None:
+            return min(max(retry_after, 0.0), self.max_delay)
+        delay = min(self.base_delay * 2.0**retry, self.max_delay)
+        return delay * (1.0 - self.jitter * random.random())
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderFailure:
+    """An SDK exception translated by an adapter: the plait error and the server's wait hint."""
+
+    error: ProviderError
+    retry_after: float | None = None
+
+
+async def call_with_retries(
+    attempt: Callable[[], Awaitable[T]],
+    classify: Callable[[Exception], ProviderFailure | None],
+    *,
+    max_retries: int,
+    backoff: Backoff,
+) -> T:
+    """Await ``attempt()`` until it succeeds, retrying retryable failures.
+
+    Raises the classified :class:`~plait.errors.ProviderError` (chained to the SDK exception) once
+    a failure is not retryable or ``max_retries`` retries are spent; the message then says how
+    many retries were made.
+    """
+    retries = 0
+    while True:
+        try:
+            return await attempt()
+        except Exception as exc:
+            failure = classify(exc)
+            if failure is None:
+                raise
+            error = failure.error
+            if not error.retryable or retries >= max_retries:
+                if retries:
+                    tries = "retry" if retries == 1 else "retries"
+                    note = f"(gave up after {retries} {tries}; try later or raise max_retries)"
+                    error = _with_note(error, note)
+                raise error from exc
+            await backoff.sleep(backoff.delay(retries, failure.retry_after))
+            retries += 1
+
+
+def _with_note(error: ProviderError, note: str) -> ProviderError:
+    return type(error)(
+        f"{error} {note}", provider=error.provider, status=error.status, retryable=error.retryable
+    )
+
+
+def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
+    """The wait a server asked for: ``retry-after-ms``, else ``retry-after`` in seconds or as an
+    HTTP date; ``None`` when absent or unparsable."""
+    millis = headers.get("retry-after-ms")
+    if millis is not None:
+        try:
+            return float(millis) / 1000.0
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(when.timestamp() - time.time(), 0.0)
+
+
+def server_retry_hint(headers: Mapping[str, str]) -> bool | None:
+    """The server's ``x-should-retry`` verdict, or ``None`` when it gave none."""
+    value = headers.get("x-should-retry")
+    if value == "true":
+        return True
+    if value == "false":
+        return False
+    return None

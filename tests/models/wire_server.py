@@ -1,0 +1,120 @@
+"""A local HTTP server on 127.0.0.1 that answers provider SDKs from fixture files.
+
+Tests queue replies (a fixture file's body, a status, headers); each request takes the next one
+and is recorded, so a test can assert on the exact JSON the SDK sent. ``.sse`` fixtures are
+served as ``text/event-stream``, written event by event. No SDK is patched; nothing leaves the
+machine.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import deque
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+
+@dataclass
+class Reply:
+    status: int
+    chunks: list[bytes]
+    content_type: str
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Received:
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: Any
+
+
+class WireServer:
+    """Serve queued replies to whatever connects; use as a context manager."""
+
+    def __init__(self, fixtures: Path) -> None:
+        self.fixtures = fixtures
+        self.received: list[Received] = []
+        self._replies: deque[Reply] = deque()
+        self._lock = threading.Lock()
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True
+        )
+
+    @property
+    def url(self) -> str:
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    def __enter__(self) -> WireServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        self._thread.join(timeout=5)
+
+    def reply(
+        self, fixture: str, *, status: int = 200, headers: dict[str, str] | None = None
+    ) -> None:
+        """Queue the body of ``fixtures/<fixture>`` as the next reply."""
+        path = self.fixtures / fixture
+        data = path.read_bytes()
+        if path.suffix == ".sse":
+            events = [e.strip(b"\n") + b"\n\n" for e in data.split(b"\n\n") if e.strip()]
+            reply = Reply(status, events, "text/event-stream", dict(headers or {}))
+        else:
+            reply = Reply(status, [data], "application/json", dict(headers or {}))
+        self._replies.append(reply)
+
+    def reply_json(
+        self, body: Any, *, status: int = 200, headers: dict[str, str] | None = None
+    ) -> None:
+        self._replies.append(
+            Reply(status, [json.dumps(body).encode()], "application/json", dict(headers or {}))
+        )
+
+    def bodies(self) -> list[Any]:
+        return [r.body for r in self.received]
+
+    def _next(self, received: Received) -> Reply:
+        with self._lock:
+            self.received.append(received)
+            if self._replies:
+                return self._replies.popleft()
+        # 418: a status no adapter retries, so a missing reply fails the test at once.
+        message = f"wire server: no reply queued for {received.method} {received.path}"
+        error = {"type": "error", "error": {"type": "test_error", "message": message}}
+        return Reply(418, [json.dumps(error).encode()], "application/json")
+
+
+def _handler_for(server: WireServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            length = int(self.headers.get("content-length") or 0)
+            raw = self.rfile.read(length)
+            body = json.loads(raw) if raw else None
+            headers = {k.lower(): v for k, v in self.headers.items()}
+            reply = server._next(Received(self.command, self.path, headers, body))
+            self.send_response(reply.status)
+            self.send_header("content-type", reply.content_type)
+            self.send_header("content-length", str(sum(len(c) for c in reply.chunks)))
+            for name, value in reply.headers.items():
+                self.send_header(name, value)
+            self.end_headers()
+            for chunk in reply.chunks:
+                self.wfile.write(chunk)
+                self.wfile.flush()
+
+        do_GET = do_POST
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    return Handler

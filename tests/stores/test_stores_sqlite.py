@@ -1,0 +1,186 @@
+"""SQLiteThreadStore beyond the shared contract: files, processes, locks, damage."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from plait.errors import ThreadConflictError
+from plait.messages import AssistantMessage, UserMessage
+from plait.stores import SQLiteThreadStore, StoreError, ThreadSnapshot
+
+
+async def test_threads_persist_across_store_instances_and_close(tmp_path: Path) -> None:
+    path = tmp_path / "t.db"
+    first = SQLiteThreadStore(path)
+    await first.append("t", [UserMessage("hello")], expected_version=0, state={"n": 1})
+    first.close()
+    second = SQLiteThreadStore(path)
+    snapshot = await second.load("t")
+    assert [m.text for m in snapshot.messages] == ["hello"]
+    assert (snapshot.state, snapshot.version) == ({"n": 1}, 1)
+    await second.append("t", [AssistantMessage("hi")], expected_version=1)
+    second.close()
+    assert (await second.load("t")).version == 2  # reopens after close
+    second.close()
+
+
+async def test_creates_parent_directories_and_uses_wal_with_the_documented_schema(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "deep" / "er" / "t.db"
+    store = SQLiteThreadStore(path)
+    assert not path.exists()  # nothing happens until the first call
+    await store.append("t", [UserMessage("a"), UserMessage("b")], expected_version=0)
+    store.close()
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        columns = {
+            table: [row[1] for row in conn.execute(f"PRAGMA table_info({table})")]
+            for table in ("threads", "messages")
+        }
+        rows = conn.execute("SELECT thread_id, seq, id FROM messages ORDER BY seq").fetchall()
+    conn.close()
+    assert columns == {
+        "threads": ["thread_id", "version", "state", "updated_at"],
+        "messages": ["thread_id", "seq", "id", "json"],
+    }
+    assert [(r[0], r[1]) for r in rows] == [("t", 0), ("t", 1)]
+
+
+async def test_two_store_instances_on_one_file_detect_the_conflict(tmp_path: Path) -> None:
+    path = tmp_path / "t.db"
+    a, b = SQLiteThreadStore(path), SQLiteThreadStore(path)
+    await a.append("t", [UserMessage("start")], expected_version=0)
+    seen_a, seen_b = await a.load("t"), await b.load("t")
+    results = await asyncio.gather(
+        a.append("t", [AssistantMessage("from a")], expected_version=seen_a.version),
+        b.append("t", [AssistantMessage("from b")], expected_version=seen_b.version),
+        return_exceptions=True,
+    )
+    assert sum(isinstance(r, ThreadConflictError) for r in results) == 1
+    assert [r for r in results if isinstance(r, int)] == [2]
+    for store in (a, b):
+        snapshot = await store.load("t")
+        assert snapshot.version == 2
+        assert len(snapshot.messages) == 2
+    a.close()
+    b.close()
+
+
+_WRITER = textwrap.dedent(
+    """
+    import asyncio, sys
+    from plait.errors import ThreadConflictError
+    from plait.messages import UserMessage
+    from plait.stores import SQLiteThreadStore
+
+    async def main(path, name, count):
+        store = SQLiteThreadStore(path)
+        for i in range(count):
+            while True:
+                snapshot = await store.load("shared")
+                try:
+                    await store.append(
+                        "shared", [UserMessage(f"{name}-{i}")],
+                        expected_version=snapshot.version,
+                    )
+                    break
+                except ThreadConflictError:
+                    pass
+        store.close()
+
+    asyncio.run(main(sys.argv[1], sys.argv[2], int(sys.argv[3])))
+    """
+)
+
+
+async def test_two_processes_appending_to_one_thread_lose_and_duplicate_nothing(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "t.db"
+    count = 15
+    procs = [
+        await asyncio.create_subprocess_exec(
+            sys.executable, "-c", _WRITER, str(path), name, str(count)
+        )
+        for name in ("p", "q")
+    ]
+    for proc in procs:
+        assert await asyncio.wait_for(proc.wait(), 60) == 0
+    store = SQLiteThreadStore(path)
+    snapshot = await store.load("shared")
+    store.close()
+    texts = [m.text for m in snapshot.messages]
+    assert snapshot.version == 2 * count
+    assert sorted(texts) == sorted(f"{n}-{i}" for n in "pq" for i in range(count))
+    for name in "pq":
+        assert [t for t in texts if t[0] == name] == [f"{name}-{i}" for i in range(count)]
+
+
+async def test_waiting_on_another_writer_does_not_block_the_event_loop(tmp_path: Path) -> None:
+    path = tmp_path / "t.db"
+    store = SQLiteThreadStore(path)
+    await store.append("t", [UserMessage("a")], expected_version=0)
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # another process holding the write lock
+    append = asyncio.create_task(store.append("t", [UserMessage("b")], expected_version=1))
+    ticks = 0
+    for _ in range(20):
+        await asyncio.sleep(0.005)
+        ticks += 1
+    assert not append.done()
+    assert ticks == 20
+    holder.rollback()
+    holder.close()
+    assert await append == 2
+    store.close()
+
+
+async def test_a_file_that_is_not_a_database_gives_a_store_error(tmp_path: Path) -> None:
+    path = tmp_path / "t.db"
+    path.write_bytes(b"this is not sqlite, just some text that is long enough " * 40)
+    store = SQLiteThreadStore(path)  # no I/O yet
+    with pytest.raises(StoreError) as caught:
+        await store.load("t")
+    message = str(caught.value)
+    assert str(path) in message
+    assert "move it aside" in message
+    with pytest.raises(StoreError):
+        await store.append("t", [UserMessage("x")], expected_version=0)
+    store.close()
+
+
+async def test_a_damaged_message_row_gives_a_store_error_naming_the_thread(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "t.db"
+    store = SQLiteThreadStore(path)
+    await store.append("t", [UserMessage("ok")], expected_version=0)
+    with sqlite3.connect(path) as conn:
+        conn.execute('UPDATE messages SET json = \'{"role": "user"}\'')
+    conn.close()
+    with pytest.raises(StoreError, match=r"(?s)Thread 't'.*delete the thread or restore"):
+        await store.load("t")
+    store.close()
+
+
+async def test_an_unwritable_location_gives_a_store_error(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("a file where a directory should be")
+    store = SQLiteThreadStore(blocker / "t.db")
+    with pytest.raises(StoreError, match="writable directory"):
+        await store.load("t")
+
+
+async def test_in_memory_database_works_for_one_store(tmp_path: Path) -> None:
+    store = SQLiteThreadStore(":memory:")
+    await store.append("t", [UserMessage("x")], expected_version=0)
+    assert (await store.load("t")).version == 1
+    assert await SQLiteThreadStore(":memory:").load("t") == ThreadSnapshot("t")
+    store.close()
