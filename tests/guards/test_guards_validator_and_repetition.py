@@ -1,0 +1,228 @@
+"""Guards as model hooks: the tool-call validator and the repetition detector."""
+
+from __future__ import annotations
+
+import pytest
+
+from plait import (
+    Agent,
+    DispatchContext,
+    FunctionModel,
+    ModelRequest,
+    ModelResponse,
+    ScriptedModel,
+    ToolCall,
+    ToolContext,
+    ToolMessage,
+    UserMessage,
+    tool,
+)
+from plait.guards import (
+    RepetitionDetected,
+    RepetitionDetectedEvent,
+    RepetitionDetector,
+    ToolCallRejected,
+    ToolCallRepaired,
+    ToolCallValidator,
+    jaccard,
+    repair_json_object,
+)
+
+ran: list[str] = []
+
+
+@tool
+def lookup(key: str, limit: int = 5) -> str:
+    """Look a key up."""
+    ran.append(key)
+    return f"value of {key}"
+
+
+def results(result_messages: list[object]) -> dict[str, ToolMessage]:
+    return {m.tool_call_id: m for m in result_messages if isinstance(m, ToolMessage)}
+
+
+@pytest.fixture(autouse=True)
+def _reset() -> None:
+    ran.clear()
+
+
+async def test_validator_unknown_tool_lists_the_advertised_names_and_siblings_still_run() -> None:
+    model = ScriptedModel(
+        [[ToolCall("c1", "lokup", {"key": "a"}), ToolCall("c2", "lookup", {"key": "b"})], "ok"]
+    )
+    result = await Agent(model, tools=[lookup]).run("go")
+    msgs = results(result.new_messages)
+    assert msgs["c1"].is_error
+    assert msgs["c1"].data == "Unknown tool 'lokup'. Tools available in this request: lookup."
+    assert (msgs["c2"].data, ran) == ("value of b", ["b"])
+    rejected = [e for e in result.events if isinstance(e, ToolCallRejected)]
+    assert [e.call.id for e in rejected] == ["c1"]
+
+
+async def test_validator_schema_violation_names_the_field_before_any_tool_runs() -> None:
+    order: list[str] = []
+
+    def respond(request: ModelRequest) -> ModelResponse | str:
+        if len(request.messages) > 1:
+            return "done"
+        return ModelResponse(
+            tool_calls=[
+                ToolCall("c1", "lookup", {"key": "a"}),
+                ToolCall("c2", "lookup", {"key": "b", "limit": "many"}),
+            ]
+        )
+
+    agent = Agent(FunctionModel(respond), tools=[lookup])
+    result = await agent.run("go")
+    msgs = results(result.new_messages)
+    order.extend(ran)
+    assert order == ["a"]  # the invalid sibling never ran
+    assert msgs["c2"].is_error and "limit: Input should be a valid integer" in msgs["c2"].data
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ('{"key": "a",}', {"key": "a"}),
+        ("{'key': 'a'}", {"key": "a"}),
+        ("{'key': 'a', 'limit': 2,}", {"key": "a", "limit": 2}),
+        ("[1, 2]", None),
+        ("{key: a}", None),
+        ("__import__('os').system('true')", None),
+    ],
+)
+def test_repair_json_object(raw: str, expected: dict[str, object] | None) -> None:
+    assert repair_json_object(raw) == expected
+
+
+async def test_validator_repair_on_repairs_broken_json_once_and_reports_it() -> None:
+    model = ScriptedModel([ToolCall("c1", "lookup", {}, raw_args="{'key': 'x',}"), "ok"])
+    result = await Agent(model, tools=[lookup]).run("go")
+    assert results(result.new_messages)["c1"].data == "value of x"
+    repaired = [e for e in result.events if isinstance(e, ToolCallRepaired)]
+    assert [e.original for e in repaired] == ["{'key': 'x',}"]
+    # the persisted call carries the repaired arguments
+    assert result.new_messages[1].tool_calls[0].args == {"key": "x"}  # type: ignore[union-attr]
+
+
+async def test_validator_repair_off_rejects_bad_json() -> None:
+    model = ScriptedModel([ToolCall("c1", "lookup", {}, raw_args="{'key': 'x',}"), "ok"])
+    agent = Agent(
+        model,
+        tools=[lookup],
+        default_guards=False,
+        model_hooks=[ToolCallValidator(repair_json=False)],
+    )
+    result = await agent.run("go")
+    msg = results(result.new_messages)["c1"]
+    assert msg.is_error and "arguments are not a JSON object" in msg.data and ran == []
+
+
+async def test_validator_leaves_calls_after_a_sequential_tool_to_late_resolution() -> None:
+    @tool
+    def late() -> str:
+        """Registered by load."""
+        return "late ok"
+
+    @tool(metadata={"sequential": True})
+    def load(ctx: ToolContext) -> str:
+        """Register late."""
+        ctx.turn.registry.register(late)
+        return "loaded"
+
+    model = ScriptedModel([[ToolCall("c1", "load", {}), ToolCall("c2", "late", {})], "ok"])
+    result = await Agent(model, tools=[load]).run("go")
+    assert results(result.new_messages)["c2"].data == "late ok"
+
+
+async def test_guards_are_opt_out_per_agent() -> None:
+    assert Agent(ScriptedModel([]), default_guards=False).model_hooks == []
+    hooks = Agent(ScriptedModel([])).model_hooks
+    assert [type(h) for h in hooks] == [ToolCallValidator, RepetitionDetector]
+
+
+async def test_model_hook_can_replace_the_response() -> None:
+    def censor(response: ModelResponse, ctx: DispatchContext) -> ModelResponse:
+        return response.replace(content=response.content.replace("secret", "[redacted]"))
+
+    agent = Agent(ScriptedModel(["the secret is 42"]), model_hooks=[censor])
+    assert (await agent.run("go")).output == "the [redacted] is 42"
+
+
+# -- repetition --------------------------------------------------------------------------
+
+
+def same_call_model(times: int) -> ScriptedModel:
+    return ScriptedModel([ToolCall(f"c{i}", "lookup", {"key": "k"}) for i in range(times)] + ["x"])
+
+
+async def test_repetition_of_identical_calls_adds_a_note_once_latched() -> None:
+    result = await Agent(same_call_model(5), tools=[lookup]).run("go")
+    fired = [e for e in result.events if isinstance(e, RepetitionDetectedEvent)]
+    assert [(e.kind, e.count, e.dispatch) for e in fired] == [("tool_call", 3, 2)]
+    notes = [
+        m
+        for m in result.new_messages
+        if isinstance(m, UserMessage) and m.metadata.get("source") == "repetition_guard"
+    ]
+    assert len(notes) == 1 and "3 times in a row" in notes[0].text
+    # the note follows the tool result: every call stays next to its result
+    index = result.new_messages.index(notes[0])
+    assert isinstance(result.new_messages[index - 1], ToolMessage)
+
+
+async def test_repetition_error_policy_ends_the_turn_and_leaves_a_valid_thread() -> None:
+    agent = Agent(
+        same_call_model(5),
+        tools=[lookup],
+        default_guards=False,
+        model_hooks=[RepetitionDetector(policy="error")],
+    )
+    with pytest.raises(RepetitionDetected, match="same tool call 3 times"):
+        await agent.run("go", thread_id="t")
+    snap = await agent.store.load("t")
+    roles = [m.role for m in snap.messages]
+    assert roles == ["user", "assistant", "tool", "assistant", "tool"]
+
+
+async def test_a_user_message_breaks_a_run_of_identical_calls() -> None:
+    agent = Agent(
+        ScriptedModel(
+            [
+                ToolCall("a", "lookup", {"key": "k"}),
+                "one",
+                ToolCall("b", "lookup", {"key": "k"}),
+                "two",
+                ToolCall("c", "lookup", {"key": "k"}),
+                "three",
+            ]
+        ),
+        tools=[lookup],
+    )
+    events = []
+    for text in ("1", "2", "3"):
+        events += (await agent.run(text, thread_id="t")).events
+    assert not [e for e in events if isinstance(e, RepetitionDetectedEvent)]
+
+
+async def test_repetition_of_near_identical_text_fires_once() -> None:
+    base = "I will now check the configuration file for the database settings"
+    texts = [base, base + " again", base + " again now", base + " again now ok", "done"]
+    script = [
+        ModelResponse(content=t, tool_calls=[ToolCall(f"c{i}", "lookup", {"key": str(i)})])
+        for i, t in enumerate(texts[:-1])
+    ] + [texts[-1]]
+    detector = RepetitionDetector(text_similarity=0.8)
+    agent = Agent(
+        ScriptedModel(script), tools=[lookup], default_guards=False, model_hooks=[detector]
+    )
+    result = await agent.run("go")
+    fired = [e for e in result.events if isinstance(e, RepetitionDetectedEvent)]
+    assert [(e.kind, e.dispatch) for e in fired] == [("text", 2)]
+
+
+def test_jaccard() -> None:
+    assert jaccard("a b c", "A B C") == 1.0
+    assert jaccard("a b", "c d") == 0.0
+    assert jaccard("", "") == 1.0
