@@ -1,0 +1,292 @@
+"""``SummarizationMiddleware``: compress older turns before a request exceeds its budget.
+
+On ``before_model_call``, when the request's estimated input tokens (messages, system prompt and
+tool schemas; see :class:`~plait.context.tokens.TokenAccountant`) reach
+``max_input_tokens * trigger_ratio``, the newest ``keep_messages`` messages stay verbatim and the
+older ones are replaced by one summary carried as a :class:`~plait.messages.SystemMessage` at the
+start of ``request.messages``. The cut is moved back with :func:`~plait.context.pairs.safe_cut`
+so a tool call never loses its result, and the kept messages are :func:`~plait.context.pairs.
+repair`-ed, so the request never holds an orphan.
+
+**Where the summary lives.** Summarization changes the *request* only; the thread store keeps
+the raw history. The summary is recorded in the thread *state* under ``state_key``
+(``{summary, covered, boundary_id, message_id, created_at, passes, summarizer}``): it is
+persisted with the dispatch, survives across turns and processes, and says exactly which
+messages it stands for (thread messages ``[0, covered)``). Every later request reuses it
+byte-for-byte (prompt-cache friendly) until the threshold is crossed again; the next pass folds
+the previous summary and only the messages since ``covered``, never the whole history.
+
+**Offload.** With a ``backend``, the messages a pass folded are written as JSON to
+``conversation_history/<thread>/<first>-<end>.json`` by a background task: the turn never waits,
+and a failure becomes a ``HistoryOffloadFailed`` event. ``await middleware.drain()`` waits for
+pending writes (e.g. before a process exits).
+
+**Placement.** Put it before any middleware whose ``before_model_call`` reorders or prepends
+messages (after :class:`~plait.context.overflow.OverflowRecoveryMiddleware`): it summarizes only
+when the request's messages start with the thread's history. Ephemeral messages appended after
+the history are never summarized (they must not reach the state).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from plait.backends.base import BackendWriteSurface
+from plait.context.events import HistorySummarized, SummarizerFailed
+from plait.context.offload import HISTORY_ROOT, history_path, write_history
+from plait.context.pairs import repair, safe_cut
+from plait.context.summarizers import ExtractiveSummarizer, Summarizer
+from plait.context.tokens import TokenAccountant, TokenCounter
+from plait.errors import ConfigurationError
+from plait.messages import Message, SystemMessage, new_id
+from plait.middleware.base import Middleware
+from plait.middleware.context import DispatchContext, EventSink, TurnContext
+from plait.models.base import ModelRequest
+
+__all__ = [
+    "STATE_KEY",
+    "SUMMARY_SOURCE",
+    "SummarizationInfo",
+    "SummarizationMiddleware",
+    "SummaryRecord",
+]
+
+STATE_KEY = "plait.context.summary"
+SUMMARY_SOURCE = "plait.context.summary"
+"""``metadata["source"]`` of the summary system message."""
+
+
+@dataclass(frozen=True, slots=True)
+class SummarizationInfo:
+    """What ``on_summarized`` receives after a pass (the seed's three figures)."""
+
+    original_tokens: int
+    summarized_tokens: int
+    messages_removed: int
+
+
+OnSummarized = Callable[[SummarizationInfo], Awaitable[None] | None]
+
+
+@dataclass(frozen=True, slots=True)
+class SummaryRecord:
+    """The summary of thread messages ``[0, covered)``, as kept in the thread state."""
+
+    summary: str
+    covered: int
+    boundary_id: str
+    message_id: str
+    created_at: int
+    passes: int
+    summarizer: str
+
+    @classmethod
+    def from_state(cls, value: Any) -> SummaryRecord | None:
+        """The record in a state value, or ``None`` if it is missing or malformed."""
+        try:
+            record = cls(**value)
+        except TypeError:
+            return None
+        ok = isinstance(record.summary, str) and isinstance(record.covered, int)
+        return record if ok and record.covered > 0 else None
+
+
+class SummarizationMiddleware(Middleware):
+    """Summarize older messages at ``max_input_tokens * trigger_ratio``; see the module docs.
+
+    ``summarizer`` defaults to :class:`ExtractiveSummarizer` (no model call); the summary is
+    bounded by ``max_summary_tokens`` (default a tenth of the budget, 64 to 2000). ``thread_id``
+    overrides the thread folder of offloaded history. ``on_summarized`` may be sync or async.
+    """
+
+    def __init__(
+        self,
+        max_input_tokens: int,
+        *,
+        keep_messages: int = 6,
+        trigger_ratio: float = 0.85,
+        backend: BackendWriteSurface | None = None,
+        thread_id: str | None = None,
+        on_summarized: OnSummarized | None = None,
+        summarizer: Summarizer | None = None,
+        max_summary_tokens: int | None = None,
+        counter: TokenCounter | None = None,
+        state_key: str = STATE_KEY,
+        history_root: str = HISTORY_ROOT,
+    ) -> None:
+        if max_input_tokens < 1 or keep_messages < 1 or not 0 < trigger_ratio <= 1:
+            raise ConfigurationError(
+                "SummarizationMiddleware needs max_input_tokens >= 1, keep_messages >= 1 and "
+                "0 < trigger_ratio <= 1."
+            )
+        self.max_input_tokens = max_input_tokens
+        self.keep_messages = keep_messages
+        self.trigger_ratio = trigger_ratio
+        self.backend = backend
+        self.thread_id = thread_id
+        self.on_summarized = on_summarized
+        self._fallback = ExtractiveSummarizer(counter=counter)
+        self.summarizer: Summarizer = summarizer or self._fallback
+        self.max_summary_tokens = max_summary_tokens or max(64, min(2000, max_input_tokens // 10))
+        self.accountant = TokenAccountant(counter)
+        self.state_key = state_key
+        self.history_root = history_root
+        self._messages: dict[str, SystemMessage] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    @property
+    def threshold(self) -> float:
+        return self.max_input_tokens * self.trigger_ratio
+
+    def record(self, turn: TurnContext) -> SummaryRecord | None:
+        """This thread's current summary, if any."""
+        return SummaryRecord.from_state(turn.state.get(self.state_key))
+
+    async def before_model_call(self, request: ModelRequest, ctx: DispatchContext) -> ModelRequest:
+        return await self._process(request, ctx.turn, force=False) or request
+
+    async def compact(self, request: ModelRequest, ctx: DispatchContext) -> ModelRequest | None:
+        """Run a pass now, whatever the estimate (overflow recovery calls this). ``request`` may
+        already carry this middleware's summary. ``None`` if there was nothing left to fold."""
+        return await self._process(request, ctx.turn, force=True)
+
+    async def drain(self) -> None:
+        """Wait until every background history offload has finished."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    def summary_message(self, record: SummaryRecord) -> SystemMessage:
+        """The system message carrying ``record`` (the same object for the same record)."""
+        message = self._messages.get(record.message_id)
+        if message is None:
+            if len(self._messages) > 64:
+                self._messages.clear()
+            text = (
+                f"Summary of the earlier conversation ({record.covered} messages, condensed; "
+                f"the newest messages follow in full):\n{record.summary}"
+            )
+            meta = {"source": SUMMARY_SOURCE, "covered": record.covered}
+            message = SystemMessage(text, metadata=meta, id=record.message_id)
+            self._messages[record.message_id] = message
+        return message
+
+    def _view(
+        self, request: ModelRequest, turn: TurnContext
+    ) -> tuple[SummaryRecord | None, int, Sequence[Message], int] | None:
+        """``(record, base, tail, persisted)``: ``tail[k]`` is thread message ``base + k`` for
+        ``k < persisted``; ``None`` if the request does not line up with the thread."""
+        msgs, history = request.messages, turn.messages
+        record = self.record(turn)
+        if record is not None and record.covered > len(history):
+            record = None
+        if record is not None and history[record.covered - 1].id != record.boundary_id:
+            record = None
+        if record is not None and msgs and msgs[0].id == record.message_id:
+            base, tail = record.covered, msgs[1:]
+        else:
+            base = record.covered if record is not None else 0
+            tail = msgs[base:] if base else msgs
+        persisted = len(history) - base
+        if persisted > len(tail) or (persisted > 0 and tail[persisted - 1].id != history[-1].id):
+            return None
+        return record, base, tail, persisted
+
+    async def _process(
+        self, request: ModelRequest, turn: TurnContext, *, force: bool
+    ) -> ModelRequest | None:
+        view = self._view(request, turn)
+        if view is None:
+            return None
+        record, base, tail, persisted = view
+        summarized = [self.summary_message(record), *tail] if record else None
+        anchor_from = 1 + record.created_at - base if record else 0
+        before = self._estimate(request, tail if summarized is None else summarized, anchor_from)
+        unchanged = None if summarized is None else request.replace(messages=summarized)
+        if not force and before < self.threshold:
+            return unchanged
+        cut = safe_cut(tail, min(len(tail) - self.keep_messages, persisted))
+        if cut <= 0:
+            return None if force else unchanged
+        span, kept = tail[:cut], repair(tail[cut:])
+        summary, used = await self._summarize(record, span, turn)
+        new = SummaryRecord(
+            summary=summary,
+            covered=base + cut,
+            boundary_id=span[-1].id,
+            message_id=new_id(),
+            created_at=len(turn.messages),
+            passes=(record.passes if record else 0) + 1,
+            summarizer=used,
+        )
+        turn.state[self.state_key] = asdict(new)
+        messages = [self.summary_message(new), *kept]
+        info = SummarizationInfo(before, self._estimate(request, messages, len(messages)), cut)
+        await self._report(turn, info, new, span, forced=force)
+        return request.replace(messages=messages)
+
+    def _estimate(
+        self, request: ModelRequest, messages: Sequence[Message], anchor_from: int
+    ) -> int:
+        return self.accountant.request(
+            messages,
+            system_prompt=request.system_prompt,
+            tools=request.tools,
+            anchor_from=anchor_from,
+        )
+
+    async def _report(
+        self,
+        turn: TurnContext,
+        info: SummarizationInfo,
+        record: SummaryRecord,
+        span: Sequence[Message],
+        *,
+        forced: bool,
+    ) -> None:
+        """Emit the event, start the offload, call ``on_summarized``."""
+        thread = self.thread_id or turn.thread_id
+        turn.emit(
+            HistorySummarized(
+                thread_id=thread,
+                original_tokens=info.original_tokens,
+                summarized_tokens=info.summarized_tokens,
+                messages_removed=info.messages_removed,
+                covered=record.covered,
+                summarizer=record.summarizer,
+                forced=forced,
+            )
+        )
+        self._offload(thread, span, record.covered - len(span), turn.emit)
+        if self.on_summarized is not None:
+            outcome = self.on_summarized(info)
+            if inspect.isawaitable(outcome):
+                await outcome
+
+    async def _summarize(
+        self, record: SummaryRecord | None, span: Sequence[Message], turn: TurnContext
+    ) -> tuple[str, str]:
+        previous = record.summary if record else None
+        limit = self.max_summary_tokens
+        if self.summarizer is self._fallback:
+            return self._fallback.fold(previous, span, max_tokens=limit), self._fallback.name
+        try:
+            return await self.summarizer.summarize(previous, span, max_tokens=limit), (
+                self.summarizer.name
+            )
+        except Exception as exc:
+            turn.emit(SummarizerFailed(summarizer=self.summarizer.name, error=exc))
+            return self._fallback.fold(previous, span, max_tokens=limit), self._fallback.name
+
+    def _offload(self, thread: str, span: Sequence[Message], base: int, emit: EventSink) -> None:
+        if self.backend is None:
+            return
+        path = history_path(self.history_root, thread, base, base + len(span))
+        task = asyncio.get_running_loop().create_task(
+            write_history(self.backend, path, list(span), thread, emit)
+        )
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)

@@ -1,0 +1,217 @@
+"""Token estimates without a tokenizer, an exact counter when you want one, and accounting that
+costs O(new messages) per model call.
+
+* :data:`CHARS_PER_TOKEN` (4) is the seed's estimate: ``ceil(len(text) / 4)`` tokens.
+* :class:`TokenCounter` is the protocol for counting one text; :class:`CharEstimator` is the
+  default, :class:`TiktokenCounter` the exact one (``pip install 'plait[tiktoken]'``).
+* :func:`message_tokens` / :func:`tool_tokens` estimate one message / tool schema, including a
+  small per-item overhead (role markers and separators a provider bills for).
+* :class:`TokenAccountant` estimates a whole request. It walks back from the newest message and
+  stops at the first *anchor*: the last assistant message whose provider reported
+  ``usage.input_tokens`` (the size of the request that produced it, system prompt and tools
+  included), or a checkpoint it left itself on an earlier call over the same list. Only the
+  messages after the anchor are counted, so the cost per call does not grow with the history.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, Protocol, runtime_checkable
+
+from plait.errors import ConfigurationError
+from plait.messages import AssistantMessage, Message, ToolMessage
+from plait.tools import ToolDefinition
+
+__all__ = [
+    "CHARS_PER_TOKEN",
+    "MESSAGE_OVERHEAD_TOKENS",
+    "CharEstimator",
+    "TiktokenCounter",
+    "TokenAccountant",
+    "TokenCounter",
+    "TokenizerUnavailable",
+    "message_text",
+    "message_tokens",
+    "tool_tokens",
+]
+
+CHARS_PER_TOKEN: Final = 4
+"""Characters per token for every estimate (the seed's value)."""
+
+MESSAGE_OVERHEAD_TOKENS: Final = 4
+"""Tokens added per message or tool schema for role markers and separators."""
+
+
+@runtime_checkable
+class TokenCounter(Protocol):
+    """Counts the tokens of one text."""
+
+    def count(self, text: str) -> int: ...
+
+
+@dataclass(frozen=True, slots=True)
+class CharEstimator:
+    """``ceil(len(text) / chars_per_token)``: O(1) per text, no dependency."""
+
+    chars_per_token: int = CHARS_PER_TOKEN
+
+    def __post_init__(self) -> None:
+        if self.chars_per_token < 1:
+            raise ConfigurationError("chars_per_token must be at least 1.")
+
+    def count(self, text: str) -> int:
+        return -(-len(text) // self.chars_per_token)
+
+
+DEFAULT_COUNTER: Final = CharEstimator()
+
+
+class TokenizerUnavailable(ConfigurationError):
+    """An exact token counter was requested but its tokenizer package is not installed."""
+
+
+class TiktokenCounter:
+    """Exact counts with OpenAI's ``tiktoken`` (the optional ``plait[tiktoken]`` extra).
+
+    The package is imported when the counter is created, not when plait is imported. Note that
+    ``tiktoken`` downloads its encoding files on first use unless they are cached.
+    """
+
+    def __init__(self, encoding: str = "cl100k_base") -> None:
+        try:
+            tiktoken = importlib.import_module("tiktoken")
+        except ImportError as exc:
+            raise TokenizerUnavailable(
+                "TiktokenCounter needs the 'tiktoken' package. Install it with "
+                "\"pip install 'plait[tiktoken]'\", or use CharEstimator (the default), which "
+                "needs no tokenizer."
+            ) from exc
+        self.encoding = encoding
+        self._encoding: Any = tiktoken.get_encoding(encoding)
+
+    def count(self, text: str) -> int:
+        return len(self._encoding.encode(text, disallowed_special=()))
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def message_text(message: Message) -> str:
+    """The text a provider would be sent for ``message`` (tool calls as ``name`` + JSON args)."""
+    if isinstance(message, ToolMessage):
+        data = message.data
+        return data if isinstance(data, str) else _json(data)
+    text = message.text
+    if isinstance(message, AssistantMessage) and message.tool_calls:
+        calls = [
+            f"{c.id} {c.name} {c.raw_args if c.raw_args is not None else _json(c.args)}"
+            for c in message.tool_calls
+        ]
+        text = "\n".join([text, *calls]) if text else "\n".join(calls)
+    return text
+
+
+def message_tokens(message: Message, counter: TokenCounter = DEFAULT_COUNTER) -> int:
+    """Estimated tokens of one message, overhead included."""
+    extra = 0
+    if isinstance(message, ToolMessage):
+        extra = counter.count(message.name) + counter.count(message.tool_call_id)
+    return counter.count(message_text(message)) + extra + MESSAGE_OVERHEAD_TOKENS
+
+
+def tool_tokens(definition: ToolDefinition, counter: TokenCounter = DEFAULT_COUNTER) -> int:
+    """Estimated tokens of one advertised tool: name, description and JSON schema."""
+    text = f"{definition.name}\n{definition.description}\n{_json(definition.parameters)}"
+    return counter.count(text) + MESSAGE_OVERHEAD_TOKENS
+
+
+@dataclass(slots=True)
+class _Checkpoint:
+    first: Message
+    index: int
+    last: Message
+    total: int
+
+
+class TokenAccountant:
+    """Estimates request sizes, reusing provider usage and its own earlier work.
+
+    One accountant per middleware instance. It keeps a few checkpoints (``total tokens through
+    message i`` of a list it saw, validated by the identity of the list's first message and of
+    message ``i``) and a cache of tool-schema estimates. :meth:`reset` drops both, for when
+    messages in the middle of a list were replaced.
+    """
+
+    def __init__(self, counter: TokenCounter | None = None, *, max_checkpoints: int = 16) -> None:
+        self.counter: TokenCounter = counter or DEFAULT_COUNTER
+        self._max_checkpoints = max_checkpoints
+        self._checkpoints: dict[str, _Checkpoint] = {}
+        self._tools: dict[int, tuple[ToolDefinition, int]] = {}
+
+    def reset(self) -> None:
+        self._checkpoints.clear()
+        self._tools.clear()
+
+    def message(self, message: Message) -> int:
+        return message_tokens(message, self.counter)
+
+    def messages(self, messages: Iterable[Message]) -> int:
+        """Full count of ``messages`` (no anchors): O(len)."""
+        return sum(message_tokens(m, self.counter) for m in messages)
+
+    def tools(self, definitions: Sequence[ToolDefinition]) -> int:
+        total = 0
+        for d in definitions:
+            cached = self._tools.get(id(d))
+            if cached is None or cached[0] is not d:
+                if len(self._tools) > 1024:
+                    self._tools.clear()
+                cached = (d, tool_tokens(d, self.counter))
+                self._tools[id(d)] = cached
+            total += cached[1]
+        return total
+
+    def request(
+        self,
+        messages: Sequence[Message],
+        *,
+        system_prompt: str = "",
+        tools: Sequence[ToolDefinition] = (),
+        anchor_from: int = 0,
+    ) -> int:
+        """Estimated input tokens of a request with these parts.
+
+        Provider-reported usage on assistant messages at index ``>= anchor_from`` is trusted as
+        the size of everything before them; pass ``anchor_from=len(messages)`` to ignore it (for
+        instance when the earlier requests were shaped differently). Leaves a checkpoint at the
+        end of ``messages`` so the next call over the same list, grown, counts only what is new.
+        """
+        delta = 0
+        total: int | None = None
+        for i in range(len(messages) - 1, -1, -1):
+            m = messages[i]
+            cp = self._checkpoints.get(m.id)
+            if cp is not None and cp.index == i and cp.last is m and cp.first is messages[0]:
+                total = cp.total + delta
+                break
+            delta += message_tokens(m, self.counter)
+            if i >= anchor_from and isinstance(m, AssistantMessage):
+                reported = m.usage.input_tokens if m.usage is not None else 0
+                if reported > 0:
+                    total = reported + delta
+                    break
+        if total is None:
+            total = delta + self.counter.count(system_prompt) + self.tools(tools)
+        if messages:
+            self._remember(messages, total)
+        return total
+
+    def _remember(self, messages: Sequence[Message], total: int) -> None:
+        last = messages[-1]
+        if len(self._checkpoints) >= self._max_checkpoints and last.id not in self._checkpoints:
+            self._checkpoints.pop(next(iter(self._checkpoints)))
+        self._checkpoints[last.id] = _Checkpoint(messages[0], len(messages) - 1, last, total)

@@ -1,0 +1,304 @@
+"""SummarizationMiddleware beyond the seed: folding, the state record, ephemeral safety,
+anchors, background offload, model summarizers, and pair safety under random histories."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+import pytest
+
+from plait import (
+    AssistantMessage,
+    DispatchContext,
+    FunctionModel,
+    Message,
+    ModelRequest,
+    ScriptedModel,
+    SystemMessage,
+    ToolCall,
+    ToolMessage,
+    TurnContext,
+    Usage,
+    UserMessage,
+)
+from plait.backends import MemoryBackend
+from plait.context import (
+    ExtractiveSummarizer,
+    HistoryOffloaded,
+    HistoryOffloadFailed,
+    HistorySummarized,
+    ModelSummarizer,
+    SummarizationMiddleware,
+    SummarizerFailed,
+    TokenAccountant,
+)
+from plait.context.summarization import STATE_KEY, SUMMARY_SOURCE
+from plait.errors import ConfigurationError
+from plait.messages import load_messages
+from plait.middleware.context import Event
+from plait.stores.base import state_to_json
+from plait.tools import ToolRegistry
+
+
+def make_ctx(
+    messages: list[Message],
+    events: list[Event] | None = None,
+    state: dict[str, object] | None = None,
+) -> DispatchContext:
+    turn = TurnContext(
+        thread_id="t1",
+        registry=ToolRegistry(),
+        model=ScriptedModel([]),
+        messages=messages,
+        state={} if state is None else state,
+        emit=events.append if events is not None else (lambda e: None),
+    )
+    return DispatchContext(turn, 0)
+
+
+def conversation(n: int, size: int = 200) -> list[Message]:
+    out: list[Message] = []
+    for i in range(n):
+        out.append(UserMessage(f"question {i} " + "q" * size))
+        out.append(AssistantMessage(f"answer {i} " + "a" * size))
+    return out
+
+
+async def run(
+    mw: SummarizationMiddleware, ctx: DispatchContext, extra: Sequence[Message] = ()
+) -> ModelRequest:
+    request = ModelRequest(messages=[*ctx.turn.messages, *extra])
+    return await mw.before_model_call(request, ctx)
+
+
+class RecordingSummarizer:
+    name = "recording"
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str | None, list[Message]]] = []
+
+    async def summarize(
+        self, previous: str | None, messages: Sequence[Message], *, max_tokens: int
+    ) -> str:
+        self.calls.append((previous, list(messages)))
+        return f"S{len(self.calls)}"
+
+
+async def test_repeated_passes_fold_the_previous_summary_and_only_the_new_span() -> None:
+    summarizer = RecordingSummarizer()
+    history = conversation(10)
+    ctx = make_ctx(history)
+    mw = SummarizationMiddleware(500, keep_messages=4, summarizer=summarizer)
+    first = await run(mw, ctx)
+    assert summarizer.calls[0] == (None, history[:16])
+    assert first.messages[1:] == history[16:]
+    history.extend(conversation(5))
+    second = await run(mw, ctx)
+    previous, span = summarizer.calls[1]
+    assert previous == "S1" and span == history[16:26]
+    assert second.messages[1:] == history[26:]
+    record = mw.record(ctx.turn)
+    assert record is not None and record.covered == 26 and record.passes == 2
+    assert record.boundary_id == history[25].id and record.summarizer == "recording"
+    state_to_json("t1", ctx.turn.state)  # the record is plain JSON
+
+
+async def test_the_summary_is_reused_byte_for_byte_below_the_threshold() -> None:
+    history = conversation(10)
+    ctx = make_ctx(history)
+    mw = SummarizationMiddleware(1000, keep_messages=4)
+    first = await run(mw, ctx)
+    history.append(UserMessage("short"))
+    second = await run(mw, ctx)
+    assert second.messages[0] is first.messages[0]
+    assert second.messages[1:] == history[16:]
+
+
+async def test_summary_state_survives_a_new_turn_and_a_new_middleware_instance() -> None:
+    history = conversation(10)
+    ctx = make_ctx(history)
+    await run(SummarizationMiddleware(1000, keep_messages=4), ctx)
+    restored = make_ctx([*history, UserMessage("again")], state=dict(ctx.turn.state))
+    request = await run(SummarizationMiddleware(1000, keep_messages=4), restored)
+    assert isinstance(request.messages[0], SystemMessage)
+    assert request.messages[0].metadata["source"] == SUMMARY_SOURCE
+    assert request.messages[1:] == restored.turn.messages[16:]
+
+
+async def test_ephemeral_messages_after_the_history_are_never_summarized() -> None:
+    history = conversation(6)
+    pinned = UserMessage("SECRET SKILL BODY " * 50, metadata={"source": "pinned_skill"})
+    ctx = make_ctx(history)
+    request = await run(SummarizationMiddleware(200, keep_messages=1), ctx, extra=[pinned])
+    assert request.messages[-1] is pinned
+    assert "SECRET" not in str(ctx.turn.state)
+    assert mw_record_covered(ctx) <= len(history)
+
+
+def mw_record_covered(ctx: DispatchContext) -> int:
+    value = ctx.turn.state[STATE_KEY]
+    assert isinstance(value, dict)
+    covered = value["covered"]
+    assert isinstance(covered, int)
+    return covered
+
+
+async def test_a_request_that_does_not_start_with_the_history_is_left_alone() -> None:
+    history = conversation(10)
+    ctx = make_ctx(history)
+    request = ModelRequest(messages=[UserMessage("prepended"), *history])
+    mw = SummarizationMiddleware(100, keep_messages=2)
+    assert await mw.before_model_call(request, ctx) is request
+    assert STATE_KEY not in ctx.turn.state
+
+
+async def test_provider_reported_usage_triggers_a_pass() -> None:
+    history: list[Message] = [
+        UserMessage("hi"),
+        AssistantMessage("ok", usage=Usage(input_tokens=9_000)),
+        UserMessage("more"),
+        AssistantMessage("sure"),
+        UserMessage("and"),
+    ]
+    events: list[Event] = []
+    request = await run(SummarizationMiddleware(10_000, keep_messages=2), make_ctx(history, events))
+    assert isinstance(request.messages[0], SystemMessage)
+    (event,) = [e for e in events if isinstance(e, HistorySummarized)]
+    assert event.original_tokens > 9_000
+
+
+async def test_usage_reported_before_a_summary_is_not_trusted_after_it() -> None:
+    history = conversation(10)
+    history.insert(17, AssistantMessage("stale", usage=Usage(input_tokens=50_000)))
+    history.insert(17, UserMessage("u"))
+    ctx = make_ctx(history)
+    mw = SummarizationMiddleware(1500, keep_messages=6)
+    await run(mw, ctx)
+    passes = mw.record(ctx.turn)
+    assert passes is not None and passes.passes == 1
+    await run(mw, ctx)  # the stale 50k figure sits in the kept tail; no second pass
+    again = mw.record(ctx.turn)
+    assert again is not None and again.passes == 1
+
+
+async def test_forced_compaction_folds_an_already_summarized_request() -> None:
+    history = conversation(12)
+    ctx = make_ctx(history)
+    mw = SummarizationMiddleware(1000, keep_messages=10)
+    summarized = await run(mw, ctx)
+    smaller = SummarizationMiddleware(1000, keep_messages=2)
+    smaller.state_key = mw.state_key
+    forced = await smaller.compact(summarized, ctx)
+    assert forced is not None and forced.messages[1:] == history[-2:]
+    assert await smaller.compact(forced, ctx) is None  # nothing left to fold
+
+
+async def test_offload_runs_in_the_background_and_never_blocks() -> None:
+    release = asyncio.Event()
+
+    class SlowBackend(MemoryBackend):
+        async def write(self, path: str, content: str) -> str:
+            await release.wait()
+            return await super().write(path, content)
+
+    backend = SlowBackend()
+    events: list[Event] = []
+    history = conversation(10)
+    mw = SummarizationMiddleware(500, keep_messages=4, backend=backend)
+    request = await asyncio.wait_for(run(mw, make_ctx(history, events)), timeout=1)
+    assert isinstance(request.messages[0], SystemMessage)
+    assert await backend.ls() == []
+    release.set()
+    await mw.drain()
+    (path,) = await backend.ls()
+    assert path == "conversation_history/t1/00000000-00000016.json"
+    assert [m.id for m in load_messages(await backend.read(path))] == [m.id for m in history[:16]]
+    assert any(isinstance(e, HistoryOffloaded) and e.messages == 16 for e in events)
+
+
+async def test_offload_uses_the_configured_thread_id() -> None:
+    backend = MemoryBackend()
+    mw = SummarizationMiddleware(500, keep_messages=4, backend=backend, thread_id="../weird id")
+    await run(mw, make_ctx(conversation(10)))
+    await mw.drain()
+    (path,) = await backend.ls()
+    assert path.startswith("conversation_history/") and path.count("/") == 2 and ".." not in path
+
+
+async def test_a_failing_summarizer_falls_back_to_extractive_with_an_event() -> None:
+    def broken(request: ModelRequest) -> str:
+        raise RuntimeError("summarizer down")
+
+    events: list[Event] = []
+    mw = SummarizationMiddleware(
+        500, keep_messages=4, summarizer=ModelSummarizer(FunctionModel(broken))
+    )
+    request = await run(mw, make_ctx(conversation(10), events))
+    assert "question 0" in request.messages[0].text  # type: ignore[union-attr]
+    failed = [e for e in events if isinstance(e, SummarizerFailed)]
+    assert len(failed) == 1 and "summarizer down" in str(failed[0].error)
+    summarized = [e for e in events if isinstance(e, HistorySummarized)]
+    assert summarized[0].summarizer == "extractive"
+
+
+async def test_model_summarizer_sends_a_summarizer_call_with_trimmed_input() -> None:
+    model = FunctionModel(lambda r: "The user asked many questions.")
+    summarizer = ModelSummarizer(model, max_input_tokens=2000)
+    mw = SummarizationMiddleware(5000, keep_messages=4, summarizer=summarizer)
+    ctx = make_ctx(conversation(300, size=1000))
+    request = await run(mw, ctx)
+    (sent,) = model.requests
+    assert sent.call_class == "summarizer" and sent.max_tokens == mw.max_summary_tokens
+    prompt = sent.messages[0].text  # type: ignore[union-attr]
+    assert len(prompt) <= 2000 * 4 + 100
+    assert "question 0 " in prompt and "answer 297" in prompt and "messages omitted" in prompt
+    assert "The user asked many questions." in request.messages[0].text  # type: ignore[union-attr]
+    ctx.turn.messages.extend(conversation(300, size=1000))
+    await run(mw, ctx)
+    assert "The user asked many questions." in model.requests[1].messages[0].text  # type: ignore[union-attr]
+
+
+def test_extractive_summary_is_deterministic_bounded_and_keeps_the_first_entry() -> None:
+    summarizer = ExtractiveSummarizer()
+    history = conversation(200)
+    history.insert(1, AssistantMessage(tool_calls=[ToolCall("c1", "grep", {"pattern": "x" * 500})]))
+    history.insert(
+        2,
+        ToolMessage(
+            "c1", "grep", {"_evicted": True, "full_result_path": "p", "estimated_tokens": 9}
+        ),
+    )
+    one = summarizer.fold(None, history, max_tokens=300)
+    assert one == summarizer.fold(None, history, max_tokens=300)
+    assert TokenAccountant().counter.count(one) <= 300
+    lines = one.splitlines()
+    assert lines[0].startswith("- user: question 0")
+    assert "earlier entries omitted" in lines[1]
+    assert lines[-1].startswith("- assistant: answer 199")
+    again = summarizer.fold(one, conversation(3), max_tokens=300)
+    assert again.splitlines()[0] == lines[0]
+    small = summarizer.fold(None, history[:3], max_tokens=300)
+    assert "[called grep(pattern=" in small and "evicted to p (9 tokens)" in small
+
+
+def test_configuration_is_validated() -> None:
+    for bad in ({"keep_messages": 0}, {"trigger_ratio": 0}, {"trigger_ratio": 1.5}):
+        with pytest.raises(ConfigurationError, match="SummarizationMiddleware"):
+            SummarizationMiddleware(100, **bad)  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="SummarizationMiddleware"):
+        SummarizationMiddleware(0)
+
+
+async def test_offload_failure_is_an_event_and_the_pass_still_happens() -> None:
+    class Broken(MemoryBackend):
+        async def write(self, path: str, content: str) -> str:
+            raise OSError("bucket gone")
+
+    events: list[Event] = []
+    mw = SummarizationMiddleware(500, keep_messages=4, backend=Broken())
+    request = await run(mw, make_ctx(conversation(10), events))
+    await mw.drain()
+    assert isinstance(request.messages[0], SystemMessage)
+    (failed,) = [e for e in events if isinstance(e, HistoryOffloadFailed)]
+    assert "bucket gone" in str(failed.error)
