@@ -1,0 +1,54 @@
+"""Errors the skills package raises on purpose. Discovery never raises them for a broken skill
+(that becomes a :class:`~plait.skills.diagnostics.Diagnostic`); they come from explicit requests
+such as "read this file of that skill". Path escapes raise :class:`plait.paths.PathEscapeError`.
+"""
+
+from __future__ import annotations
+
+from plait.errors import PlaitError
+
+__all__ = ["SkillError", "SkillFileNotFound", "SkillNotFound", "SkillSourceError"]
+
+_MAX_LISTED = 20
+
+
+def _listing(names: list[str]) -> str:
+    if not names:
+        return "(none)"
+    shown = ", ".join(names[:_MAX_LISTED])
+    more = len(names) - _MAX_LISTED
+    return f"{shown}, and {more} more" if more > 0 else shown
+
+
+class SkillError(PlaitError):
+    """Base class of the skills package's errors."""
+
+
+class SkillNotFound(SkillError, LookupError):
+    """No skill with that name (or id) is known; the message lists the known ones."""
+
+    def __init__(self, name: str, known: list[str], *, where: str = "") -> None:
+        self.name = name
+        self.known = sorted(known)
+        place = f" in {where}" if where else ""
+        super().__init__(
+            f"Skill {name!r} not found{place}. Known skills: {_listing(self.known)}. "
+            "Check the name (run 'plait skills list PATH') or add the folder that holds it."
+        )
+
+
+class SkillFileNotFound(SkillError, FileNotFoundError):
+    """A skill exists but has no file at the requested path; the message lists its files."""
+
+    def __init__(self, skill: str, path: str, available: list[str]) -> None:
+        self.skill = skill
+        self.path = path
+        self.available = available
+        super().__init__(
+            f"Skill {skill!r} has no file {path!r}. Its files: {_listing(available)}. "
+            "Use a path relative to the skill folder, e.g. 'references/REFERENCE.md'."
+        )
+
+
+class SkillSourceError(SkillError):
+    """A skill source as a whole cannot be used (missing root, unreadable backend, ...)."""

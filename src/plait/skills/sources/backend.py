@@ -1,0 +1,161 @@
+"""Skills stored in a plait backend, read through its read surface only.
+
+Layout under ``prefix``: ``<prefix>/<skill-folder>/SKILL.md`` (nested folders allowed up to
+``max_depth``), or ``<prefix>/SKILL.md`` for a single skill. A backend has no ``stat``, so each
+discovery reads every SKILL.md; only files whose content hash changed are parsed again.
+Locations are virtual absolute paths: ``/<prefix>/<id>/SKILL.md``.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import AsyncIterator
+
+from plait.backends.base import BackendError, BackendReadSurface
+from plait.paths import PathEscapeError, normalize_virtual_path
+from plait.skills.diagnostics import Code, Diagnostic, Severity
+from plait.skills.errors import SkillFileNotFound, SkillNotFound, SkillSourceError
+from plait.skills.model import DiscoveryItem, DiscoveryProblem, SkillFileStat, content_version
+from plait.skills.sources.base import DEFAULT_IGNORED, assess_skill_md, body_bytes
+
+__all__ = ["BackendSource"]
+
+
+class BackendSource:
+    """A :class:`~plait.skills.sources.base.SkillSource` over a
+    :class:`~plait.backends.base.BackendReadSurface` (``read``, ``exists``, ``ls``)."""
+
+    def __init__(
+        self,
+        backend: BackendReadSurface,
+        *,
+        prefix: str = "skills",
+        source_id: str = "backend",
+        max_depth: int = 6,
+        max_skills: int = 10_000,
+        ignore: frozenset[str] = DEFAULT_IGNORED,
+    ) -> None:
+        self._backend = backend
+        self._prefix = normalize_virtual_path(prefix) if prefix.strip("/") else ""
+        self._id = source_id
+        self.max_depth = max_depth
+        self.max_skills = max_skills
+        self.ignore = ignore
+        self._folders: dict[str, str] = {}
+        self._cache: dict[str, tuple[str, DiscoveryItem]] = {}
+
+    @property
+    def id(self) -> str:
+        return self._id
+
+    async def _skill_files(self) -> builtins.list[tuple[str, str]]:
+        """``(skill id, SKILL.md path)`` pairs, outermost skill folders only."""
+        base = self._prefix
+        try:
+            listed = await self._backend.ls(f"{base}/" if base else "")
+        except BackendError as err:
+            raise SkillSourceError(f"Cannot list skills under {base or '/'!r}: {err}") from err
+        folders: dict[str, str] = {}
+        for raw in listed:
+            try:
+                path = normalize_virtual_path(raw)
+            except PathEscapeError:
+                continue
+            rel = path[len(base) + 1 :] if base else path
+            if base and not path.startswith(base + "/"):
+                continue
+            folder, _, name = rel.rpartition("/")
+            parts = folder.split("/") if folder else []
+            if name != "SKILL.md" or len(parts) > self.max_depth:
+                continue
+            if any(p in self.ignore for p in parts):
+                continue
+            folders[folder] = path
+        outermost = [f for f in sorted(folders) if not _inside_any(f, folders)]
+        single = self._prefix.rsplit("/", 1)[-1] or "skill"
+        return [(f or single, folders[f]) for f in outermost[: self.max_skills]]
+
+    async def discover(self) -> AsyncIterator[DiscoveryItem]:
+        cache: dict[str, tuple[str, DiscoveryItem]] = {}
+        folders: dict[str, str] = {}
+        for skill_id, path in await self._skill_files():
+            folders[skill_id] = path.rpartition("/")[0]
+            item = await self._assess(skill_id, path)
+            cache[skill_id] = (item.version or "", item)
+            yield item
+        self._folders = folders
+        self._cache = cache
+
+    async def _assess(self, skill_id: str, path: str) -> DiscoveryItem:
+        location = "/" + path
+        try:
+            data = (await self._backend.read(path)).encode("utf-8")
+        except (FileNotFoundError, BackendError) as err:
+            diagnostic = Diagnostic(
+                Severity.ERROR, Code.UNREADABLE, f"Cannot read SKILL.md: {err}; skipped.", location
+            )
+            return DiscoveryProblem(self._id, skill_id, location, (diagnostic,))
+        version = content_version(data)
+        cached = self._cache.get(skill_id)
+        if cached is not None and cached[0] == version:
+            return cached[1]
+        return assess_skill_md(
+            data,
+            source_id=self._id,
+            skill_id=skill_id,
+            folder_name=skill_id.rsplit("/", 1)[-1],
+            location=location,
+        )
+
+    async def _folder(self, ref: str) -> str:
+        """The folder of discovered skill ``ref`` (the first read discovers); a ``..`` in
+        ``ref`` raises :class:`PathEscapeError`."""
+        if not self._folders:
+            async for _ in self.discover():
+                pass
+        folder = self._folders.get(ref)
+        if folder is None:
+            normalize_virtual_path(ref)
+            raise SkillNotFound(ref, sorted(self._folders), where=f"backend source {self._id!r}")
+        return folder
+
+    async def _skill_md(self, folder: str) -> bytes:
+        return (await self._backend.read(f"{folder}/SKILL.md")).encode("utf-8")
+
+    async def read(self, ref: str, path: str | None = None) -> bytes:
+        folder = await self._folder(ref)
+        if path is None:
+            return body_bytes(await self._skill_md(folder))
+        target = f"{folder}/{normalize_virtual_path(path)}"
+        try:
+            return (await self._backend.read(target)).encode("utf-8")
+        except FileNotFoundError:
+            raise SkillFileNotFound(ref, path, await self.list(ref)) from None
+
+    async def stat(self, ref: str, path: str | None = None) -> SkillFileStat:
+        if path is None:
+            data = await self._skill_md(await self._folder(ref))
+            return SkillFileStat(len(body_bytes(data)), content_version(data))
+        data = await self.read(ref, path)
+        return SkillFileStat(len(data), content_version(data))
+
+    async def list(self, ref: str) -> builtins.list[str]:
+        folder = await self._folder(ref)
+        listed = await self._backend.ls(folder + "/")
+        found = []
+        for raw in listed:
+            try:
+                path = normalize_virtual_path(raw)
+            except PathEscapeError:
+                continue
+            if path.startswith(folder + "/") and path != f"{folder}/SKILL.md":
+                found.append(path[len(folder) + 1 :])
+        return sorted(found)
+
+
+def _inside_any(folder: str, folders: dict[str, str]) -> bool:
+    """Whether ``folder`` is nested inside another skill folder (the root one included)."""
+    if not folder:
+        return False
+    parts = folder.split("/")
+    return any("/".join(parts[:i]) in folders for i in range(len(parts)))

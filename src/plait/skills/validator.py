@@ -1,0 +1,209 @@
+"""Validating SKILL.md in two modes.
+
+``strict`` gives the diagnostics ``skills-ref`` 0.1.1 gives, message for message (its
+``validate()`` returns them as strings; here each is a :class:`Diagnostic` with a code and a
+line). Deliberate differences, each pinned by a test in ``tests/skills``:
+
+* the frontmatter ends at a line that is exactly ``---``, not at the first ``---`` anywhere
+  (``skills-ref`` reads ``description: a---b`` as ``a`` and the rest as body);
+* a UTF-8 byte-order mark is ignored (``skills-ref`` reports a missing frontmatter);
+* bytes that are not UTF-8 give a ``not-utf8`` error (``skills-ref`` raises
+  ``UnicodeDecodeError`` out of ``validate()``);
+* a path without a final component (``.``) is checked against its resolved folder name.
+
+``lenient`` (the default for loading) keeps every skill a name and a description can honestly be
+recovered for, with warnings; see :mod:`plait.skills.lenient`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+
+from plait.skills.diagnostics import Code, Diagnostic, Severity
+from plait.skills.frontmatter import FrontmatterProblem, PlainData, read_lenient, read_strict
+from plait.skills.lenient import build_lenient
+from plait.skills.model import SPEC_FIELDS, SkillMeta
+from plait.skills.parser import SkillMarkdown, split_skill_md
+from plait.skills.rules import (
+    MAX_COMPATIBILITY_LENGTH,
+    MAX_DESCRIPTION_LENGTH,
+    MAX_NAME_LENGTH,
+    compatibility_problems,
+    description_problems,
+    name_problems,
+)
+
+__all__ = [
+    "MAX_COMPATIBILITY_LENGTH",
+    "MAX_DESCRIPTION_LENGTH",
+    "MAX_NAME_LENGTH",
+    "SkillCheck",
+    "ValidationMode",
+    "check_skill_md",
+    "find_skill_md",
+    "name_problems",
+    "strict_diagnostics",
+    "validate_skill_dir",
+]
+
+
+class ValidationMode(StrEnum):
+    STRICT = "strict"
+    LENIENT = "lenient"
+
+
+@dataclass(frozen=True, slots=True)
+class SkillCheck:
+    """The outcome of checking one SKILL.md: ``meta`` is ``None`` when the skill is unusable."""
+
+    meta: SkillMeta | None
+    body: str
+    diagnostics: tuple[Diagnostic, ...]
+
+    @property
+    def ok(self) -> bool:
+        """True when no diagnostic is an error."""
+        return not any(d.is_error for d in self.diagnostics)
+
+
+def check_skill_md(
+    data: bytes | str,
+    *,
+    folder_name: str | None,
+    file: str | None = None,
+    mode: ValidationMode = ValidationMode.LENIENT,
+) -> SkillCheck:
+    """Parse and validate one SKILL.md. ``folder_name`` is the skill folder's name (``None``
+    when there is none, e.g. a bare file); ``file`` is what diagnostics name. Never raises.
+
+    In strict mode ``meta`` is filled only when there is no error.
+    """
+    markdown = split_skill_md(data)
+    if mode is ValidationMode.STRICT:
+        diagnostics = strict_diagnostics(markdown, folder_name, file)
+        meta = None
+        if not any(d.is_error for d in diagnostics):
+            meta, _ = build_lenient(markdown, folder_name, file)
+        return SkillCheck(meta, markdown.body, tuple(diagnostics))
+    meta, lenient = build_lenient(markdown, folder_name, file)
+    return SkillCheck(meta, markdown.body, tuple(lenient))
+
+
+def find_skill_md(folder: Path) -> Path | None:
+    """``SKILL.md`` in ``folder``, else ``skill.md`` (as ``skills-ref`` accepts), else None."""
+    for name in ("SKILL.md", "skill.md"):
+        candidate = folder / name
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def validate_skill_dir(
+    path: str | Path, mode: ValidationMode = ValidationMode.STRICT
+) -> list[Diagnostic]:
+    """Validate one skill folder, like ``skills_ref.validate(path)`` (strict by default)."""
+    folder = Path(path)
+    if not folder.exists():
+        return [_error(Code.PATH_NOT_FOUND, f"Path does not exist: {folder}", str(folder))]
+    if not folder.is_dir():
+        return [_error(Code.NOT_A_DIRECTORY, f"Not a directory: {folder}", str(folder))]
+    skill_md = find_skill_md(folder)
+    if skill_md is None:
+        return [_error(Code.MISSING_SKILL_MD, "Missing required file: SKILL.md", str(folder))]
+    try:
+        data = skill_md.read_bytes()
+    except OSError as err:
+        return [_error(Code.UNREADABLE, f"Cannot read {skill_md}: {err.strerror}", str(skill_md))]
+    folder_name = folder.name or folder.resolve().name
+    check = check_skill_md(data, folder_name=folder_name, file=str(skill_md), mode=mode)
+    diagnostics = list(check.diagnostics)
+    if mode is ValidationMode.LENIENT and skill_md.name != "SKILL.md":
+        diagnostics.append(lowercase_skill_md_warning(str(skill_md)))
+    return diagnostics
+
+
+def lowercase_skill_md_warning(file: str) -> Diagnostic:
+    return Diagnostic(
+        Severity.WARNING,
+        Code.LOWERCASE_SKILL_MD,
+        "The file is named 'skill.md'; rename it 'SKILL.md', the name the spec requires.",
+        file,
+    )
+
+
+def strict_diagnostics(
+    markdown: SkillMarkdown, folder_name: str | None, file: str | None
+) -> list[Diagnostic]:
+    """``skills-ref``'s errors for a split SKILL.md (see the module docstring for differences)."""
+    if markdown.invalid_utf8_line is not None:
+        return [
+            _error(
+                Code.NOT_UTF8,
+                "SKILL.md is not valid UTF-8; save it as UTF-8",
+                file,
+                markdown.invalid_utf8_line,
+            )
+        ]
+    if markdown.frontmatter is None or markdown.leading_blank_lines:
+        message = "SKILL.md must start with YAML frontmatter (---)"
+        return [_error(Code.NO_FRONTMATTER, message, file, 1)]
+    if not markdown.closed:
+        message = "SKILL.md frontmatter not properly closed with ---"
+        return [_error(Code.FRONTMATTER_NOT_CLOSED, message, file, markdown.opening_line)]
+    data = read_strict(markdown.frontmatter)
+    if isinstance(data, FrontmatterProblem):
+        line = None if data.line is None else markdown.opening_line + data.line
+        if data.kind == "not-mapping":
+            message = "SKILL.md frontmatter must be a YAML mapping"
+            return [_error(Code.FRONTMATTER_NOT_MAPPING, message, file, line)]
+        message = f"Invalid YAML in frontmatter: {data.message}"
+        return [_error(Code.INVALID_YAML, message, file, line)]
+    return _strict_field_diagnostics(data, markdown, folder_name, file)
+
+
+def _strict_field_diagnostics(
+    data: dict[str, PlainData], markdown: SkillMarkdown, folder_name: str | None, file: str | None
+) -> list[Diagnostic]:
+    assert markdown.frontmatter is not None
+    located = read_lenient(markdown.frontmatter)
+    yaml_lines = {} if isinstance(located, FrontmatterProblem) else located.lines
+
+    def line_of(key: str) -> int | None:
+        yaml_line = yaml_lines.get(key)
+        return None if yaml_line is None else markdown.opening_line + yaml_line
+
+    found: list[Diagnostic] = []
+    extras = sorted(set(data) - set(SPEC_FIELDS))
+    if extras:
+        message = (
+            f"Unexpected fields in frontmatter: {', '.join(extras)}. "
+            f"Only {sorted(SPEC_FIELDS)} are allowed."
+        )
+        found.append(_error(Code.UNEXPECTED_FIELDS, message, file, line_of(extras[0])))
+    if "name" not in data:
+        found.append(_error(Code.MISSING_NAME, "Missing required field in frontmatter: name", file))
+    else:
+        for code, message in _strict_name(data["name"], folder_name):
+            found.append(_error(code, message, file, line_of("name")))
+    if "description" not in data:
+        message = "Missing required field in frontmatter: description"
+        found.append(_error(Code.MISSING_DESCRIPTION, message, file))
+    else:
+        for code, message in description_problems(data["description"]):
+            found.append(_error(code, message, file, line_of("description")))
+    if "compatibility" in data:
+        for code, message in compatibility_problems(data["compatibility"]):
+            found.append(_error(code, message, file, line_of("compatibility")))
+    return found
+
+
+def _strict_name(value: PlainData, folder_name: str | None) -> list[tuple[Code, str]]:
+    if not value or not isinstance(value, str) or not value.strip():
+        return [(Code.NAME_EMPTY, "Field 'name' must be a non-empty string")]
+    return name_problems(value, folder_name)
+
+
+def _error(code: Code, message: str, file: str | None, line: int | None = None) -> Diagnostic:
+    return Diagnostic(Severity.ERROR, code, message, file, line)
