@@ -140,6 +140,12 @@ class DispatchContext:
         """True once the dispatch was nacked or the turn aborted: remaining middleware skips."""
         return self._error is not None or self.turn._error is not None
 
+    def add_message(self, message: Message) -> None:
+        """Add ``message`` to the conversation now: it joins ``turn.messages`` (so requests built
+        from here on include it) and is persisted with this dispatch, in order."""
+        self.new_messages.append(message)
+        self.turn.messages.append(message)
+
     def reject_tool_call(self, call_id: str, message: str) -> None:
         """Do not run tool call ``call_id``; give the model ``message`` as its error result."""
         self.rejected_calls.setdefault(call_id, message)

@@ -172,26 +172,23 @@ class Turn:
         d.response = response
         ctx.usage = ctx.usage + response.usage
         assistant = response.to_message()
-        self._add(d, assistant)
+        d.add_message(assistant)
         self.emit(ModelResponseEvent(dispatch=d.index, message=assistant))
         if response.tool_calls:
             limit = self.agent.limits.max_concurrent_tools
             for message in await run_tool_calls(response.tool_calls, d, stack, limit):
-                self._add(d, message)
+                d.add_message(message)
         for followup in d.followups:
-            self._add(d, followup)
+            d.add_message(followup)
         await stack.run_dispatch_output(d)
         self.version = await self.agent.store.append(
             self.thread_id, d.new_messages, expected_version=self.version, state=ctx.state
         )
+        self.new_messages.extend(d.new_messages)
         self.emit(DispatchEnd(dispatch=d.index, messages=d.new_messages, usage=response.usage))
         self._check(d)
         return response
 
-    def _add(self, d: DispatchContext, message: Message) -> None:
-        d.new_messages.append(message)
-        d.turn.messages.append(message)
-        self.new_messages.append(message)
 
     def _model_handler(self, d: DispatchContext) -> Any:
         model = d.turn.model
