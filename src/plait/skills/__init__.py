@@ -91,3 +91,49 @@ __all__ = [
     "split_skill_md",
     "validate_skill_dir",
 ]
+
+# Disclosure mode (SkillsMiddleware): imported last, it builds on everything above.
+from plait.skills.disclosure import (
+    PinnedSkillNotFound,
+    SkillLoadProblem,
+    SkillPathError,
+    SkillPinned,
+    SkillsLoaded,
+    SkillsMiddleware,
+    SkillSnapshot,
+    SkillToolResolver,
+    SkillToolsDisclosed,
+    SkillToolsWithdrawn,
+    SkillToolUnresolved,
+)
+
+__all__ += [
+    "PinnedSkillNotFound",
+    "SkillLoadProblem",
+    "SkillPathError",
+    "SkillPinned",
+    "SkillSnapshot",
+    "SkillToolResolver",
+    "SkillToolUnresolved",
+    "SkillToolsDisclosed",
+    "SkillToolsWithdrawn",
+    "SkillsLoaded",
+    "SkillsMiddleware",
+]
+
+# Managed mode (SkillManager): imported last, it builds on everything above.
+from plait.skills.managed import (  # noqa: E402 - after the disclosure block, on purpose
+    ScriptConfig,
+    SkillManager,
+    SkillManagerError,
+    SkillMiddlewareSet,
+    create_skill_manager,
+)
+
+__all__ += [
+    "ScriptConfig",
+    "SkillManager",
+    "SkillManagerError",
+    "SkillMiddlewareSet",
+    "create_skill_manager",
+]

@@ -1,0 +1,313 @@
+"""``SkillsMiddleware``: disclosure mode (see the package docstring and README.md).
+
+Everything happens in ``before_model_call``, in this order:
+
+1. **Load.** A thread without skills loaded, or whose ``skills_metadata`` state value is
+   ``None`` (reset from the run input or any hook, mid-run included), refreshes the catalog from
+   every source and takes the thread's snapshot. ``auto_refresh`` refreshes without a reset.
+2. **Pin.** ``pinned_skills`` names become pinned-skill user messages (:mod:`.pins`).
+3. **Disclose.** The request's messages are scanned (:mod:`.scan`) for SKILL.md reads and pins;
+   the tools those skills list are registered and advertised, the others withdrawn
+   (:mod:`.skill_tools`).
+4. **Prompt.** The catalog section (rendered once per catalog generation) follows the system
+   prompt.
+
+Placement: after ``SummarizationMiddleware`` (and anything else that rewrites
+``request.messages``), so what it scans is what the model will be sent.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from plait.errors import ConfigurationError
+from plait.middleware.base import Middleware
+from plait.middleware.context import DispatchContext
+from plait.models.base import ModelRequest
+from plait.skills.catalog import Precedence, SkillCatalog
+from plait.skills.disclosure.events import (
+    SkillLoadProblem,
+    SkillPinned,
+    SkillsLoaded,
+    SkillToolsDisclosed,
+    SkillToolsWithdrawn,
+)
+from plait.skills.disclosure.pins import PINNED_KEY, pin_messages, pinned_names
+from plait.skills.disclosure.read_file import DEFAULT_READ_MAX_CHARS, build_read_tool
+from plait.skills.disclosure.scan import DisclosureScan
+from plait.skills.disclosure.search import build_search_tool
+from plait.skills.disclosure.skill_tools import SkillToolResolver, ToolPlan, TurnTools, as_resolver
+from plait.skills.disclosure.snapshot import DEFAULT_INSTRUCTIONS, SkillSnapshot, take_snapshot
+from plait.skills.render import PromptFormat
+from plait.skills.sources.base import SkillSource
+from plait.skills.sources.filesystem import FilesystemSource
+from plait.tools import Tool, ToolContext
+
+__all__ = ["DEFAULT_BUDGET", "STATE_KEY", "SkillsMiddleware"]
+
+STATE_KEY = "skills_metadata"
+"""The thread-state key of the loaded skills' summary; set it to ``None`` to reload."""
+
+DEFAULT_BUDGET = 8_000
+"""Characters of the skill list in the system prompt (about 2,000 tokens)."""
+
+_MISSING: Any = object()
+
+
+@dataclass(slots=True, eq=False)
+class _Thread:
+    snapshot: SkillSnapshot
+    state_value: object
+    loaded_at: float
+    scan: DisclosureScan = field(default_factory=DisclosureScan)
+    shown: tuple[str, ...] = ()
+    deferred: tuple[str, ...] = ()
+    prompt: tuple[str, SkillSnapshot, str] | None = None
+
+
+class SkillsMiddleware(Middleware):
+    """Progressive disclosure of Agent Skills: catalog in the prompt, SKILL.md read on demand.
+
+    ``sources`` are skill sources (a path means a :class:`FilesystemSource`); on a name
+    collision the later source wins (``precedence``). ``tools`` is a list of skill tools or a
+    :data:`SkillToolResolver`. ``budget`` bounds the skill list in characters (``None``: no
+    bound); past it, ``search_skills`` finds the rest. ``instructions`` precede the list
+    (``None``: the list alone). ``auto_refresh``: ``True`` refreshes the catalog incrementally
+    before each turn's first model call, a number of seconds before any model call once that
+    long has passed since the thread's last load. ``read_max_chars`` bounds one ``read_file``
+    result. Snapshots of at most ``max_threads`` threads are kept in memory (least recently used
+    dropped; a dropped thread reloads on its next model call).
+    """
+
+    def __init__(
+        self,
+        sources: Sequence[SkillSource | str | os.PathLike[str]],
+        *,
+        tools: Sequence[Tool] | SkillToolResolver = (),
+        precedence: Precedence = Precedence.LAST_WINS,
+        budget: int | None = DEFAULT_BUDGET,
+        format: PromptFormat = PromptFormat.MARKDOWN,
+        instructions: str | None = DEFAULT_INSTRUCTIONS,
+        auto_refresh: bool | float = False,
+        read_max_chars: int = DEFAULT_READ_MAX_CHARS,
+        max_threads: int = 1_000,
+    ) -> None:
+        if read_max_chars < 1000 or max_threads < 1 or (budget is not None and budget < 1):
+            raise ConfigurationError(
+                "SkillsMiddleware needs read_max_chars >= 1000, max_threads >= 1 and a "
+                "positive budget (or budget=None)."
+            )
+        resolved = [s if isinstance(s, SkillSource) else FilesystemSource(s) for s in sources]
+        self.catalog = SkillCatalog(resolved, precedence=precedence)
+        self.budget = budget
+        self.format = PromptFormat(format)
+        self.instructions = instructions
+        self.auto_refresh = auto_refresh
+        self._resolver = as_resolver(tools)
+        self._threads: OrderedDict[str, _Thread] = OrderedDict()
+        self._max_threads = max_threads
+        self._snapshot: SkillSnapshot | None = None
+        self.read_tool = build_read_tool(
+            self.catalog, self._tool_snapshot, max_chars=read_max_chars
+        )
+        self.search_tool = build_search_tool(self._tool_snapshot)
+
+    # --- public views -------------------------------------------------------------------------
+
+    def snapshot(self, thread_id: str) -> SkillSnapshot | None:
+        """The skills loaded for ``thread_id`` in this process, if any."""
+        thread = self._threads.get(thread_id)
+        return None if thread is None else thread.snapshot
+
+    def disclosed_tools(self, thread_id: str) -> tuple[str, ...]:
+        """Skill tools shown to the thread's latest model call (for other gating middleware)."""
+        thread = self._threads.get(thread_id)
+        return () if thread is None else thread.shown
+
+    # --- the hook -----------------------------------------------------------------------------
+
+    async def before_model_call(self, request: ModelRequest, ctx: DispatchContext) -> ModelRequest:
+        turn_tools: TurnTools | None = ctx.turn.scratch.get(self)
+        first_of_turn = turn_tools is None
+        if turn_tools is None:  # the registry is rebuilt every turn: so is our bookkeeping
+            turn_tools = ctx.turn.scratch[self] = TurnTools(ctx.registry)
+        thread = await self._thread(ctx, first_of_turn)
+        if ctx.state.get(PINNED_KEY) is not None:
+            request = await self._pin(request, ctx, thread)
+        snapshot = thread.snapshot
+        if not snapshot.entries and not turn_tools.owned:
+            return self._with_prompt(request, thread)
+        locations = thread.scan.update(request.messages) if snapshot.tools_by_location else ()
+        base: tuple[Tool, ...] = ()
+        if snapshot.entries:
+            base = (self.read_tool, self.search_tool) if snapshot.overflowed else (self.read_tool,)
+        before = tuple(turn_tools.owned)
+        plan = await turn_tools.plan_for(snapshot, locations, base, self._resolver, ctx)
+        self._report_tools(thread, plan, base, ctx)
+        drop = {*before, *(t.name for t in plan.owned)}
+        tools = [d for d in request.tools if d.name not in drop]
+        tools.extend(t.definition for t in plan.owned)
+        if plan.deferred:
+            present = {d.name for d in tools}
+            tools.extend(d for d in plan.deferred if d.name not in present)
+        return self._with_prompt(request.replace(tools=tools), thread)
+
+    # --- loading ------------------------------------------------------------------------------
+
+    async def _thread(self, ctx: DispatchContext, first_of_turn: bool) -> _Thread:
+        thread_id = ctx.turn.thread_id
+        value = ctx.state.get(STATE_KEY, _MISSING)
+        thread = self._threads.get(thread_id)
+        known = value is not None and value is not _MISSING
+        if (
+            thread is not None
+            and known
+            and (value is thread.state_value or thread.snapshot.matches(value))
+        ):
+            thread.state_value = value
+            self._threads.move_to_end(thread_id)
+            if self._refresh_due(thread, first_of_turn):
+                await self._load(ctx, thread, "auto_refresh")
+            return thread
+        if value is None or value is _MISSING:
+            reason = "first" if thread is None else "reset"
+        else:
+            reason = "restored"
+        return await self._load(ctx, thread, reason)
+
+    def _refresh_due(self, thread: _Thread, first_of_turn: bool) -> bool:
+        every = self.auto_refresh
+        if every is True:
+            return first_of_turn
+        if every is False:
+            return False
+        return time.monotonic() - thread.loaded_at >= every
+
+    async def _load(self, ctx: DispatchContext, thread: _Thread | None, reason: str) -> _Thread:
+        await self.catalog.refresh()
+        if self._snapshot is None or self._snapshot.generation != self.catalog.generation:
+            self._snapshot = take_snapshot(
+                self.catalog, format=self.format, budget=self.budget, instructions=self.instructions
+            )
+        snapshot = self._snapshot
+        previous = thread.snapshot if thread is not None else None
+        thread_id = ctx.turn.thread_id
+        if thread is not None and reason == "auto_refresh" and previous is snapshot:
+            thread.loaded_at = time.monotonic()
+            return thread
+        summary = snapshot.summary
+        ctx.state[STATE_KEY] = summary
+        if thread is None:
+            thread = _Thread(snapshot, summary, time.monotonic())
+        else:
+            thread.snapshot, thread.state_value = snapshot, summary
+            thread.loaded_at = time.monotonic()
+        self._threads[thread_id] = thread
+        self._threads.move_to_end(thread_id)
+        while len(self._threads) > self._max_threads:
+            self._threads.popitem(last=False)
+        self._report_load(ctx, snapshot, previous, reason)
+        return thread
+
+    def _report_load(
+        self,
+        ctx: DispatchContext,
+        snapshot: SkillSnapshot,
+        previous: SkillSnapshot | None,
+        reason: str,
+    ) -> None:
+        thread_id = ctx.turn.thread_id
+        old = {e.name: e.version for e in previous.entries} if previous is not None else {}
+        new = {e.name: e.version for e in snapshot.entries}
+        emit = ctx.turn.emit
+        emit(
+            SkillsLoaded(
+                thread_id=thread_id,
+                reason=reason,
+                skills=len(snapshot.entries),
+                skipped=snapshot.skipped,
+                added=[n for n in new if previous is not None and n not in old],
+                removed=[n for n in old if n not in new],
+                changed=[n for n, v in new.items() if old.get(n, v) != v],
+            )
+        )
+        for problem in snapshot.problems:
+            emit(
+                SkillLoadProblem(
+                    thread_id=thread_id,
+                    source_id=problem.source_id,
+                    skill=problem.skill,
+                    diagnostic=problem.diagnostic,
+                    skipped=problem.skipped,
+                )
+            )
+
+    # --- pins, tools, prompt ------------------------------------------------------------------
+
+    async def _pin(
+        self, request: ModelRequest, ctx: DispatchContext, thread: _Thread
+    ) -> ModelRequest:
+        try:
+            names = pinned_names(ctx.state[PINNED_KEY])
+            messages = await pin_messages(self.catalog, thread.snapshot, names)
+        finally:
+            # Consumed even when it fails: the runtime saves the state of a failed turn, so a
+            # bad pin does not stick to the thread and fail every later run.
+            ctx.state.pop(PINNED_KEY, None)
+        if not messages:
+            return request
+        for message in messages:
+            ctx.add_message(message)
+            skill = message.metadata["skill"]
+            ctx.turn.emit(
+                SkillPinned(thread_id=ctx.turn.thread_id, name=skill["name"], path=skill["path"])
+            )
+        current = request.messages
+        ephemeral = ctx.turn.ephemeral
+        at = len(current)
+        if ephemeral and len(current) >= len(ephemeral):
+            tail = current[len(current) - len(ephemeral) :]
+            if all(a is b for a, b in zip(tail, ephemeral, strict=True)):
+                at -= len(ephemeral)
+        return request.replace(messages=[*current[:at], *messages, *current[at:]])
+
+    def _report_tools(
+        self, thread: _Thread, plan: ToolPlan, base: tuple[Tool, ...], ctx: DispatchContext
+    ) -> None:
+        shown = tuple(t.name for t in plan.owned if t not in base)
+        deferred = tuple(d.name for d in plan.deferred)
+        if shown == thread.shown and deferred == thread.deferred:
+            return
+        added = [n for n in shown if n not in thread.shown]
+        early = [n for n in deferred if n not in thread.deferred]
+        removed = [n for n in thread.shown if n not in shown]
+        if added or early:
+            ctx.turn.emit(SkillToolsDisclosed(dispatch=ctx.index, tools=added, deferred=early))
+        if removed:
+            ctx.turn.emit(SkillToolsWithdrawn(dispatch=ctx.index, tools=removed))
+        thread.shown, thread.deferred = shown, deferred
+
+    def _with_prompt(self, request: ModelRequest, thread: _Thread) -> ModelRequest:
+        snapshot = thread.snapshot
+        if not snapshot.section:
+            return request
+        base = request.system_prompt
+        cached = thread.prompt
+        if cached is None or cached[1] is not snapshot or cached[0] != base:
+            text = f"{base}\n\n{snapshot.section}" if base else snapshot.section
+            cached = thread.prompt = (base, snapshot, text)
+        return request.replace(system_prompt=cached[2])
+
+    def _tool_snapshot(self, ctx: ToolContext) -> SkillSnapshot:
+        thread = self._threads.get(ctx.turn.thread_id)
+        if thread is None:
+            raise ConfigurationError(
+                "No skills are loaded for this thread; SkillsMiddleware loads them before the "
+                "model call. Is the middleware in the agent's middleware list?"
+            )
+        return thread.snapshot

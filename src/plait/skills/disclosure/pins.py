@@ -1,0 +1,81 @@
+"""Pinned skills: guarantee the model gets a skill's instructions (the user named the skill).
+
+``state={"pinned_skills": ["write-tests", "house-style"]}`` in the run input (or set from any
+hook): before the next model call each named skill's SKILL.md body, without its frontmatter, is
+appended to the conversation as its own :class:`~plait.messages.UserMessage`::
+
+    <skill name="write-tests" path="/skills/write-tests/SKILL.md">
+    ...body...
+    </skill>
+
+with ``metadata={"source": "pinned_skill", "skill": {"name", "path", "description"}}``. The
+message is persisted with the dispatch (a snapshot of the file: pinning again appends a new copy)
+and ``pinned_skills`` is removed from the state. Names resolve against the thread's loaded
+skills, after any reload of the same input. Names are pinned in first-seen order, duplicates
+once. An unknown name fails the model call with :class:`PinnedSkillNotFound` before anything is
+pinned (all or nothing).
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+
+from plait.errors import ConfigurationError
+from plait.messages import UserMessage
+from plait.skills.catalog import SkillCatalog
+from plait.skills.disclosure.scan import PINNED_SOURCE
+from plait.skills.disclosure.snapshot import SkillSnapshot
+from plait.skills.errors import SkillNotFound
+from plait.skills.model import SkillEntry
+
+__all__ = ["PINNED_KEY", "PinnedSkillNotFound", "pin_messages", "pinned_names"]
+
+PINNED_KEY = "pinned_skills"
+"""The thread-state key holding the names to pin before the next model call."""
+
+
+class PinnedSkillNotFound(SkillNotFound):
+    """A name in ``pinned_skills`` is not a skill of the thread; the message lists the known
+    ones and says how to fix or drop the pin."""
+
+    def __init__(self, name: str, known: list[str]) -> None:
+        super().__init__(name, known, where="the thread's skills (pinned_skills)")
+        self.args = (
+            f"{self.args[0]} To drop the pin, run again with state={{'pinned_skills': []}}; "
+            "to pin a skill added since the thread loaded, also pass "
+            "state={'skills_metadata': None}.",
+        )
+
+
+def pinned_names(value: object) -> list[str]:
+    """The names in a ``pinned_skills`` state value, deduplicated in first-seen order."""
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list | tuple) or not all(isinstance(n, str) for n in value):
+        raise ConfigurationError(
+            f"state['pinned_skills'] must be a list of skill names; got {value!r}."
+        )
+    return list(dict.fromkeys(value))
+
+
+def resolve_pins(snapshot: SkillSnapshot, names: Sequence[str]) -> list[SkillEntry]:
+    """The entries for ``names``; raises :class:`PinnedSkillNotFound` on the first unknown."""
+    for name in names:
+        if name not in snapshot.by_name:
+            raise PinnedSkillNotFound(name, list(snapshot.by_name))
+    return [snapshot.by_name[name] for name in names]
+
+
+async def pin_messages(
+    catalog: SkillCatalog, snapshot: SkillSnapshot, names: Sequence[str]
+) -> list[UserMessage]:
+    """One pinned-skill message per name (all resolved and read before any is returned)."""
+    messages = []
+    for entry in resolve_pins(snapshot, names):
+        body = (await catalog.read(entry)).decode("utf-8", errors="replace").strip()
+        name, path = html.escape(entry.name), html.escape(entry.location)
+        content = f'<skill name="{name}" path="{path}">\n{body}\n</skill>'
+        skill = {"name": entry.name, "path": entry.location, "description": entry.description}
+        messages.append(UserMessage(content, metadata={"source": PINNED_SOURCE, "skill": skill}))
+    return messages

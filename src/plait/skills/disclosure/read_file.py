@@ -1,0 +1,142 @@
+"""``read_file``: how the model reads a SKILL.md and the files next to it.
+
+=====================================  =======================================================
+call                                   result
+=====================================  =======================================================
+``read_file(path)``, file fits         the whole file, verbatim (frontmatter included): no
+(``max_chars``, 400,000 by default)    line limit, so a 5,000-line SKILL.md arrives whole
+``read_file(path)``, file is larger    a header ``[path: lines 1-k of n; next offset k]`` and
+                                       the first lines that fit: the cut is always announced
+``read_file(path, offset, limit)``     lines ``offset`` (0-based) to ``offset + limit``, with
+                                       the same header (``end of file`` on the last page)
+a skill folder                         the files in it
+a binary file                          a one-line note with its size
+=====================================  =======================================================
+
+Paths are the ones the skills list shows: a SKILL.md location, or a path inside a skill folder.
+Reads are confined: a ``..`` segment or a NUL byte is refused outright, a path outside every
+skill folder of the thread is refused, and the file itself is read through the skill's source,
+which refuses symlinks that resolve outside the skill folder
+(:class:`~plait.paths.PathEscapeError`). Errors reach the model as tool errors it can act on.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Callable
+
+from plait.paths import PathEscapeError
+from plait.skills.catalog import SkillCatalog
+from plait.skills.disclosure.scan import READ_TOOL_NAME
+from plait.skills.disclosure.snapshot import SkillSnapshot, normalize_location
+from plait.skills.errors import SkillError
+from plait.skills.model import SkillEntry
+from plait.tools import FunctionTool, ToolContext
+
+__all__ = ["DEFAULT_READ_MAX_CHARS", "SkillPathError", "build_read_tool", "read_skill_file"]
+
+DEFAULT_READ_MAX_CHARS = 400_000
+"""The most characters one ``read_file`` result holds (about 100,000 tokens)."""
+
+SnapshotLookup = Callable[[ToolContext], SkillSnapshot]
+
+
+class SkillPathError(SkillError, LookupError):
+    """A ``read_file`` path is not inside any skill folder of the thread."""
+
+    def __init__(self, path: str, example: str | None) -> None:
+        self.path = path
+        hint = f" such as {example!r}" if example else ""
+        super().__init__(
+            f"{path!r} is not inside a skill folder. read_file reads only SKILL.md files and "
+            f"the files in their folders; use a path from the skills list{hint}."
+        )
+
+
+def _locate(snapshot: SkillSnapshot, path: str) -> tuple[SkillEntry, str]:
+    """The skill whose folder holds ``path`` (the innermost one) and the path inside it."""
+    if "\x00" in path:
+        raise PathEscapeError(path, "it contains a NUL byte")
+    if ".." in path.replace("\\", "/").split("/"):
+        raise PathEscapeError(path, "it contains a '..' segment")
+    location = normalize_location(path)
+    folder = location
+    while True:
+        entry = snapshot.folders.get(folder)
+        if entry is not None:
+            return entry, location[len(folder) :].lstrip("/")
+        if folder == "/":
+            example = snapshot.entries[0].location if snapshot.entries else None
+            raise SkillPathError(path, example)
+        folder = posixpath.dirname(folder)
+
+
+async def read_skill_file(
+    catalog: SkillCatalog,
+    snapshot: SkillSnapshot,
+    path: str,
+    offset: int = 0,
+    limit: int | None = None,
+    *,
+    max_chars: int = DEFAULT_READ_MAX_CHARS,
+) -> str:
+    """What ``read_file`` returns for these arguments (see the module docstring)."""
+    if offset < 0 or (limit is not None and limit < 1):
+        raise ValueError("offset must be >= 0 and limit >= 1 (or omitted for the whole file).")
+    entry, inner = _locate(snapshot, path)
+    source = catalog.source(entry.source_id)
+    if not inner:
+        files = ["SKILL.md", *await source.list(entry.id)]
+        return f"[{path}: folder of skill {entry.name!r}]\n" + "\n".join(files)
+    data = await source.read(entry.id, inner)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return f"[{path}: binary file, {len(data)} bytes; not shown]"
+    if offset == 0 and limit is None and len(text) <= max_chars:
+        return text
+    return _page(text, path, offset, limit, max_chars)
+
+
+def _page(text: str, path: str, offset: int, limit: int | None, max_chars: int) -> str:
+    lines = text.splitlines(keepends=True)
+    total = len(lines)
+    if not total:
+        return f"[{path}: empty file]"
+    if offset >= total:
+        return f"[{path}: offset {offset} is past the end of the file ({total} lines)]"
+    stop = total if limit is None else min(total, offset + limit)
+    chosen: list[str] = []
+    used = 0
+    for line in lines[offset:stop]:
+        if used + len(line) > max_chars:
+            if not chosen:
+                chosen.append(line[:max_chars] + "\n[... line cut at the size limit]\n")
+            break
+        chosen.append(line)
+        used += len(line)
+    end = offset + len(chosen)
+    tail = "end of file" if end >= total else f"next offset {end}"
+    cut = " (the file is larger than one read)" if end < stop else ""
+    header = f"[{path}: lines {offset + 1}-{end} of {total}; {tail}{cut}]\n"
+    return header + "".join(chosen)
+
+
+def build_read_tool(
+    catalog: SkillCatalog, snapshot_of: SnapshotLookup, *, max_chars: int
+) -> FunctionTool:
+    """The ``read_file`` tool over ``catalog``; ``snapshot_of`` gives the calling thread's
+    skills."""
+
+    async def read_file(
+        path: str, offset: int = 0, limit: int | None = None, *, ctx: ToolContext
+    ) -> str:
+        """Read a skill's SKILL.md (the path shown in the skills list) or a file in a skill's
+        folder. Returns the whole file. Only for very large files, pass offset (first line,
+        0-based) and limit (number of lines) to read it in pages; a paged result starts with a
+        header giving the next offset."""
+        return await read_skill_file(
+            catalog, snapshot_of(ctx), path, offset, limit, max_chars=max_chars
+        )
+
+    return FunctionTool(read_file, name=READ_TOOL_NAME)

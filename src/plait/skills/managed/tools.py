@@ -1,0 +1,240 @@
+"""The tools of the managed mode: the lifecycle tools the model drives the manager with, and
+:class:`SkillOwnedTool`, the wrapper every skill-owned tool is registered as.
+
+==================== ========== ====================================================
+tool                 gated      what it does
+==================== ========== ====================================================
+list_skills          no         the catalog (``query`` filters, ``refresh`` rediscovers)
+list_loaded_skills   no         initialized skills, and those projected onto this turn
+load_skill           yes, seq.  load a skill: tools callable at once, body projected
+unload_skill         yes, seq.  unload: tools unregistered at once, body leaves context
+refresh_skills       yes, seq.  swap one (or every) loaded skill to its new version
+read_skill_body      no         the body behind a handle (``handle`` channel)
+skill tools, scripts yes        a loaded skill's own tools and ``run_<skill>_<script>``
+==================== ========== ====================================================
+
+"seq." = ``metadata={"sequential": True}``: the call runs alone and the calls after it in the
+same response wait for it, so a tool it registers resolves for them (late binding).
+
+A refusal, an unknown or unloaded skill, a script failure: every
+:class:`~plait.skills.managed.errors.SkillManagerError` reaches the model as the tool's result,
+rendered by :func:`~plait.skills.managed.errors.render_error` (``Error (DENIED): …``). Any other
+exception a skill tool raises is reported by the runtime as a failed tool call.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from plait.errors import ToolError
+from plait.middleware.context import DispatchContext
+from plait.skills.managed.errors import (
+    SkillGateDenied,
+    SkillManagerError,
+    SkillNotLoaded,
+    SkillRefreshFailed,
+    render_error,
+)
+from plait.skills.managed.records import LoadedSkill
+from plait.skills.managed.scripts import ScriptConfig, run_script
+from plait.tools import FunctionTool, Tool, ToolContext, ToolDefinition
+
+if TYPE_CHECKING:
+    from plait.skills.managed.manager import SkillManager
+
+__all__ = [
+    "LIFECYCLE_TOOL_NAMES",
+    "Gate",
+    "SkillOwnedTool",
+    "allow_all",
+    "call_gate",
+    "lifecycle_tools",
+    "script_tool",
+]
+
+Gate = Callable[[DispatchContext, str, Mapping[str, Any]], bool | Awaitable[bool | None] | None]
+"""``gate(ctx, tool_name, args)``, sync or async: raise (or return ``False``) to refuse."""
+
+LIFECYCLE_TOOL_NAMES = (
+    "list_skills",
+    "list_loaded_skills",
+    "load_skill",
+    "unload_skill",
+    "refresh_skills",
+    "read_skill_body",
+)
+
+_SEQUENTIAL = {"sequential": True}
+
+
+def allow_all(ctx: DispatchContext, tool_name: str, args: Mapping[str, Any]) -> None:
+    """A gate that allows everything. Fine for tests and trusted skills; say so explicitly."""
+    return None
+
+
+async def call_gate(
+    gate: Gate, ctx: DispatchContext, tool_name: str, args: Mapping[str, Any]
+) -> None:
+    """Ask ``gate``; raise :class:`SkillGateDenied` if it raised or returned ``False``."""
+    try:
+        verdict = gate(ctx, tool_name, args)
+        if inspect.isawaitable(verdict):
+            verdict = await verdict
+    except Exception as err:
+        reason = str(err) or type(err).__name__
+        raise SkillGateDenied(f"{tool_name} was refused by the gate: {reason}") from err
+    if verdict is False:
+        raise SkillGateDenied(f"{tool_name} was refused by the gate.")
+
+
+class SkillOwnedTool(Tool):
+    """A loaded skill's tool as the registry holds it: the gate runs first, the call is counted
+    in flight (so ``dispose`` can wait for it), a retired skill refuses the call. The original
+    tool is never mutated; its definition gains ``skill`` and ``skill_version`` metadata."""
+
+    def __init__(self, inner: Tool, record: LoadedSkill, gate: Gate, owner: object) -> None:
+        d = inner.definition
+        metadata = {**d.metadata, "skill": record.name, "skill_version": record.version}
+        super().__init__(ToolDefinition(d.name, d.description, d.parameters, metadata))
+        self.inner = inner
+        self.record = record
+        self.gate = gate
+        self.owner = owner
+
+    def validate(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        return self.inner.validate(args)
+
+    async def invoke(self, args: dict[str, Any], ctx: ToolContext) -> Any:
+        try:
+            await call_gate(self.gate, ctx.dispatch, self.name, args)
+            self.record.enter()
+        except SkillManagerError as err:
+            raise ToolError(render_error(err)) from None
+        try:
+            return await self.inner.invoke(args, ctx)
+        except SkillManagerError as err:
+            raise ToolError(render_error(err)) from None
+        finally:
+            self.record.exit()
+
+
+def script_tool(record: LoadedSkill, path: str, config: ScriptConfig, name: str) -> FunctionTool:
+    """The tool that runs ``path`` (``scripts/…``) of ``record`` in its workspace."""
+
+    async def run(args: list[str] | None = None, timeout_seconds: float | None = None) -> str:
+        workspace = record.workspace
+        if workspace is None or workspace.disposed:
+            raise SkillNotLoaded(f"Skill not loaded: {record.name}. Its workspace is gone.")
+        done = await run_script(
+            workspace,
+            path,
+            args or [],
+            config,
+            timeout_seconds=timeout_seconds,
+            on_start=record.track,
+            on_end=record.untrack,
+        )
+        return done.describe()
+
+    description = (
+        f"Run {path} of skill '{record.name}' in the skill's workspace: argv only (no shell), "
+        "each string in args is one argument and may not start with '-'. Returns the exit code "
+        f"and the combined stdout/stderr (at most {config.max_output_bytes} bytes). "
+        f"timeout_seconds defaults to {config.timeout:g} (max {config.max_timeout:g})."
+    )
+    return FunctionTool(run, name=name, description=description)
+
+
+def lifecycle_tools(manager: SkillManager) -> tuple[Tool, ...]:
+    """The six tools bound to ``manager`` (see the module table)."""
+
+    async def list_skills(query: str | None = None, refresh: bool = False) -> Any:
+        """List the skills you can load, with whether each is loaded. query filters by
+        substring of name, id or description; refresh=true rediscovers the sources first."""
+        try:
+            if refresh:
+                await manager.refresh()
+        except SkillManagerError as err:
+            raise ToolError(render_error(err)) from None
+        needle = (query or "").lower()
+        shown = []
+        for entry in manager.catalog():
+            if not entry.model_invocable or entry.shadowed_by is not None:
+                continue
+            text = f"{entry.name} {entry.ref.id} {entry.description}".lower()
+            if needle and needle not in text:
+                continue
+            item: dict[str, Any] = {
+                "name": entry.name,
+                "id": str(entry.ref),
+                "description": entry.description,
+                "version": entry.version,
+                "loaded": entry.loaded,
+            }
+            if entry.update_available:
+                item["update_available"] = True
+            shown.append(item)
+        return {"skills": shown}
+
+    def list_loaded_skills(ctx: ToolContext) -> Any:
+        """List the loaded skills: initialized (kept across turns) and projected (callable in
+        this turn), with their tools and handles."""
+        projected = manager.projected(ctx.turn)
+        return {
+            "initialized": manager.loaded(),
+            "projected": [
+                {"skill": p.skill, "version": p.version, "handle": p.handle, "tools": list(p.tools)}
+                for p in projected
+            ],
+        }
+
+    async def load_skill(skill: str, ctx: ToolContext) -> Any:
+        """Load a skill by name: its tools can be called right away (even later in this same
+        response) and its instructions join the conversation."""
+        try:
+            await call_gate(manager.gate, ctx.dispatch, "load_skill", {"skill": skill})
+            result = await manager.load(skill, ctx.dispatch, invoked_by_model=True)
+        except SkillManagerError as err:
+            raise ToolError(render_error(err)) from None
+        return result.describe()
+
+    async def unload_skill(skill: str, ctx: ToolContext) -> Any:
+        """Unload a skill: its tools stop resolving at once and its instructions leave."""
+        try:
+            await call_gate(manager.gate, ctx.dispatch, "unload_skill", {"skill": skill})
+            name = await manager.unload(skill, ctx.dispatch)
+        except SkillManagerError as err:
+            raise ToolError(render_error(err)) from None
+        return {"skill": name, "unloaded": True}
+
+    async def refresh_skills(ctx: ToolContext, skill: str | None = None) -> Any:
+        """Refresh one named skill and replace its loaded version in this dispatch, or omit
+        skill to refresh all loaded skills. A version that fails to load is not swapped in."""
+        try:
+            await call_gate(manager.gate, ctx.dispatch, "refresh_skills", {"skill": skill})
+            outcomes = await manager.refresh_and_project(ctx.dispatch, skill)
+        except SkillManagerError as err:
+            raise ToolError(render_error(err)) from None
+        if skill is not None and len(outcomes) == 1 and outcomes[0].error is not None:
+            failed = SkillRefreshFailed(f"{outcomes[0].error} The old version stays loaded.")
+            raise ToolError(render_error(failed)) from None
+        return {"refreshed": [o.describe() for o in outcomes]}
+
+    def read_skill_body(handle: str, ctx: ToolContext) -> Any:
+        """Read the instructions (SKILL.md body) of a loaded skill, by the handle load_skill
+        gave (or the skill's name). They stay in context for this turn only."""
+        try:
+            return manager.read_body(handle, ctx)
+        except SkillManagerError as err:
+            raise ToolError(render_error(err)) from None
+
+    return (
+        FunctionTool(list_skills),
+        FunctionTool(list_loaded_skills),
+        FunctionTool(load_skill, metadata=_SEQUENTIAL),
+        FunctionTool(unload_skill, metadata=_SEQUENTIAL),
+        FunctionTool(refresh_skills, metadata=_SEQUENTIAL),
+        FunctionTool(read_skill_body),
+    )
