@@ -16,6 +16,7 @@ __all__ = [
     "ProviderError",
     "ThreadConflictError",
     "ToolArgumentsError",
+    "ToolError",
     "ToolExecutionError",
     "ToolResolutionError",
     "TurnAborted",
@@ -61,6 +62,15 @@ class ToolArgumentsError(PlaitError):
         """The error for argument text that is not a JSON object (quoted, bounded)."""
         shown = raw if len(raw) <= 200 else raw[:200] + "…"
         return cls(tool, [f"arguments are not a JSON object: {shown!r}"])
+
+
+class ToolError(PlaitError):
+    """Raise from a tool to give the model ``message`` as an error result, word for word.
+
+    Use it for expected failures the model should read and act on ("no such customer", "the gate
+    refused"); any other exception is reported as ``Tool 'x' failed: Type: message`` plus an
+    error event.
+    """
 
 
 class ToolExecutionError(PlaitError):

@@ -54,7 +54,7 @@ async def test_validator_unknown_tool_lists_the_advertised_names_and_siblings_st
     result = await Agent(model, tools=[lookup]).run("go")
     msgs = results(result.new_messages)
     assert msgs["c1"].is_error
-    assert msgs["c1"].data == "Unknown tool 'lokup'. Tools available in this request: lookup."
+    assert msgs["c1"].data == "Unknown tool 'lokup'. Available tools: lookup."
     assert (msgs["c2"].data, ran) == ("value of b", ["b"])
     rejected = [e for e in result.events if isinstance(e, ToolCallRejected)]
     assert [e.call.id for e in rejected] == ["c1"]

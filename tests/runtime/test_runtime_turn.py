@@ -14,6 +14,7 @@ from plait import (
     DispatchRejected,
     FunctionModel,
     Limits,
+    Message,
     Middleware,
     ModelRequest,
     ModelResponse,
@@ -481,3 +482,40 @@ async def test_usage_is_summed_over_dispatches() -> None:
         5,
         2,
     )
+
+
+async def test_persist_filters_apply_even_when_the_dispatch_was_stopped() -> None:
+    @tool
+    def secret() -> str:
+        """Return projected content."""
+        return "SECRET BODY"
+
+    @tool
+    def stop(ctx: ToolContext) -> str:
+        """Abort the turn from inside a tool."""
+        ctx.turn.abort(RuntimeError("stop here"))
+        return "stopping"
+
+    class Redact(Middleware):
+        async def turn_input(self, ctx: TurnContext, next: Next) -> None:
+            def redact(messages: list[Message]) -> list[Message]:
+                return [
+                    ToolMessage(m.tool_call_id, m.name, "[redacted]", id=m.id)
+                    if isinstance(m, ToolMessage) and m.data == "SECRET BODY"
+                    else m
+                    for m in messages
+                ]
+
+            ctx.persist_filters.append(redact)
+            await next()
+
+    store = MemoryThreadStore()
+    model = ScriptedModel([[ToolCall("c1", "secret", {}), ToolCall("c2", "stop", {})], "never"])
+    agent = Agent(model, tools=[secret, stop], middleware=[Redact()], store=store)
+    with pytest.raises(TurnAborted, match="stop here"):
+        await agent.run("go", thread_id="t")
+    stored = await store.load("t")
+    assert [m.data for m in stored.messages if isinstance(m, ToolMessage)] == [
+        "[redacted]",
+        "stopping",
+    ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from plait.__about__ import __version__
+from plait.cli.run import chat, run
 from plait.cli.skills import skills_app
 
 app = typer.Typer(
@@ -15,6 +16,8 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.add_typer(skills_app, name="skills")
+app.command()(run)
+app.command()(chat)
 
 
 def _version(value: bool) -> None:

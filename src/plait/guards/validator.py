@@ -2,7 +2,7 @@
 
 Checked against the tools advertised in the request that produced the response:
 
-* an unknown name → the error lists the tool names that exist;
+* an unknown name → the standard unknown-tool error, listing the tools advertised;
 * arguments that are not a JSON object → the error quotes them (or, with ``repair_json=True``,
   trivially broken JSON — trailing commas, single quotes — is repaired once and reported);
 * arguments that fail the tool's schema → the error names each failing field and why.
@@ -20,7 +20,7 @@ import json
 import re
 from typing import Any
 
-from plait.errors import ToolArgumentsError
+from plait.errors import ToolArgumentsError, ToolResolutionError
 from plait.guards.events import ToolCallRejected, ToolCallRepaired
 from plait.messages import ToolCall
 from plait.middleware.context import DispatchContext
@@ -87,12 +87,7 @@ class ToolCallValidator:
             call = ToolCall(call.id, call.name, repaired)
         if call.name not in advertised:
             if not late_bound:
-                names = ", ".join(sorted(advertised)) or "(none)"
-                self._reject(
-                    ctx,
-                    call,
-                    f"Unknown tool {call.name!r}. Tools available in this request: {names}.",
-                )
+                self._reject(ctx, call, str(ToolResolutionError(call.name, list(advertised))))
             return call
         tool = ctx.registry.get(call.name)
         if tool is not None:

@@ -22,7 +22,7 @@ from plait.tools import ToolRegistry
 if TYPE_CHECKING:
     from plait.models.base import Model, ModelRequest, ModelResponse
 
-__all__ = ["DispatchContext", "Event", "EventSink", "TurnContext"]
+__all__ = ["DispatchContext", "Event", "EventSink", "PersistFilter", "TurnContext"]
 
 
 @dataclass(slots=True, kw_only=True)
@@ -36,13 +36,15 @@ class Event:
 
 
 EventSink = Callable[[Event], None]
+PersistFilter = Callable[[list[Message]], list[Message]]
+"""Maps the messages about to be persisted to what is written (see ``persist_filters``)."""
 
 
 def _discard(_: Event) -> None:
     return None
 
 
-@dataclass(slots=True, eq=False)
+@dataclass(slots=True, eq=False, weakref_slot=True)
 class TurnContext:
     """Everything one turn shares. Created by the runtime after the registry is built.
 
@@ -51,6 +53,12 @@ class TurnContext:
     that are never persisted (a skill body, a pinned note); ``state`` is the thread state dict,
     persisted with every dispatch. ``scratch`` is per-turn, unpersisted space for middleware,
     keyed by whatever the middleware chooses (its own instance, typically).
+
+    ``persist_filters`` run, in order, on every dispatch's messages right before they are
+    written to the thread store — always, even when the dispatch was nacked or the turn aborted
+    and the remaining middleware skipped. A filter returns the messages to write (it may replace
+    a message with a redacted copy; it must keep every tool call paired with its result). This is
+    how projected, ephemeral content is kept out of persistence.
     """
 
     thread_id: str
@@ -65,6 +73,7 @@ class TurnContext:
     usage: Usage = field(default_factory=Usage)
     dispatch_count: int = 0
     emit: EventSink = _discard
+    persist_filters: list[PersistFilter] = field(default_factory=list)
     _error: BaseException | None = None
 
     def abort(self, error: BaseException) -> None:
@@ -82,7 +91,7 @@ class TurnContext:
         return self._error
 
 
-@dataclass(slots=True, eq=False)
+@dataclass(slots=True, eq=False, weakref_slot=True)
 class DispatchContext:
     """One model call and the tool calls it produced.
 

@@ -12,7 +12,8 @@ skipped by middleware           ``Tool call skipped by middleware <name>.`` (is_
 unknown tool                    the standard unknown-tool error listing available tools
 arguments not a JSON object     the raw text and what to send instead
 arguments fail the schema       each failing field and why
-the tool raises                 ``Tool '<name>' failed: <Type>: <message>``
+the tool raises ``ToolError``   its message, word for word
+the tool raises anything else   ``Tool '<name>' failed: <Type>: <message>``
 ==============================  =========================================================
 
 Calls run concurrently (bounded by ``max_concurrency``) except around *sequential* tools
@@ -29,7 +30,12 @@ from typing import Any
 
 from pydantic_core import to_jsonable_python
 
-from plait.errors import ToolArgumentsError, ToolExecutionError, ToolResolutionError
+from plait.errors import (
+    ToolArgumentsError,
+    ToolError,
+    ToolExecutionError,
+    ToolResolutionError,
+)
 from plait.messages import ToolCall, ToolMessage, ToolResult
 from plait.middleware.base import ToolHandler
 from plait.middleware.context import DispatchContext
@@ -66,6 +72,8 @@ def _executor(d: DispatchContext) -> ToolHandler:
             return ToolResult(call.id, str(exc), is_error=True)
         try:
             data = await tool.invoke(args, ToolContext(call, d.turn, d))
+        except ToolError as exc:
+            return ToolResult(call.id, str(exc), is_error=True)
         except Exception as exc:
             error = ToolExecutionError(call.name, exc)
             d.turn.emit(ErrorEvent(error=error, where=f"tool:{call.name}"))

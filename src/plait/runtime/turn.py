@@ -17,7 +17,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from plait.errors import DispatchLimitExceeded, DispatchRejected, ProviderError, TurnAborted
+from plait.errors import (
+    DispatchLimitExceeded,
+    DispatchRejected,
+    ProviderError,
+    ThreadConflictError,
+    TurnAborted,
+)
 from plait.messages import Message, Usage
 from plait.middleware.context import DispatchContext, Event, EventSink, TurnContext
 from plait.middleware.stack import MiddlewareStack
@@ -93,9 +99,25 @@ class Turn:
         except BaseException as exc:
             if isinstance(exc, Exception):
                 self.emit(ErrorEvent(error=exc, where="turn", fatal=True))
+                await self._save_state(ctx, exc)
             raise
         self.emit(TurnEnd(output=output, usage=ctx.usage))
         return RunResult(output, self.thread_id, self.new_messages, ctx.usage, ctx.state)
+
+    async def _save_state(self, ctx: TurnContext, error: Exception) -> None:
+        """After a failure, persist the thread state as middleware left it (best effort).
+
+        Messages of the failed dispatch are not written (pairs stay intact); the state is, so
+        bookkeeping such as a consumed ``pinned_skills`` or a model-call count is not replayed.
+        """
+        if isinstance(error, ThreadConflictError):
+            return
+        try:
+            self.version = await self.agent.store.append(
+                self.thread_id, [], expected_version=self.version, state=ctx.state
+            )
+        except Exception as exc:
+            self.emit(ErrorEvent(error=exc, where="save_state"))
 
     async def _start(self) -> TurnContext:
         store = self.agent.store
@@ -181,14 +203,16 @@ class Turn:
         for followup in d.followups:
             d.add_message(followup)
         await stack.run_dispatch_output(d)
+        persisted = list(d.new_messages)
+        for keep_out in ctx.persist_filters:
+            persisted = keep_out(persisted)
         self.version = await self.agent.store.append(
-            self.thread_id, d.new_messages, expected_version=self.version, state=ctx.state
+            self.thread_id, persisted, expected_version=self.version, state=ctx.state
         )
-        self.new_messages.extend(d.new_messages)
-        self.emit(DispatchEnd(dispatch=d.index, messages=d.new_messages, usage=response.usage))
+        self.new_messages.extend(persisted)
+        self.emit(DispatchEnd(dispatch=d.index, messages=persisted, usage=response.usage))
         self._check(d)
         return response
-
 
     def _model_handler(self, d: DispatchContext) -> Any:
         model = d.turn.model

@@ -1,0 +1,5 @@
+"""``python -m plait``: the same as the ``plait`` command."""
+
+from plait.cli import main
+
+main()

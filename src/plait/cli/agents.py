@@ -1,0 +1,155 @@
+"""Assembling the agent that ``plait run`` / ``plait chat`` drive.
+
+The CLI's agent is an ordinary :class:`~plait.Agent`: the chosen model, the skills battery in the
+chosen mode, and context management (overflow recovery, summarization, result eviction) writing
+to the same data directory as the thread store.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from plait.backends.sqlite import SQLiteBackend
+from plait.context import (
+    OverflowRecoveryMiddleware,
+    ResultEvictionMiddleware,
+    SummarizationMiddleware,
+)
+from plait.errors import ConfigurationError
+from plait.middleware.base import Middleware
+from plait.models.base import Model
+from plait.models.registry import MODEL_SPEC_FORMS, resolve_model
+from plait.runtime.agent import Agent
+from plait.skills import FilesystemSource
+from plait.stores.sqlite import SQLiteThreadStore
+
+__all__ = [
+    "AgentOptions",
+    "Mode",
+    "NoProviderConfigured",
+    "build_agent",
+    "choose_model",
+    "data_dir",
+]
+
+DEFAULT_SYSTEM_PROMPT = (
+    "You are a capable assistant. Use the available skills and tools when they fit the task; "
+    "read a skill's instructions before following it. Answer concisely."
+)
+
+
+class Mode(StrEnum):
+    DISCLOSURE = "disclosure"
+    MANAGED = "managed"
+
+
+class NoProviderConfigured(ConfigurationError):
+    """No ``--model`` was given and no provider key is in the environment."""
+
+    def __init__(self) -> None:
+        forms = ", ".join(MODEL_SPEC_FORMS)
+        super().__init__(
+            "No model provider is configured. Set OPENAI_API_KEY or ANTHROPIC_API_KEY "
+            "(or PLAIT_MODEL to a model spec), or pass --model with one of: "
+            f"{forms} (e.g. --model openai-compatible:llama3.1@http://localhost:11434/v1). "
+            "To see plait work with no provider at all, run: plait demo"
+        )
+
+
+def data_dir() -> Path:
+    """Where the CLI keeps threads and offloaded results: ``$PLAIT_HOME``, else the platform's
+    user data directory (``$XDG_DATA_HOME/plait`` or ``~/.local/share/plait``;
+    ``%LOCALAPPDATA%\\plait`` on Windows)."""
+    if home := os.environ.get("PLAIT_HOME"):
+        return Path(home)
+    if sys.platform == "win32" and (local := os.environ.get("LOCALAPPDATA")):
+        return Path(local) / "plait"
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "plait"
+
+
+def choose_model(spec: str | None) -> Model:
+    """The model for ``spec``; without one, ``$PLAIT_MODEL``, then whichever provider key is
+    set. Raises :class:`NoProviderConfigured` when there is nothing to use."""
+    spec = spec or os.environ.get("PLAIT_MODEL")
+    if not spec:
+        if os.environ.get("OPENAI_API_KEY"):
+            spec = "openai:gpt-4.1-mini"
+        elif os.environ.get("ANTHROPIC_API_KEY"):
+            spec = "anthropic:claude-sonnet-4-5"
+        else:
+            raise NoProviderConfigured()
+    return resolve_model(spec)
+
+
+@dataclass(slots=True)
+class AgentOptions:
+    """Everything ``build_agent`` needs; the CLI fills it from its flags."""
+
+    model: Model
+    skills: Sequence[Path] = ()
+    mode: Mode = Mode.DISCLOSURE
+    store: Path | None = None
+    system_prompt: str = DEFAULT_SYSTEM_PROMPT
+    max_input_tokens: int = 100_000
+    evict_over_tokens: int = 2_000
+    allow_scripts: bool = False
+    extra_middleware: list[Middleware] = field(default_factory=list)
+
+
+async def build_agent(options: AgentOptions) -> tuple[Agent, list[Any]]:
+    """The agent for ``options`` and the resources to close after it (a skill manager)."""
+    folder = data_dir()
+    store_path = options.store or folder / "threads.sqlite3"
+    backend = SQLiteBackend(store_path.with_name(store_path.stem + "-blobs.sqlite3"))
+    summarization = SummarizationMiddleware(options.max_input_tokens, backend=backend)
+    middleware: list[Middleware] = [
+        OverflowRecoveryMiddleware(summarization=summarization, backend=backend),
+        summarization,
+        # A skill's instructions are read whole (the spec's "exempt skill content from
+        # compaction"): read_file results are never evicted.
+        ResultEvictionMiddleware(
+            options.evict_over_tokens, backend=backend, excluded_tools=["read_file"]
+        ),
+    ]
+    closers: list[Any] = []
+    sources = [FilesystemSource(Path(p)) for p in options.skills]
+    if sources:
+        skills_middleware, closer = await _skills(options, sources)
+        middleware.extend(skills_middleware)
+        if closer is not None:
+            closers.append(closer)
+    middleware.extend(options.extra_middleware)
+    agent = Agent(
+        options.model,
+        middleware=middleware,
+        system_prompt=options.system_prompt,
+        store=SQLiteThreadStore(store_path),
+    )
+    return agent, closers
+
+
+async def _skills(
+    options: AgentOptions, sources: list[FilesystemSource]
+) -> tuple[list[Middleware], Any]:
+    if options.mode is Mode.DISCLOSURE:
+        from plait.skills.disclosure import SkillsMiddleware
+
+        return [SkillsMiddleware(sources=sources)], None
+    from plait.skills.managed import ScriptConfig, create_skill_manager
+
+    async def allow(ctx: Any, tool: str, args: Any) -> None:
+        return None  # the person at the terminal asked for managed mode; no further gate
+
+    manager = await create_skill_manager(
+        sources=sources,
+        gate=allow,
+        scripts=ScriptConfig() if options.allow_scripts else None,
+    )
+    return list(manager.middleware), manager

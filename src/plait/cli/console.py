@@ -1,0 +1,109 @@
+"""Showing a turn's events on a terminal, as they happen.
+
+:class:`EventPrinter` streams answer text as it arrives and prints one dim line for everything
+else worth seeing: tool calls and results, skill reads and loads, evictions, summaries, guard
+interventions and errors. Events it has no special line for are shown by their ``type`` and
+their short fields, so a battery's new events are never invisible.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import fields, is_dataclass
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+
+from plait.middleware.context import Event
+from plait.runtime.events import (
+    DispatchEnd,
+    ErrorEvent,
+    ModelRequestEvent,
+    ModelResponseEvent,
+    TextDeltaEvent,
+    ToolCallEvent,
+    ToolResultEvent,
+    TurnEnd,
+    TurnStart,
+)
+
+__all__ = ["EventPrinter", "short"]
+
+_QUIET = (TurnStart, ModelRequestEvent, ModelResponseEvent, DispatchEnd, TurnEnd)
+
+
+def short(value: Any, limit: int = 120) -> str:
+    """``value`` as one line of at most ``limit`` characters."""
+    text = value if isinstance(value, str) else json.dumps(value, default=str, ensure_ascii=False)
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _fields(event: Event) -> str:
+    parts = []
+    if is_dataclass(event):
+        for f in fields(event):
+            value = getattr(event, f.name)
+            if f.name == "type" or (isinstance(value, list | dict) and not value):
+                continue
+            if isinstance(value, str | int | float | bool):
+                parts.append(f"{f.name}={short(value, 60)}")
+    return " ".join(parts)
+
+
+class EventPrinter:
+    """Print events to ``console``; call it with each event of ``agent.stream(...)``."""
+
+    def __init__(self, console: Console, *, verbose: bool = False) -> None:
+        self.console = console
+        self.verbose = verbose
+        self._in_text = False
+        self._special: dict[type[Event], Callable[[Any], str | None]] = {
+            ToolCallEvent: self._tool_call,
+            ToolResultEvent: self._tool_result,
+            ErrorEvent: self._error,
+        }
+
+    def __call__(self, event: Event) -> None:
+        if isinstance(event, TextDeltaEvent):
+            self.console.print(escape(event.text), end="", soft_wrap=True, highlight=False)
+            self._in_text = True
+            return
+        if isinstance(event, _QUIET) and not self.verbose:
+            return
+        handler = self._special.get(type(event))
+        line = handler(event) if handler else f"[dim]• {event.type}[/dim] {escape(_fields(event))}"
+        if line is None:
+            return
+        if self._in_text:
+            self.console.print()
+            self._in_text = False
+        self.console.print(line, highlight=False)
+
+    def finish(self) -> None:
+        """End the current line of answer text, if any."""
+        if self._in_text:
+            self.console.print()
+            self._in_text = False
+
+    @staticmethod
+    def _tool_call(event: ToolCallEvent) -> str:
+        args = short(event.call.raw_args or event.call.args, 100)
+        return f"[cyan]→ {escape(event.call.name)}[/cyan] [dim]{escape(args)}[/dim]"
+
+    @staticmethod
+    def _tool_result(event: ToolResultEvent) -> str:
+        style = "red" if event.result.is_error else "green"
+        mark = "✗" if event.result.is_error else "✓"
+        return (
+            f"[{style}]{mark} {escape(event.call.name)}[/{style}] [dim]"
+            + escape(short(event.result.data, 100))
+            + "[/dim]"
+        )
+
+    @staticmethod
+    def _error(event: ErrorEvent) -> str:
+        label = "error" if event.fatal else "recovered"
+        return f"[red]! {label} in {escape(event.where)}:[/red] {escape(str(event.error))}"

@@ -1,0 +1,137 @@
+"""``plait run`` / ``plait chat`` through the console script, against a local wire server."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from wire_server import Reply, WireServer
+
+FIXTURES = Path(__file__).parents[1] / "models" / "fixtures" / "openai"
+
+
+def sse_text(text: str, *, prompt_tokens: int = 10) -> Reply:
+    """A Chat Completions stream that answers ``text``."""
+
+    def chunk(delta: dict[str, object], finish: str | None = None, usage: object = None) -> bytes:
+        body = {
+            "id": "chatcmpl-cli",
+            "object": "chat.completion.chunk",
+            "created": 1750000000,
+            "model": "test-model",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]
+            if delta or finish
+            else [],
+            "usage": usage,
+        }
+        return b"data: " + json.dumps(body).encode() + b"\n\n"
+
+    words = text.split(" ")
+    chunks = [chunk({"role": "assistant", "content": ""})]
+    chunks += [
+        chunk({"content": w + (" " if i < len(words) - 1 else "")}) for i, w in enumerate(words)
+    ]
+    chunks.append(chunk({}, "stop"))
+    usage = {"prompt_tokens": prompt_tokens, "completion_tokens": 3, "total_tokens": 13}
+    chunks.append(chunk({}, None, usage))
+    chunks.append(b"data: [DONE]\n\n")
+    return Reply(200, chunks, "text/event-stream")
+
+
+@pytest.fixture
+def server() -> Iterator[WireServer]:
+    with WireServer(FIXTURES) as s:
+        yield s
+
+
+def plait(*args: str, home: Path, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "PLAIT_MODEL")
+    }
+    env.update({"PLAIT_HOME": str(home), "COLUMNS": "200", "NO_COLOR": "1"})
+    return subprocess.run(
+        [sys.executable, "-c", "from plait.cli import main; main()", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        input=stdin,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_run_without_a_provider_names_the_variables_and_model_forms(tmp_path: Path) -> None:
+    result = plait("run", "hello", home=tmp_path)
+    assert result.returncode == 2
+    out = " ".join(result.stdout.split())
+    for needle in (
+        "OPENAI_API_KEY",
+        "ANTHROPIC_API_KEY",
+        "--model",
+        "openai:<model>",
+        "anthropic:<model>",
+        "openai-compatible:<model>@<base_url>",
+        "plait demo",
+    ):
+        assert needle in out
+
+
+def test_run_bad_model_spec_is_a_clear_error(tmp_path: Path) -> None:
+    result = plait("run", "hello", "--model", "gpt4", home=tmp_path)
+    assert result.returncode == 2 and "Unknown model spec 'gpt4'" in result.stdout
+
+
+def test_run_streams_the_answer_and_thread_continues_across_processes(
+    server: WireServer, tmp_path: Path
+) -> None:
+    spec = f"openai-compatible:test-model@{server.url}/v1"
+    server._replies.append(sse_text("Hello from the wire."))
+    first = plait("run", "first question", "--model", spec, home=tmp_path)
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert "Hello from the wire." in first.stdout
+    thread = first.stdout.split("thread: ")[1].split()[0]
+    assert (tmp_path / "threads.sqlite3").exists()
+
+    server._replies.append(sse_text("Second answer."))
+    second = plait("run", "second question", "--model", spec, "--thread", thread, home=tmp_path)
+    assert second.returncode == 0, second.stdout + second.stderr
+    sent = server.bodies()[1]["messages"]
+    contents = [(m["role"], m.get("content")) for m in sent if m["role"] != "system"]
+    assert contents == [
+        ("user", "first question"),
+        ("assistant", "Hello from the wire."),
+        ("user", "second question"),
+    ]
+
+
+def test_run_provider_error_exits_one_with_the_message(server: WireServer, tmp_path: Path) -> None:
+    server.reply("invalid_api_key.json", status=401)
+    result = plait("run", "hi", "--model", f"openai-compatible:m@{server.url}/v1", home=tmp_path)
+    assert result.returncode == 1
+    assert "OPENAI_COMPATIBLE_API_KEY" in " ".join(result.stdout.split())
+
+
+def test_chat_runs_turns_until_eof(server: WireServer, tmp_path: Path) -> None:
+    server._replies.extend([sse_text("One."), sse_text("Two.")])
+    result = plait(
+        "chat",
+        "--model",
+        f"openai-compatible:m@{server.url}/v1",
+        home=tmp_path,
+        stdin="first\nsecond\n",
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "One." in result.stdout and "Two." in result.stdout
+    assert [m["role"] for m in server.bodies()[1]["messages"]] == [
+        "system",
+        "user",
+        "assistant",
+        "user",
+    ]
