@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from plait.__about__ import __version__
+from plait.cli.demo import demo
 from plait.cli.run import chat, run
 from plait.cli.skills import skills_app
 
@@ -18,6 +19,7 @@ app = typer.Typer(
 app.add_typer(skills_app, name="skills")
 app.command()(run)
 app.command()(chat)
+app.command()(demo)
 
 
 def _version(value: bool) -> None:

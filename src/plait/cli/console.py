@@ -48,6 +48,8 @@ def _fields(event: Event) -> str:
             value = getattr(event, f.name)
             if f.name == "type" or (isinstance(value, list | dict) and not value):
                 continue
+            if isinstance(value, list) and all(isinstance(v, str) for v in value):
+                value = ",".join(value)
             if isinstance(value, str | int | float | bool):
                 parts.append(f"{f.name}={short(value, 60)}")
     return " ".join(parts)

@@ -1,0 +1,242 @@
+"""``plait demo``: the whole lifecycle on the bundled skills, with a scripted model.
+
+No API key and no network: the model is a :class:`~plait.models.FunctionModel` that reacts to
+what it is sent, exactly as a test would script it, and the screen says so. Three user turns show,
+in order: the skills catalog in the system prompt, the model reading a skill's SKILL.md, the skill's
+tool appearing only after that read, an oversized tool result evicted to a backend and paged back,
+and the history summarized once it outgrows a (deliberately small) budget — which also withdraws
+the skill tool, since the read that disclosed it was compacted away.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import io
+import random
+import re
+import tempfile
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.panel import Panel
+from rich.table import Table
+
+import plait
+from plait.backends.memory import MemoryBackend
+from plait.cli.console import EventPrinter
+from plait.context import (
+    READ_TOOL_NAME,
+    HistorySummarized,
+    ResultEvicted,
+    ResultEvictionMiddleware,
+    SummarizationMiddleware,
+)
+from plait.messages import ToolCall, ToolMessage, UserMessage
+from plait.middleware.context import Event
+from plait.models.base import ModelRequest, ModelResponse
+from plait.models.scripted import FunctionModel
+from plait.runtime.agent import Agent
+from plait.runtime.events import ModelRequestEvent, ToolCallEvent
+from plait.skills import SkillsMiddleware
+from plait.skills.disclosure import SkillToolsDisclosed, SkillToolsWithdrawn
+from plait.tools import tool
+
+__all__ = ["QUESTIONS", "bundled_skills", "demo"]
+
+QUESTIONS = (
+    "What is in sales.csv?",
+    "Which region sold the most units?",
+    "Draft a one-line note for the team about it.",
+)
+_SKILL = "csv-insights"
+_REGIONS = ("North", "South", "East", "West")
+_PRODUCTS = ("widget", "gadget", "gizmo", "doohickey")
+
+
+def bundled_skills() -> Path:
+    """The example skills: inside the installed package, or ``examples/skills`` in a checkout."""
+    package = Path(plait.__file__).parent
+    for candidate in (package / "_examples" / "skills", package.parents[1] / "examples" / "skills"):
+        if candidate.is_dir():
+            return candidate
+    raise FileNotFoundError("The bundled example skills are missing from this installation.")
+
+
+def _write_sales(folder: Path, rows: int = 1200) -> Path:
+    rng = random.Random(7)
+    path = folder / "sales.csv"
+    with path.open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["date", "region", "product", "units", "unit_price"])
+        for i in range(rows):
+            writer.writerow(
+                [
+                    f"2026-{1 + i % 12:02d}-{1 + i % 28:02d}",
+                    rng.choice(_REGIONS),
+                    rng.choice(_PRODUCTS),
+                    rng.randint(1, 40),
+                    f"{rng.uniform(2, 90):.2f}",
+                ]
+            )
+    return path
+
+
+@tool
+def csv_rows(path: str) -> str:
+    """Return every row of a CSV file as text (the csv-insights skill's data tool)."""
+    return Path(path).read_text()
+
+
+@dataclass
+class _Script:
+    """The scripted model's decisions, as a function of the request it receives."""
+
+    data: Path
+    answers: list[str] = field(default_factory=list)
+
+    def __call__(self, request: ModelRequest) -> ModelResponse:
+        last = request.messages[-1]
+        tools = {t.name for t in request.tools}
+        if isinstance(last, UserMessage):
+            return self._on_question(last.text, request.system_prompt)
+        if isinstance(last, ToolMessage) and last.name == "read_file" and "csv_rows" in tools:
+            return _call(
+                "The skill unlocked csv_rows; loading the table.",
+                "csv_rows",
+                {"path": str(self.data)},
+            )
+        if (
+            isinstance(last, ToolMessage)
+            and isinstance(last.data, dict)
+            and last.data.get("_evicted")
+        ):
+            return _call(
+                "The table was too big for the context; reading its first page.",
+                READ_TOOL_NAME,
+                {"path": last.data["full_result_path"], "offset": 0, "limit": 300},
+            )
+        return ModelResponse(content=self._report())
+
+    def _on_question(self, text: str, system_prompt: str) -> ModelResponse:
+        if text == QUESTIONS[0]:
+            found = re.search(rf"\*\*{_SKILL}\*\*.*? path: (\S+)", system_prompt)
+            if found is None:
+                return ModelResponse(content="No skill for CSV files is listed.")
+            return _call(
+                "This is a job for the csv-insights skill; reading it first.",
+                "read_file",
+                {"path": found.group(1)},
+            )
+        region, units = self._top_region()
+        if text == QUESTIONS[1]:
+            return ModelResponse(content=f"{region} sold the most: {units:,} units.")
+        return ModelResponse(content=f"Team note: {region} leads sales with {units:,} units.")
+
+    def _rows(self) -> list[dict[str, str]]:
+        return list(csv.DictReader(io.StringIO(self.data.read_text())))
+
+    def _top_region(self) -> tuple[str, int]:
+        totals: Counter[str] = Counter()
+        for row in self._rows():
+            totals[row["region"]] += int(row["units"])
+        return totals.most_common(1)[0]
+
+    def _report(self) -> str:
+        rows = self._rows()
+        columns = ", ".join(rows[0])
+        products = Counter(r["product"] for r in rows).most_common(1)[0][0]
+        return (
+            f"sales.csv has {len(rows):,} rows and {len(rows[0])} columns ({columns}); "
+            f"no missing values. The most common product is {products}."
+        )
+
+
+def _call(text: str, name: str, args: dict[str, object]) -> ModelResponse:
+    return ModelResponse(content=text, tool_calls=[ToolCall(f"call_{name}", name, args)])
+
+
+@dataclass
+class _Milestones:
+    catalog: bool = False
+    read: bool = False
+    unlocked: bool = False
+    evicted: bool = False
+    summarized: bool = False
+    withdrawn: bool = False
+
+    def see(self, event: Event) -> None:
+        if isinstance(event, ModelRequestEvent) and f"**{_SKILL}**" in event.request.system_prompt:
+            self.catalog = True
+        elif isinstance(event, SkillToolsDisclosed):
+            self.unlocked = True
+        elif isinstance(event, ResultEvicted):
+            self.evicted = True
+        elif isinstance(event, HistorySummarized):
+            self.summarized = True
+        elif isinstance(event, SkillToolsWithdrawn):
+            self.withdrawn = True
+        elif isinstance(event, ToolCallEvent) and event.call.name == "read_file":
+            self.read = True
+
+    def rows(self) -> list[tuple[str, bool]]:
+        return [
+            ("catalog of skills in the system prompt", self.catalog),
+            ("the model read csv-insights/SKILL.md", self.read),
+            ("csv_rows appeared only after that read", self.unlocked),
+            ("an oversized result was evicted and paged back", self.evicted),
+            ("history summarized past its budget", self.summarized),
+            ("csv_rows withdrawn when its read was compacted", self.withdrawn),
+        ]
+
+
+async def _run_demo(console: Console, skills: Path, workdir: Path) -> _Milestones:
+    data = _write_sales(workdir)
+    backend = MemoryBackend()
+    agent = Agent(
+        FunctionModel(_Script(data), name="scripted-demo"),
+        system_prompt="You are a data assistant. Use the skills listed below.",
+        middleware=[
+            SummarizationMiddleware(1000, keep_messages=2, backend=backend),
+            ResultEvictionMiddleware(500, backend=backend, excluded_tools=["read_file"]),
+            SkillsMiddleware(sources=[skills], tools=[csv_rows]),
+        ],
+    )
+    printer, seen = EventPrinter(console), _Milestones()
+    for question in QUESTIONS:
+        console.print(f"\n[bold]you>[/bold] {question}")
+        async for event in agent.stream(question, thread_id="demo"):
+            seen.see(event)
+            printer(event)
+        printer.finish()
+    return seen
+
+
+def demo(
+    skills: Annotated[
+        Path | None, typer.Option("--skills", help="Skills folder (default: the bundled one).")
+    ] = None,
+) -> None:
+    """Run the bundled example skills end to end with a scripted model (no key, no network)."""
+    console = Console(highlight=False)
+    folder = skills or bundled_skills()
+    console.print(
+        Panel.fit(
+            "[bold]plait demo[/bold] — [yellow]scripted model[/yellow]: its answers are "
+            "pre-written and react to what it is sent. No API key, no network.\n"
+            f"skills: {folder}",
+            border_style="yellow",
+        )
+    )
+    with tempfile.TemporaryDirectory(prefix="plait-demo-") as workdir:
+        seen = asyncio.run(_run_demo(console, folder, Path(workdir)))
+    table = Table(title="What happened", show_header=False)
+    for label, happened in seen.rows():
+        table.add_row("[green]✓[/green]" if happened else "[red]✗[/red]", label)
+    console.print(table)
+    if not all(happened for _, happened in seen.rows()):
+        raise typer.Exit(1)

@@ -1,0 +1,36 @@
+"""``plait demo``: the README's main job, through the console script, with no key or network."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+
+def test_demo_runs_the_whole_lifecycle_labelled_as_scripted() -> None:
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")}
+    env.update({"COLUMNS": "200", "NO_COLOR": "1"})
+    result = subprocess.run(
+        [sys.executable, "-m", "plait", "demo"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    out = result.stdout
+    assert "scripted model" in out
+    for step in (
+        "→ read_file",
+        "skill_tools_disclosed",
+        "tools=csv_rows",
+        "→ csv_rows",
+        "result_evicted",
+        "→ read_evicted_result",
+        "history_summarized",
+        "skill_tools_withdrawn",
+        "North sold the most",
+    ):
+        assert step in out, step
+    assert "✗" not in out and out.count("✓ │") == 6
