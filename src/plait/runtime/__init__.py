@@ -12,9 +12,11 @@ from plait.runtime.events import (
     TurnEnd,
     TurnStart,
 )
+from plait.runtime.tool_search import SEARCH_TOOLS_NAME, ToolSearch
 from plait.runtime.turn import RunResult
 
 __all__ = [
+    "SEARCH_TOOLS_NAME",
     "Agent",
     "DispatchEnd",
     "ErrorEvent",
@@ -27,6 +29,7 @@ __all__ = [
     "TextDeltaEvent",
     "ToolCallEvent",
     "ToolResultEvent",
+    "ToolSearch",
     "TurnEnd",
     "TurnStart",
 ]

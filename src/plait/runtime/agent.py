@@ -34,6 +34,7 @@ from plait.middleware.context import Event
 from plait.middleware.stack import MiddlewareStack
 from plait.models.base import Model
 from plait.runtime.model_hooks import ModelHook
+from plait.runtime.tool_search import ToolSearch
 from plait.runtime.turn import RunResult, Turn
 from plait.stores.base import ThreadStore
 from plait.tools import Tool
@@ -70,6 +71,10 @@ class Agent:
     :class:`MiddlewareStack`), a ``system_prompt`` and a thread ``store`` (in memory by default;
     use :class:`~plait.stores.SQLiteThreadStore` to keep threads across processes).
 
+    Deferred tools (``@tool(deferred=True)``) are registered but not advertised; when there are
+    any, a :class:`~plait.runtime.tool_search.ToolSearch` is appended to the middleware (unless one
+    was given) so the model can find them with ``search_tools``.
+
     ``model_hooks`` run after every model call (see :mod:`plait.runtime.model_hooks`); the
     default guards (tool-call validation, repetition detection) run first unless
     ``default_guards=False``.
@@ -101,9 +106,11 @@ class Agent:
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
             raise ConfigurationError(f"Two agent tools share a name: {', '.join(duplicates)}.")
-        self.middleware = (
-            middleware if isinstance(middleware, MiddlewareStack) else MiddlewareStack(middleware)
-        )
+        self.middleware = MiddlewareStack(middleware)
+        if any(t.deferred for t in self.tools) and not any(
+            isinstance(m, ToolSearch) for m in self.middleware
+        ):
+            self.middleware.use(ToolSearch())
         self.system_prompt = system_prompt
         if store is None:
             from plait.stores.memory import MemoryThreadStore
