@@ -507,11 +507,21 @@ async def test_deferred_agent_tool_disclosed_early_stays_deferred_bound_one_unch
     skills = SkillsMiddleware(sources=[MemorySource({"orders": {"SKILL.md": text}})])
     agent = Agent(model, tools=[lookup_order, bound_helper], middleware=[skills, Probe()])
     await agent.run("where is order 42?")
-    assert names(model.requests[0]) == ["bound_helper", "read_file"]
-    assert names(model.requests[1]) == ["bound_helper", "read_file", "lookup_order"]
+    # a deferred agent tool makes the agent offer search_tools (see plait.runtime.tool_search)
+    assert names(model.requests[0]) == ["bound_helper", "search_tools", "read_file"]
+    assert names(model.requests[1]) == [
+        "bound_helper",
+        "search_tools",
+        "read_file",
+        "lookup_order",
+    ]
     disclosed = model.requests[1].tools[-1]
     assert "defer_loading" not in disclosed.metadata
     assert disclosed.description == "Look up an order."
     assert ran == ["lookup:42"]
     # In the registry it stays deferred: hidden from plain requests, still there to be found.
-    assert registries == [(["bound_helper", "read_file"], True)] * 3
+    assert registries == [(["bound_helper", "search_tools", "read_file"], True)] * 3
+    # ... and searchable: search_tools finds it among the deferred tools
+    search = ScriptedModel([ToolCall("s", "search_tools", {"query": "order"}), "ok"])
+    found = await Agent(search, tools=[lookup_order, bound_helper]).run("find")
+    assert [t["name"] for t in found.new_messages[2].data["tools"]] == ["lookup_order"]  # type: ignore[union-attr]
