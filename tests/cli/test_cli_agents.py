@@ -1,0 +1,44 @@
+"""The agent ``plait run``/``chat`` assemble, in each skills mode, with a scripted model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from plait import ScriptedModel, ToolCall, ToolMessage
+from plait.cli.agents import AgentOptions, Mode, NoProviderConfigured, build_agent, choose_model
+from plait.cli.demo import bundled_skills
+
+
+async def test_disclosure_mode_agent_shows_the_catalog_and_reads_skills(tmp_path: Path) -> None:
+    model = ScriptedModel(["ok"])
+    options = AgentOptions(model=model, skills=[bundled_skills()], store=tmp_path / "t.sqlite3")
+    agent, closers = await build_agent(options)
+    await agent.run("hi", thread_id="t")
+    assert "**csv-insights**" in model.requests[0].system_prompt
+    assert "read_file" in [t.name for t in model.requests[0].tools]
+    assert closers == []
+    assert (tmp_path / "t.sqlite3").exists()  # the blob backend opens on first write
+
+
+async def test_managed_mode_agent_loads_a_skill_and_disposes(tmp_path: Path) -> None:
+    model = ScriptedModel([ToolCall("c1", "load_skill", {"skill": "csv-insights"}), "loaded"])
+    options = AgentOptions(
+        model=model, skills=[bundled_skills()], mode=Mode.MANAGED, store=tmp_path / "t.sqlite3"
+    )
+    agent, closers = await build_agent(options)
+    result = await agent.run("load it", thread_id="t")
+    loaded = [m for m in result.new_messages if isinstance(m, ToolMessage)]
+    assert not loaded[0].is_error and "csv-insights" in loaded[0].text
+    assert "load_skill" in [t.name for t in model.requests[0].tools]
+    assert len(closers) == 1
+    for closer in closers:
+        await closer.dispose()
+
+
+def test_choose_model_without_any_provider(monkeypatch: pytest.MonkeyPatch) -> None:
+    for var in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "PLAIT_MODEL"):
+        monkeypatch.delenv(var, raising=False)
+    with pytest.raises(NoProviderConfigured, match="OPENAI_API_KEY or ANTHROPIC_API_KEY"):
+        choose_model(None)
