@@ -519,3 +519,16 @@ async def test_persist_filters_apply_even_when_the_dispatch_was_stopped() -> Non
         "[redacted]",
         "stopping",
     ]
+
+
+async def test_turn_input_abort_is_reported_as_an_error_event_in_the_stream() -> None:
+    class Fail(Middleware):
+        async def turn_input(self, ctx: TurnContext, next: Next) -> None:
+            ctx.abort(ValueError("no projection"))
+
+    events = []
+    with pytest.raises(TurnAborted):
+        async for event in Agent(ScriptedModel([]), middleware=[Fail()]).stream("go"):
+            events.append(event)
+    assert isinstance(events[0], TurnStart)
+    assert isinstance(events[-1], ErrorEvent) and events[-1].fatal

@@ -92,6 +92,9 @@ class Turn:
     async def run(self) -> RunResult:
         ctx = await self._start()
         try:
+            await self.stack.run_turn_input(ctx)
+            if ctx.aborted:
+                raise _aborted(ctx.error)
             output = await self._dispatch_loop(ctx)
             await self.stack.run_turn_output(ctx)
             if ctx.aborted:
@@ -143,9 +146,6 @@ class Turn:
             emit=self.emit,
         )
         self.emit(TurnStart(thread_id=self.thread_id, input=self.input))
-        await self.stack.run_turn_input(ctx)
-        if ctx.aborted:
-            raise _aborted(ctx.error)
         return ctx
 
     async def _dispatch_loop(self, ctx: TurnContext) -> str:
