@@ -42,13 +42,12 @@ from plait.messages import AssistantMessage, SystemMessage, ToolCall, ToolMessag
 from plait.models.base import (
     ModelRequest,
     ModelResponse,
-    ResponseComplete,
     StreamEvent,
     TextDelta,
     ToolChoice,
 )
 from plait.models.provider_errors import ProviderErrors, is_retryable_status
-from plait.models.retrying import Backoff, ProviderFailure, call_with_retries
+from plait.models.retrying import Backoff, ProviderFailure, call_with_retries, relay_stream
 from plait.models.tool_call_assembly import ToolCallBuffer
 from plait.tools import ToolDefinition
 
@@ -405,17 +404,11 @@ class AnthropicModel:
             max_retries=self.max_retries,
             backoff=self.backoff,
         )
-        assembler = AnthropicStreamAssembler()
-        try:
-            async for event in events:
-                for out in assembler.feed(event):
-                    yield out
-        except anthropic.AnthropicError as exc:
-            failure = self._classify(exc)
-            raise (failure.error if failure else exc) from exc
-        finally:
-            await events.close()
-        yield ResponseComplete(assembler.response())
+        relayed = relay_stream(
+            events, AnthropicStreamAssembler(), self._classify, anthropic.AnthropicError
+        )
+        async for event in relayed:
+            yield event
 
     async def aclose(self) -> None:
         """Close the HTTP client this model created (a ``client`` passed in stays open)."""

@@ -38,13 +38,12 @@ from plait.messages import AssistantMessage, Message, SystemMessage, ToolCall, T
 from plait.models.base import (
     ModelRequest,
     ModelResponse,
-    ResponseComplete,
     StreamEvent,
     TextDelta,
     ToolChoice,
 )
 from plait.models.provider_errors import ProviderErrors, is_retryable_status
-from plait.models.retrying import Backoff, ProviderFailure, call_with_retries
+from plait.models.retrying import Backoff, ProviderFailure, call_with_retries, relay_stream
 from plait.models.tool_call_assembly import (
     ToolCallBuffer,
     dump_tool_arguments,
@@ -363,17 +362,9 @@ class OpenAIChatModel:
             max_retries=self.max_retries,
             backoff=self.backoff,
         )
-        assembler = OpenAIStreamAssembler()
-        try:
-            async for chunk in chunks:
-                for event in assembler.feed(chunk):
-                    yield event
-        except openai.APIError as exc:
-            failure = self._classify(exc)
-            raise (failure.error if failure else exc) from exc
-        finally:
-            await chunks.close()
-        yield ResponseComplete(assembler.response())
+        relayed = relay_stream(chunks, OpenAIStreamAssembler(), self._classify, openai.APIError)
+        async for event in relayed:
+            yield event
 
     async def aclose(self) -> None:
         """Close the HTTP client this model created (a ``client`` passed in stays open)."""

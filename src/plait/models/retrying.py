@@ -21,17 +21,20 @@ import asyncio
 import email.utils
 import random
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, Protocol, TypeVar
 
 from plait.errors import ProviderError
+from plait.models.base import ModelResponse, ResponseComplete, StreamEvent
 
 __all__ = [
     "Backoff",
     "ProviderFailure",
     "SleepFn",
+    "StreamAssembler",
     "call_with_retries",
+    "relay_stream",
     "retry_after_seconds",
     "server_retry_hint",
 ]
@@ -139,3 +142,40 @@ def server_retry_hint(headers: Mapping[str, str]) -> bool | None:
     if value == "false":
         return False
     return None
+
+
+class StreamAssembler(Protocol):
+    """Turns one SDK stream item into plait events and, at the end, the whole response."""
+
+    def feed(self, item: Any) -> list[StreamEvent]: ...
+
+    def response(self) -> ModelResponse: ...
+
+
+class ClosableStream(Protocol):
+    def __aiter__(self) -> AsyncIterator[Any]: ...
+
+    async def close(self) -> None: ...
+
+
+async def relay_stream(
+    stream: ClosableStream,
+    assembler: StreamAssembler,
+    classify: Callable[[Exception], ProviderFailure | None],
+    sdk_error: type[Exception],
+) -> AsyncIterator[StreamEvent]:
+    """Relay an opened SDK stream as plait events, then the assembled response.
+
+    A failure mid-stream is translated (``classify``) and raised without retrying, since the
+    caller already received events; the SDK stream is closed whatever happens.
+    """
+    try:
+        async for item in stream:
+            for event in assembler.feed(item):
+                yield event
+    except sdk_error as exc:
+        failure = classify(exc)
+        raise (failure.error if failure else exc) from exc
+    finally:
+        await stream.close()
+    yield ResponseComplete(assembler.response())
