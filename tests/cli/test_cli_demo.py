@@ -23,13 +23,12 @@ def test_demo_runs_the_whole_lifecycle_labelled_as_scripted() -> None:
     assert "scripted model" in out
     for step in (
         "→ read_file",
-        "skill_tools_disclosed",
-        "tools=csv_rows",
+        "+ tools unlocked: csv_rows",
         "→ csv_rows",
-        "result_evicted",
+        "⇣ evicted csv_rows result",
         "→ read_evicted_result",
-        "history_summarized",
-        "skill_tools_withdrawn",
+        "≡ summarized",
+        "- tools withdrawn: csv_rows",
         "North sold the most",
     ):
         assert step in out, step

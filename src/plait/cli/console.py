@@ -16,6 +16,8 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
+from plait.context import ContextOverflowRecovered, HistorySummarized, ResultEvicted
+from plait.guards import RepetitionDetectedEvent, ToolCallRejected
 from plait.middleware.context import Event
 from plait.runtime.events import (
     DispatchEnd,
@@ -28,6 +30,14 @@ from plait.runtime.events import (
     TurnEnd,
     TurnStart,
 )
+from plait.skills.disclosure import (
+    SkillLoadProblem,
+    SkillPinned,
+    SkillsLoaded,
+    SkillToolsDisclosed,
+    SkillToolsWithdrawn,
+)
+from plait.skills.managed import SkillLoaded, SkillUnloaded
 
 __all__ = ["EventPrinter", "short"]
 
@@ -55,6 +65,53 @@ def _fields(event: Event) -> str:
     return " ".join(parts)
 
 
+def _dim(text: str) -> str:
+    return f"[dim]{escape(text)}[/dim]"
+
+
+def _names(values: Any) -> str:
+    return ", ".join(values) if values else "-"
+
+
+_BATTERY_LINES: dict[type[Event], Callable[[Any], str | None]] = {
+    SkillsLoaded: lambda e: _dim(
+        f"◆ skills {e.reason}: {e.skills} available"
+        + (f", {e.skipped} skipped (see diagnostics)" if e.skipped else "")
+    ),
+    SkillLoadProblem: lambda e: (
+        "[yellow]◆ skill problem[/yellow] "
+        + escape(f"{e.skill or e.source_id}: {e.diagnostic.message}")
+    ),
+    SkillPinned: lambda e: _dim(f"◆ pinned skill {e.name}"),
+    SkillToolsDisclosed: lambda e: (
+        f"[magenta]+ tools unlocked:[/magenta] {escape(_names([*e.tools, *e.deferred]))}"
+    ),
+    SkillToolsWithdrawn: lambda e: (
+        f"[magenta]- tools withdrawn:[/magenta] {escape(_names(e.tools))}"
+    ),
+    SkillLoaded: lambda e: (
+        f"[magenta]◆ loaded skill {escape(e.skill)}[/magenta] " + _dim(f"tools: {_names(e.tools)}")
+    ),
+    SkillUnloaded: lambda e: f"[magenta]◆ unloaded skill {escape(e.skill)}[/magenta]",
+    ResultEvicted: lambda e: (
+        f"[blue]⇣ evicted {escape(e.tool)} result[/blue] "
+        + _dim(f"({e.estimated_tokens:,} tokens) → {e.path}")
+    ),
+    HistorySummarized: lambda e: (
+        f"[blue]≡ summarized {e.messages_removed} messages[/blue] "
+        + _dim(f"({e.original_tokens:,} → {e.summarized_tokens:,} tokens, {e.summarizer})")
+    ),
+    ContextOverflowRecovered: lambda e: (
+        "[blue]≡ context overflow recovered[/blue] "
+        + _dim(f"({e.original_tokens:,} → {e.compacted_tokens:,} tokens)")
+    ),
+    ToolCallRejected: lambda e: (
+        f"[yellow]✗ rejected {escape(e.call.name)}:[/yellow] " + _dim(short(e.reason, 100))
+    ),
+    RepetitionDetectedEvent: lambda e: f"[yellow]↻ repetition ({e.kind}, {e.count} times)[/yellow]",
+}
+
+
 class EventPrinter:
     """Print events to ``console``; call it with each event of ``agent.stream(...)``."""
 
@@ -66,6 +123,7 @@ class EventPrinter:
             ToolCallEvent: self._tool_call,
             ToolResultEvent: self._tool_result,
             ErrorEvent: self._error,
+            **_BATTERY_LINES,
         }
 
     def __call__(self, event: Event) -> None:
