@@ -149,8 +149,13 @@ def guards_row() -> tuple[str, str, str]:
     return ("default guards: added per dispatch", f"{guarded - bare:.1f} µs", "≤ 20 µs")
 
 
-def import_ms() -> float:
-    code = "import time; t = time.perf_counter(); import plait; print(time.perf_counter() - t)"
+def import_ms(extra: str = "") -> float:
+    """Median wall time of ``import plait`` (plus ``extra``) in a fresh interpreter."""
+    code = (
+        "import time; t = time.perf_counter(); import plait"
+        + extra
+        + "; print(time.perf_counter() - t)"
+    )
     runs = [
         float(
             subprocess.run(
@@ -325,6 +330,8 @@ def main() -> None:
     ]
     rows.append(guards_row())
     rows.append(("import plait", f"{import_ms():.1f} ms", "≤ 150 ms"))
+    first_tool = "; plait.tool(lambda x: x)"  # pydantic loads with the first tool
+    rows.append(("import plait + first @tool", f"{import_ms(first_tool):.1f} ms", "-"))
     rows.append(managed_row())
     rows.extend(skills_rows())
     width = max(len(r[0]) for r in rows)

@@ -17,9 +17,11 @@ import functools
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Literal, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
-from pydantic import Field, TypeAdapter
+if TYPE_CHECKING:
+    from pydantic import TypeAdapter
+
 
 __all__ = [
     "AssistantMessage",
@@ -253,21 +255,26 @@ class ToolMessage:
         return _json_adapter().dump_json(self.data).decode()
 
 
-Message: TypeAlias = Annotated[
-    SystemMessage | UserMessage | AssistantMessage | ToolMessage, Field(discriminator="role")
-]
+Message: TypeAlias = SystemMessage | UserMessage | AssistantMessage | ToolMessage
 """Any conversation message; ``role`` tells the kinds apart."""
 
 
 @functools.cache
 def _json_adapter() -> TypeAdapter[Any]:
+    from pydantic import TypeAdapter
+
     return TypeAdapter(Any)
 
 
 @functools.cache
 def _messages_adapter() -> TypeAdapter[list[Message]]:
-    # Built on first use: constructing the schema costs tens of milliseconds at import time.
-    return TypeAdapter(list[Message])
+    # Built on first use (pydantic and the schema cost tens of milliseconds); ``role`` is the
+    # discriminator between message kinds.
+    from typing import Annotated
+
+    from pydantic import Field, TypeAdapter
+
+    return TypeAdapter(list[Annotated[Message, Field(discriminator="role")]])
 
 
 def dump_messages(messages: Sequence[Message]) -> str:

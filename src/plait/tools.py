@@ -27,12 +27,12 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, get_type_hints, overload
 
-from pydantic import BaseModel, ConfigDict, ValidationError, create_model
-
 from plait.errors import ConfigurationError, ToolArgumentsError, ToolResolutionError
 from plait.messages import ToolCall
 
 if TYPE_CHECKING:
+    from pydantic import BaseModel, ValidationError
+
     from plait.middleware.context import DispatchContext, TurnContext
 
 __all__ = [
@@ -123,6 +123,8 @@ class FunctionTool(Tool):
         description: str | None = None,
         metadata: Mapping[str, Any] | None = None,
     ) -> None:
+        from pydantic import ConfigDict, create_model  # imported with the first tool, not plait
+
         self.fn = fn
         self._is_async = inspect.iscoroutinefunction(fn)
         hints = get_type_hints(fn)
@@ -150,6 +152,8 @@ class FunctionTool(Tool):
         super().__init__(ToolDefinition(tool_name, doc.strip(), schema, dict(metadata or {})))
 
     def validate(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        from pydantic import ValidationError
+
         try:
             model = self._model.model_validate(args)
         except ValidationError as exc:
