@@ -76,6 +76,11 @@ class LimitsMiddleware(Middleware):
 
     async def dispatch_input(self, ctx: DispatchContext, next: Next) -> None:
         counts = self._counts(ctx.turn)
+        if counts.exceeded is not None:
+            # A tool-call limit was reached but this middleware's dispatch_output did not run
+            # (an earlier hook ended that pipeline): end the turn here, before the next call.
+            ctx.nack(counts.exceeded)
+            return
         thread_calls = int(ctx.state.get(THREAD_MODEL_CALLS_KEY, 0))
         checks = (
             (

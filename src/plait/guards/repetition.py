@@ -6,7 +6,8 @@ messages (scanning back at most a window, so the cost does not grow with the his
 * the same tool call(s) with the same arguments ``max_identical_calls`` times in a row (a user
   message breaks the run: asking again is not looping);
 * ``text_window`` consecutive assistant outputs whose word sets overlap by at least
-  ``text_similarity`` (Jaccard), ignoring outputs shorter than ``min_text_chars``.
+  ``text_similarity`` (Jaccard) and whose tool calls (if any) are the same, ignoring outputs
+  shorter than ``min_text_chars``.
 
 It fires once per episode (latched): exactly when a run reaches its threshold, not again while
 the run continues; a different response ends the episode. The ``policy`` decides what happens:
@@ -32,6 +33,7 @@ from plait.models.base import ModelResponse
 __all__ = ["RepetitionDetected", "RepetitionDetector", "jaccard"]
 
 _WORD = re.compile(r"\w+")
+_NOTE_SOURCE = "repetition_guard"
 
 
 class RepetitionDetected(PlaitError):
@@ -65,7 +67,13 @@ def _previous_assistants(
     for message in reversed(messages):
         if isinstance(message, AssistantMessage):
             yield message
-        elif stop_at_user and isinstance(message, UserMessage):
+        elif (
+            stop_at_user
+            and isinstance(message, UserMessage)
+            # the detector's own note is not the user asking again: it must not end the run,
+            # or the latched detector would fire again every ``max_identical_calls`` calls
+            and message.metadata.get("source") != _NOTE_SOURCE
+        ):
             return
 
 
@@ -94,7 +102,10 @@ class RepetitionDetector:
         if response.tool_calls and self._call_run(response, history) == self.max_identical_calls:
             self._fire(ctx, "tool_call", self.max_identical_calls)
         text = response.content.strip()
-        if len(text) >= self.min_text_chars and self._text_run(text, history) == self.text_window:
+        if (
+            len(text) >= self.min_text_chars
+            and self._text_run(response, history) == self.text_window
+        ):
             self._fire(ctx, "text", self.text_window)
         return None
 
@@ -108,11 +119,16 @@ class RepetitionDetector:
             run += 1
         return run
 
-    def _text_run(self, text: str, history: Sequence[Message]) -> int:
-        run, current = 1, text
+    def _text_run(self, response: ModelResponse, history: Sequence[Message]) -> int:
+        # Outputs repeat only if their tool calls match too: the same "Let me search…" before
+        # searches with different arguments is progress, not a loop.
+        run, current = 1, response.content.strip()
+        calls = _signature(response.tool_calls)
         for previous in _previous_assistants(history, stop_at_user=False):
             earlier = previous.text.strip()
             if run > self.text_window or len(earlier) < self.min_text_chars:
+                break
+            if _signature(previous.tool_calls) != calls:
                 break
             if jaccard(current, earlier) < self.text_similarity:
                 break
@@ -135,6 +151,6 @@ class RepetitionDetector:
                 f"Note: you have produced {what} {count} times in a row. It is not making "
                 "progress. Change your approach: use different arguments or another tool, or "
                 "answer with what you have.",
-                metadata={"source": "repetition_guard", "kind": kind},
+                metadata={"source": _NOTE_SOURCE, "kind": kind},
             )
         )

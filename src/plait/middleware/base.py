@@ -31,7 +31,12 @@ turn_output         m1 → m2 → m3 (each awaits next)  runs only after a succe
 ==================  ===============================  =======================================
 
 Seams receive the dispatch context as their last positional argument; pipelines receive the
-context and ``next``. A pipeline hook that does not await ``next()`` ends its pipeline there.
+context and ``next``. A pipeline hook that does not await ``next()`` ends its pipeline there; one
+that calls it twice gets a ``ConfigurationError`` (→ abort or nack), so later hooks never run
+twice. A seam or wrapper that returns something other than the request, response or result it
+should (``None``, say) raises ``ConfigurationError`` naming the middleware; for the tool seams that
+becomes an error result. A tool call that has not started when the turn is aborted or the dispatch
+nacked does not run: it gets an error result saying so.
 """
 
 from __future__ import annotations

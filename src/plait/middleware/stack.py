@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from typing import Any, Self, TypeVar
 
+from plait.errors import ConfigurationError
 from plait.messages import ToolCall, ToolResult
 from plait.middleware.base import (
     SEAMS,
@@ -25,7 +26,19 @@ from plait.models.base import ModelRequest, ModelResponse
 __all__ = ["MiddlewareStack", "SkippedCall"]
 
 C = TypeVar("C", TurnContext, DispatchContext)
+T = TypeVar("T")
 Hook = Callable[[C, Next], Awaitable[None]]
+
+
+def _returned(value: object, expected: type[T], m: Middleware, hook: str) -> T:
+    """``value`` if a seam returned the right type; otherwise a :class:`ConfigurationError`
+    naming the middleware, instead of an ``AttributeError`` somewhere downstream."""
+    if not isinstance(value, expected):
+        raise ConfigurationError(
+            f"{m.name}.{hook} returned {type(value).__name__}, not a {expected.__name__}; "
+            "a seam must return the (possibly new) object it was given."
+        )
+    return value
 
 
 class SkippedCall:
@@ -114,7 +127,9 @@ class MiddlewareStack:
         for m in self._by_hook["before_model_call"]:
             if ctx.stopped:
                 break
-            request = await m.before_model_call(request, ctx)
+            request = _returned(
+                await m.before_model_call(request, ctx), ModelRequest, m, "before_model_call"
+            )
         return request
 
     def wrap_model(self, handler: ModelHandler, ctx: DispatchContext) -> ModelHandler:
@@ -130,7 +145,12 @@ class MiddlewareStack:
         for m in reversed(self._by_hook["after_model_call"]):
             if ctx.stopped:
                 break
-            response = await m.after_model_call(response, request, ctx)
+            response = _returned(
+                await m.after_model_call(response, request, ctx),
+                ModelResponse,
+                m,
+                "after_model_call",
+            )
         return response
 
     # -- tool seams ------------------------------------------------------------------------
@@ -164,20 +184,24 @@ class MiddlewareStack:
         for m in self._by_hook["after_tool_call"]:
             if ctx.stopped:
                 break
-            result = await m.after_tool_call(call, result, ctx)
+            result = _returned(
+                await m.after_tool_call(call, result, ctx), ToolResult, m, "after_tool_call"
+            )
         return result
 
 
 def _bind_model(m: Middleware, inner: ModelHandler, ctx: DispatchContext) -> ModelHandler:
-    def handler(request: ModelRequest) -> Awaitable[ModelResponse]:
-        return m.wrap_model_call(request, ctx, inner)
+    async def handler(request: ModelRequest) -> ModelResponse:
+        response = await m.wrap_model_call(request, ctx, inner)
+        return _returned(response, ModelResponse, m, "wrap_model_call")
 
     return handler
 
 
 def _bind_tool(m: Middleware, inner: ToolHandler, ctx: DispatchContext) -> ToolHandler:
-    def handler(call: ToolCall) -> Awaitable[ToolResult]:
-        return m.wrap_tool_call(call, ctx, inner)
+    async def handler(call: ToolCall) -> ToolResult:
+        result = await m.wrap_tool_call(call, ctx, inner)
+        return _returned(result, ToolResult, m, "wrap_tool_call")
 
     return handler
 
@@ -189,15 +213,38 @@ async def _pipeline(
     fail: Callable[[BaseException], None],
 ) -> None:
     """Run ``hooks`` as a chain: each gets ``next`` for the rest. Any exception a hook raises
-    (cancellation excepted) is handed to ``fail`` — abort or nack — and the chain stops."""
+    (cancellation excepted) is handed to ``fail`` — abort or nack — and the chain stops.
+
+    Each ``next`` runs the rest of the chain once: a hook that calls it a second time gets a
+    :class:`ConfigurationError` (which fails the pipeline) rather than running every later hook
+    again.
+    """
     count = len(hooks)
 
     async def step(i: int) -> None:
         if i >= count or stopped():
             return
+        called = False
+
+        async def next_() -> None:
+            nonlocal called
+            if called:
+                raise ConfigurationError(
+                    f"{_hook_name(hooks[i])} called next() more than once; "
+                    "a pipeline hook awaits next() at most once."
+                )
+            called = True
+            await step(i + 1)
+
         try:
-            await hooks[i](ctx, lambda: step(i + 1))
+            await hooks[i](ctx, next_)
         except Exception as exc:
             fail(exc)
 
     await step(0)
+
+
+def _hook_name(hook: Callable[..., Any]) -> str:
+    owner = getattr(hook, "__self__", None)
+    name = getattr(hook, "__name__", "hook")
+    return f"{owner.name}.{name}" if isinstance(owner, Middleware) else name

@@ -185,16 +185,27 @@ class Agent:
 class RunStream:
     """The events of one turn as an async iterator. After iteration ends, :attr:`result` holds
     the :class:`RunResult`; if the turn failed, iteration raises its error after yielding the
-    error event. Leaving the loop early (``break``) cancels the turn."""
+    error event. Leaving the loop early (``break``) cancels the turn.
+
+    A stream runs its turn once: iterating it a second time raises
+    :class:`~plait.errors.ConfigurationError` (call ``agent.stream(...)`` again for a new turn).
+    """
 
     def __init__(
         self, agent: Agent, input: list[Message], thread_id: str, state: dict[str, Any]
     ) -> None:
         self._turn_args = (agent, thread_id, input, state)
+        self._iterated = False
         self.thread_id = thread_id
         self.result: RunResult | None = None
 
     def __aiter__(self) -> AsyncIterator[Event]:
+        if self._iterated:
+            raise ConfigurationError(
+                "This RunStream was already iterated; it runs its turn once. "
+                "Call agent.stream(...) again to run another turn."
+            )
+        self._iterated = True
         return self._events()
 
     async def _events(self) -> AsyncIterator[Event]:
@@ -221,3 +232,7 @@ class RunStream:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
+            elif not task.cancelled():
+                # Left early after the turn failed: its error was yielded as an event; mark it
+                # retrieved so asyncio does not log "Task exception was never retrieved".
+                task.exception()

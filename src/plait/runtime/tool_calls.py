@@ -14,7 +14,13 @@ arguments not a JSON object     the raw text and what to send instead
 arguments fail the schema       each failing field and why
 the tool raises ``ToolError``   its message, word for word
 the tool raises anything else   ``Tool '<name>' failed: <Type>: <message>``
+the turn ended before it ran    ``Tool call not run: the turn was ended ...`` (is_error)
 ==============================  =========================================================
+
+A tool (or tool middleware) that raises ``CancelledError`` without its task being cancelled
+counts as raising an error, not as cancelling the turn. Result data that is not JSON (from the
+tool or from middleware) is converted the same way: JSON-able types (dataclasses, models, sets)
+to JSON values, anything else to its ``str``.
 
 Calls run concurrently (bounded by ``max_concurrency``) except around *sequential* tools
 (``metadata={"sequential": True}``, e.g. tools that load or unload other tools): such a call waits
@@ -57,6 +63,21 @@ def _jsonable(data: Any) -> Any:
         return str(data)
 
 
+def _cancelled_from_outside() -> bool:
+    """Whether the running task was asked to cancel (a ``CancelledError`` is then ours to
+    propagate), as opposed to code inside a tool raising one on its own."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
+
+
+def _not_run(call: ToolCall, d: DispatchContext) -> ToolResult:
+    reason = d.error or d.turn.error
+    why = f" ({type(reason).__name__}: {reason})" if reason is not None else ""
+    return ToolResult(
+        call.id, f"Tool call not run: the turn was ended before it started{why}.", is_error=True
+    )
+
+
 def _executor(d: DispatchContext) -> ToolHandler:
     async def execute(call: ToolCall) -> ToolResult:
         try:
@@ -74,7 +95,9 @@ def _executor(d: DispatchContext) -> ToolHandler:
             data = await tool.invoke(args, ToolContext(call, d.turn, d))
         except ToolError as exc:
             return ToolResult(call.id, str(exc), is_error=True)
-        except Exception as exc:
+        except (Exception, asyncio.CancelledError) as exc:
+            if not isinstance(exc, Exception) and _cancelled_from_outside():
+                raise
             error = ToolExecutionError(call.name, exc)
             d.turn.emit(ErrorEvent(error=error, where=f"tool:{call.name}"))
             return ToolResult(call.id, str(error), is_error=True)
@@ -95,20 +118,30 @@ async def _run_one(
         emit(ToolResultEvent(dispatch=d.index, call=call, result=result, skipped_by="rejected"))
         return ToolMessage.from_result(result, call.name)
     try:
-        decided = await stack.run_before_tool_call(call, d)
+        decided = await stack.run_before_tool_call(call, d) if not d.stopped else None
         if isinstance(decided, SkippedCall):
             skipped_by = decided.by
             result = ToolResult(call.id, decided.message, is_error=True)
+        elif decided is None or d.stopped:
+            # The turn ended (abort or nack) before this call started: the stack skipped the
+            # remaining before_tool_call hooks, so running the tool would bypass them.
+            skipped_by = "stopped"
+            result = _not_run(call, d)
         else:
             result = await handler(decided)
             result = await stack.run_after_tool_call(decided, result, d)
-    except Exception as exc:
+    except (Exception, asyncio.CancelledError) as exc:
+        if not isinstance(exc, Exception) and _cancelled_from_outside():
+            raise
         emit(ErrorEvent(error=exc, where=f"tool_middleware:{call.name}"))
         result = ToolResult(
             call.id, f"Tool call failed in middleware: {type(exc).__name__}: {exc}", is_error=True
         )
-    if result.tool_call_id != call.id:
-        result = ToolResult(call.id, result.data, result.is_error)
+    # Middleware may return data the store cannot hold (a model object, a set); convert it as
+    # the executor converts a tool's return value, so the dispatch can still be persisted.
+    data = _jsonable(result.data)
+    if result.tool_call_id != call.id or data is not result.data:
+        result = ToolResult(call.id, data, result.is_error)
     emit(ToolResultEvent(dispatch=d.index, call=call, result=result, skipped_by=skipped_by))
     return ToolMessage.from_result(result, call.name)
 
@@ -146,4 +179,14 @@ async def run_tool_calls(
             async with asyncio.TaskGroup() as tg:
                 for i in group:
                     tg.create_task(bounded(i))
-    return [r for r in results if r is not None]
+    # Every slot is filled unless a call's task ended without returning; never drop the call
+    # (that would leave it without a result in the thread), answer it with an error instead.
+    return [
+        r
+        if r is not None
+        else ToolMessage.from_result(
+            ToolResult(calls[i].id, "Tool call ended without a result.", is_error=True),
+            calls[i].name,
+        )
+        for i, r in enumerate(results)
+    ]
