@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from plait.paths import PathEscapeError
 from plait.skills import (
     Code,
     Diagnostic,
@@ -278,7 +279,7 @@ def show(
         raise typer.Exit(1)
     try:
         skill = asyncio.run(catalog.load_skill(entry))
-    except (SkillError, OSError) as err:
+    except (SkillError, PathEscapeError, OSError) as err:
         typer.echo(f"Error: {err}", err=True)
         raise typer.Exit(1) from None
     for line in _describe(entry):

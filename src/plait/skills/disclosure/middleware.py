@@ -137,6 +137,8 @@ class SkillsMiddleware(Middleware):
         if turn_tools is None:  # the registry is rebuilt every turn: so is our bookkeeping
             turn_tools = ctx.turn.scratch[self] = TurnTools(ctx.registry)
         thread = await self._thread(ctx, first_of_turn)
+        # The turn's tools read this snapshot, even if another thread evicts ours meanwhile.
+        turn_tools.snapshot = thread.snapshot
         if ctx.state.get(PINNED_KEY) is not None:
             request = await self._pin(request, ctx, thread)
         snapshot = thread.snapshot
@@ -304,6 +306,9 @@ class SkillsMiddleware(Middleware):
         return request.replace(system_prompt=cached[2])
 
     def _tool_snapshot(self, ctx: ToolContext) -> SkillSnapshot:
+        turn_tools: TurnTools | None = ctx.turn.scratch.get(self)
+        if turn_tools is not None and turn_tools.snapshot is not None:
+            return turn_tools.snapshot
         thread = self._threads.get(ctx.turn.thread_id)
         if thread is None:
             raise ConfigurationError(

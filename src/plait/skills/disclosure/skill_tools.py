@@ -95,6 +95,8 @@ class TurnTools:
     copies: dict[str, tuple[Tool, ToolDefinition]] = field(default_factory=dict)
     plan_key: tuple[object, ...] | None = None
     plan: ToolPlan = ToolPlan((), ())
+    snapshot: SkillSnapshot | None = None
+    """The snapshot of the turn's latest model call (what ``read_file`` reads against)."""
 
     def agent_tool(self, name: str) -> Tool | None:
         """The registry's tool called ``name`` if this middleware did not register it."""

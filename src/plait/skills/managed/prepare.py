@@ -65,6 +65,16 @@ class Preparer:
         source = self.catalog.source(entry.source_id)
         try:
             body = (await source.read(entry.id)).decode("utf-8", errors="replace")
+            # The body must be the version the catalog discovered: a SKILL.md edited since
+            # would otherwise be loaded under the old version (and refresh would swap a
+            # version that is already in place).
+            current = (await source.stat(entry.id)).version
+            if current != entry.version:
+                raise SkillLoadFailed(
+                    f"Skill '{entry.name}' changed in its source since it was discovered "
+                    f"(version {entry.version}, now {current}). Nothing was loaded; call "
+                    "list_skills with refresh=true, then load it again."
+                )
             files = await source.list(entry.id)
             owned = await self._owned_tools(entry)
         except SkillManagerError:

@@ -90,7 +90,8 @@ class BackendSource:
         location = "/" + path
         try:
             data = (await self._backend.read(path)).encode("utf-8")
-        except (FileNotFoundError, BackendError) as err:
+        except (FileNotFoundError, BackendError, PathEscapeError) as err:
+            # One unreadable SKILL.md skips that skill, never the whole source.
             diagnostic = Diagnostic(
                 Severity.ERROR, Code.UNREADABLE, f"Cannot read SKILL.md: {err}; skipped.", location
             )

@@ -204,18 +204,26 @@ class FilesystemSource:
         self, folder: str, skill_id: str, scan: _Scan
     ) -> tuple[str, os.stat_result] | None:
         """The skill file in ``folder`` with its stat, or None. A SKILL.md symlink that leaves
-        the root is reported (and the folder counts as a skipped skill)."""
+        its skill folder is reported (and the folder counts as a skipped skill): reads are
+        confined to the skill folder, so such a skill could never be read."""
         for name in SKILL_FILE_NAMES:
             path = os.path.join(folder, name)
             try:
                 info = os.lstat(path)
                 if stat_module.S_ISLNK(info.st_mode):
                     try:
-                        confine(self._root, os.path.relpath(path, self._root))
+                        confine(Path(folder), name)
+                        info = os.stat(path)
                     except PathEscapeError as err:
-                        scan.items.append(self._escape_problem(skill_id, path, err))
+                        scan.items.append(self._escape_problem(skill_id, path, err, "skill folder"))
                         return None
-                    info = os.stat(path)
+                    except (OSError, RuntimeError) as err:  # dangling, or a loop (3.11: Runtime)
+                        reason = getattr(err, "strerror", None) or str(err)
+                        message = (
+                            f"{path} is a symlink that cannot be followed ({reason}); skipped."
+                        )
+                        scan.items.append(self._problem(skill_id, path, Code.UNREADABLE, message))
+                        return None
             except OSError:
                 continue
             if stat_module.S_ISREG(info.st_mode):
@@ -267,13 +275,15 @@ class FilesystemSource:
         diagnostic = Diagnostic(Severity.ERROR, code, message, path)
         return DiscoveryProblem(self._id, skill_id, path, (diagnostic,))
 
-    def _escape_problem(self, skill_id: str, path: str, err: PathEscapeError) -> DiscoveryProblem:
+    def _escape_problem(
+        self, skill_id: str, path: str, err: PathEscapeError, bound: str = "source root"
+    ) -> DiscoveryProblem:
+        where = f"the {bound} {str(self._root)!r}" if bound == "source root" else f"its {bound}"
         return self._problem(
             skill_id,
             path,
             Code.PATH_ESCAPE,
-            f"{path} is a symlink that resolves outside the source root {str(self._root)!r}; "
-            f"skipped it ({err.reason}).",
+            f"{path} is a symlink that resolves outside {where}; skipped it ({err.reason}).",
         )
 
     def _notice(
