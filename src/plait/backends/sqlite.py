@@ -149,6 +149,21 @@ CREATE TABLE IF NOT EXISTS blobs (
 """
 
 
+def _sqlite_key(key: str) -> str:
+    """``key`` (already normalised) if SQLite can store it as TEXT; a lone surrogate, which
+    other backends accept, is refused with a :class:`BackendError` rather than escaping from
+    the driver as a ``UnicodeEncodeError``."""
+    try:
+        key.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise BackendError(
+            f"Cannot use the path {key!r} in the SQLite backend: it has a lone surrogate "
+            f"({key[exc.start]!r} at index {exc.start}), which SQLite cannot store. "
+            "Use a path that is valid Unicode."
+        ) from exc
+    return key
+
+
 class SQLiteBackend:
     """A :class:`~plait.backends.base.Backend` storing every blob as a row of one SQLite file.
 
@@ -168,7 +183,7 @@ class SQLiteBackend:
 
     async def write(self, path: str, content: str) -> str:
         """Store ``content`` at ``path``; returns the normalised path."""
-        key = normalize_virtual_path(path)
+        key = _sqlite_key(normalize_virtual_path(path))
         data = encode_text(key, content)
         value: str | bytes = data if "\x00" in content else content
 
@@ -184,7 +199,7 @@ class SQLiteBackend:
         return key
 
     async def read(self, path: str, offset: int = 0, limit: int | None = None) -> str:
-        key = normalize_virtual_path(path)
+        key = _sqlite_key(normalize_virtual_path(path))
         check_page(offset, limit)
 
         def select(conn: sqlite3.Connection) -> str | None:
@@ -211,7 +226,7 @@ class SQLiteBackend:
         return text
 
     async def exists(self, path: str) -> bool:
-        key = normalize_virtual_path(path)
+        key = _sqlite_key(normalize_virtual_path(path))
 
         def select(conn: sqlite3.Connection) -> bool:
             return conn.execute("SELECT 1 FROM blobs WHERE path = ?", (key,)).fetchone() is not None
@@ -219,7 +234,7 @@ class SQLiteBackend:
         return await self._db.read(select)
 
     async def ls(self, prefix: str = "") -> list[str]:
-        root = virtual_prefix(prefix)
+        root = _sqlite_key(virtual_prefix(prefix))
 
         def select(conn: sqlite3.Connection) -> list[str]:
             if not root:
@@ -235,7 +250,7 @@ class SQLiteBackend:
         return await self._db.read(select)
 
     async def delete(self, path: str) -> bool:
-        key = normalize_virtual_path(path)
+        key = _sqlite_key(normalize_virtual_path(path))
 
         def remove(conn: sqlite3.Connection) -> bool:
             return conn.execute("DELETE FROM blobs WHERE path = ?", (key,)).rowcount > 0

@@ -179,6 +179,9 @@ class OverflowRecoveryMiddleware(Middleware):
         evicted = 0
         if tokens > target:
             compacted, evicted, tokens = await self._evict_largest(compacted, ctx, tokens, target)
+        # Evicted messages keep their ids but shrink: checkpoints taken over the lists seen here
+        # (the originals) would be reused for later lists holding the replacements.
+        self.accountant.reset()
         if summarized is None and evicted == 0:
             return None
         self.summarization.accountant.reset()

@@ -4,17 +4,19 @@ On ``before_model_call``, when the request's estimated input tokens (messages, s
 tool schemas; see :class:`~plait.context.tokens.TokenAccountant`) reach
 ``max_input_tokens * trigger_ratio``, the newest ``keep_messages`` messages stay verbatim and the
 older ones are replaced by one summary carried as a :class:`~plait.messages.SystemMessage` at the
-start of ``request.messages``. The cut is moved back with :func:`~plait.context.pairs.safe_cut`
-so a tool call never loses its result, and the kept messages are :func:`~plait.context.pairs.
-repair`-ed, so the request never holds an orphan.
+start of ``request.messages``, after the thread's leading system messages if it has any (those
+are the application's instructions: they stay verbatim and are never folded). The cut is moved
+back with :func:`~plait.context.pairs.safe_cut` so a tool call never loses its result, and the
+kept messages are :func:`~plait.context.pairs.repair`-ed, so the request never holds an orphan.
 
 **Where the summary lives.** Summarization changes the *request* only; the thread store keeps
 the raw history. The summary is recorded in the thread *state* under ``state_key``
 (``{summary, covered, boundary_id, message_id, created_at, passes, summarizer}``): it is
 persisted with the dispatch, survives across turns and processes, and says exactly which
-messages it stands for (thread messages ``[0, covered)``). Every later request reuses it
-byte-for-byte (prompt-cache friendly) until the threshold is crossed again; the next pass folds
-the previous summary and only the messages since ``covered``, never the whole history.
+messages it stands for (thread messages ``[0, covered)``, less the leading system messages).
+Every later request reuses it byte-for-byte (prompt-cache friendly) until the threshold is
+crossed again; the next pass folds the previous summary and only the messages since
+``covered``, never the whole history.
 
 **Offload.** With a ``backend``, the messages a pass folded are written as JSON to
 ``conversation_history/<thread>/<first>-<end>.json`` by a background task: the turn never waits,
@@ -93,6 +95,19 @@ class SummaryRecord:
             return None
         ok = isinstance(record.summary, str) and isinstance(record.covered, int)
         return record if ok and record.covered > 0 else None
+
+
+def _leading_instructions(history: Sequence[Message]) -> int:
+    """How many messages at the start of the thread are system messages (instructions the
+    application put there), which a pass keeps verbatim in front of the summary."""
+    lead = 0
+    for message in history:
+        if not isinstance(message, SystemMessage) or message.metadata.get("source") == (
+            SUMMARY_SOURCE
+        ):
+            break
+        lead += 1
+    return lead
 
 
 class SummarizationMiddleware(Middleware):
@@ -176,24 +191,29 @@ class SummarizationMiddleware(Middleware):
 
     def _view(
         self, request: ModelRequest, turn: TurnContext
-    ) -> tuple[SummaryRecord | None, int, Sequence[Message], int] | None:
-        """``(record, base, tail, persisted)``: ``tail[k]`` is thread message ``base + k`` for
-        ``k < persisted``; ``None`` if the request does not line up with the thread."""
+    ) -> tuple[SummaryRecord | None, int, int, Sequence[Message], int] | None:
+        """``(record, lead, base, tail, persisted)``: the request's first ``lead`` messages are
+        the thread's leading system messages (kept verbatim, never folded); ``tail[k]`` is thread
+        message ``base + k`` for ``k < persisted``; ``None`` if the request does not line up with
+        the thread."""
         msgs, history = request.messages, turn.messages
+        lead = _leading_instructions(history)
+        if [m.id for m in msgs[:lead]] != [m.id for m in history[:lead]]:
+            return None
         record = self.record(turn)
-        if record is not None and record.covered > len(history):
+        if record is not None and not lead < record.covered <= len(history):
             record = None
         if record is not None and history[record.covered - 1].id != record.boundary_id:
             record = None
-        if record is not None and msgs and msgs[0].id == record.message_id:
-            base, tail = record.covered, msgs[1:]
+        if record is not None and len(msgs) > lead and msgs[lead].id == record.message_id:
+            base, tail = record.covered, msgs[lead + 1 :]
         else:
-            base = record.covered if record is not None else 0
-            tail = msgs[base:] if base else msgs
+            base = record.covered if record is not None else lead
+            tail = msgs[base:]
         persisted = len(history) - base
         if persisted > len(tail) or (persisted > 0 and tail[persisted - 1].id != history[-1].id):
             return None
-        return record, base, tail, persisted
+        return record, lead, base, tail, persisted
 
     async def _process(
         self, request: ModelRequest, turn: TurnContext, *, force: bool
@@ -201,10 +221,12 @@ class SummarizationMiddleware(Middleware):
         view = self._view(request, turn)
         if view is None:
             return None
-        record, base, tail, persisted = view
-        summarized = [self.summary_message(record), *tail] if record else None
-        anchor_from = 1 + record.created_at - base if record else 0
-        before = self._estimate(request, tail if summarized is None else summarized, anchor_from)
+        record, lead, base, tail, persisted = view
+        head = request.messages[:lead]
+        summarized = [*head, self.summary_message(record), *tail] if record else None
+        anchor_from = lead + 1 + record.created_at - base if record else 0
+        current = request.messages if summarized is None else summarized
+        before = self._estimate(request, current, anchor_from)
         unchanged = None if summarized is None else request.replace(messages=summarized)
         if not force and before < self.threshold:
             return unchanged
@@ -223,7 +245,9 @@ class SummarizationMiddleware(Middleware):
             summarizer=used,
         )
         turn.state[self.state_key] = asdict(new)
-        messages = [self.summary_message(new), *kept]
+        messages = [*head, self.summary_message(new), *kept]
+        # The list changed shape: drop checkpoints that could line up with it by position.
+        self.accountant.reset()
         info = SummarizationInfo(before, self._estimate(request, messages, len(messages)), cut)
         await self._report(turn, info, new, span, forced=force)
         return request.replace(messages=messages)

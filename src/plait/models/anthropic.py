@@ -46,7 +46,7 @@ from plait.models.base import (
     TextDelta,
     ToolChoice,
 )
-from plait.models.provider_errors import ProviderErrors, is_retryable_status
+from plait.models.provider_errors import ProviderErrors, is_retryable_status, transport_errors
 from plait.models.retrying import Backoff, ProviderFailure, call_with_retries, relay_stream
 from plait.models.tool_call_assembly import ToolCallBuffer
 from plait.tools import ToolDefinition
@@ -405,7 +405,10 @@ class AnthropicModel:
             backoff=self.backoff,
         )
         relayed = relay_stream(
-            events, AnthropicStreamAssembler(), self._classify, anthropic.AnthropicError
+            events,
+            AnthropicStreamAssembler(),
+            self._classify,
+            (anthropic.AnthropicError, *transport_errors()),
         )
         async for event in relayed:
             yield event
@@ -431,6 +434,11 @@ def classify_anthropic_error(exc: Exception, errors: ProviderErrors) -> Provider
 
     if isinstance(exc, anthropic.APIConnectionError):
         return errors.connection(exc.message)
+    if isinstance(exc, transport_errors()):
+        # The SDK lets the HTTP library's error through when a stream breaks mid-way.
+        return errors.connection(
+            f"the connection failed mid-response ({type(exc).__name__}: {exc})."
+        )
     if isinstance(exc, anthropic.CredentialsError):
         return errors.credentials(None, str(exc))
     if not isinstance(exc, anthropic.APIError):

@@ -42,7 +42,7 @@ from plait.models.base import (
     TextDelta,
     ToolChoice,
 )
-from plait.models.provider_errors import ProviderErrors, is_retryable_status
+from plait.models.provider_errors import ProviderErrors, is_retryable_status, transport_errors
 from plait.models.retrying import Backoff, ProviderFailure, call_with_retries, relay_stream
 from plait.models.tool_call_assembly import (
     ToolCallBuffer,
@@ -362,7 +362,9 @@ class OpenAIChatModel:
             max_retries=self.max_retries,
             backoff=self.backoff,
         )
-        relayed = relay_stream(chunks, OpenAIStreamAssembler(), self._classify, openai.APIError)
+        relayed = relay_stream(
+            chunks, OpenAIStreamAssembler(), self._classify, (openai.APIError, *transport_errors())
+        )
         async for event in relayed:
             yield event
 
@@ -386,6 +388,11 @@ def classify_openai_error(exc: Exception, errors: ProviderErrors) -> ProviderFai
 
     if isinstance(exc, openai.APIConnectionError):
         return errors.connection(exc.message)
+    if isinstance(exc, transport_errors()):
+        # Some SDK versions let the HTTP library's error through when a stream breaks mid-way.
+        return errors.connection(
+            f"the connection failed mid-response ({type(exc).__name__}: {exc})."
+        )
     if not isinstance(exc, openai.APIError):
         return None
     if not isinstance(exc, openai.APIStatusError):

@@ -7,6 +7,8 @@ module words the error the same way for every provider:
 case                     error                                                retryable
 =======================  ===================================================  ==============
 connection failed        ``ProviderError`` "Could not reach ..."              yes
+                         (also an HTTP transport error mid-stream, see
+                         :func:`transport_errors`)
 credentials rejected     ``ProviderError`` naming the API-key variable        no
 context window overflow  ``ContextOverflowError``, the provider's message     no
 any other HTTP status    ``ProviderError``, the provider's message            per status (1)
@@ -19,18 +21,35 @@ otherwise.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from plait.errors import ContextOverflowError, ProviderError
 from plait.models.retrying import ProviderFailure, retry_after_seconds, server_retry_hint
 
-__all__ = ["ProviderErrors", "is_retryable_status"]
+__all__ = ["ProviderErrors", "is_retryable_status", "transport_errors"]
 
 
 def is_retryable_status(status: int) -> bool:
     """Request timeout, conflict (lock contention), rate limit, and every server error."""
     return status in (408, 409, 429) or status >= 500
+
+
+def transport_errors() -> tuple[type[Exception], ...]:
+    """The transport-failure base classes of the HTTP libraries the SDKs run on (``httpx``, or
+    its ``httpx2`` fork), among those already imported.
+
+    Some SDK versions wrap a connection that breaks while a response streams in their own
+    connection error; others let the HTTP library's error through (a dropped connection, a read
+    timeout), which must still become a typed :class:`~plait.errors.ProviderError`.
+    """
+    found: list[type[Exception]] = []
+    for name in ("httpx", "httpx2"):
+        error = getattr(sys.modules.get(name), "TransportError", None)
+        if isinstance(error, type) and issubclass(error, Exception):
+            found.append(error)
+    return tuple(found)
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,7 +18,9 @@ OpenAI and Anthropic send it).
 from __future__ import annotations
 
 import asyncio
+import datetime
 import email.utils
+import math
 import random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
@@ -59,7 +61,7 @@ class Backoff:
     sleep: SleepFn = asyncio.sleep
 
     def delay(self, retry: int, retry_after: float | None = None) -> float:
-        if retry_after is not None:
+        if retry_after is not None and not math.isnan(retry_after):
             return min(max(retry_after, 0.0), self.max_delay)
         delay = min(self.base_delay * 2.0**retry, self.max_delay)
         return delay * (1.0 - self.jitter * random.random())
@@ -113,25 +115,34 @@ def _with_note(error: ProviderError, note: str) -> ProviderError:
 
 def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
     """The wait a server asked for: ``retry-after-ms``, else ``retry-after`` in seconds or as an
-    HTTP date; ``None`` when absent or unparsable."""
-    millis = headers.get("retry-after-ms")
+    HTTP date; ``None`` when absent or unparsable (``nan`` and ``inf`` included: a sleep of
+    ``nan`` seconds never ends). An HTTP date without a zone (the asctime form) is in GMT."""
+    millis = _finite(headers.get("retry-after-ms"))
     if millis is not None:
-        try:
-            return float(millis) / 1000.0
-        except ValueError:
-            pass
+        return millis / 1000.0
     value = headers.get("retry-after")
     if value is None:
         return None
-    try:
-        return float(value)
-    except ValueError:
-        pass
+    seconds = _finite(value)
+    if seconds is not None:
+        return seconds
     try:
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError):
         return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=datetime.UTC)
     return max(when.timestamp() - time.time(), 0.0)
+
+
+def _finite(value: str | None) -> float | None:
+    if value is None:
+        return None
+    try:
+        number = float(value)
+    except ValueError:
+        return None
+    return number if math.isfinite(number) else None
 
 
 def server_retry_hint(headers: Mapping[str, str]) -> bool | None:
@@ -162,11 +173,12 @@ async def relay_stream(
     stream: ClosableStream,
     assembler: StreamAssembler,
     classify: Callable[[Exception], ProviderFailure | None],
-    sdk_error: type[Exception],
+    sdk_error: type[Exception] | tuple[type[Exception], ...],
 ) -> AsyncIterator[StreamEvent]:
     """Relay an opened SDK stream as plait events, then the assembled response.
 
-    A failure mid-stream is translated (``classify``) and raised without retrying, since the
+    A failure mid-stream (an instance of ``sdk_error``: the SDK's errors and the HTTP transport
+    errors it lets through) is translated (``classify``) and raised without retrying, since the
     caller already received events; the SDK stream is closed whatever happens.
     """
     try:
