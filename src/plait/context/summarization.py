@@ -234,7 +234,12 @@ class SummarizationMiddleware(Middleware):
         if cut <= 0:
             return None if force else unchanged
         span, kept = tail[:cut], repair(tail[cut:])
-        summary, used = await self._summarize(record, span, turn)
+        # The summary lands in thread state and the span in the offload: what middleware keeps
+        # out of persistence (a projected skill body, say) must stay out of both.
+        persistable = list(span)
+        for keep_out in turn.persist_filters:
+            persistable = keep_out(persistable)
+        summary, used = await self._summarize(record, persistable, turn)
         new = SummaryRecord(
             summary=summary,
             covered=base + cut,
@@ -249,7 +254,7 @@ class SummarizationMiddleware(Middleware):
         # The list changed shape: drop checkpoints that could line up with it by position.
         self.accountant.reset()
         info = SummarizationInfo(before, self._estimate(request, messages, len(messages)), cut)
-        await self._report(turn, info, new, span, forced=force)
+        await self._report(turn, info, new, persistable, forced=force)
         return request.replace(messages=messages)
 
     def _estimate(

@@ -13,9 +13,11 @@ by tool call id). Bodies are never persisted:
   into ``turn.messages`` too, and take the projected message out of ``ctx.ephemeral``.
 
 State lives in ``ctx.scratch`` under the manager's :class:`ProjectionTable`, so the four hooks
-(even built separately) share it and it dies with the context. ``TurnContext`` is a slotted
-dataclass without ``__weakref__``, so a ``WeakKeyDictionary`` keyed by it is not possible; the
-table instead keeps a :class:`weakref.WeakSet` of the live projections for ``dispose``.
+(even built separately) share it and it dies with the context (the effect of a
+``WeakKeyDictionary[TurnContext, ...]``, without a second table); the table also keeps a
+:class:`weakref.WeakSet` of the live projections for ``dispose``. Each projection registers a
+persist filter on its context, so body reads are replaced by placeholders in whatever is written:
+dispatch messages, a summary in thread state, an offloaded history span.
 """
 
 from __future__ import annotations
@@ -138,10 +140,18 @@ class Projection:
         self.reads[call_id] = BodyRead(record)
 
     def filter_for_store(self, messages: list[Message]) -> list[Message]:
-        """A ``TurnContext.persist_filters`` entry: :meth:`scrub_for_store` on a copy."""
-        kept = list(messages)
-        self.scrub_for_store(kept)
-        return kept
+        """A ``TurnContext.persist_filters`` entry: a copy of ``messages`` with every body read
+        of this turn replaced by its placeholder. Stateless, so it also serves later writers
+        (a summary folded into thread state, an offloaded history span)."""
+        reads = self.reads
+        if not reads:
+            return list(messages)
+        return [
+            _omitted(m, reads[m.tool_call_id].record.name)
+            if isinstance(m, ToolMessage) and m.tool_call_id in reads
+            else m
+            for m in messages
+        ]
 
     def scrub_for_store(self, new_messages: list[Message]) -> None:
         """Replace body reads among ``new_messages`` (what the runtime persists next) with
