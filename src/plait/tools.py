@@ -113,7 +113,11 @@ def _describe_errors(error: ValidationError) -> list[str]:
 
 
 class FunctionTool(Tool):
-    """A tool backed by a typed Python function, sync or async (built by :func:`tool`)."""
+    """A tool backed by a typed Python function, sync or async (built by :func:`tool`).
+
+    A sync function runs on the event loop unless ``blocking=True``, which runs it in a worker
+    thread (use it for functions that wait on I/O or compute for long).
+    """
 
     def __init__(
         self,
@@ -122,10 +126,12 @@ class FunctionTool(Tool):
         name: str | None = None,
         description: str | None = None,
         metadata: Mapping[str, Any] | None = None,
+        blocking: bool = False,
     ) -> None:
         from pydantic import ConfigDict, create_model  # imported with the first tool, not plait
 
         self.fn = fn
+        self.blocking = blocking
         self._is_async = inspect.iscoroutinefunction(fn)
         hints = get_type_hints(fn)
         fields: dict[str, Any] = {}
@@ -165,12 +171,9 @@ class FunctionTool(Tool):
             args = {**args, self._context_param: ctx}
         if self._is_async:
             return await self.fn(**args)
-        return await asyncio.to_thread(self.fn, **args) if _blocking(self.fn) else self.fn(**args)
-
-
-def _blocking(fn: Callable[..., Any]) -> bool:
-    """Sync tools run inline unless marked ``@tool(blocking=True)`` (then in a worker thread)."""
-    return bool(getattr(fn, "__plait_blocking__", False))
+        if self.blocking:
+            return await asyncio.to_thread(self.fn, **args)
+        return self.fn(**args)
 
 
 @overload
@@ -208,9 +211,7 @@ def tool(
         meta = dict(metadata or {})
         if deferred:
             meta["defer_loading"] = True
-        if blocking:
-            f.__plait_blocking__ = True  # type: ignore[attr-defined]
-        return FunctionTool(f, name=name, description=description, metadata=meta)
+        return FunctionTool(f, name=name, description=description, metadata=meta, blocking=blocking)
 
     return build(fn) if fn is not None else build
 

@@ -113,3 +113,19 @@ def test_definitions_are_a_snapshot() -> None:
     assert [d.name for d in snapshot] == ["locate"]
     assert [d.name for d in reg.definitions()] == ["locate", "dist"]
     assert reg.version == 2
+
+
+async def test_blocking_tool_runs_in_a_worker_thread_and_leaves_the_function_untouched() -> None:
+    import threading
+
+    from plait import Agent, ScriptedModel, ToolCall, ToolMessage
+
+    def where() -> str:
+        return threading.current_thread().name
+
+    blocking, inline = tool(blocking=True, name="b")(where), tool(name="i")(where)
+    assert blocking.blocking and not inline.blocking and not hasattr(where, "__plait_blocking__")
+    model = ScriptedModel([[ToolCall("1", "b", {}), ToolCall("2", "i", {})], "ok"])
+    result = await Agent(model, tools=[blocking, inline]).run("go")
+    ran = {m.tool_call_id: m.data for m in result.new_messages if isinstance(m, ToolMessage)}
+    assert ran["2"] == threading.current_thread().name and ran["1"] != ran["2"]
