@@ -135,3 +135,23 @@ def test_chat_runs_turns_until_eof(server: WireServer, tmp_path: Path) -> None:
         "assistant",
         "user",
     ]
+
+
+def test_threads_list_and_show_what_run_kept(server: WireServer, tmp_path: Path) -> None:
+    server._replies.append(sse_text("Stored answer."))
+    first = plait(
+        "run", "remember this", "--model", f"openai-compatible:m@{server.url}/v1", home=tmp_path
+    )
+    thread = first.stdout.split("thread: ")[1].split()[0]
+    listed = plait("threads", "list", home=tmp_path)
+    assert listed.returncode == 0 and thread in listed.stdout and "remember this" in listed.stdout
+    shown = plait("threads", "show", thread, home=tmp_path)
+    assert shown.returncode == 0
+    assert "remember this" in shown.stdout and "Stored answer." in shown.stdout
+    missing = plait("threads", "show", "nope", home=tmp_path)
+    assert missing.returncode == 1 and "No thread nope" in missing.stdout
+
+
+def test_threads_list_before_any_run(tmp_path: Path) -> None:
+    result = plait("threads", "list", home=tmp_path)
+    assert result.returncode == 0 and "No threads yet" in result.stdout

@@ -8,6 +8,7 @@ from plait.__about__ import __version__
 from plait.cli.demo import demo
 from plait.cli.run import chat, run
 from plait.cli.skills import skills_app
+from plait.cli.threads import threads_app
 
 app = typer.Typer(
     name="plait",
@@ -17,6 +18,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.add_typer(skills_app, name="skills")
+app.add_typer(threads_app, name="threads")
 app.command()(run)
 app.command()(chat)
 app.command()(demo)

@@ -1,0 +1,85 @@
+"""``plait threads …``: list and show the conversations ``plait run`` / ``plait chat`` kept."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from plait.cli.agents import data_dir
+from plait.cli.console import short
+from plait.messages import AssistantMessage, Message, ToolMessage
+from plait.stores.sqlite import SQLiteThreadStore
+
+threads_app = typer.Typer(help="List and show stored conversations.", no_args_is_help=True)
+
+StoreOption = Annotated[
+    Path | None,
+    typer.Option("--store", help="SQLite file for threads (default: the user data directory)."),
+]
+
+
+def _store(path: Path | None, console: Console) -> SQLiteThreadStore:
+    target = path or data_dir() / "threads.sqlite3"
+    if not target.exists():
+        console.print(f"No threads yet ({escape(str(target))} does not exist). Run: plait run …")
+        raise typer.Exit(0)
+    return SQLiteThreadStore(target)
+
+
+def _line(message: Message) -> str:
+    if isinstance(message, ToolMessage):
+        mark = "error" if message.is_error else "result"
+        return f"[dim]{escape(message.name)} {mark}:[/dim] {escape(short(message.data, 100))}"
+    text = escape(short(message.text, 160)) if message.text else ""
+    if isinstance(message, AssistantMessage) and message.tool_calls:
+        calls = ", ".join(c.name for c in message.tool_calls)
+        text = f"{text} [cyan]→ {escape(calls)}[/cyan]".strip()
+    return text
+
+
+@threads_app.command("list")
+def list_threads(store: StoreOption = None) -> None:
+    """Threads, most recently written first, with their size and first message."""
+    console = Console(highlight=False)
+    threads = _store(store, console)
+
+    async def rows() -> list[tuple[str, int, str]]:
+        out = []
+        for thread_id in await threads.list_threads():
+            snapshot = await threads.load(thread_id)
+            first = next((m.text for m in snapshot.messages if m.role == "user"), "")
+            out.append((thread_id, len(snapshot.messages), short(first, 60)))
+        return out
+
+    table = Table("thread", "messages", "first message", title="Threads")
+    for thread_id, count, first in asyncio.run(rows()):
+        table.add_row(thread_id, str(count), escape(first))
+    console.print(table)
+    threads.close()
+
+
+@threads_app.command("show")
+def show_thread(
+    thread_id: Annotated[str, typer.Argument(help="The thread id (see plait threads list).")],
+    store: StoreOption = None,
+) -> None:
+    """Every message of a thread, one line each."""
+    console = Console(highlight=False)
+    threads = _store(store, console)
+    snapshot = asyncio.run(threads.load(thread_id))
+    threads.close()
+    if not snapshot.messages:
+        console.print(f"[red]No thread {escape(thread_id)!s}.[/red] See: plait threads list")
+        raise typer.Exit(1)
+    for message in snapshot.messages:
+        console.print(f"[bold]{message.role:>9}[/bold]  {_line(message)}")
+    console.print(
+        f"[dim]version {snapshot.version}; state keys: "
+        f"{escape(', '.join(sorted(snapshot.state)) or '-')}[/dim]"
+    )
