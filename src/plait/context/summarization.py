@@ -33,9 +33,10 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Awaitable, Callable, Sequence
+import itertools
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, overload
 
 from plait.backends.base import BackendWriteSurface
 from plait.context.events import HistorySummarized, SummarizerFailed
@@ -95,6 +96,36 @@ class SummaryRecord:
             return None
         ok = isinstance(record.summary, str) and isinstance(record.covered, int)
         return record if ok and record.covered > 0 else None
+
+
+class _Tail(Sequence[Message]):
+    """``messages[start:]`` without copying it."""
+
+    __slots__ = ("_messages", "_start")
+
+    def __init__(self, messages: Sequence[Message], start: int) -> None:
+        self._messages, self._start = messages, start
+
+    def __len__(self) -> int:
+        return len(self._messages) - self._start
+
+    def __iter__(self) -> Iterator[Message]:
+        return itertools.islice(self._messages, self._start, None)
+
+    @overload
+    def __getitem__(self, index: int) -> Message: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Message]: ...
+
+    def __getitem__(self, index: int | slice) -> Message | Sequence[Message]:
+        if isinstance(index, slice):
+            return [self._messages[self._start + i] for i in range(len(self))[index]]
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError(index)
+        return self._messages[self._start + index]
 
 
 def _leading_instructions(history: Sequence[Message]) -> int:
@@ -206,14 +237,17 @@ class SummarizationMiddleware(Middleware):
         if record is not None and history[record.covered - 1].id != record.boundary_id:
             record = None
         if record is not None and len(msgs) > lead and msgs[lead].id == record.message_id:
-            base, tail = record.covered, msgs[lead + 1 :]
+            base, start = record.covered, lead + 1
         else:
             base = record.covered if record is not None else lead
-            tail = msgs[base:]
+            start = base
         persisted = len(history) - base
-        if persisted > len(tail) or (persisted > 0 and tail[persisted - 1].id != history[-1].id):
+        if persisted > len(msgs) - start or (
+            persisted > 0 and msgs[start + persisted - 1].id != history[-1].id
+        ):
             return None
-        return record, lead, base, tail, persisted
+        # A view, not a copy: below the threshold nothing is sliced (O(1) per dispatch).
+        return record, lead, base, _Tail(msgs, start), persisted
 
     async def _process(
         self, request: ModelRequest, turn: TurnContext, *, force: bool
