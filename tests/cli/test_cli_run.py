@@ -155,3 +155,28 @@ def test_threads_list_and_show_what_run_kept(server: WireServer, tmp_path: Path)
 def test_threads_list_before_any_run(tmp_path: Path) -> None:
     result = plait("threads", "list", home=tmp_path)
     assert result.returncode == 0 and "No threads yet" in result.stdout
+
+
+def test_threads_delete_removes_the_thread_and_its_offloaded_files(
+    server: WireServer, tmp_path: Path
+) -> None:
+    import asyncio
+
+    from plait.backends.sqlite import SQLiteBackend
+
+    server._replies.append(sse_text("Doomed."))
+    first = plait(
+        "run", "temporary", "--model", f"openai-compatible:m@{server.url}/v1", home=tmp_path
+    )
+    thread = first.stdout.split("thread: ")[1].split()[0]
+    blobs = SQLiteBackend(tmp_path / "threads-blobs.sqlite3")
+    asyncio.run(blobs.write(f"large_tool_results/{thread}/1-abc-call", "big"))
+    asyncio.run(blobs.write("large_tool_results/other/1-abc-call", "keep"))
+    blobs.close()
+    deleted = plait("threads", "delete", thread, home=tmp_path)
+    assert deleted.returncode == 0 and "1 offloaded file(s)" in deleted.stdout
+    assert thread not in plait("threads", "list", home=tmp_path).stdout
+    blobs = SQLiteBackend(tmp_path / "threads-blobs.sqlite3")
+    assert asyncio.run(blobs.ls()) == ["large_tool_results/other/1-abc-call"]
+    blobs.close()
+    assert plait("threads", "delete", thread, home=tmp_path).returncode == 1

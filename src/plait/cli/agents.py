@@ -74,6 +74,16 @@ def data_dir() -> Path:
     return Path(base) / "plait"
 
 
+def default_store() -> Path:
+    """The SQLite file ``run``/``chat`` keep threads in unless ``--store`` says otherwise."""
+    return data_dir() / "threads.sqlite3"
+
+
+def blob_path(store: Path) -> Path:
+    """Where evicted results and offloaded history of the threads in ``store`` go."""
+    return store.with_name(store.stem + "-blobs.sqlite3")
+
+
 def choose_model(spec: str | None) -> Model:
     """The model for ``spec``; without one, ``$PLAIT_MODEL``, then whichever provider key is
     set. Raises :class:`NoProviderConfigured` when there is nothing to use."""
@@ -105,9 +115,8 @@ class AgentOptions:
 
 async def build_agent(options: AgentOptions) -> tuple[Agent, list[Any]]:
     """The agent for ``options`` and the resources to close after it (a skill manager)."""
-    folder = data_dir()
-    store_path = options.store or folder / "threads.sqlite3"
-    backend = SQLiteBackend(store_path.with_name(store_path.stem + "-blobs.sqlite3"))
+    store_path = options.store or default_store()
+    backend = SQLiteBackend(blob_path(store_path))
     summarization = SummarizationMiddleware(options.max_input_tokens, backend=backend)
     middleware: list[Middleware] = [
         OverflowRecoveryMiddleware(summarization=summarization, backend=backend),

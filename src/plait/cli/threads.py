@@ -11,8 +11,10 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from plait.cli.agents import data_dir
+from plait.backends.sqlite import SQLiteBackend
+from plait.cli.agents import blob_path, default_store
 from plait.cli.console import short
+from plait.context import purge_thread
 from plait.messages import AssistantMessage, Message, ToolMessage
 from plait.stores.sqlite import SQLiteThreadStore
 
@@ -25,7 +27,7 @@ StoreOption = Annotated[
 
 
 def _store(path: Path | None, console: Console) -> SQLiteThreadStore:
-    target = path or data_dir() / "threads.sqlite3"
+    target = path or default_store()
     if not target.exists():
         console.print(f"No threads yet ({escape(str(target))} does not exist). Run: plait run …")
         raise typer.Exit(0)
@@ -83,3 +85,25 @@ def show_thread(
         f"[dim]version {snapshot.version}; state keys: "
         f"{escape(', '.join(sorted(snapshot.state)) or '-')}[/dim]"
     )
+
+
+@threads_app.command("delete")
+def delete_thread(
+    thread_id: Annotated[str, typer.Argument(help="The thread id (see plait threads list).")],
+    store: StoreOption = None,
+) -> None:
+    """Delete a thread and what it offloaded (evicted results, summarized history)."""
+    console = Console(highlight=False)
+    threads = _store(store, console)
+    existed = asyncio.run(threads.delete(thread_id))
+    threads.close()
+    if not existed:
+        console.print(f"[red]No thread {escape(thread_id)}.[/red] See: plait threads list")
+        raise typer.Exit(1)
+    blobs = blob_path(store or default_store())
+    removed: list[str] = []
+    if blobs.exists():
+        backend = SQLiteBackend(blobs)
+        removed = asyncio.run(purge_thread(backend, thread_id))
+        backend.close()
+    console.print(f"Deleted thread {escape(thread_id)} and {len(removed)} offloaded file(s).")

@@ -95,7 +95,11 @@ class Middleware:
         return type(self).__name__
 
     def tools(self) -> Sequence[Tool]:
-        """Tools this middleware contributes to every turn's registry (default: none)."""
+        """Tools this middleware contributes to every turn's registry (default: none).
+
+        An agent tool of the same name wins: the middleware's tool is then not registered (this
+        is how an agent's own ``read_file`` replaces the skills middleware's).
+        """
         return ()
 
     async def turn_input(self, ctx: TurnContext, next: Next) -> None:
