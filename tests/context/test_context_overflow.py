@@ -192,3 +192,30 @@ async def test_an_unrecoverable_overflow_from_an_inner_layer_is_not_retried_agai
             inner,  # type: ignore[arg-type]
         )
     assert calls == 1
+
+
+async def test_with_eviction_given_results_land_where_read_evicted_result_reads() -> None:
+    from plait.context import ResultEvictionMiddleware
+
+    events: list[Event] = []
+    history = history_with_a_huge_result()
+    ctx = make_ctx(history, events)
+    backend = MemoryBackend()
+    eviction = ResultEvictionMiddleware(backend=backend, root="offloaded")
+    for tool in eviction.tools():
+        ctx.turn.registry.register(tool)
+    mw = OverflowRecoveryMiddleware(eviction=eviction, max_input_tokens=LIMIT)
+    request = await mw.before_model_call(ModelRequest(list(history)), ctx)
+    await mw.wrap_model_call(request, ctx, windowed().generate)
+    (evicted,) = [e for e in events if isinstance(e, ResultEvicted)]
+    assert evicted.path.startswith("offloaded/t1/")
+    reader = ctx.turn.registry.resolve("read_evicted_result")
+    from plait.tools import ToolContext
+
+    page = await reader.invoke(
+        reader.validate({"path": evicted.path, "offset": 0, "limit": 9}),
+        ToolContext(ToolCall("r", "read_evicted_result", {}), ctx.turn, ctx),
+    )
+    assert "log line" in str(page)
+    with pytest.raises(Exception, match="only eviction="):
+        OverflowRecoveryMiddleware(eviction=eviction, backend=MemoryBackend())

@@ -118,14 +118,15 @@ async def build_agent(options: AgentOptions) -> tuple[Agent, list[Any]]:
     store_path = options.store or default_store()
     backend = SQLiteBackend(blob_path(store_path))
     summarization = SummarizationMiddleware(options.max_input_tokens, backend=backend)
+    # A skill's instructions are read whole (the spec's "exempt skill content from
+    # compaction"): read_file results are never evicted.
+    eviction = ResultEvictionMiddleware(
+        options.evict_over_tokens, backend=backend, excluded_tools=["read_file"]
+    )
     middleware: list[Middleware] = [
-        OverflowRecoveryMiddleware(summarization=summarization, backend=backend),
+        OverflowRecoveryMiddleware(summarization=summarization, eviction=eviction),
         summarization,
-        # A skill's instructions are read whole (the spec's "exempt skill content from
-        # compaction"): read_file results are never evicted.
-        ResultEvictionMiddleware(
-            options.evict_over_tokens, backend=backend, excluded_tools=["read_file"]
-        ),
+        eviction,
     ]
     closers: list[Any] = []
     sources = [FilesystemSource(Path(p)) for p in options.skills]

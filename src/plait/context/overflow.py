@@ -33,6 +33,7 @@ from typing import Any, Final
 
 from plait.backends.base import BackendWriteSurface
 from plait.context.events import ContextOverflowRecovered, EvictionFailed, ResultEvicted
+from plait.context.eviction import ResultEvictionMiddleware
 from plait.context.offload import (
     EVICTED_ROOT,
     READ_TOOL_NAME,
@@ -65,13 +66,16 @@ class ContextOverflowUnrecoverable(ContextOverflowError):
 class OverflowRecoveryMiddleware(Middleware):
     """Compact and retry once on ``ContextOverflowError``; see the module docstring.
 
-    Tool results above ``result_tokens`` are eviction candidates.
+    Tool results above ``result_tokens`` are eviction candidates. Pass the agent's
+    ``SummarizationMiddleware`` as ``summarization=`` and its ``ResultEvictionMiddleware`` as
+    ``eviction=`` so one summary and one eviction store serve both.
     """
 
     def __init__(
         self,
         *,
         summarization: SummarizationMiddleware | None = None,
+        eviction: ResultEvictionMiddleware | None = None,
         backend: BackendWriteSurface | None = None,
         max_input_tokens: int | None = None,
         target_ratio: float = 0.7,
@@ -92,7 +96,15 @@ class OverflowRecoveryMiddleware(Middleware):
             counter=counter,
             state_key=f"{state_key}.summary",
         )
-        self.backend = backend
+        if eviction is not None and backend is not None and backend is not eviction.backend:
+            raise ConfigurationError(
+                "OverflowRecoveryMiddleware got both eviction= and a different backend=; pass "
+                "only eviction= so evicted results land where read_evicted_result reads."
+            )
+        # With eviction=, results evicted here use its backend and root, so its
+        # read_evicted_result tool can page them back.
+        self.backend = eviction.backend if eviction is not None else backend
+        self.root = eviction.root if eviction is not None else EVICTED_ROOT
         self.max_input_tokens = max_input_tokens
         self.target_ratio = target_ratio
         self.result_tokens = result_tokens
@@ -234,7 +246,7 @@ class OverflowRecoveryMiddleware(Middleware):
                 text=text, estimated_tokens=tokens, max_chars=budget, reason=reason
             )
         turn = ctx.turn
-        path = evicted_path(EVICTED_ROOT, turn.thread_id, message.tool_call_id)
+        path = evicted_path(self.root, turn.thread_id, message.tool_call_id)
         try:
             await self.backend.write(path, text)
         except Exception as exc:
