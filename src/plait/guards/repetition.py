@@ -19,7 +19,6 @@ dispatch is persisted, so no call is left without a result). Both emit
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterator, Sequence
 from typing import Literal
@@ -57,8 +56,25 @@ def jaccard(a: str, b: str) -> float:
     return len(wa & wb) / len(wa | wb)
 
 
-def _signature(calls: Sequence[ToolCall]) -> tuple[tuple[str, str], ...]:
-    return tuple(sorted((c.name, c.raw_args or json.dumps(c.args, sort_keys=True)) for c in calls))
+def _same_calls(a: Sequence[ToolCall], b: Sequence[ToolCall]) -> bool:
+    """Whether two responses make the same calls (names and arguments, in any order).
+
+    Compares the argument dicts structurally: no serialization on the per-dispatch path.
+    """
+    if len(a) != len(b):
+        return False
+    if len(a) == 1:
+        x, y = a[0], b[0]
+        return x.name == y.name and x.raw_args == y.raw_args and x.args == y.args
+    rest = list(b)
+    for x in a:
+        for k, y in enumerate(rest):
+            if x.name == y.name and x.raw_args == y.raw_args and x.args == y.args:
+                del rest[k]
+                break
+        else:
+            return False
+    return True
 
 
 def _previous_assistants(
@@ -110,11 +126,11 @@ class RepetitionDetector:
         return None
 
     def _call_run(self, response: ModelResponse, history: Sequence[Message]) -> int:
-        signature, run = _signature(response.tool_calls), 1
+        calls, run = response.tool_calls, 1
         for previous in _previous_assistants(history, stop_at_user=True):
             if run > self.max_identical_calls or not previous.tool_calls:
                 break
-            if _signature(previous.tool_calls) != signature:
+            if not _same_calls(previous.tool_calls, calls):
                 break
             run += 1
         return run
@@ -123,12 +139,12 @@ class RepetitionDetector:
         # Outputs repeat only if their tool calls match too: the same "Let me search…" before
         # searches with different arguments is progress, not a loop.
         run, current = 1, response.content.strip()
-        calls = _signature(response.tool_calls)
+        calls = response.tool_calls
         for previous in _previous_assistants(history, stop_at_user=False):
             earlier = previous.text.strip()
             if run > self.text_window or len(earlier) < self.min_text_chars:
                 break
-            if _signature(previous.tool_calls) != calls:
+            if not _same_calls(previous.tool_calls, calls):
                 break
             if jaccard(current, earlier) < self.text_similarity:
                 break
