@@ -53,16 +53,19 @@ MAX_SEGMENT_CHARS: Final = 48
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 _STAMP = re.compile(r"^(\d{13})-")
+_HASHED = re.compile(r"(?:^|-)[0-9a-f]{16}$")
 
 
 def path_segment(value: str, *, max_chars: int = MAX_SEGMENT_CHARS) -> str:
     """``value`` as one safe path segment: ``[A-Za-z0-9_-]`` only, at most ``max_chars``.
 
     A value that had to change (or was too long) gets a hash suffix, so two different ids never
-    share a segment (``a/b`` and ``a_b`` stay apart).
+    share a segment (``a/b`` and ``a_b`` stay apart). A value that already ends like such a
+    suffix is hashed too, or the thread ``path_segment(x)`` would share the folder of thread
+    ``x`` (and read its evicted results).
     """
     cleaned = _UNSAFE.sub("_", value)
-    if cleaned == value and 0 < len(value) <= max_chars:
+    if cleaned == value and 0 < len(value) <= max_chars and not _HASHED.search(value):
         return value
     digest = hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()[:16]
     head = cleaned[: max(0, max_chars - len(digest) - 1)]

@@ -55,11 +55,13 @@ class SkillPathError(SkillError, LookupError):
 
 def _locate(snapshot: SkillSnapshot, path: str) -> tuple[SkillEntry, str]:
     """The skill whose folder holds ``path`` (the innermost one) and the path inside it."""
-    if "\x00" in path:
+    # Checked on the text normalize_location keeps: "<folder>/.. " must not pass as ".. ".
+    stripped = path.strip()
+    if "\x00" in stripped:
         raise PathEscapeError(path, "it contains a NUL byte")
-    if ".." in path.replace("\\", "/").split("/"):
+    if ".." in stripped.replace("\\", "/").split("/"):
         raise PathEscapeError(path, "it contains a '..' segment")
-    location = normalize_location(path)
+    location = normalize_location(stripped)
     folder = location
     while True:
         entry = snapshot.folders.get(folder)

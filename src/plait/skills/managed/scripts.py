@@ -22,7 +22,8 @@ One run is ``asyncio.create_subprocess_exec(*interpreter, <workspace>/scripts/x.
 What this does **not** isolate: it is not a sandbox. A script runs as the same user as the
 agent, can read and write any file that user can (the workspace is only its working folder), can
 open network connections, and has no CPU or memory limit; a child that leaves the process group
-(``setsid``, a double fork) survives the kill. Pure Python cannot do better portably. For skills
+(``setsid``, a double fork) survives the kill (and, while it holds the inherited output pipe
+open, keeps the call waiting until the timeout). Pure Python cannot do better portably. For skills
 you do not trust, point the interpreter map at a sandboxing wrapper (bubblewrap, nsjail,
 firejail, a container runtime), e.g. ``{".py": ["bwrap", "--ro-bind", "/", "/", …, "python3"]}``,
 or run the whole agent inside one. POSIX only.
@@ -147,8 +148,13 @@ class Workspace:
 async def materialize(
     source: SkillSource, ref: str, files: Sequence[str], skill: str, parent: str | None
 ) -> Workspace:
-    """Copy ``files`` of skill ``ref`` into a new temporary folder; on failure remove it."""
-    root = Path(tempfile.mkdtemp(prefix=f"plait-skill-{skill}-", dir=parent))
+    """Copy ``files`` of skill ``ref`` into a new temporary folder; on failure remove it.
+
+    ``skill`` (the frontmatter name, chosen by the skill's author) only labels the folder: it is
+    reduced to ``[A-Za-z0-9_-]`` and 32 characters, so a ``/`` or ``..`` in it cannot place the
+    workspace outside ``parent``. Files are copied by content (a symlink becomes a file)."""
+    label = _UNSAFE_NAME_CHARS.sub("_", skill)[:32]
+    root = Path(tempfile.mkdtemp(prefix=f"plait-skill-{label}-", dir=parent))
     workspace = Workspace(root)
     try:
         for rel in files:

@@ -4,6 +4,13 @@ Layout under ``prefix``: ``<prefix>/<skill-folder>/SKILL.md`` (nested folders al
 ``max_depth``), or ``<prefix>/SKILL.md`` for a single skill. A backend has no ``stat``, so each
 discovery reads every SKILL.md; only files whose content hash changed are parsed again.
 Locations are virtual absolute paths: ``/<prefix>/<id>/SKILL.md``.
+
+Paths are normalised (``..`` and NUL refused) and joined under the skill's folder, but symlinks
+are the backend's business: a :class:`~plait.backends.LocalBackend` follows a symlink anywhere
+inside *its* root, so a link in a skill folder can reach other blobs of the same backend (other
+skills, evicted results of any thread). Give skills a backend root of their own, or use a
+:class:`~plait.skills.sources.filesystem.FilesystemSource`, which confines reads to the skill
+folder.
 """
 
 from __future__ import annotations

@@ -6,6 +6,14 @@ folder (its ``scripts/`` are not skills) nor into ``.git``, ``node_modules`` and
 outside the root. Each SKILL.md is cached with its ``stat`` signature (mtime, size, inode,
 ctime), so a rescan re-reads only the files whose signature changed.
 
+Reads are confined to the skill folder with :func:`~plait.paths.confine` (symlinks are resolved
+and must stay inside), and the file is then opened with ``O_NOFOLLOW``, so a file replaced by a
+symlink between the check and the read is refused. Not defended (pure Python cannot, portably):
+a *parent folder* swapped for a symlink in that window by another local process, and hard links
+(a hard link inside a skill folder is indistinguishable from a regular file; making one needs
+write access to the folder and, with Linux ``protected_hardlinks``, to the target). Keep skill
+folders writable only by their owner.
+
 File IO is synchronous inside the async methods: it is local and fast (see
 ``bench/skills_catalog.py``), and a thread hop per file would cost more than the read.
 """
@@ -13,6 +21,7 @@ File IO is synchronous inside the async methods: it is local and fast (see
 from __future__ import annotations
 
 import builtins
+import errno
 import os
 import stat as stat_module
 from collections.abc import AsyncIterator
@@ -317,7 +326,7 @@ class FilesystemSource:
         for name in SKILL_FILE_NAMES:
             path = confine(folder, name)
             if path.is_file():
-                return path.read_bytes()
+                return _read_regular(path, name)
         raise SkillNotFound(folder.name, self._known_ids(), where=str(self._given))
 
     async def read(self, ref: str, path: str | None = None) -> bytes:
@@ -327,7 +336,7 @@ class FilesystemSource:
         target = confine(folder, path)
         if not target.is_file():
             raise SkillFileNotFound(ref, path, self._list_files(folder))
-        return target.read_bytes()
+        return _read_regular(target, path)
 
     async def stat(self, ref: str, path: str | None = None) -> SkillFileStat:
         folder = self._folder(ref)
@@ -357,6 +366,29 @@ class FilesystemSource:
                 if len(found) >= self.max_resources:
                     return sorted(found)
         return sorted(found)
+
+
+_OPEN_FLAGS = (
+    os.O_RDONLY
+    | getattr(os, "O_NOFOLLOW", 0)
+    | getattr(os, "O_NONBLOCK", 0)
+    | getattr(os, "O_CLOEXEC", 0)
+)
+
+
+def _read_regular(target: Path, path: str) -> bytes:
+    """Read ``target`` (a path :func:`confine` resolved) without following a symlink put in
+    its place since, and only if it is still a regular file (a FIFO swapped in would block)."""
+    try:
+        fd = os.open(target, _OPEN_FLAGS)
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            raise PathEscapeError(path, "it became a symlink while it was being read") from None
+        raise
+    with os.fdopen(fd, "rb") as handle:
+        if not stat_module.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            raise PathEscapeError(path, "it is no longer a regular file")
+        return handle.read()
 
 
 def _is_dir(entry: os.DirEntry[str]) -> bool:
