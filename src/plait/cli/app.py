@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import io
+import sys
+
 import typer
 
 from plait.__about__ import __version__
@@ -39,6 +42,15 @@ def root(
     """plait: agents from an orchestrator loop and composable middleware."""
 
 
+def _tolerate_unencodable_output() -> None:
+    """Print ``?`` for characters the terminal's encoding cannot show (a model's answer, the
+    CLI's own symbols) instead of failing with ``UnicodeEncodeError`` mid-turn."""
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(errors="replace")
+
+
 def main() -> None:
     """Console-script entry point."""
+    _tolerate_unencodable_output()
     app()

@@ -29,6 +29,7 @@ from rich.table import Table
 import plait
 from plait.backends.memory import MemoryBackend
 from plait.cli.console import EventPrinter
+from plait.cli.run import check_skills_folders
 from plait.context import (
     READ_TOOL_NAME,
     HistorySummarized,
@@ -223,6 +224,7 @@ def demo(
 ) -> None:
     """Run the bundled example skills end to end with a scripted model (no key, no network)."""
     console = Console(highlight=False)
+    check_skills_folders([skills] if skills else [], console)
     folder = skills or bundled_skills()
     console.print(
         Panel.fit(

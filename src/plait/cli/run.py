@@ -11,13 +11,33 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from plait.cli.agents import AgentOptions, Mode, build_agent, choose_model
+from plait.cli.agents import (
+    DEFAULT_SYSTEM_PROMPT,
+    AgentOptions,
+    Mode,
+    build_agent,
+    choose_model,
+)
 from plait.cli.console import EventPrinter
 from plait.errors import ConfigurationError, PlaitError
 from plait.messages import new_id
 from plait.runtime.agent import Agent
+from plait.skills.sources import SKILL_FILE_NAMES
 
-__all__ = ["chat", "run"]
+__all__ = ["UnknownThread", "chat", "check_skills_folders", "run"]
+
+
+class UnknownThread(ConfigurationError):
+    """``--thread`` names a thread the store does not hold (a typo would otherwise silently
+    start a new conversation under that id)."""
+
+    def __init__(self, thread_id: str) -> None:
+        self.thread_id = thread_id
+        super().__init__(
+            f"No thread {thread_id!r} in the thread store. Leave out --thread to start a new "
+            "conversation; see: plait threads list"
+        )
+
 
 SkillsOption = Annotated[
     list[Path] | None,
@@ -35,7 +55,10 @@ ModeOption = Annotated[
     Mode, typer.Option("--mode", help="disclosure: catalog + read_file; managed: load_skill.")
 ]
 ThreadOption = Annotated[
-    str | None, typer.Option("--thread", help="Continue this thread (default: a new one).")
+    str | None,
+    typer.Option(
+        "--thread", help="Continue this existing thread (see: plait threads list). Default: new."
+    ),
 ]
 StoreOption = Annotated[
     Path | None,
@@ -46,7 +69,11 @@ ScriptsOption = Annotated[
     typer.Option("--allow-scripts", help="Managed mode: let skills' scripts/ run as tools."),
 ]
 TokensOption = Annotated[
-    int, typer.Option("--max-input-tokens", help="Summarize history beyond this budget.")
+    int, typer.Option("--max-input-tokens", min=1, help="Summarize history beyond this budget.")
+]
+SystemOption = Annotated[
+    str | None,
+    typer.Option("--system-prompt", help="The agent's system prompt (default: a generic one)."),
 ]
 VerboseOption = Annotated[bool, typer.Option("--verbose", "-v", help="Show every event.")]
 
@@ -58,6 +85,7 @@ def _options(
     store: Path | None,
     allow_scripts: bool,
     max_input_tokens: int,
+    system_prompt: str | None,
     console: Console,
 ) -> AgentOptions:
     try:
@@ -65,10 +93,7 @@ def _options(
     except ConfigurationError as exc:
         console.print(f"[red]{escape(str(exc))}[/red]")
         raise typer.Exit(2) from None
-    for folder in skills or []:
-        if not folder.exists():
-            console.print(f"[red]Skills folder not found: {escape(str(folder))}[/red]")
-            raise typer.Exit(2)
+    check_skills_folders(skills or [], console)
     return AgentOptions(
         model=chosen,
         skills=skills or [],
@@ -76,7 +101,40 @@ def _options(
         store=store,
         allow_scripts=allow_scripts,
         max_input_tokens=max_input_tokens,
+        system_prompt=DEFAULT_SYSTEM_PROMPT if system_prompt is None else system_prompt,
     )
+
+
+def check_skills_folders(folders: list[Path], console: Console) -> None:
+    """Exit 2 with a message unless every path is a folder or a SKILL.md file."""
+    for folder in folders:
+        if not folder.exists():
+            console.print(f"[red]Skills folder not found: {escape(str(folder))}[/red]")
+            raise typer.Exit(2)
+        if not folder.is_dir() and folder.name not in SKILL_FILE_NAMES:
+            console.print(
+                f"[red]Not a skills folder: {escape(str(folder))}[/red] "
+                "(give a folder of skills, a skill's folder or its SKILL.md)"
+            )
+            raise typer.Exit(2)
+
+
+def _thread_line(console: Console, text: str) -> None:
+    """One dim line naming the thread; never wrapped inside the id, so it can be copied."""
+    console.print(f"[dim]{escape(text)}[/dim]", soft_wrap=True)
+
+
+async def _open(options: AgentOptions, thread: str | None) -> tuple[Agent, list[Any]]:
+    """:func:`build_agent`, then check that ``thread`` (when given) exists; on failure, close
+    what was built and raise (:class:`UnknownThread`, or the store's error)."""
+    agent, closers = await build_agent(options)
+    try:
+        if thread is not None and (await agent.store.load(thread)).version == 0:
+            raise UnknownThread(thread)
+    except BaseException:
+        await _close(agent, closers)
+        raise
+    return agent, closers
 
 
 async def _turn(agent: Agent, text: str, thread_id: str, printer: EventPrinter) -> None:
@@ -104,15 +162,21 @@ def run(
     store: StoreOption = None,
     allow_scripts: ScriptsOption = False,
     max_input_tokens: TokensOption = 100_000,
+    system_prompt: SystemOption = None,
     verbose: VerboseOption = False,
 ) -> None:
     """Run one turn: stream the answer and show tool calls, skills and context events."""
     console = Console(highlight=False)
-    options = _options(model, skills, mode, store, allow_scripts, max_input_tokens, console)
+    if not task.strip():
+        console.print("[red]The task is empty: say what the agent should do.[/red]")
+        raise typer.Exit(2)
+    options = _options(
+        model, skills, mode, store, allow_scripts, max_input_tokens, system_prompt, console
+    )
     thread_id = thread or new_id()
 
     async def main() -> None:
-        agent, closers = await build_agent(options)
+        agent, closers = await _open(options, thread or None)
         try:
             await _turn(agent, task, thread_id, EventPrinter(console, verbose=verbose))
         finally:
@@ -120,11 +184,18 @@ def run(
 
     try:
         asyncio.run(main())
+    except UnknownThread as exc:
+        console.print(f"[red]{escape(str(exc))}[/red]")
+        raise typer.Exit(2) from None
     except PlaitError as exc:
         console.print(f"[red]{escape(str(exc))}[/red]")
-        console.print(f"[dim]thread: {thread_id}[/dim]")
+        _thread_line(console, f"thread: {thread_id}")
         raise typer.Exit(1) from None
-    console.print(f"[dim]thread: {thread_id} (continue with --thread {thread_id})[/dim]")
+    except KeyboardInterrupt:
+        console.print("[yellow](cancelled; what was already saved is kept)[/yellow]")
+        _thread_line(console, f"thread: {thread_id} (continue with --thread {thread_id})")
+        raise typer.Exit(130) from None
+    _thread_line(console, f"thread: {thread_id} (continue with --thread {thread_id})")
 
 
 def chat(
@@ -135,23 +206,30 @@ def chat(
     store: StoreOption = None,
     allow_scripts: ScriptsOption = False,
     max_input_tokens: TokensOption = 100_000,
+    system_prompt: SystemOption = None,
     verbose: VerboseOption = False,
 ) -> None:
     """An interactive session. Ctrl-C cancels the running turn; Ctrl-D or /exit ends the session."""
     console = Console(highlight=False)
-    options = _options(model, skills, mode, store, allow_scripts, max_input_tokens, console)
+    options = _options(
+        model, skills, mode, store, allow_scripts, max_input_tokens, system_prompt, console
+    )
     thread_id = thread or new_id()
     printer = EventPrinter(console, verbose=verbose)
     with contextlib.suppress(ImportError):
         import readline  # noqa: F401  (line editing and history for input())
-    console.print(f"[dim]plait chat — thread {thread_id}. Ctrl-D or /exit to leave.[/dim]")
     with asyncio.Runner() as runner:
-        agent, closers = runner.run(build_agent(options))
+        try:
+            agent, closers = runner.run(_open(options, thread or None))
+        except PlaitError as exc:
+            console.print(f"[red]{escape(str(exc))}[/red]")
+            raise typer.Exit(2 if isinstance(exc, UnknownThread) else 1) from None
+        _thread_line(console, f"plait chat — thread {thread_id}. Ctrl-D or /exit to leave.")
         try:
             _chat_loop(runner, agent, thread_id, printer, console)
         finally:
             runner.run(_close(agent, closers))
-    console.print(f"[dim]thread: {thread_id}[/dim]")
+    _thread_line(console, f"thread: {thread_id}")
 
 
 def _chat_loop(

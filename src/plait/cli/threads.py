@@ -1,10 +1,11 @@
-"""``plait threads …``: list and show the conversations ``plait run`` / ``plait chat`` kept."""
+"""``plait threads …``: list, show and delete what ``plait run`` / ``plait chat`` kept."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Coroutine
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any, NoReturn, TypeVar
 
 import typer
 from rich.console import Console
@@ -15,10 +16,11 @@ from plait.backends.sqlite import SQLiteBackend
 from plait.cli.agents import blob_path, default_store
 from plait.cli.console import short
 from plait.context import purge_thread
+from plait.errors import PlaitError
 from plait.messages import AssistantMessage, Message, ToolMessage
 from plait.stores.sqlite import SQLiteThreadStore
 
-threads_app = typer.Typer(help="List and show stored conversations.", no_args_is_help=True)
+threads_app = typer.Typer(help="List, show and delete stored conversations.", no_args_is_help=True)
 
 StoreOption = Annotated[
     Path | None,
@@ -26,12 +28,33 @@ StoreOption = Annotated[
 ]
 
 
-def _store(path: Path | None, console: Console) -> SQLiteThreadStore:
+T = TypeVar("T")
+
+
+def _store(path: Path | None, console: Console, thread_id: str | None = None) -> SQLiteThreadStore:
+    """The thread store at ``path``. Without its file there is nothing to list (exit 0) and no
+    ``thread_id`` to show or delete (exit 1)."""
     target = path or default_store()
     if not target.exists():
+        if thread_id is not None:
+            _no_thread(console, thread_id)
         console.print(f"No threads yet ({escape(str(target))} does not exist). Run: plait run …")
         raise typer.Exit(0)
     return SQLiteThreadStore(target)
+
+
+def _no_thread(console: Console, thread_id: str) -> NoReturn:
+    console.print(f"[red]No thread {escape(thread_id)}.[/red] See: plait threads list")
+    raise typer.Exit(1)
+
+
+def _run(console: Console, work: Coroutine[Any, Any, T]) -> T:
+    """Run ``work``; a damaged, foreign or unopenable store file is a message and exit 1."""
+    try:
+        return asyncio.run(work)
+    except PlaitError as exc:
+        console.print(f"[red]{escape(str(exc))}[/red]")
+        raise typer.Exit(1) from None
 
 
 def _line(message: Message) -> str:
@@ -59,11 +82,18 @@ def list_threads(store: StoreOption = None) -> None:
             out.append((thread_id, len(snapshot.messages), short(first, 60)))
         return out
 
-    table = Table("thread", "messages", "first message", title="Threads")
-    for thread_id, count, first in asyncio.run(rows()):
-        table.add_row(thread_id, str(count), escape(first))
+    try:
+        found = _run(console, rows())
+    finally:
+        threads.close()
+    table = Table(title="Threads")
+    # Ids are what `show`, `delete` and `--thread` take: never wrapped or cut, however narrow.
+    table.add_column("thread", no_wrap=True)
+    table.add_column("messages")
+    table.add_column("first message")
+    for thread_id, count, first in found:
+        table.add_row(escape(thread_id), str(count), escape(first))
     console.print(table)
-    threads.close()
 
 
 @threads_app.command("show")
@@ -73,12 +103,13 @@ def show_thread(
 ) -> None:
     """Every message of a thread, one line each."""
     console = Console(highlight=False)
-    threads = _store(store, console)
-    snapshot = asyncio.run(threads.load(thread_id))
-    threads.close()
+    threads = _store(store, console, thread_id)
+    try:
+        snapshot = _run(console, threads.load(thread_id))
+    finally:
+        threads.close()
     if not snapshot.messages:
-        console.print(f"[red]No thread {escape(thread_id)!s}.[/red] See: plait threads list")
-        raise typer.Exit(1)
+        _no_thread(console, thread_id)
     for message in snapshot.messages:
         console.print(f"[bold]{message.role:>9}[/bold]  {_line(message)}")
     console.print(
@@ -94,16 +125,19 @@ def delete_thread(
 ) -> None:
     """Delete a thread and what it offloaded (evicted results, summarized history)."""
     console = Console(highlight=False)
-    threads = _store(store, console)
-    existed = asyncio.run(threads.delete(thread_id))
-    threads.close()
+    threads = _store(store, console, thread_id)
+    try:
+        existed = _run(console, threads.delete(thread_id))
+    finally:
+        threads.close()
     if not existed:
-        console.print(f"[red]No thread {escape(thread_id)}.[/red] See: plait threads list")
-        raise typer.Exit(1)
+        _no_thread(console, thread_id)
     blobs = blob_path(store or default_store())
     removed: list[str] = []
     if blobs.exists():
         backend = SQLiteBackend(blobs)
-        removed = asyncio.run(purge_thread(backend, thread_id))
-        backend.close()
+        try:
+            removed = _run(console, purge_thread(backend, thread_id))
+        finally:
+            backend.close()
     console.print(f"Deleted thread {escape(thread_id)} and {len(removed)} offloaded file(s).")

@@ -1,0 +1,73 @@
+"""``plait threads …`` on missing, damaged or non-file stores: messages, not tracebacks."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+
+def plait(*args: str, home: Path, columns: int = 200) -> subprocess.CompletedProcess[str]:
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "PLAIT_MODEL")
+    }
+    env.update({"PLAIT_HOME": str(home), "COLUMNS": str(columns), "NO_COLOR": "1"})
+    return subprocess.run(
+        [sys.executable, "-c", "from plait.cli import main; main()", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize("command", [["list"], ["show", "t1"], ["delete", "t1"]])
+@pytest.mark.parametrize("kind", ["directory", "garbage"])
+def test_threads_on_a_bad_store_is_a_message_not_a_traceback(
+    tmp_path: Path, command: list[str], kind: str
+) -> None:
+    store = tmp_path / "threads.sqlite3"
+    if kind == "directory":
+        store.mkdir()
+    else:
+        store.write_text("this is not a database\n" * 100)
+    result = plait("threads", *command, "--store", str(store), home=tmp_path)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr
+    assert "SQLite database" in " ".join((result.stdout + result.stderr).split())
+
+
+@pytest.mark.parametrize("command", ["show", "delete"])
+def test_threads_show_or_delete_before_any_run_is_a_failure(tmp_path: Path, command: str) -> None:
+    result = plait("threads", command, "nope", home=tmp_path)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "No thread nope" in result.stdout
+
+
+def test_threads_list_keeps_ids_whole_on_a_narrow_terminal(tmp_path: Path) -> None:
+    import asyncio
+
+    from plait.messages import UserMessage
+    from plait.stores.sqlite import SQLiteThreadStore
+
+    thread_id = "0123456789abcdef0123456789abcdef"
+    store = SQLiteThreadStore(tmp_path / "threads.sqlite3")
+    asyncio.run(
+        store.append(thread_id, [UserMessage("a fairly long first question")], expected_version=0)
+    )
+    store.close()
+    result = plait("threads", "list", home=tmp_path, columns=40)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert re.search(thread_id, result.stdout), result.stdout
+
+
+def test_threads_help_mentions_delete(tmp_path: Path) -> None:
+    result = plait("--help", home=tmp_path)
+    assert re.search(r"threads\s+List, show and delete", result.stdout), result.stdout
