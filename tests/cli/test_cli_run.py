@@ -70,7 +70,7 @@ def plait(*args: str, home: Path, stdin: str | None = None) -> subprocess.Comple
 def test_run_without_a_provider_names_the_variables_and_model_forms(tmp_path: Path) -> None:
     result = plait("run", "hello", home=tmp_path)
     assert result.returncode == 2
-    out = " ".join(result.stdout.split())
+    out = " ".join(result.stderr.split())
     for needle in (
         "OPENAI_API_KEY",
         "ANTHROPIC_API_KEY",
@@ -85,7 +85,7 @@ def test_run_without_a_provider_names_the_variables_and_model_forms(tmp_path: Pa
 
 def test_run_bad_model_spec_is_a_clear_error(tmp_path: Path) -> None:
     result = plait("run", "hello", "--model", "gpt4", home=tmp_path)
-    assert result.returncode == 2 and "Unknown model spec 'gpt4'" in result.stdout
+    assert result.returncode == 2 and "Unknown model spec 'gpt4'" in result.stderr
 
 
 def test_run_streams_the_answer_and_thread_continues_across_processes(
@@ -149,7 +149,7 @@ def test_threads_list_and_show_what_run_kept(server: WireServer, tmp_path: Path)
     assert shown.returncode == 0
     assert "remember this" in shown.stdout and "Stored answer." in shown.stdout
     missing = plait("threads", "show", "nope", home=tmp_path)
-    assert missing.returncode == 1 and "No thread nope" in missing.stdout
+    assert missing.returncode == 1 and "No thread nope" in missing.stderr
 
 
 def test_threads_list_before_any_run(tmp_path: Path) -> None:

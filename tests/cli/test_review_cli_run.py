@@ -89,7 +89,7 @@ def test_run_with_an_unknown_thread_says_so_and_sends_nothing(
     assert first.returncode == 0, first.stdout + first.stderr
     result = plait("run", "again", "--model", _spec(server), "--thread", "typo", home=tmp_path)
     assert result.returncode == 2, result.stdout + result.stderr
-    out = " ".join(result.stdout.split())
+    out = " ".join(result.stderr.split())
     assert "No thread 'typo'" in out and "plait threads list" in out
     assert len(server.received) == 1
 
@@ -97,7 +97,7 @@ def test_run_with_an_unknown_thread_says_so_and_sends_nothing(
 def test_chat_with_an_unknown_thread_says_so(server: WireServer, tmp_path: Path) -> None:
     result = plait("chat", "--model", _spec(server), "--thread", "typo", home=tmp_path, stdin="")
     assert result.returncode == 2, result.stdout + result.stderr
-    assert "No thread 'typo'" in " ".join(result.stdout.split())
+    assert "No thread 'typo'" in " ".join(result.stderr.split())
     assert "Traceback" not in result.stderr
 
 
@@ -123,7 +123,7 @@ def test_run_with_a_file_as_skills_folder_is_a_usage_error(
     stray.write_text("not a skill")
     result = plait("run", "hi", "--model", _spec(server), "--skills", str(stray), home=tmp_path)
     assert result.returncode == 2, result.stdout + result.stderr
-    assert "Not a skills folder" in " ".join(result.stdout.split())
+    assert "Not a skills folder" in " ".join(result.stderr.split())
     assert server.received == []
 
 
@@ -141,7 +141,7 @@ def test_run_accepts_a_skill_md_file_as_skills(server: WireServer, tmp_path: Pat
 def test_demo_with_a_missing_skills_folder_is_a_usage_error(tmp_path: Path) -> None:
     result = plait("demo", "--skills", str(tmp_path / "nope"), home=tmp_path)
     assert result.returncode == 2, result.stdout + result.stderr
-    assert "Skills folder not found" in " ".join(result.stdout.split())
+    assert "Skills folder not found" in " ".join(result.stderr.split())
 
 
 def test_demo_on_a_terminal_that_cannot_print_unicode(tmp_path: Path) -> None:

@@ -48,7 +48,7 @@ def test_threads_on_a_bad_store_is_a_message_not_a_traceback(
 def test_threads_show_or_delete_before_any_run_is_a_failure(tmp_path: Path, command: str) -> None:
     result = plait("threads", command, "nope", home=tmp_path)
     assert result.returncode == 1, result.stdout + result.stderr
-    assert "No thread nope" in result.stdout
+    assert "No thread nope" in result.stderr
 
 
 def test_threads_list_keeps_ids_whole_on_a_narrow_terminal(tmp_path: Path) -> None:

@@ -11,8 +11,9 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import fields, is_dataclass
-from typing import Any
+from typing import Any, NoReturn
 
+import typer
 from rich.console import Console
 from rich.markup import escape
 
@@ -39,9 +40,20 @@ from plait.skills.disclosure import (
 )
 from plait.skills.managed import SkillLoaded, SkillUnloaded
 
-__all__ = ["EventPrinter", "short"]
+__all__ = ["EventPrinter", "fail", "report_error", "short"]
 
 _QUIET = (TurnStart, ModelRequestEvent, ModelResponseEvent, DispatchEnd, TurnEnd)
+
+
+def report_error(message: str) -> None:
+    """Print ``message`` in red on standard error (where a shell user expects errors)."""
+    Console(stderr=True, highlight=False).print(f"[red]{escape(message)}[/red]")
+
+
+def fail(message: str, code: int = 1) -> NoReturn:
+    """:func:`report_error`, then exit with ``code`` (1: the work failed; 2: a usage error)."""
+    report_error(message)
+    raise typer.Exit(code)
 
 
 def short(value: Any, limit: int = 120) -> str:

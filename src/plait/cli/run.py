@@ -18,7 +18,7 @@ from plait.cli.agents import (
     build_agent,
     choose_model,
 )
-from plait.cli.console import EventPrinter
+from plait.cli.console import EventPrinter, fail, report_error
 from plait.errors import ConfigurationError, PlaitError
 from plait.messages import new_id
 from plait.runtime.agent import Agent
@@ -91,8 +91,7 @@ def _options(
     try:
         chosen = choose_model(model)
     except ConfigurationError as exc:
-        console.print(f"[red]{escape(str(exc))}[/red]")
-        raise typer.Exit(2) from None
+        fail(str(exc), 2)
     check_skills_folders(skills or [], console)
     return AgentOptions(
         model=chosen,
@@ -109,14 +108,13 @@ def check_skills_folders(folders: list[Path], console: Console) -> None:
     """Exit 2 with a message unless every path is a folder or a SKILL.md file."""
     for folder in folders:
         if not folder.exists():
-            console.print(f"[red]Skills folder not found: {escape(str(folder))}[/red]")
-            raise typer.Exit(2)
+            fail(f"Skills folder not found: {folder}", 2)
         if not folder.is_dir() and folder.name not in SKILL_FILE_NAMES:
-            console.print(
-                f"[red]Not a skills folder: {escape(str(folder))}[/red] "
-                "(give a folder of skills, a skill's folder or its SKILL.md)"
+            fail(
+                f"Not a skills folder: {folder} "
+                "(give a folder of skills, a skill's folder or its SKILL.md)",
+                2,
             )
-            raise typer.Exit(2)
 
 
 def _thread_line(console: Console, text: str) -> None:
@@ -168,8 +166,7 @@ def run(
     """Run one turn: stream the answer and show tool calls, skills and context events."""
     console = Console(highlight=False)
     if not task.strip():
-        console.print("[red]The task is empty: say what the agent should do.[/red]")
-        raise typer.Exit(2)
+        fail("The task is empty: say what the agent should do.", 2)
     options = _options(
         model, skills, mode, store, allow_scripts, max_input_tokens, system_prompt, console
     )
@@ -185,10 +182,9 @@ def run(
     try:
         asyncio.run(main())
     except UnknownThread as exc:
-        console.print(f"[red]{escape(str(exc))}[/red]")
-        raise typer.Exit(2) from None
+        fail(str(exc), 2)
     except PlaitError as exc:
-        console.print(f"[red]{escape(str(exc))}[/red]")
+        report_error(str(exc))
         _thread_line(console, f"thread: {thread_id}")
         raise typer.Exit(1) from None
     except KeyboardInterrupt:
@@ -222,8 +218,7 @@ def chat(
         try:
             agent, closers = runner.run(_open(options, thread or None))
         except PlaitError as exc:
-            console.print(f"[red]{escape(str(exc))}[/red]")
-            raise typer.Exit(2 if isinstance(exc, UnknownThread) else 1) from None
+            fail(str(exc), 2 if isinstance(exc, UnknownThread) else 1)
         _thread_line(console, f"plait chat — thread {thread_id}. Ctrl-D or /exit to leave.")
         try:
             _chat_loop(runner, agent, thread_id, printer, console)
@@ -253,4 +248,4 @@ def _chat_loop(
         except KeyboardInterrupt:
             console.print("[yellow](turn cancelled; what was already saved is kept)[/yellow]")
         except PlaitError as exc:
-            console.print(f"[red]{escape(str(exc))}[/red]")
+            report_error(str(exc))

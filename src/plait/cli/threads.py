@@ -14,7 +14,7 @@ from rich.table import Table
 
 from plait.backends.sqlite import SQLiteBackend
 from plait.cli.agents import blob_path, default_store
-from plait.cli.console import short
+from plait.cli.console import fail, short
 from plait.context import purge_thread
 from plait.errors import PlaitError
 from plait.messages import AssistantMessage, Message, ToolMessage
@@ -44,8 +44,7 @@ def _store(path: Path | None, console: Console, thread_id: str | None = None) ->
 
 
 def _no_thread(console: Console, thread_id: str) -> NoReturn:
-    console.print(f"[red]No thread {escape(thread_id)}.[/red] See: plait threads list")
-    raise typer.Exit(1)
+    fail(f"No thread {thread_id}. See: plait threads list", 1)
 
 
 def _run(console: Console, work: Coroutine[Any, Any, T]) -> T:
@@ -53,8 +52,7 @@ def _run(console: Console, work: Coroutine[Any, Any, T]) -> T:
     try:
         return asyncio.run(work)
     except PlaitError as exc:
-        console.print(f"[red]{escape(str(exc))}[/red]")
-        raise typer.Exit(1) from None
+        fail(str(exc), 1)
 
 
 def _line(message: Message) -> str:
