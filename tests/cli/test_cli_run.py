@@ -115,7 +115,8 @@ def test_run_provider_error_exits_one_with_the_message(server: WireServer, tmp_p
     server.reply("invalid_api_key.json", status=401)
     result = plait("run", "hi", "--model", f"openai-compatible:m@{server.url}/v1", home=tmp_path)
     assert result.returncode == 1
-    assert "OPENAI_COMPATIBLE_API_KEY" in " ".join(result.stdout.split())
+    assert "OPENAI_COMPATIBLE_API_KEY" in " ".join(result.stderr.split())
+    assert "OPENAI_COMPATIBLE_API_KEY" not in result.stdout  # reported once, as an error
 
 
 def test_chat_runs_turns_until_eof(server: WireServer, tmp_path: Path) -> None:

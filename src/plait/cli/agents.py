@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -31,6 +31,7 @@ from plait.stores.sqlite import SQLiteThreadStore
 
 __all__ = [
     "AgentOptions",
+    "Closer",
     "Mode",
     "NoProviderConfigured",
     "build_agent",
@@ -113,8 +114,13 @@ class AgentOptions:
     extra_middleware: list[Middleware] = field(default_factory=list)
 
 
-async def build_agent(options: AgentOptions) -> tuple[Agent, list[Any]]:
-    """The agent for ``options`` and the resources to close after it (a skill manager)."""
+Closer = Callable[[], Awaitable[None]]
+
+
+async def build_agent(options: AgentOptions) -> tuple[Agent, list[Closer]]:
+    """The agent for ``options`` and, in order, what to await when done with it: finish the
+    background history offload, dispose a skill manager, close the model's HTTP client, the
+    results database and the thread store."""
     store_path = options.store or default_store()
     backend = SQLiteBackend(blob_path(store_path))
     summarization = SummarizationMiddleware(options.max_input_tokens, backend=backend)
@@ -128,26 +134,36 @@ async def build_agent(options: AgentOptions) -> tuple[Agent, list[Any]]:
         summarization,
         eviction,
     ]
-    closers: list[Any] = []
+    closers: list[Closer] = [summarization.drain]
     sources = [FilesystemSource(Path(p)) for p in options.skills]
     if sources:
-        skills_middleware, closer = await _skills(options, sources)
+        skills_middleware, dispose = await _skills(options, sources)
         middleware.extend(skills_middleware)
-        if closer is not None:
-            closers.append(closer)
+        if dispose is not None:
+            closers.append(dispose)
     middleware.extend(options.extra_middleware)
+    store = SQLiteThreadStore(store_path)
     agent = Agent(
         options.model,
         middleware=middleware,
         system_prompt=options.system_prompt,
-        store=SQLiteThreadStore(store_path),
+        store=store,
     )
+    aclose = getattr(options.model, "aclose", None)
+    if aclose is not None:
+        closers.append(aclose)
+
+    async def close_files() -> None:
+        backend.close()
+        store.close()
+
+    closers.append(close_files)
     return agent, closers
 
 
 async def _skills(
     options: AgentOptions, sources: list[FilesystemSource]
-) -> tuple[list[Middleware], Any]:
+) -> tuple[list[Middleware], Closer | None]:
     if options.mode is Mode.DISCLOSURE:
         from plait.skills.disclosure import SkillsMiddleware
 
@@ -162,4 +178,4 @@ async def _skills(
         gate=allow,
         scripts=ScriptConfig() if options.allow_scripts else None,
     )
-    return list(manager.middleware), manager
+    return list(manager.middleware), manager.dispose

@@ -176,6 +176,7 @@ class EventPrinter:
         )
 
     @staticmethod
-    def _error(event: ErrorEvent) -> str:
-        label = "error" if event.fatal else "recovered"
-        return f"[red]! {label} in {escape(event.where)}:[/red] {escape(str(event.error))}"
+    def _error(event: ErrorEvent) -> str | None:
+        if event.fatal:
+            return None  # the command reports the turn's error itself, on standard error
+        return f"[red]! recovered in {escape(event.where)}:[/red] {escape(str(event.error))}"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -14,6 +14,7 @@ from rich.markup import escape
 from plait.cli.agents import (
     DEFAULT_SYSTEM_PROMPT,
     AgentOptions,
+    Closer,
     Mode,
     build_agent,
     choose_model,
@@ -122,7 +123,7 @@ def _thread_line(console: Console, text: str) -> None:
     console.print(f"[dim]{escape(text)}[/dim]", soft_wrap=True)
 
 
-async def _open(options: AgentOptions, thread: str | None) -> tuple[Agent, list[Any]]:
+async def _open(options: AgentOptions, thread: str | None) -> tuple[Agent, list[Closer]]:
     """:func:`build_agent`, then check that ``thread`` (when given) exists; on failure, close
     what was built and raise (:class:`UnknownThread`, or the store's error)."""
     agent, closers = await build_agent(options)
@@ -143,12 +144,9 @@ async def _turn(agent: Agent, text: str, thread_id: str, printer: EventPrinter) 
         printer.finish()
 
 
-async def _close(agent: Agent, closers: list[Any]) -> None:
-    for closer in closers:
-        await closer.dispose()
-    aclose = getattr(agent.model, "aclose", None)
-    if aclose is not None:
-        await aclose()
+async def _close(agent: Agent, closers: list[Closer]) -> None:
+    for close in closers:
+        await close()
 
 
 def run(
