@@ -120,8 +120,9 @@ class SkillCatalog:
             diagnostic = Diagnostic(
                 Severity.ERROR,
                 Code.SOURCE_UNAVAILABLE,
-                f"Skill source {source.id!r} failed: {type(err).__name__}: {err}. Kept its "
-                "skills from the last successful discovery.",
+                f"Skill source {source.id!r} failed: {type(err).__name__}: "
+                f"{str(err).rstrip('.')}. Its skills are those of its last successful "
+                "discovery (none if it never succeeded).",
                 source.id,
             )
             return _SourceState(previous.items if previous else (), diagnostic)
