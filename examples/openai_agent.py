@@ -1,0 +1,28 @@
+"""A real provider: set OPENAI_API_KEY (or change the spec) and run
+``python examples/openai_agent.py``. Needs ``pip install 'plait[openai]'``.
+
+Any OpenAI-compatible server works too: ``openai-compatible:llama3.1@http://localhost:11434/v1``.
+"""
+
+import asyncio
+import sys
+
+from plait import Agent, tool
+from plait.runtime import TextDeltaEvent
+
+
+@tool
+def word_count(text: str) -> int:
+    """Count the words in a text."""
+    return len(text.split())
+
+
+async def main(spec: str) -> None:
+    agent = Agent(spec, tools=[word_count], system_prompt="Use tools when they help.")
+    async for event in agent.stream("How many words are in 'the quick brown fox'?"):
+        if isinstance(event, TextDeltaEvent):
+            print(event.text, end="", flush=True)
+    print()
+
+
+asyncio.run(main(sys.argv[1] if len(sys.argv) > 1 else "openai:gpt-4.1-mini"))
