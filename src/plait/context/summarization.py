@@ -203,7 +203,11 @@ class SummarizationMiddleware(Middleware):
     async def drain(self) -> None:
         """Wait until every background history offload has finished."""
         while self._tasks:
-            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+            pending = list(self._tasks)
+            await asyncio.gather(*pending, return_exceptions=True)
+            # Done now, but their discard callbacks may not have run yet (awaiting finished
+            # tasks need not yield to the loop): drop them here, or this would spin forever.
+            self._tasks.difference_update(pending)
 
     def summary_message(self, record: SummaryRecord) -> SystemMessage:
         """The system message carrying ``record`` (the same object for the same record)."""
