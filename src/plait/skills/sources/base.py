@@ -14,7 +14,7 @@ source that cannot be used at all (its root is missing) raises
 from __future__ import annotations
 
 import builtins
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from typing import Protocol, runtime_checkable
 
 from plait.skills.diagnostics import Diagnostic
@@ -88,6 +88,28 @@ def assess_skill_md(
     if check.meta is None:
         return DiscoveryProblem(source_id, skill_id, location, diagnostics, version)
     return SkillEntry(source_id, skill_id, version, location, check.meta, diagnostics)
+
+
+def assess_cached(
+    cache: Mapping[str, tuple[str, DiscoveryItem]],
+    data: bytes,
+    *,
+    source_id: str,
+    skill_id: str,
+    location: str,
+) -> DiscoveryItem:
+    """:func:`assess_skill_md` for ``skill_id`` (its folder is the id's last segment), reusing
+    ``cache[skill_id]`` while the content version is unchanged."""
+    cached = cache.get(skill_id)
+    if cached is not None and cached[0] == content_version(data):
+        return cached[1]
+    return assess_skill_md(
+        data,
+        source_id=source_id,
+        skill_id=skill_id,
+        folder_name=skill_id.rsplit("/", 1)[-1],
+        location=location,
+    )
 
 
 def body_bytes(data: bytes) -> bytes:

@@ -9,7 +9,7 @@ from plait.paths import normalize_virtual_path
 from plait.skills.diagnostics import Code, Diagnostic, Severity
 from plait.skills.errors import SkillFileNotFound, SkillNotFound
 from plait.skills.model import DiscoveryItem, DiscoveryProblem, SkillFileStat, content_version
-from plait.skills.sources.base import assess_skill_md, body_bytes
+from plait.skills.sources.base import assess_cached, body_bytes
 
 __all__ = ["MemorySource"]
 
@@ -75,16 +75,8 @@ class MemorySource:
                 location,
             )
             return DiscoveryProblem(self._id, skill_id, location, (diagnostic,))
-        version = content_version(data)
-        cached = self._cache.get(skill_id)
-        if cached is not None and cached[0] == version:
-            return cached[1]
-        return assess_skill_md(
-            data,
-            source_id=self._id,
-            skill_id=skill_id,
-            folder_name=skill_id.rsplit("/", 1)[-1],
-            location=location,
+        return assess_cached(
+            self._cache, data, source_id=self._id, skill_id=skill_id, location=location
         )
 
     def _files(self, ref: str) -> dict[str, bytes]:
