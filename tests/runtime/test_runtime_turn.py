@@ -532,3 +532,22 @@ async def test_turn_input_abort_is_reported_as_an_error_event_in_the_stream() ->
             events.append(event)
     assert isinstance(events[0], TurnStart)
     assert isinstance(events[-1], ErrorEvent) and events[-1].fatal
+
+
+async def test_empty_or_repeated_tool_call_ids_are_made_unique_before_anything_runs() -> None:
+    model = ScriptedModel(
+        [
+            [
+                ToolCall("", "add", {"a": 1, "b": 1}),
+                ToolCall("dup", "add", {"a": 2, "b": 2}),
+                ToolCall("dup", "add", {"a": 3, "b": 3}),
+            ],
+            "done",
+        ]
+    )
+    result = await Agent(model, tools=[add]).run("go", thread_id="t")
+    calls = result.new_messages[1].tool_calls  # type: ignore[union-attr]
+    ids = [c.id for c in calls]
+    assert ids[1] == "dup" and len(set(ids)) == 3 and all(ids)
+    results = {m.tool_call_id: m.data for m in result.new_messages if isinstance(m, ToolMessage)}
+    assert [results[i] for i in ids] == [2, 4, 6]

@@ -24,7 +24,7 @@ from plait.errors import (
     ThreadConflictError,
     TurnAborted,
 )
-from plait.messages import Message, Usage
+from plait.messages import Message, ToolCall, Usage, new_id
 from plait.middleware.context import DispatchContext, Event, EventSink, TurnContext
 from plait.middleware.stack import MiddlewareStack
 from plait.models.base import ModelRequest, ModelResponse, ResponseComplete, TextDelta
@@ -65,6 +65,23 @@ def _aborted(error: BaseException | None) -> TurnAborted:
     if isinstance(error, TurnAborted):
         return error
     return TurnAborted(error or RuntimeError("aborted"))
+
+
+def _with_unique_call_ids(response: ModelResponse) -> ModelResponse:
+    """Give every tool call of ``response`` a non-empty id unique within it.
+
+    Some OpenAI-compatible servers send empty or repeated ids; results are paired with calls by
+    id, so such calls get a fresh ``call_<hex>`` id before anything runs or is persisted.
+    """
+    seen: set[str] = set()
+    calls = response.tool_calls
+    fixed = None
+    for i, call in enumerate(calls):
+        if not call.id or call.id in seen:
+            fixed = fixed if fixed is not None else list(calls)
+            fixed[i] = ToolCall(f"call_{new_id()[:24]}", call.name, call.args, call.raw_args)
+        seen.add(fixed[i].id if fixed is not None else call.id)
+    return response if fixed is None else response.replace(tool_calls=fixed)
 
 
 class Turn:
@@ -190,7 +207,7 @@ class Turn:
         response = await stack.run_after_model_call(response, request, d)
         self._check(d)
         d.response = response
-        response = await run_model_hooks(self.agent.model_hooks, response, d)
+        response = _with_unique_call_ids(await run_model_hooks(self.agent.model_hooks, response, d))
         d.response = response
         ctx.usage = ctx.usage + response.usage
         assistant = response.to_message()
