@@ -181,3 +181,16 @@ def test_threads_delete_removes_the_thread_and_its_offloaded_files(
     assert asyncio.run(blobs.ls()) == ["large_tool_results/other/1-abc-call"]
     blobs.close()
     assert plait("threads", "delete", thread, home=tmp_path).returncode == 1
+
+
+def test_run_json_writes_one_event_per_line(server: WireServer, tmp_path: Path) -> None:
+    server._replies.append(sse_text("JSON answer."))
+    result = plait(
+        "run", "hi", "--json", "--model", f"openai-compatible:m@{server.url}/v1", home=tmp_path
+    )
+    assert result.returncode == 0, result.stderr
+    events = [json.loads(line) for line in result.stdout.splitlines()]
+    kinds = [e["type"] for e in events]
+    assert kinds[0] == "turn_start" and kinds[-2:] == ["turn_end", "thread"]
+    assert "".join(e["text"] for e in events if e["type"] == "text_delta") == "JSON answer."
+    assert events[-2]["output"] == "JSON answer." and len(events[-1]["thread_id"]) == 32

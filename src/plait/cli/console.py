@@ -40,7 +40,7 @@ from plait.skills.disclosure import (
 )
 from plait.skills.managed import SkillLoaded, SkillUnloaded
 
-__all__ = ["EventPrinter", "fail", "report_error", "short"]
+__all__ = ["EventPrinter", "JsonEventWriter", "fail", "report_error", "short"]
 
 _QUIET = (TurnStart, ModelRequestEvent, ModelResponseEvent, DispatchEnd, TurnEnd)
 
@@ -180,3 +180,25 @@ class EventPrinter:
         if event.fatal:
             return None  # the command reports the turn's error itself, on standard error
         return f"[red]! recovered in {escape(event.where)}:[/red] {escape(str(event.error))}"
+
+
+class JsonEventWriter:
+    """Write each event as one JSON object per line (``plait run --json``), for scripts.
+
+    Every line has ``type`` plus the event's fields; values that are not JSON (exceptions, say)
+    are written as strings.
+    """
+
+    def __init__(self, write: Callable[[str], object] | None = None) -> None:
+        self._write = write or (lambda line: print(line, flush=True))
+
+    def __call__(self, event: Event) -> None:
+        self.emit({f.name: getattr(event, f.name) for f in fields(event)})
+
+    def emit(self, data: dict[str, Any]) -> None:
+        from pydantic_core import to_jsonable_python
+
+        self._write(json.dumps(to_jsonable_python(data, fallback=str), ensure_ascii=False))
+
+    def finish(self) -> None:
+        return None

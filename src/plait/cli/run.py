@@ -19,7 +19,7 @@ from plait.cli.agents import (
     build_agent,
     choose_model,
 )
-from plait.cli.console import EventPrinter, fail, report_error
+from plait.cli.console import EventPrinter, JsonEventWriter, fail, report_error
 from plait.errors import ConfigurationError, PlaitError
 from plait.messages import new_id
 from plait.runtime.agent import Agent
@@ -77,6 +77,9 @@ SystemOption = Annotated[
     typer.Option("--system-prompt", help="The agent's system prompt (default: a generic one)."),
 ]
 VerboseOption = Annotated[bool, typer.Option("--verbose", "-v", help="Show every event.")]
+JsonOption = Annotated[
+    bool, typer.Option("--json", help="Write every event as a JSON line instead (for scripts).")
+]
 
 
 def _options(
@@ -136,7 +139,9 @@ async def _open(options: AgentOptions, thread: str | None) -> tuple[Agent, list[
     return agent, closers
 
 
-async def _turn(agent: Agent, text: str, thread_id: str, printer: EventPrinter) -> None:
+async def _turn(
+    agent: Agent, text: str, thread_id: str, printer: EventPrinter | JsonEventWriter
+) -> None:
     try:
         async for event in agent.stream(text, thread_id=thread_id):
             printer(event)
@@ -160,6 +165,7 @@ def run(
     max_input_tokens: TokensOption = 100_000,
     system_prompt: SystemOption = None,
     verbose: VerboseOption = False,
+    json_lines: JsonOption = False,
 ) -> None:
     """Run one turn: stream the answer and show tool calls, skills and context events."""
     console = Console(highlight=False)
@@ -170,10 +176,12 @@ def run(
     )
     thread_id = thread or new_id()
 
+    printer = JsonEventWriter() if json_lines else EventPrinter(console, verbose=verbose)
+
     async def main() -> None:
         agent, closers = await _open(options, thread or None)
         try:
-            await _turn(agent, task, thread_id, EventPrinter(console, verbose=verbose))
+            await _turn(agent, task, thread_id, printer)
         finally:
             await _close(agent, closers)
 
@@ -189,6 +197,9 @@ def run(
         console.print("[yellow](cancelled; what was already saved is kept)[/yellow]")
         _thread_line(console, f"thread: {thread_id} (continue with --thread {thread_id})")
         raise typer.Exit(130) from None
+    if isinstance(printer, JsonEventWriter):
+        printer.emit({"type": "thread", "thread_id": thread_id})
+        return
     _thread_line(console, f"thread: {thread_id} (continue with --thread {thread_id})")
 
 
