@@ -39,3 +39,33 @@ async def test_summarization_folds_the_placeholder_not_the_body() -> None:
     for path in await backend.ls():
         assert "SECRET-BODY-MARKER" not in await backend.read(path)
     await manager.dispose()
+
+
+async def test_eviction_never_writes_a_skill_body_to_its_backend() -> None:
+    from plait import ToolMessage
+    from plait.context import ResultEvictionMiddleware
+
+    manager = await create_skill_manager(
+        sources=[MemorySource({"pdf": {"SKILL.md": SKILL}})], gate=allow_all
+    )
+    backend = MemoryBackend()
+    model = ScriptedModel(
+        [
+            ToolCall("c1", "load_skill", {"skill": "pdf"}),
+            ToolCall("c2", "read_skill_body", {"handle": "pdf"}),
+            "done",
+        ]
+    )
+    eviction = ResultEvictionMiddleware(50, backend=backend)  # the body is far above 50 tokens
+    agent = Agent(model, middleware=[*manager.middleware, eviction])
+    result = await agent.run("use the pdf skill", thread_id="t")
+    (read,) = [
+        m
+        for m in model.requests[2].messages
+        if isinstance(m, ToolMessage) and m.tool_call_id == "c2"
+    ]
+    assert "SECRET-BODY-MARKER" in read.text  # the model got it in full, live
+    for path in await backend.ls():
+        assert "SECRET-BODY-MARKER" not in await backend.read(path)
+    assert result.output == "done"
+    await manager.dispose()

@@ -45,6 +45,7 @@ from plait.context.offload import (
     evicted_path,
     eviction_reference,
     is_offloaded,
+    persistable,
     preview,
     serialize_result,
     thread_prefix,
@@ -60,7 +61,7 @@ from plait.context.retention import (
 )
 from plait.context.tokens import CHARS_PER_TOKEN, DEFAULT_COUNTER, TokenCounter
 from plait.errors import ConfigurationError, PlaitError
-from plait.messages import ToolCall, ToolResult
+from plait.messages import ToolCall, ToolMessage, ToolResult
 from plait.middleware.base import Middleware
 from plait.middleware.context import DispatchContext
 from plait.paths import normalize_virtual_path
@@ -129,6 +130,9 @@ class ResultEvictionMiddleware(Middleware):
     ) -> ToolResult:
         if call.name in self.excluded_tools or is_offloaded(result.data):
             return result
+        filters = ctx.turn.persist_filters
+        if filters and not persistable(ToolMessage.from_result(result, call.name), filters):
+            return result  # projected content (a skill body): never written to a backend
         text = serialize_result(result.data)
         tokens = self.counter.count(text)
         if tokens <= self.max_tokens:

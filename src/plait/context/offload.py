@@ -23,8 +23,8 @@ from typing import Any, Final
 
 from plait.backends.base import BackendWriteSurface
 from plait.context.events import HistoryOffloaded, HistoryOffloadFailed
-from plait.messages import Message, dump_messages
-from plait.middleware.context import EventSink
+from plait.messages import Message, ToolMessage, dump_messages
+from plait.middleware.context import EventSink, PersistFilter
 from plait.paths import normalize_virtual_path
 
 __all__ = [
@@ -37,6 +37,7 @@ __all__ = [
     "history_path",
     "is_offloaded",
     "path_segment",
+    "persistable",
     "preview",
     "serialize_result",
     "thread_prefix",
@@ -237,3 +238,15 @@ async def write_history(
         emit(HistoryOffloadFailed(thread_id=thread_id, path=path, error=exc))
         return
     emit(HistoryOffloaded(thread_id=thread_id, path=path, messages=len(messages)))
+
+
+def persistable(message: ToolMessage, filters: Sequence[PersistFilter]) -> bool:
+    """Whether ``message`` would be written to the store as it is: no persist filter rewrites it.
+
+    A rewritten result is projected content (a managed skill's body read): offloading it would
+    write it through a backend and put its preview in the request, so strategies leave it alone.
+    """
+    kept: list[Message] = [message]
+    for keep_out in filters:
+        kept = keep_out(kept)
+    return kept == [message]

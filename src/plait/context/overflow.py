@@ -8,7 +8,9 @@ Provider adapters raise :class:`~plait.errors.ContextOverflowError`. Around the 
    record is updated; otherwise a private extractive one keeping ``keep_messages``);
 2. if still above the target, the largest tool results are evicted, largest first: written
    through ``backend`` and replaced by the eviction reference (or, without a backend, cut to
-   their start and end).
+   their start and end). Results that middleware keeps out of persistence (a projected skill
+   body, which a ``TurnContext.persist_filters`` entry rewrites) are never evicted: the backend
+   write and the recorded reference would persist them.
 
 The retry's overflow, or having nothing left to compact, raises
 :class:`ContextOverflowUnrecoverable` (a ``ContextOverflowError``) that says what to change.
@@ -40,6 +42,7 @@ from plait.context.offload import (
     evicted_path,
     eviction_reference,
     is_offloaded,
+    persistable,
     preview,
     serialize_result,
     truncation_reference,
@@ -215,7 +218,9 @@ class OverflowRecoveryMiddleware(Middleware):
             (
                 (self.accountant.message(m), i)
                 for i, m in enumerate(messages)
-                if isinstance(m, ToolMessage) and not is_offloaded(m.data)
+                if isinstance(m, ToolMessage)
+                and not is_offloaded(m.data)
+                and persistable(m, ctx.turn.persist_filters)
             ),
             reverse=True,
         )

@@ -13,7 +13,9 @@ Everything happens in ``before_model_call``, in this order:
    prompt.
 
 Placement: after ``SummarizationMiddleware`` (and anything else that rewrites
-``request.messages``), so what it scans is what the model will be sent.
+``request.messages``), so what it scans is what the model will be sent. A middleware that
+changes the messages *around* the call (``OverflowRecoveryMiddleware`` retrying with a compacted
+request) is covered by ``wrap_model_call``, which repeats step 3 on the request it is handed.
 """
 
 from __future__ import annotations
@@ -26,9 +28,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from plait.errors import ConfigurationError
-from plait.middleware.base import Middleware
+from plait.middleware.base import Middleware, ModelHandler
 from plait.middleware.context import DispatchContext
-from plait.models.base import ModelRequest
+from plait.models.base import ModelRequest, ModelResponse
 from plait.skills.catalog import Precedence, SkillCatalog
 from plait.skills.disclosure.events import (
     SkillLoadProblem,
@@ -141,9 +143,37 @@ class SkillsMiddleware(Middleware):
         turn_tools.snapshot = thread.snapshot
         if ctx.state.get(PINNED_KEY) is not None:
             request = await self._pin(request, ctx, thread)
+        request = await self._disclose(request, ctx, thread, turn_tools)
+        return self._with_prompt(request, thread)
+
+    async def wrap_model_call(
+        self, request: ModelRequest, ctx: DispatchContext, call_next: ModelHandler
+    ) -> ModelResponse:
+        """Disclose again if the messages changed since ``before_model_call`` chose the tools.
+
+        Middleware wrapping the call from outside (``OverflowRecoveryMiddleware``'s compacted
+        retry) may send other messages than the ones scanned: a read it folded into a summary
+        must withdraw its tools from that request too.
+        """
+        turn_tools: TurnTools | None = ctx.turn.scratch.get(self)
+        thread = self._threads.get(ctx.turn.thread_id)
+        if (
+            turn_tools is not None
+            and thread is not None
+            and turn_tools.disclosed_for is not request.messages
+        ):
+            request = await self._disclose(request, ctx, thread, turn_tools)
+        return await call_next(request)
+
+    async def _disclose(
+        self, request: ModelRequest, ctx: DispatchContext, thread: _Thread, turn_tools: TurnTools
+    ) -> ModelRequest:
+        """Register and advertise the skill tools that ``request.messages`` disclose, withdraw
+        the others (step 3)."""
         snapshot = thread.snapshot
+        turn_tools.disclosed_for = request.messages
         if not snapshot.entries and not turn_tools.owned:
-            return self._with_prompt(request, thread)
+            return request
         locations = thread.scan.update(request.messages) if snapshot.tools_by_location else ()
         base: tuple[Tool, ...] = ()
         if snapshot.entries:
@@ -157,7 +187,7 @@ class SkillsMiddleware(Middleware):
         if plan.deferred:
             present = {d.name for d in tools}
             tools.extend(d for d in plan.deferred if d.name not in present)
-        return self._with_prompt(request.replace(tools=tools), thread)
+        return request.replace(tools=tools)
 
     # --- loading ------------------------------------------------------------------------------
 

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import TypeAlias
 
 from plait.errors import ConfigurationError
+from plait.messages import Message
 from plait.middleware.context import DispatchContext
 from plait.skills.disclosure.events import SkillToolUnresolved
 from plait.skills.disclosure.snapshot import SkillSnapshot
@@ -97,6 +98,9 @@ class TurnTools:
     plan: ToolPlan = ToolPlan((), ())
     snapshot: SkillSnapshot | None = None
     """The snapshot of the turn's latest model call (what ``read_file`` reads against)."""
+    disclosed_for: list[Message] | None = None
+    """The message list the tools were last chosen for (``wrap_model_call`` compares it with
+    the request it is handed, by identity)."""
 
     def agent_tool(self, name: str) -> Tool | None:
         """The registry's tool called ``name`` if this middleware did not register it."""
