@@ -42,9 +42,9 @@ class PinnedSkillNotFound(SkillNotFound):
     def __init__(self, name: str, known: list[str]) -> None:
         super().__init__(name, known, where="the thread's skills (pinned_skills)")
         self.args = (
-            f"{self.args[0]} To drop the pin, run again with state={{'pinned_skills': []}}; "
-            "to pin a skill added since the thread loaded, also pass "
-            "state={'skills_metadata': None}.",
+            f"{self.args[0]} Nothing was pinned and the pin was dropped; to pin a skill added "
+            "since the thread loaded its skills, run again with "
+            "state={'skills_metadata': None, 'pinned_skills': [...]}.",
         )
 
 
