@@ -168,7 +168,7 @@ async def _skills(
         from plait.skills.disclosure import SkillsMiddleware
 
         return [SkillsMiddleware(sources=sources)], None
-    from plait.skills.managed import ScriptConfig, create_skill_manager
+    from plait.skills.managed import RememberLoadedSkills, ScriptConfig, create_skill_manager
 
     async def allow(ctx: Any, tool: str, args: Any) -> None:
         return None  # the person at the terminal asked for managed mode; no further gate
@@ -178,4 +178,5 @@ async def _skills(
         gate=allow,
         scripts=ScriptConfig() if options.allow_scripts else None,
     )
-    return list(manager.middleware), manager.dispose
+    # Each `plait run` is a new process with a new manager: the thread remembers what was loaded.
+    return [RememberLoadedSkills(manager), *manager.middleware], manager.dispose

@@ -42,6 +42,11 @@ from plait.skills.managed.hooks import (
     skills_turn_output_middleware,
 )
 from plait.skills.managed.manager import SkillManager, create_skill_manager
+from plait.skills.managed.persistence import (
+    LOADED_STATE_KEY,
+    RememberLoadedSkills,
+    SkillRestoreFailed,
+)
 from plait.skills.managed.prepare import TOOL_NAME, SkillTools, SkillToolsResolver
 from plait.skills.managed.records import (
     META_KEY,
@@ -69,6 +74,7 @@ from plait.skills.managed.tools import (
 
 __all__ = [
     "LIFECYCLE_TOOL_NAMES",
+    "LOADED_STATE_KEY",
     "META_KEY",
     "TOOL_NAME",
     "TRUNCATION_MARKER",
@@ -83,6 +89,7 @@ __all__ = [
     "ManagedSkillNotFound",
     "ProjectedSkill",
     "RefreshOutcome",
+    "RememberLoadedSkills",
     "ScriptConfig",
     "ScriptRun",
     "SkillAlreadyLoaded",
@@ -96,6 +103,7 @@ __all__ = [
     "SkillNotLoaded",
     "SkillOwnedTool",
     "SkillRefreshFailed",
+    "SkillRestoreFailed",
     "SkillScriptFailed",
     "SkillScriptRejected",
     "SkillScriptTimeout",
