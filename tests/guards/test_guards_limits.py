@@ -115,9 +115,13 @@ async def test_token_budget_estimated_when_the_provider_reports_none() -> None:
     agent = Agent(
         FunctionModel(stepping), tools=[step], middleware=[LimitsMiddleware(tokens_per_turn=50)]
     )
-    with pytest.raises(LimitExceeded):
-        result = await agent.run("x" * 400, thread_id="t")
-        assert result  # unreachable
+    with pytest.raises(LimitExceeded) as info:
+        await agent.run("x" * 400, thread_id="t")
+    # the estimate (~100 tokens of input) ends the turn after the first call, not the
+    # dispatch limit after fifty
+    assert info.value.kind == "tokens_per_turn"
+    stored = await agent.store.load("t")
+    assert len([m for m in stored.messages if isinstance(m, AssistantMessage)]) == 1
     await assert_replays_cleanly(agent, "t")
 
 

@@ -41,14 +41,6 @@ class _TurnCounts:
     exceeded: LimitExceeded | None = None
 
 
-def _estimate(request: ModelRequest, response: ModelResponse) -> int:
-    from plait.context.tokens import CHARS_PER_TOKEN, message_tokens
-
-    prompt = sum(message_tokens(m) for m in request.messages)
-    prompt += len(request.system_prompt) // CHARS_PER_TOKEN
-    return prompt + len(response.content) // CHARS_PER_TOKEN
-
-
 class LimitsMiddleware(Middleware):
     """Place it first so its limits apply before other middleware spends anything."""
 
@@ -66,6 +58,11 @@ class LimitsMiddleware(Middleware):
         self.tool_calls_per_tool = tool_calls_per_tool
         self.tool_calls_total = tool_calls_total
         self.tokens_per_turn = tokens_per_turn
+        # The shared, incremental estimator: per dispatch it counts only what was added since.
+        # Imported here: the context battery loads only for agents that use a limits middleware.
+        from plait.context.tokens import TokenAccountant
+
+        self._accountant = TokenAccountant()
 
     def _counts(self, turn: TurnContext) -> _TurnCounts:
         counts = turn.scratch.get(self)
@@ -116,9 +113,16 @@ class LimitsMiddleware(Middleware):
         self, response: ModelResponse, request: ModelRequest, ctx: DispatchContext
     ) -> ModelResponse:
         if self.tokens_per_turn is not None:
-            used = response.usage.total_tokens or _estimate(request, response)
+            used = response.usage.total_tokens or self._estimate(request, response)
             self._counts(ctx.turn).tokens += used
         return response
+
+    def _estimate(self, request: ModelRequest, response: ModelResponse) -> int:
+        """Input plus output tokens of a call the provider reported no usage for."""
+        prompt = self._accountant.request(
+            request.messages, system_prompt=request.system_prompt, tools=request.tools
+        )
+        return prompt + self._accountant.counter.count(response.content)
 
     def _tool_limit(self, name: str) -> int | None:
         if isinstance(self.tool_calls_per_tool, Mapping):
