@@ -9,8 +9,10 @@ from plait.runtime.events import (
     TextDeltaEvent,
     ToolCallEvent,
     ToolResultEvent,
+    ToolTimedOut,
     TurnEnd,
     TurnStart,
+    ValuesReplaced,
 )
 from plait.runtime.tool_search import SEARCH_TOOLS_NAME, ToolSearch
 from plait.runtime.turn import RunResult
@@ -30,6 +32,8 @@ __all__ = [
     "ToolCallEvent",
     "ToolResultEvent",
     "ToolSearch",
+    "ToolTimedOut",
     "TurnEnd",
     "TurnStart",
+    "ValuesReplaced",
 ]

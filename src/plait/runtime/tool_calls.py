@@ -18,9 +18,11 @@ the turn ended before it ran    ``Tool call not run: the turn was ended ...`` (i
 ==============================  =========================================================
 
 A tool (or tool middleware) that raises ``CancelledError`` without its task being cancelled
-counts as raising an error, not as cancelling the turn. Result data that is not JSON (from the
-tool or from middleware) is converted the same way: JSON-able types (dataclasses, models, sets)
-to JSON values, anything else to its ``str``.
+counts as raising an error, not as cancelling the turn. Result data a store cannot encode (from
+the tool or from middleware) is made storable (:mod:`plait.storable`: JSON-able types such as
+dataclasses, models and sets to JSON values, lone surrogates to U+FFFD, ``nan`` to ``"NaN"``,
+anything else to its ``str``) and a :class:`~plait.runtime.events.ValuesReplaced` event says
+what was replaced.
 
 Calls run concurrently (bounded by ``max_concurrency``) except around *sequential* tools
 (``metadata={"sequential": True}``, e.g. tools that load or unload other tools): such a call waits
@@ -32,9 +34,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from typing import Any
-
-from pydantic_core import to_jsonable_python
 
 from plait.errors import (
     ToolArgumentsError,
@@ -46,21 +45,11 @@ from plait.messages import ToolCall, ToolMessage, ToolResult
 from plait.middleware.base import ToolHandler
 from plait.middleware.context import DispatchContext
 from plait.middleware.stack import MiddlewareStack, SkippedCall
-from plait.runtime.events import ErrorEvent, ToolCallEvent, ToolResultEvent
+from plait.runtime.events import ErrorEvent, ToolCallEvent, ToolResultEvent, ValuesReplaced
+from plait.storable import Replacement, storable_value
 from plait.tools import ToolContext
 
 __all__ = ["run_tool_calls"]
-
-_SCALARS = (str, int, float, bool, type(None))
-
-
-def _jsonable(data: Any) -> Any:
-    if isinstance(data, _SCALARS):
-        return data
-    try:
-        return to_jsonable_python(data)
-    except Exception:
-        return str(data)
 
 
 def _cancelled_from_outside() -> bool:
@@ -101,7 +90,7 @@ def _executor(d: DispatchContext) -> ToolHandler:
             error = ToolExecutionError(call.name, exc)
             d.turn.emit(ErrorEvent(error=error, where=f"tool:{call.name}"))
             return ToolResult(call.id, str(error), is_error=True)
-        return ToolResult(call.id, _jsonable(data))
+        return ToolResult(call.id, data)
 
     return execute
 
@@ -137,9 +126,12 @@ async def _run_one(
         result = ToolResult(
             call.id, f"Tool call failed in middleware: {type(exc).__name__}: {exc}", is_error=True
         )
-    # Middleware may return data the store cannot hold (a model object, a set); convert it as
-    # the executor converts a tool's return value, so the dispatch can still be persisted.
-    data = _jsonable(result.data)
+    # The tool or middleware may return data the store cannot hold (a model object, a set, a
+    # lone surrogate, nan); make it storable here, so the dispatch can still be persisted.
+    replaced: list[Replacement] = []
+    data = storable_value(result.data, "data", replaced)
+    if replaced:
+        emit(ValuesReplaced(source=f"tool:{call.name}", replacements=replaced))
     if result.tool_call_id != call.id or data is not result.data:
         result = ToolResult(call.id, data, result.is_error)
     emit(ToolResultEvent(dispatch=d.index, call=call, result=result, skipped_by=skipped_by))

@@ -38,6 +38,7 @@ from plait.runtime.events import (
     TurnStart,
 )
 from plait.runtime.model_hooks import run_model_hooks
+from plait.runtime.storing import append_settled, storable_input, storable_response
 from plait.runtime.tool_calls import run_tool_calls
 from plait.tools import ToolRegistry
 
@@ -99,7 +100,7 @@ class Turn:
         self.agent = agent
         self.stack: MiddlewareStack = agent.middleware
         self.thread_id = thread_id
-        self.input = list(input)
+        self.input = storable_input(input, emit)
         self.state_update = state or {}
         self.emit = emit
         self.streaming = streaming
@@ -133,9 +134,7 @@ class Turn:
         if isinstance(error, ThreadConflictError):
             return
         try:
-            self.version = await self.agent.store.append(
-                self.thread_id, [], expected_version=self.version, state=ctx.state
-            )
+            self.version = await self._append([], ctx.state)
         except Exception as exc:
             self.emit(ErrorEvent(error=exc, where="save_state"))
 
@@ -144,9 +143,8 @@ class Turn:
         snapshot = await store.load(self.thread_id)
         state = snapshot.state
         state.update(self.state_update)
-        self.version = await store.append(
-            self.thread_id, self.input, expected_version=snapshot.version, state=state
-        )
+        self.version = snapshot.version
+        self.version = await self._append(self.input, state)
         registry = ToolRegistry(self.agent.tools)
         for m in self.stack:
             for t in m.tools():
@@ -208,6 +206,7 @@ class Turn:
         self._check(d)
         d.response = response
         response = _with_unique_call_ids(await run_model_hooks(self.agent.model_hooks, response, d))
+        response = storable_response(response, self.emit)
         d.response = response
         ctx.usage = ctx.usage + response.usage
         assistant = response.to_message()
@@ -223,13 +222,23 @@ class Turn:
         persisted = list(d.new_messages)
         for keep_out in ctx.persist_filters:
             persisted = keep_out(persisted)
-        self.version = await self.agent.store.append(
-            self.thread_id, persisted, expected_version=self.version, state=ctx.state
-        )
+        self.version = await self._append(persisted, ctx.state)
         self.new_messages.extend(persisted)
         self.emit(DispatchEnd(dispatch=d.index, messages=persisted, usage=response.usage))
         self._check(d)
         return response
+
+    async def _append(self, messages: list[Message], state: dict[str, Any]) -> int:
+        """Write at the current version; values a store cannot encode are replaced, not fatal,
+        and a cancelled turn lets its write settle first (see :mod:`plait.runtime.storing`)."""
+        return await append_settled(
+            self.agent.store,
+            self.thread_id,
+            messages,
+            expected_version=self.version,
+            state=state,
+            emit=self.emit,
+        )
 
     def _model_handler(self, d: DispatchContext) -> Any:
         model = d.turn.model
