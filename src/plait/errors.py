@@ -19,6 +19,7 @@ __all__ = [
     "ToolError",
     "ToolExecutionError",
     "ToolResolutionError",
+    "ToolTimeoutError",
     "TurnAborted",
 ]
 
@@ -80,6 +81,20 @@ class ToolExecutionError(PlaitError):
         self.tool = tool
         self.error = error
         super().__init__(f"Tool {tool!r} failed: {type(error).__name__}: {error}")
+
+
+class ToolTimeoutError(ToolExecutionError):
+    """A tool ran past its timeout and was cancelled; the model reads this as an error result."""
+
+    def __init__(self, tool: str, timeout: float) -> None:
+        self.timeout = timeout
+        PlaitError.__init__(
+            self,
+            f"Tool {tool!r} timed out after {timeout:g} s and was cancelled. Try smaller input, or "
+            "raise the tool's timeout (@tool(timeout=...) or Limits(tool_timeout=...)).",
+        )
+        self.tool = tool
+        self.error = TimeoutError(f"timed out after {timeout:g} s")
 
 
 class TurnAborted(PlaitError):

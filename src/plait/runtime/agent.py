@@ -37,25 +37,33 @@ from plait.runtime.model_hooks import ModelHook
 from plait.runtime.tool_search import ToolSearch
 from plait.runtime.turn import RunResult, Turn
 from plait.stores.base import ThreadStore
-from plait.tools import Tool
+from plait.tools import Tool, check_timeout
 
 __all__ = ["Agent", "Limits", "RunInput", "RunStream"]
 
 RunInput = str | Message | Sequence[Message]
+
+DEFAULT_TOOL_TIMEOUT = 300.0
+"""Seconds a tool call may run by default (``Limits.tool_timeout``)."""
 
 
 @dataclass(slots=True, frozen=True)
 class Limits:
     """Bounds on one turn. ``max_dispatches`` is the number of model calls before the turn ends
     with :class:`~plait.errors.DispatchLimitExceeded`; ``max_concurrent_tools`` bounds how many
-    tool calls of one response run at once."""
+    tool calls of one response run at once; ``tool_timeout`` is how many seconds a tool call may
+    run before it is cancelled and answered with a
+    :class:`~plait.errors.ToolTimeoutError` result (default 300; ``math.inf`` for none; a tool's
+    own ``@tool(timeout=...)`` wins)."""
 
     max_dispatches: int = 50
     max_concurrent_tools: int = 8
+    tool_timeout: float = DEFAULT_TOOL_TIMEOUT
 
     def __post_init__(self) -> None:
         if self.max_dispatches < 1 or self.max_concurrent_tools < 1:
             raise ConfigurationError("Limits must be at least 1.")
+        check_timeout(self.tool_timeout, "Limits.tool_timeout")
 
 
 def _as_messages(value: RunInput) -> list[Message]:

@@ -14,6 +14,7 @@ arguments not a JSON object     the raw text and what to send instead
 arguments fail the schema       each failing field and why
 the tool raises ``ToolError``   its message, word for word
 the tool raises anything else   ``Tool '<name>' failed: <Type>: <message>``
+the tool runs past its timeout  ``Tool '<name>' timed out after <n> s and was cancelled. ...``
 the turn ended before it ran    ``Tool call not run: the turn was ended ...`` (is_error)
 ==============================  =========================================================
 
@@ -33,21 +34,30 @@ the calls that follow in the same response.
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Sequence
+from typing import Any
 
 from plait.errors import (
     ToolArgumentsError,
     ToolError,
     ToolExecutionError,
     ToolResolutionError,
+    ToolTimeoutError,
 )
 from plait.messages import ToolCall, ToolMessage, ToolResult
 from plait.middleware.base import ToolHandler
 from plait.middleware.context import DispatchContext
 from plait.middleware.stack import MiddlewareStack, SkippedCall
-from plait.runtime.events import ErrorEvent, ToolCallEvent, ToolResultEvent, ValuesReplaced
+from plait.runtime.events import (
+    ErrorEvent,
+    ToolCallEvent,
+    ToolResultEvent,
+    ToolTimedOut,
+    ValuesReplaced,
+)
 from plait.storable import Replacement, storable_value
-from plait.tools import ToolContext
+from plait.tools import Tool, ToolContext
 
 __all__ = ["run_tool_calls"]
 
@@ -67,7 +77,26 @@ def _not_run(call: ToolCall, d: DispatchContext) -> ToolResult:
     )
 
 
-def _executor(d: DispatchContext) -> ToolHandler:
+async def _invoke(
+    tool: Tool, args: dict[str, Any], call: ToolCall, d: DispatchContext, default: float
+) -> Any:
+    """Run ``tool`` under its timeout (its own, else ``default``); raises
+    :class:`ToolTimeoutError` when that deadline, not the tool itself, raised the timeout."""
+    limit = tool.timeout if tool.timeout is not None else default
+    if math.isinf(limit):
+        return await tool.invoke(args, ToolContext(call, d.turn, d))
+    deadline = asyncio.timeout(limit)
+    try:
+        async with deadline:
+            return await tool.invoke(args, ToolContext(call, d.turn, d))
+    except TimeoutError:
+        if deadline.expired():
+            d.turn.emit(ToolTimedOut(dispatch=d.index, call=call, timeout=limit))
+            raise ToolTimeoutError(call.name, limit) from None
+        raise
+
+
+def _executor(d: DispatchContext, default_timeout: float) -> ToolHandler:
     async def execute(call: ToolCall) -> ToolResult:
         try:
             tool = d.registry.resolve(call.name)
@@ -81,8 +110,8 @@ def _executor(d: DispatchContext) -> ToolHandler:
         except ToolArgumentsError as exc:
             return ToolResult(call.id, str(exc), is_error=True)
         try:
-            data = await tool.invoke(args, ToolContext(call, d.turn, d))
-        except ToolError as exc:
+            data = await _invoke(tool, args, call, d, default_timeout)
+        except (ToolError, ToolTimeoutError) as exc:
             return ToolResult(call.id, str(exc), is_error=True)
         except (Exception, asyncio.CancelledError) as exc:
             if not isinstance(exc, Exception) and _cancelled_from_outside():
@@ -151,10 +180,16 @@ def _groups(calls: Sequence[ToolCall], d: DispatchContext) -> list[list[int]]:
 
 
 async def run_tool_calls(
-    calls: Sequence[ToolCall], d: DispatchContext, stack: MiddlewareStack, max_concurrency: int
+    calls: Sequence[ToolCall],
+    d: DispatchContext,
+    stack: MiddlewareStack,
+    max_concurrency: int,
+    *,
+    tool_timeout: float = math.inf,
 ) -> list[ToolMessage]:
-    """Run ``calls``; return one result message per call, in call order."""
-    handler = stack.wrap_tool(_executor(d), d)
+    """Run ``calls``; return one result message per call, in call order. A tool without its own
+    ``timeout`` is cancelled after ``tool_timeout`` seconds."""
+    handler = stack.wrap_tool(_executor(d, tool_timeout), d)
     if len(calls) == 1:
         return [await _run_one(calls[0], d, stack, handler)]
     results: list[ToolMessage | None] = [None] * len(calls)

@@ -213,8 +213,15 @@ class Turn:
         d.add_message(assistant)
         self.emit(ModelResponseEvent(dispatch=d.index, message=assistant))
         if response.tool_calls:
-            limit = self.agent.limits.max_concurrent_tools
-            for message in await run_tool_calls(response.tool_calls, d, stack, limit):
+            limits = self.agent.limits
+            ran = await run_tool_calls(
+                response.tool_calls,
+                d,
+                stack,
+                limits.max_concurrent_tools,
+                tool_timeout=limits.tool_timeout,
+            )
+            for message in ran:
                 d.add_message(message)
         for followup in d.followups:
             d.add_message(followup)
