@@ -20,7 +20,12 @@ from plait.models.language_model import LanguageModelMiddleware, WrappedModel, w
 from plait.models.openai import OpenAIChatModel
 from plait.models.registry import MODEL_SPEC_FORMS, resolve_model
 from plait.models.retrying import Backoff
-from plait.models.scripted import FunctionModel, ScriptedModel, ScriptExhausted
+from plait.models.scripted import (
+    FunctionModel,
+    InvalidScriptEntry,
+    ScriptedModel,
+    ScriptExhausted,
+)
 
 __all__ = [
     "MODEL_SPEC_FORMS",
@@ -28,6 +33,7 @@ __all__ = [
     "Backoff",
     "CallClass",
     "FunctionModel",
+    "InvalidScriptEntry",
     "LanguageModelMiddleware",
     "Model",
     "ModelRequest",

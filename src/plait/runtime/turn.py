@@ -85,6 +85,19 @@ def _with_unique_call_ids(response: ModelResponse) -> ModelResponse:
     return response if fixed is None else response.replace(tool_calls=fixed)
 
 
+def _checked(response: object, ctx: TurnContext) -> ModelResponse:
+    """``response`` if it is a :class:`ModelResponse`; otherwise a :class:`ProviderError` naming
+    the model and what it returned (a custom model or ``wrap_model_call`` returning ``None``)."""
+    if isinstance(response, ModelResponse):
+        return response
+    name = getattr(ctx.model, "name", type(ctx.model).__name__)
+    raise ProviderError(
+        f"Model {name!r} returned {type(response).__name__} instead of a ModelResponse; check "
+        "its generate()/stream() and every wrap_model_call middleware.",
+        provider=str(name),
+    )
+
+
 class Turn:
     """Runs one turn of ``agent`` on a thread. Create one per ``run``; not reusable."""
 
@@ -201,7 +214,7 @@ class Turn:
         self._check(d)
         d.request = request
         self.emit(ModelRequestEvent(dispatch=d.index, request=request))
-        response = await stack.wrap_model(self._model_handler(d), d)(request)
+        response = _checked(await stack.wrap_model(self._model_handler(d), d)(request), ctx)
         response = await stack.run_after_model_call(response, request, d)
         self._check(d)
         d.response = response
