@@ -75,7 +75,7 @@ def test_each_unstorable_class_becomes_storable_and_is_reported(
     case: str, value: Any, expected: Any, problem: str | None
 ) -> None:
     found: list[Replacement] = []
-    fixed = storable_value({"v": [value]}, "data", found)
+    fixed = storable_value({"v": [value]}, "data", found, str_keys=True)
     assert fixed == {"v": [expected]}
     assert roundtrip(fixed) == {"v": [expected]}
     if problem is None:
@@ -83,6 +83,25 @@ def test_each_unstorable_class_becomes_storable_and_is_reported(
     else:
         assert len(found) == 1 and problem in found[0].problem
         assert found[0].where.startswith("data['v'][0]")
+
+
+def test_non_str_keys_are_left_to_json_unless_str_keys_is_asked() -> None:
+    value = {1: "a", None: "b"}
+    assert storable_value(value) is value
+    assert roundtrip(value) == {"1": "a", "None": "b"}
+    assert storable_value(value, str_keys=True) == {"1": "a", "None": "b"}
+
+
+def test_the_fast_check_and_the_walk_agree_at_the_int_bound() -> None:
+    from plait.storable import MAX_INT_BITS
+
+    at_bound = (1 << MAX_INT_BITS) - 1
+    over = 1 << MAX_INT_BITS
+    digits = "9" * 5000  # a long digit *string* is text, left alone
+    assert storable_value([at_bound, digits]) == [at_bound, digits]
+    assert roundtrip([at_bound, digits]) == [at_bound, digits]
+    found: list[Replacement] = []
+    assert storable_value([over], "d", found) == [hex(over)] and len(found) == 1
 
 
 def test_nesting_past_the_bound_is_cut_and_reads_back() -> None:

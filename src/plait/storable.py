@@ -31,6 +31,7 @@ nothing is lost); everything in the table above except the split surrogate pair 
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from dataclasses import dataclass
@@ -50,10 +51,13 @@ __all__ = [
 MAX_DEPTH = 100
 """Deepest nesting of lists/dicts kept in a stored value (the JSON reader stops near 200)."""
 
-MAX_INT_BITS = 13_000
-"""Largest ``int`` kept as a number (about 3,900 decimal digits)."""
+MAX_INT_BITS = 12_900
+"""Largest ``int`` kept as a number (3,883 decimal digits; JSON readers stop at 4,300)."""
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
+# A run of more digits than an int of MAX_INT_BITS bits can have (3,883): the fast check then
+# defers to the walk, which tells a huge int from a long digit string.
+_LONG_DIGITS = re.compile(r"\d{3884,}")
 _TOO_DEEP = "[nested too deep: dropped]"
 _NON_FINITE = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
 
@@ -65,6 +69,10 @@ class Replacement:
 
     where: str
     problem: str
+
+    def __post_init__(self) -> None:
+        if len(self.where) > 160:  # e.g. data[0][0]... a hundred levels deep
+            object.__setattr__(self, "where", f"{self.where[:100]}…{self.where[-50:]}")
 
     def __str__(self) -> str:
         return f"{self.where}: {self.problem}"
@@ -88,13 +96,54 @@ def storable_text(text: str, where: str = "text", found: list[Replacement] | Non
     return _SURROGATE.sub("\ufffd", joined)
 
 
-def storable_value(value: Any, where: str = "value", found: list[Replacement] | None = None) -> Any:
+def storable_value(
+    value: Any,
+    where: str = "value",
+    found: list[Replacement] | None = None,
+    *,
+    str_keys: bool = False,
+) -> Any:
     """``value`` as plain JSON data any store can write and read back (see the module table).
 
-    Returns the same object when nothing had to change; replacements go to ``found``.
+    Returns the same object when nothing had to change; replacements go to ``found``. Dict keys
+    that are ``int``, ``float``, ``bool`` or ``None`` are left as they are (JSON writes them as
+    strings) unless ``str_keys``, which converts them too (the thread state needs ``str`` keys).
     """
     sink: list[Replacement] = [] if found is None else found
+    if not str_keys and _plainly_storable(value):
+        return value
     return _value(value, where, sink, 0)
+
+
+def _plainly_storable(value: Any) -> bool:
+    """Whether ``value`` certainly needs no change, decided by the C JSON encoder (about 5x
+    faster than walking it in Python): it rejects objects, ``nan``/``inf`` and over-long ints;
+    the text is then searched for surrogates, and deep nesting is ruled out by counting."""
+    if isinstance(value, str):
+        return _SURROGATE.search(value) is None
+    if value is None or isinstance(value, bool):
+        return True
+    if isinstance(value, int):
+        return value.bit_length() <= MAX_INT_BITS
+    if isinstance(value, float):
+        return math.isfinite(value)
+    try:
+        text = json.dumps(value, ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError, RecursionError):
+        return False
+    if _SURROGATE.search(text) is not None or _LONG_DIGITS.search(text) is not None:
+        return False
+    return text.count("[") + text.count("{") <= MAX_DEPTH or _depth(value, 0) <= MAX_DEPTH
+
+
+def _depth(value: Any, level: int) -> int:
+    if level > MAX_DEPTH:
+        return level
+    if isinstance(value, list | tuple):
+        return max((_depth(v, level + 1) for v in value), default=level + 1)
+    if isinstance(value, dict):
+        return max((_depth(v, level + 1) for v in value.values()), default=level + 1)
+    return level
 
 
 def _value(value: Any, where: str, found: list[Replacement], depth: int) -> Any:

@@ -123,7 +123,9 @@ async def append_settled(
         pass
     fixed = storable_messages(messages, emit, "persist")
     found: list[Replacement] = []
-    fixed_state = None if state is None else storable_value(dict(state), "state", found)
+    fixed_state = (
+        None if state is None else storable_value(dict(state), "state", found, str_keys=True)
+    )
     _report(emit, "state", found)
     return await settled(
         store.append(thread_id, fixed, expected_version=expected_version, state=fixed_state)
