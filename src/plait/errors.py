@@ -12,6 +12,7 @@ __all__ = [
     "DispatchLimitExceeded",
     "DispatchRejected",
     "LimitExceeded",
+    "ModelTimeoutError",
     "PlaitError",
     "ProviderError",
     "ThreadConflictError",
@@ -171,6 +172,25 @@ class ProviderError(PlaitError):
         self.status = status
         self.retryable = retryable
         super().__init__(message)
+
+
+class ModelTimeoutError(ProviderError):
+    """A model call found no complete answer within its overall deadline
+    (:class:`~plait.models.ModelTimeouts` ``total``, across every attempt and retry)."""
+
+    def __init__(
+        self, model: str, total: float, attempts: int, connect: float, read: float
+    ) -> None:
+        self.total = total
+        tries = "attempt" if attempts == 1 else "attempts"
+        super().__init__(
+            f"Model {model!r} gave no complete answer within its {total:g} s deadline "
+            f"({attempts} {tries}; connect timeout {connect:g} s, read timeout {read:g} s). "
+            "Check that the server is up and reachable, or raise the deadline: "
+            "timeouts=ModelTimeouts(total=...) on the model, or plait run --model-timeout.",
+            provider=model,
+            retryable=True,
+        )
 
 
 class ContextOverflowError(ProviderError):
