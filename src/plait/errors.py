@@ -187,7 +187,7 @@ class ModelTimeoutError(ProviderError):
             f"Model {model!r} gave no complete answer within its {total:g} s deadline "
             f"({attempts} {tries}; connect timeout {connect:g} s, read timeout {read:g} s). "
             "Check that the server is up and reachable, or raise the deadline: "
-            "timeouts=ModelTimeouts(total=...) on the model, or plait run --model-timeout.",
+            "timeouts=ModelTimeouts(total=...) on the model, or $PLAIT_MODEL_TIMEOUT (seconds).",
             provider=model,
             retryable=True,
         )

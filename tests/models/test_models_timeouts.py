@@ -129,3 +129,24 @@ def test_a_timeout_that_is_not_a_positive_number_is_a_configuration_error(
 ) -> None:
     with pytest.raises(ConfigurationError, match=f"ModelTimeouts.{field} must be"):
         ModelTimeouts(**{field: bad})
+
+
+@pytest.mark.parametrize(
+    "spec", ["openai:gpt-4.1-mini", "anthropic:claude-x", "openai-compatible:m@http://127.0.0.1:9"]
+)
+def test_models_from_a_spec_take_timeouts_and_the_env_deadline(
+    spec: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from plait.models.registry import MODEL_TIMEOUT_ENV, resolve_model
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
+    monkeypatch.delenv(MODEL_TIMEOUT_ENV, raising=False)
+    assert resolve_model(spec).timeouts == ModelTimeouts()  # type: ignore[attr-defined]
+    given = ModelTimeouts(connect=1, read=2, total=3)
+    assert resolve_model(spec, timeouts=given).timeouts is given  # type: ignore[attr-defined]
+    monkeypatch.setenv(MODEL_TIMEOUT_ENV, "42")
+    assert resolve_model(spec).timeouts.total == 42  # type: ignore[attr-defined]
+    monkeypatch.setenv(MODEL_TIMEOUT_ENV, "soon")
+    with pytest.raises(ConfigurationError, match="PLAIT_MODEL_TIMEOUT='soon' is not a number"):
+        resolve_model(spec)

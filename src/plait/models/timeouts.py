@@ -14,7 +14,8 @@ So a server that accepts the connection and never answers holds a turn for at mo
 seconds (it used to be 4 attempts of 600 s each), after which the call raises
 :class:`~plait.errors.ModelTimeoutError`. Give a model its own with
 ``OpenAIChatModel(..., timeouts=ModelTimeouts(total=120))`` (likewise ``AnthropicModel``),
-``resolve_model(spec, timeouts=...)``, or ``plait run --model-timeout 120`` (sets ``total``).
+``resolve_model(spec, timeouts=...)``, or, for the CLI and any model built from a spec,
+``PLAIT_MODEL_TIMEOUT=120`` (sets ``total``).
 """
 
 from __future__ import annotations
