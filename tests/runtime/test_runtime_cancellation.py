@@ -169,3 +169,43 @@ async def test_closing_a_stream_explicitly_returns_only_once_the_turn_settled(
         # the stream's turn is at rest: a plain store write at the loaded version succeeds
         snapshot = await store.load(thread)
         await store.append(thread, [], expected_version=snapshot.version)
+
+
+async def test_a_dispatch_cancelled_while_its_tools_run_is_persisted_with_what_ran(
+    store: ThreadStore,
+) -> None:
+    side_effects: list[str] = []
+    started = asyncio.Event()
+
+    @tool
+    async def send_email() -> str:
+        """Send an email (a side effect that must not be forgotten)."""
+        side_effects.append("sent")
+        return "sent"
+
+    @tool
+    async def slow() -> str:
+        """Take long."""
+        started.set()
+        await asyncio.Event().wait()
+        return "late"
+
+    model = FunctionModel(
+        lambda r: (
+            [ToolCall("e", "send_email"), ToolCall("s", "slow")] if len(r.messages) == 1 else "done"
+        )
+    )
+    agent = Agent(model, tools=[send_email, slow], store=store)
+    task = asyncio.create_task(agent.run("go", thread_id="t"))
+    await started.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    messages = (await store.load("t")).messages
+    results = {m.tool_call_id: m for m in messages if isinstance(m, ToolMessage)}
+    assert results["e"].data == "sent" and not results["e"].is_error
+    assert results["s"].is_error and "cancelled" in results["s"].text
+    assert side_effects == ["sent"]
+    # the next turn sees what ran and does not need to send it again
+    assert (await agent.run("next", thread_id="t")).output == "done"
+    assert side_effects == ["sent"]

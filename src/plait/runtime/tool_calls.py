@@ -59,7 +59,7 @@ from plait.runtime.events import (
 from plait.storable import Replacement, storable_value
 from plait.tools import Tool, ToolContext
 
-__all__ = ["run_tool_calls"]
+__all__ = ["results_after_cancel", "run_tool_calls"]
 
 
 def _cancelled_from_outside() -> bool:
@@ -186,18 +186,23 @@ async def run_tool_calls(
     max_concurrency: int,
     *,
     tool_timeout: float = math.inf,
+    finished: dict[str, ToolMessage] | None = None,
 ) -> list[ToolMessage]:
     """Run ``calls``; return one result message per call, in call order. A tool without its own
-    ``timeout`` is cancelled after ``tool_timeout`` seconds."""
+    ``timeout`` is cancelled after ``tool_timeout`` seconds. Each result is also put in
+    ``finished`` (by call id) as soon as it is ready, so a cancelled caller knows which calls
+    ran (see :func:`results_after_cancel`)."""
     handler = stack.wrap_tool(_executor(d, tool_timeout), d)
+    done: dict[str, ToolMessage] = {} if finished is None else finished
     if len(calls) == 1:
-        return [await _run_one(calls[0], d, stack, handler)]
+        done[calls[0].id] = await _run_one(calls[0], d, stack, handler)
+        return [done[calls[0].id]]
     results: list[ToolMessage | None] = [None] * len(calls)
     limit = asyncio.Semaphore(max(1, max_concurrency))
 
     async def bounded(i: int) -> None:
         async with limit:
-            results[i] = await _run_one(calls[i], d, stack, handler)
+            results[i] = done[calls[i].id] = await _run_one(calls[i], d, stack, handler)
 
     for group in _groups(calls, d):
         if len(group) == 1:
@@ -216,4 +221,24 @@ async def run_tool_calls(
             calls[i].name,
         )
         for i, r in enumerate(results)
+    ]
+
+
+def results_after_cancel(
+    calls: Sequence[ToolCall], finished: dict[str, ToolMessage]
+) -> list[ToolMessage]:
+    """One result per call after the turn was cancelled mid-dispatch: the finished ones as they
+    are, every other one an error saying it was cancelled (it may have had side effects)."""
+    return [
+        finished.get(call.id)
+        or ToolMessage.from_result(
+            ToolResult(
+                call.id,
+                "Tool call cancelled: the turn was cancelled before it finished; it may have "
+                "had side effects.",
+                is_error=True,
+            ),
+            call.name,
+        )
+        for call in calls
     ]

@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -24,7 +25,7 @@ from plait.errors import (
     ThreadConflictError,
     TurnAborted,
 )
-from plait.messages import Message, ToolCall, Usage, new_id
+from plait.messages import Message, ToolCall, ToolMessage, Usage, new_id
 from plait.middleware.context import DispatchContext, Event, EventSink, TurnContext
 from plait.middleware.stack import MiddlewareStack
 from plait.models.base import ModelRequest, ModelResponse, ResponseComplete, TextDelta
@@ -39,7 +40,7 @@ from plait.runtime.events import (
 )
 from plait.runtime.model_hooks import run_model_hooks
 from plait.runtime.storing import append_settled, storable_input, storable_response
-from plait.runtime.tool_calls import run_tool_calls
+from plait.runtime.tool_calls import results_after_cancel, run_tool_calls
 from plait.tools import ToolRegistry
 
 if TYPE_CHECKING:
@@ -226,15 +227,7 @@ class Turn:
         d.add_message(assistant)
         self.emit(ModelResponseEvent(dispatch=d.index, message=assistant))
         if response.tool_calls:
-            limits = self.agent.limits
-            ran = await run_tool_calls(
-                response.tool_calls,
-                d,
-                stack,
-                limits.max_concurrent_tools,
-                tool_timeout=limits.tool_timeout,
-            )
-            for message in ran:
+            for message in await self._run_tools(response.tool_calls, d):
                 d.add_message(message)
         for followup in d.followups:
             d.add_message(followup)
@@ -247,6 +240,29 @@ class Turn:
         self.emit(DispatchEnd(dispatch=d.index, messages=persisted, usage=response.usage))
         self._check(d)
         return response
+
+    async def _run_tools(self, calls: list[ToolCall], d: DispatchContext) -> list[ToolMessage]:
+        """Run the calls. If the turn is cancelled meanwhile, the dispatch so far (the call and
+        a result for every call, finished or cancelled) is persisted before the cancellation
+        goes on: tools that ran are never forgotten, so a retry does not repeat them blindly."""
+        limits = self.agent.limits
+        finished: dict[str, ToolMessage] = {}
+        try:
+            return await run_tool_calls(
+                calls,
+                d,
+                self.stack,
+                limits.max_concurrent_tools,
+                tool_timeout=limits.tool_timeout,
+                finished=finished,
+            )
+        except asyncio.CancelledError:
+            persisted = [*d.new_messages, *results_after_cancel(calls, finished)]
+            for keep_out in d.turn.persist_filters:
+                persisted = keep_out(persisted)
+            self.version = await self._append(persisted, d.turn.state)
+            self.new_messages.extend(persisted)
+            raise
 
     async def _append(self, messages: list[Message], state: dict[str, Any]) -> int:
         """Write at the current version; values a store cannot encode are replaced, not fatal,
