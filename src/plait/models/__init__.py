@@ -20,6 +20,7 @@ from plait.models.language_model import LanguageModelMiddleware, WrappedModel, w
 from plait.models.openai import OpenAIChatModel
 from plait.models.registry import MODEL_SPEC_FORMS, resolve_model
 from plait.models.retrying import Backoff
+from plait.models.timeouts import ModelTimeouts
 from plait.models.scripted import (
     FunctionModel,
     InvalidScriptEntry,
@@ -38,6 +39,7 @@ __all__ = [
     "Model",
     "ModelRequest",
     "ModelResponse",
+    "ModelTimeouts",
     "OpenAIChatModel",
     "ResponseComplete",
     "ScriptExhausted",
