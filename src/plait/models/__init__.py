@@ -20,13 +20,13 @@ from plait.models.language_model import LanguageModelMiddleware, WrappedModel, w
 from plait.models.openai import OpenAIChatModel
 from plait.models.registry import MODEL_SPEC_FORMS, resolve_model
 from plait.models.retrying import Backoff
-from plait.models.timeouts import ModelTimeouts
 from plait.models.scripted import (
     FunctionModel,
     InvalidScriptEntry,
     ScriptedModel,
     ScriptExhausted,
 )
+from plait.models.timeouts import ModelTimeouts
 
 __all__ = [
     "MODEL_SPEC_FORMS",
