@@ -158,3 +158,13 @@ def test_a_tool_message_with_bad_data_name_and_id_is_fixed() -> None:
     assert isinstance(fixed, ToolMessage)
     assert (fixed.tool_call_id, fixed.name, fixed.data) == ("c\ufffd", "n\ufffd", ["NaN"])
     assert len(found) == 3
+
+
+def test_replacements_past_the_report_bound_are_counted_not_listed() -> None:
+    from plait.storable import MAX_REPORTED
+
+    found: list[Replacement] = []
+    fixed = storable_value(["\udcff"] * (MAX_REPORTED + 250), "data", found)
+    assert fixed == ["\ufffd"] * (MAX_REPORTED + 250)
+    assert len(found) == MAX_REPORTED + 1
+    assert found[-1] == Replacement("…", "250 more replacements not listed")
