@@ -98,6 +98,9 @@ async def test_user_input_from_an_invalid_utf8_argv_is_stored(store: ThreadStore
     snap = await store.load("t")
     assert snap.messages[0].text == "summarise caf\ufffd.txt"
     assert list(replaced(result.events)) == ["input"]
+    # reported right after the turn starts
+    assert result.events[0].type.startswith("turn_start")
+    assert isinstance(result.events[1], ValuesReplaced)
 
 
 async def test_parallel_results_are_all_kept_when_one_holds_undecodable_names(

@@ -114,7 +114,9 @@ class Turn:
         self.agent = agent
         self.stack: MiddlewareStack = agent.middleware
         self.thread_id = thread_id
-        self.input = storable_input(input, emit)
+        # What the input needed replaced is reported right after TurnStart.
+        self._input_events: list[Event] = []
+        self.input = storable_input(input, self._input_events.append)
         self.state_update = state or {}
         self.emit = emit
         self.streaming = streaming
@@ -175,6 +177,8 @@ class Turn:
             emit=self.emit,
         )
         self.emit(TurnStart(thread_id=self.thread_id, input=self.input))
+        for event in self._input_events:
+            self.emit(event)
         return ctx
 
     async def _dispatch_loop(self, ctx: TurnContext) -> str:
@@ -258,10 +262,13 @@ class Turn:
             )
         except asyncio.CancelledError:
             persisted = [*d.new_messages, *results_after_cancel(calls, finished)]
-            for keep_out in d.turn.persist_filters:
-                persisted = keep_out(persisted)
-            self.version = await self._append(persisted, d.turn.state)
-            self.new_messages.extend(persisted)
+            try:
+                for keep_out in d.turn.persist_filters:
+                    persisted = keep_out(persisted)
+                self.version = await self._append(persisted, d.turn.state)
+                self.new_messages.extend(persisted)
+            except Exception as exc:  # the cancellation is what the caller must see
+                self.emit(ErrorEvent(error=exc, where="persist_cancelled_dispatch"))
             raise
 
     async def _append(self, messages: list[Message], state: dict[str, Any]) -> int:
