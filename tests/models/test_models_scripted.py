@@ -105,3 +105,20 @@ async def test_an_agent_whose_custom_model_returns_junk_gets_a_provider_error() 
 
     with pytest.raises(ProviderError, match="Model 'junk-model' returned int instead of a Model"):
         await Agent(Junk()).run("hi")  # type: ignore[arg-type]
+
+
+async def test_an_agent_whose_model_returns_a_malformed_response_gets_a_provider_error() -> None:
+    from plait import Agent
+    from plait.errors import ProviderError
+
+    class Malformed:
+        name = "malformed"
+
+        async def generate(self, request: ModelRequest) -> ModelResponse:
+            return ModelResponse(content=None)  # type: ignore[arg-type]
+
+        async def stream(self, request: ModelRequest) -> object:
+            raise NotImplementedError
+
+    with pytest.raises(ProviderError, match="'malformed' returned a ModelResponse whose content"):
+        await Agent(Malformed()).run("hi")  # type: ignore[arg-type]

@@ -89,12 +89,22 @@ def _with_unique_call_ids(response: ModelResponse) -> ModelResponse:
 def _checked(response: object, ctx: TurnContext) -> ModelResponse:
     """``response`` if it is a :class:`ModelResponse`; otherwise a :class:`ProviderError` naming
     the model and what it returned (a custom model or ``wrap_model_call`` returning ``None``)."""
-    if isinstance(response, ModelResponse):
+    if (
+        isinstance(response, ModelResponse)
+        and isinstance(response.content, str)
+        and isinstance(response.tool_calls, list)
+        and all(isinstance(call, ToolCall) for call in response.tool_calls)
+    ):
         return response
     name = getattr(ctx.model, "name", type(ctx.model).__name__)
+    what = (
+        "a ModelResponse whose content is not a str or whose tool_calls are not ToolCall objects"
+        if isinstance(response, ModelResponse)
+        else f"{type(response).__name__} instead of a ModelResponse"
+    )
     raise ProviderError(
-        f"Model {name!r} returned {type(response).__name__} instead of a ModelResponse; check "
-        "its generate()/stream() and every wrap_model_call middleware.",
+        f"Model {name!r} returned {what}; check its generate()/stream() and every "
+        "wrap_model_call middleware.",
         provider=str(name),
     )
 
