@@ -167,3 +167,47 @@ async def test_a_model_response_object_is_checked_like_a_scripted_one(store: Thr
     last = snap.messages[-1]
     assert isinstance(last, AssistantMessage) and last.finish_reason == "stop\ufffd"
     assert list(replaced(result.events)) == ["model_response"]
+
+
+async def test_a_provider_sending_escaped_surrogates_and_huge_numbers_is_persisted(
+    tmp_path: Path,
+) -> None:
+    """Through the OpenAI SDK: JSON escapes decode to lone surrogates, ``1e400`` to ``inf``."""
+    import json
+
+    from wire_server import WireServer
+
+    from plait.models.openai import OpenAIChatModel
+
+    fixtures = Path(__file__).parents[1] / "models" / "fixtures"
+    body = json.loads((fixtures / "openai" / "tool_call.json").read_text())
+    function = body["choices"][0]["message"]["tool_calls"][0]["function"]
+    function["name"] = "side_effect"
+    function["arguments"] = '{"x": "caf\\udce9", "n": 1e400}'
+    text = json.loads((fixtures / "openai" / "text.json").read_text())
+    text["choices"][0]["message"]["content"] = "done \ud800"  # sent as the JSON escape
+    store = SQLiteThreadStore(tmp_path / "threads.db")
+
+    @tool
+    def side_effect(x: str, n: float) -> str:
+        """Record a side effect."""
+        return f"{x}:{n}"
+
+    with WireServer(fixtures) as server:
+        server.reply_json(body)
+        server.reply_json(text)
+        model = OpenAIChatModel("gpt-4.1-mini", api_key="sk-test", base_url=server.url + "/v1")
+        try:
+            result = await Agent(model, tools=[side_effect], store=store).run("go", thread_id="t")
+        finally:
+            await model.aclose()
+            store.close()
+    reopened = SQLiteThreadStore(tmp_path / "threads.db")
+    snap = await reopened.load("t")
+    reopened.close()
+    call = snap.messages[1]
+    assert isinstance(call, AssistantMessage)
+    assert call.tool_calls[0].args == {"x": "caf\ufffd", "n": "Infinity"}
+    assert roles(snap.messages) == ["user", "assistant", "tool", "assistant"]
+    assert len(replaced(result.events)["model_response"]) == 3
+    assert snap.messages[-1].text == "done \ufffd"
