@@ -168,3 +168,44 @@ def test_replacements_past_the_report_bound_are_counted_not_listed() -> None:
     assert fixed == ["\ufffd"] * (MAX_REPORTED + 250)
     assert len(found) == MAX_REPORTED + 1
     assert found[-1] == Replacement("…", "250 more replacements not listed")
+
+
+def _values() -> Any:
+    from hypothesis import strategies as st
+
+    # Surrogates included on purpose (hypothesis leaves them out by default).
+    any_char = st.characters(min_codepoint=0, max_codepoint=0x10FFFF, exclude_categories=())
+    surrogate = st.characters(min_codepoint=0xD800, max_codepoint=0xDFFF, exclude_categories=())
+    text = st.text(alphabet=st.one_of(any_char, surrogate), max_size=12)
+    scalars = st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(min_value=-(2**14000), max_value=2**14000),
+        st.floats(allow_nan=True, allow_infinity=True),
+        text,
+    )
+    keys = st.one_of(text, st.integers(), st.none())
+    return st.recursive(
+        scalars,
+        lambda inner: st.one_of(
+            st.lists(inner, max_size=4),
+            st.tuples(inner, inner),
+            st.dictionaries(keys, inner, max_size=4),
+        ),
+        max_leaves=20,
+    )
+
+
+def test_property_any_value_becomes_storable_round_trips_and_is_stable() -> None:
+    from hypothesis import given, settings
+
+    @settings(max_examples=300, deadline=None)
+    @given(_values())
+    def check(value: Any) -> None:
+        fixed = storable_value(value, "data")
+        assert roundtrip(fixed) == roundtrip(storable_value(fixed))  # idempotent
+        stated = storable_value({"v": value}, "state", str_keys=True)
+        state_to_json("t", stated)  # the strict state codec accepts it
+        assert storable_value(stated, str_keys=True) == stated
+
+    check()
