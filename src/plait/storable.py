@@ -289,6 +289,10 @@ def storable_calls(calls: list[ToolCall], found: list[Replacement]) -> list[Tool
     """``calls`` with ids, names, args and raw args made storable (the same list if unchanged)."""
     out: list[ToolCall] | None = None
     for i, call in enumerate(calls):
+        if _plain_call(call):
+            if out is not None:
+                out.append(call)
+            continue
         where = f"tool_calls[{i}]"
         fixed = ToolCall(
             storable_text(call.id, f"{where}.id", found),
@@ -307,6 +311,15 @@ def storable_calls(calls: list[ToolCall], found: list[Replacement]) -> list[Tool
         if out is not None:
             out.append(call if same else fixed)
     return calls if out is None else out
+
+
+def _plain_call(call: ToolCall) -> bool:
+    return (
+        not _has_surrogate(call.id)
+        and not _has_surrogate(call.name)
+        and (call.raw_args is None or not _has_surrogate(call.raw_args))
+        and _plainly_storable(call.args)
+    )
 
 
 def _copy(message: Message, fields: dict[str, Any]) -> Message:

@@ -169,6 +169,12 @@ class FunctionTool(Tool):
         doc = description if description is not None else inspect.getdoc(fn) or ""
         super().__init__(ToolDefinition(tool_name, doc.strip(), schema, dict(metadata or {})))
 
+    @property
+    def runs_on_loop(self) -> bool:
+        """Whether a call runs start to end on the event loop without suspending (a sync
+        function without ``blocking=True``): no timeout can interrupt it, so none is set."""
+        return not self._is_async and not self.blocking
+
     def validate(self, args: Mapping[str, Any]) -> dict[str, Any]:
         from pydantic import ValidationError
 

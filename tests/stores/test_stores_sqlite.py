@@ -184,3 +184,24 @@ async def test_in_memory_database_works_for_one_store(tmp_path: Path) -> None:
     assert (await store.load("t")).version == 1
     assert await SQLiteThreadStore(":memory:").load("t") == ThreadSnapshot("t")
     store.close()
+
+
+async def test_a_cancelled_append_raises_only_once_its_write_has_landed(tmp_path: Path) -> None:
+    """The write runs in a worker thread, which cancelling cannot stop; ``append`` raises
+    ``CancelledError`` only after it committed, so another instance (another process) sees it
+    at once and the caller's next write is not a conflict (issue 11 §2)."""
+    writer = SQLiteThreadStore(tmp_path / "t.db")
+    reader = SQLiteThreadStore(tmp_path / "t.db")
+    try:
+        for version in range(20):
+            task = asyncio.create_task(
+                writer.append("t", [UserMessage(f"m{version}")], expected_version=version)
+            )
+            await asyncio.sleep(0)  # the write is now in its worker thread
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            assert (await reader.load("t")).version == version + 1
+    finally:
+        writer.close()
+        reader.close()

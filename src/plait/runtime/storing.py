@@ -8,18 +8,17 @@ Two guarantees the turn relies on:
   middleware added, a non-JSON value in the state) is made storable and retried once, so a
   dispatch whose tools ran is always persisted. Every replacement is reported as a
   :class:`~plait.runtime.events.ValuesReplaced` event.
-* **A write settles before the turn lets go.** Stores may write in a worker thread
-  (``asyncio.to_thread``), which a cancellation cannot stop. If the turn is cancelled while a write
-  is in flight, :func:`append_settled` waits for the write to finish (at most
-  ``SETTLE_TIMEOUT`` seconds) before letting the cancellation through, so when ``agent.run``
-  raises ``CancelledError`` the thread is at rest and the next turn on it starts cleanly.
+* **A write settles before the turn lets go.** A store's ``append`` must not leave a write in
+  flight when it raises ``CancelledError`` (the :class:`~plait.stores.base.ThreadStore`
+  contract): the SQLite store lets its worker-thread write finish first, the memory store writes
+  without suspending. So when ``agent.run`` raises ``CancelledError`` the thread is at rest and
+  the next turn on it starts cleanly.
 """
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Awaitable, Mapping, Sequence
-from typing import Any, TypeVar
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from plait.messages import Message
 from plait.middleware.context import EventSink
@@ -36,16 +35,14 @@ from plait.stores.base import ThreadDataError, ThreadStore
 
 __all__ = [
     "SETTLE_TIMEOUT",
-    "append_settled",
-    "settled",
+    "append_storable",
     "storable_input",
     "storable_response",
 ]
 
 SETTLE_TIMEOUT = 30.0
-"""Seconds a cancelled turn waits for its in-flight store write before giving up on it."""
-
-T = TypeVar("T")
+"""Seconds a new turn waits for an abandoned turn on its thread (a stream left with ``break``)
+to settle before it loads the thread."""
 
 
 def _report(emit: EventSink, source: str, found: list[Replacement]) -> None:
@@ -84,26 +81,7 @@ def storable_response(response: ModelResponse, emit: EventSink) -> ModelResponse
     return response.replace(content=content, tool_calls=calls, finish_reason=reason)
 
 
-async def settled(write: Awaitable[T], within: float = SETTLE_TIMEOUT) -> T:
-    """Await ``write``; if cancelled meanwhile, let ``write`` finish first (at most ``within``
-    seconds, however often the cancellation is repeated), then re-raise the cancellation."""
-    task = asyncio.ensure_future(write)
-    try:
-        return await asyncio.shield(task)
-    except asyncio.CancelledError:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + within
-        while not task.done() and loop.time() < deadline:
-            try:
-                await asyncio.wait({task}, timeout=deadline - loop.time())
-            except asyncio.CancelledError:
-                continue
-        if task.done() and not task.cancelled():
-            task.exception()  # retrieved: the cancellation is what the caller sees
-        raise
-
-
-async def append_settled(
+async def append_storable(
     store: ThreadStore,
     thread_id: str,
     messages: Sequence[Message],
@@ -112,12 +90,11 @@ async def append_settled(
     state: Mapping[str, Any] | None,
     emit: EventSink,
 ) -> int:
-    """``store.append`` that settles on cancellation (:func:`settled`) and, if the store rejects
-    a value, retries once with the messages and state made storable (the state as written; the
-    live dict the middleware holds is left as it is)."""
+    """``store.append``; if the store rejects a value, retried once with the messages and state
+    made storable (the state as written; the live dict the middleware holds is left as is)."""
     try:
-        return await settled(
-            store.append(thread_id, messages, expected_version=expected_version, state=state)
+        return await store.append(
+            thread_id, messages, expected_version=expected_version, state=state
         )
     except ThreadDataError:
         pass
@@ -127,6 +104,6 @@ async def append_settled(
         None if state is None else storable_value(dict(state), "state", found, str_keys=True)
     )
     _report(emit, "state", found)
-    return await settled(
-        store.append(thread_id, fixed, expected_version=expected_version, state=fixed_state)
+    return await store.append(
+        thread_id, fixed, expected_version=expected_version, state=fixed_state
     )

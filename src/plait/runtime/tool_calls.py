@@ -57,7 +57,7 @@ from plait.runtime.events import (
     ValuesReplaced,
 )
 from plait.storable import Replacement, storable_value
-from plait.tools import Tool, ToolContext
+from plait.tools import FunctionTool, Tool, ToolContext
 
 __all__ = ["results_after_cancel", "run_tool_calls"]
 
@@ -83,7 +83,7 @@ async def _invoke(
     """Run ``tool`` under its timeout (its own, else ``default``); raises
     :class:`ToolTimeoutError` when that deadline, not the tool itself, raised the timeout."""
     limit = tool.timeout if tool.timeout is not None else default
-    if math.isinf(limit):
+    if math.isinf(limit) or (isinstance(tool, FunctionTool) and tool.runs_on_loop):
         return await tool.invoke(args, ToolContext(call, d.turn, d))
     deadline = asyncio.timeout(limit)
     try:

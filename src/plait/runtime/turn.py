@@ -39,7 +39,7 @@ from plait.runtime.events import (
     TurnStart,
 )
 from plait.runtime.model_hooks import run_model_hooks
-from plait.runtime.storing import append_settled, storable_input, storable_response
+from plait.runtime.storing import append_storable, storable_input, storable_response
 from plait.runtime.tool_calls import results_after_cancel, run_tool_calls
 from plait.tools import ToolRegistry
 
@@ -282,9 +282,9 @@ class Turn:
             raise
 
     async def _append(self, messages: list[Message], state: dict[str, Any]) -> int:
-        """Write at the current version; values a store cannot encode are replaced, not fatal,
-        and a cancelled turn lets its write settle first (see :mod:`plait.runtime.storing`)."""
-        return await append_settled(
+        """Write at the current version; values a store cannot encode are replaced, not fatal
+        (see :mod:`plait.runtime.storing`)."""
+        return await append_storable(
             self.agent.store,
             self.thread_id,
             messages,

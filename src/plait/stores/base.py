@@ -66,6 +66,10 @@ class ThreadStore(Protocol):
 
         Succeeds only if the thread is still at ``expected_version``; returns the new version
         (``expected_version + 1``). Otherwise raises ``ThreadConflictError`` and changes nothing.
+
+        Cancellation settles: if the caller is cancelled, ``append`` raises ``CancelledError``
+        only once the write has landed or certainly never will (a write handed to a thread or a
+        server is waited for, within a bounded time), so the caller's next write sees it.
         """
         ...
 
