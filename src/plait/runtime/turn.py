@@ -41,6 +41,7 @@ from plait.runtime.events import (
 from plait.runtime.model_hooks import run_model_hooks
 from plait.runtime.storing import append_storable, storable_input, storable_response
 from plait.runtime.tool_calls import results_after_cancel, run_tool_calls
+from plait.storable import storable_text
 from plait.tools import ToolRegistry
 
 if TYPE_CHECKING:
@@ -302,7 +303,10 @@ class Turn:
             final: ModelResponse | None = None
             async for event in model.stream(request):
                 if isinstance(event, TextDelta):
-                    self.emit(TextDeltaEvent(dispatch=d.index, text=event.text))
+                    # Shown live (a terminal, a JSON line): encodable like what is stored; the
+                    # final response reports the replacement.
+                    text = storable_text(event.text)
+                    self.emit(TextDeltaEvent(dispatch=d.index, text=text))
                 elif isinstance(event, ResponseComplete):
                     final = event.response
             if final is None:
