@@ -210,3 +210,17 @@ async def test_a_dispatch_cancelled_while_its_tools_run_is_persisted_with_what_r
     # the next turn sees what ran and does not need to send it again
     assert (await agent.run("next", thread_id="t")).output == "done"
     assert side_effects == ["sent"]
+
+
+async def test_aclosing_a_stream_settles_its_turn_before_the_block_ends(store: ThreadStore) -> None:
+    import contextlib
+
+    rng = random.Random(5)
+    agent = build_agent(store, rng)
+    for round_ in range(ROUNDS // 2):
+        thread = f"t{round_ % 2}"
+        async with contextlib.aclosing(agent.stream("go", thread_id=thread)) as stream:
+            async for _event in stream:
+                break
+        snapshot = await store.load(thread)
+        await store.append(thread, [], expected_version=snapshot.version)

@@ -15,6 +15,7 @@ fails or is cancelled leaves everything it had persisted intact.
 from __future__ import annotations
 
 import asyncio
+import weakref
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -216,7 +217,7 @@ class RunStream:
     the :class:`RunResult`; if the turn failed, iteration raises its error after yielding the
     error event.
 
-    Leaving early cancels the turn. ``aclose()`` on the iterator (or ``contextlib.aclosing``)
+    Leaving early cancels the turn. :meth:`aclose` (also through ``contextlib.aclosing``)
     returns once the turn has settled (its in-flight store write finished or given up). A plain
     ``break`` cannot wait, so the turn is cancelled the moment the iterator is dropped and the
     agent's next turn on that thread waits for it to settle before it loads the thread (at most
@@ -231,6 +232,7 @@ class RunStream:
     ) -> None:
         self._turn_args = (agent, thread_id, input, state)
         self._iterated = False
+        self._events: weakref.ref[_TurnEvents] | None = None
         self.thread_id = thread_id
         self.result: RunResult | None = None
 
@@ -241,7 +243,21 @@ class RunStream:
                 "Call agent.stream(...) again to run another turn."
             )
         self._iterated = True
-        return _TurnEvents(self, *self._turn_args)
+        events = _TurnEvents(self, *self._turn_args)
+        # A weak reference: the loop's iterator must be the only strong one, so a ``break``
+        # drops it and cancels the turn at once.
+        self._events = weakref.ref(events)
+        return events
+
+    async def aclose(self) -> None:
+        """Cancel the turn if it still runs and return once it has settled; a no-op if the
+        stream was never iterated or has finished. ``async with contextlib.aclosing(stream)``
+        calls it on the way out of the block."""
+        events = self._events() if self._events is not None else None
+        if events is not None:
+            await events.aclose()
+        else:
+            await self._turn_args[0]._settle(self.thread_id)
 
 
 async def _drive(turn: Turn, queue: asyncio.Queue[Event | None]) -> RunResult:
