@@ -16,8 +16,9 @@ a lone surrogate (``"a\\ud800b"``,       ``U+FFFD`` (``"a\\ufffdb"``)
 ``nan``, ``inf``, ``-inf``               the strings ``"NaN"``, ``"Infinity"``, ``"-Infinity"``
 an ``int`` over ``MAX_INT_BITS`` bits    its ``hex()`` string (JSON readers reject integers
                                          of more than 4,300 digits)
-a dict key that is not a ``str``         ``str(key)`` (a later key that maps to the same
-                                         string wins)
+a dict key that is not a ``str``         ``str(key)`` with ``str_keys=True`` (the thread
+                                         state); otherwise left for JSON, which writes
+                                         ``int``/``float``/``bool``/``None`` keys as strings
 nesting deeper than ``MAX_DEPTH``        the string ``"[nested too deep: dropped]"``
                                          (stores cannot read such JSON back)
 any other object                         its JSON form (dataclasses, pydantic models, sets,
@@ -44,6 +45,7 @@ __all__ = [
     "MAX_INT_BITS",
     "MAX_REPORTED",
     "Replacement",
+    "storable_calls",
     "storable_message",
     "storable_text",
     "storable_value",
