@@ -8,7 +8,6 @@ from plait.__about__ import __version__
 from plait.errors import (
     ConfigurationError,
     ContextOverflowError,
-    DispatchLimitExceeded,
     DispatchRejected,
     LimitExceeded,
     PlaitError,
@@ -50,7 +49,6 @@ __all__ = [
     "ConfigurationError",
     "ContextOverflowError",
     "DispatchContext",
-    "DispatchLimitExceeded",
     "DispatchRejected",
     "Event",
     "FunctionModel",

@@ -37,7 +37,7 @@ from plait.skills.managed import (
     SkillsTurnInput,
     SkillsTurnOutput,
     SkillToolCollision,
-    SkillUpdateAvailable,
+    SkillUpdateFound,
     allow_all,
     create_skill_manager,
     create_skill_middleware_set,
@@ -391,7 +391,7 @@ async def test_turn_input_hydrates_tools_and_retrievables_and_auto_refresh_refre
     [entry] = manager.catalog()
     assert entry.version != old_version and entry.update_available
     assert entry.loaded_version == old_version  # refreshed the catalog, swapped nothing
-    assert any(isinstance(e, SkillUpdateAvailable) for e in result.events)
+    assert any(isinstance(e, SkillUpdateFound) for e in result.events)
 
 
 async def test_dispatch_input_removes_unloaded_tools_and_reasserts_after_mid_turn_load() -> None:

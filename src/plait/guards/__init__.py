@@ -8,12 +8,12 @@
 
 from plait.guards.events import (
     LimitReached,
-    RepetitionDetectedEvent,
+    RepetitionDetected,
     ToolCallRejected,
     ToolCallRepaired,
 )
 from plait.guards.limits import THREAD_MODEL_CALLS_KEY, LimitsMiddleware
-from plait.guards.repetition import RepetitionDetected, RepetitionDetector, jaccard
+from plait.guards.repetition import RepetitionDetector, RepetitionError, jaccard
 from plait.guards.validator import ToolCallValidator, repair_json_object
 from plait.runtime.model_hooks import ModelHook
 
@@ -22,8 +22,8 @@ __all__ = [
     "LimitReached",
     "LimitsMiddleware",
     "RepetitionDetected",
-    "RepetitionDetectedEvent",
     "RepetitionDetector",
+    "RepetitionError",
     "ToolCallRejected",
     "ToolCallRepaired",
     "ToolCallValidator",

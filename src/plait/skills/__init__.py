@@ -95,30 +95,30 @@ __all__ = [
 # Disclosure mode (SkillsMiddleware): imported last, it builds on everything above.
 from plait.skills.disclosure import (
     PinnedSkillNotFound,
-    SkillLoadProblem,
+    SkillCatalogLoaded,
     SkillPathError,
     SkillPinned,
-    SkillsLoaded,
+    SkillProblemFound,
     SkillsMiddleware,
     SkillSnapshot,
-    SkillToolResolver,
     SkillToolsDisclosed,
     SkillToolsWithdrawn,
     SkillToolUnresolved,
+    ToolNameResolver,
 )
 
 __all__ += [
     "PinnedSkillNotFound",
-    "SkillLoadProblem",
+    "SkillCatalogLoaded",
     "SkillPathError",
     "SkillPinned",
+    "SkillProblemFound",
     "SkillSnapshot",
-    "SkillToolResolver",
     "SkillToolUnresolved",
     "SkillToolsDisclosed",
     "SkillToolsWithdrawn",
-    "SkillsLoaded",
     "SkillsMiddleware",
+    "ToolNameResolver",
 ]
 
 # Managed mode (SkillManager): imported last, it builds on everything above.

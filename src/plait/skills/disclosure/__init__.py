@@ -9,7 +9,7 @@
 * **Catalog.** Before every model call the thread's skills (name, description, SKILL.md path)
   follow the system prompt, within ``budget`` characters; past it, ``search_skills`` finds the
   rest. A skill that could not be loaded is named in one bounded note, and reported as
-  :class:`SkillLoadProblem` events. No skills: no catalog and no skill tools at all.
+  :class:`SkillProblemFound` events. No skills: no catalog and no skill tools at all.
 * **Reading.** The model reads a skill with ``read_file`` (the middleware's, unless the agent has
   its own): the whole file by default, pages only for huge files, confined to skill folders.
 * **Loading.** Once per thread, kept in the thread state under ``skills_metadata`` as a small
@@ -33,9 +33,9 @@ Gate dangerous tools with a guard or ``before_tool_call`` middleware, not with s
 from __future__ import annotations
 
 from plait.skills.disclosure.events import (
-    SkillLoadProblem,
+    SkillCatalogLoaded,
     SkillPinned,
-    SkillsLoaded,
+    SkillProblemFound,
     SkillToolsDisclosed,
     SkillToolsWithdrawn,
     SkillToolUnresolved,
@@ -45,7 +45,7 @@ from plait.skills.disclosure.pins import PINNED_KEY, PinnedSkillNotFound
 from plait.skills.disclosure.read_file import DEFAULT_READ_MAX_CHARS, SkillPathError
 from plait.skills.disclosure.scan import PINNED_SOURCE, READ_TOOL_NAME
 from plait.skills.disclosure.search import SEARCH_TOOL_NAME
-from plait.skills.disclosure.skill_tools import ResolvedTools, SkillToolResolver
+from plait.skills.disclosure.skill_tools import ResolvedTools, ToolNameResolver
 from plait.skills.disclosure.snapshot import DEFAULT_INSTRUCTIONS, SkillSnapshot
 
 __all__ = [
@@ -59,14 +59,14 @@ __all__ = [
     "STATE_KEY",
     "PinnedSkillNotFound",
     "ResolvedTools",
-    "SkillLoadProblem",
+    "SkillCatalogLoaded",
     "SkillPathError",
     "SkillPinned",
+    "SkillProblemFound",
     "SkillSnapshot",
-    "SkillToolResolver",
     "SkillToolUnresolved",
     "SkillToolsDisclosed",
     "SkillToolsWithdrawn",
-    "SkillsLoaded",
     "SkillsMiddleware",
+    "ToolNameResolver",
 ]

@@ -14,7 +14,6 @@ from __future__ import annotations
 from plait.skills.managed.errors import (
     ErrorCode,
     InvalidSkillsConfig,
-    ManagedSkillNotFound,
     SkillAlreadyLoaded,
     SkillGateDenied,
     SkillLoadFailed,
@@ -29,6 +28,14 @@ from plait.skills.managed.errors import (
     SkillToolInvalid,
     render_error,
 )
+from plait.skills.managed.events import (
+    SkillLoaded,
+    SkillRestoreFailed,
+    SkillSwapFailed,
+    SkillSwapped,
+    SkillUnloaded,
+    SkillUpdateFound,
+)
 from plait.skills.managed.hooks import (
     SkillMiddlewareSet,
     SkillsDispatchInput,
@@ -42,26 +49,17 @@ from plait.skills.managed.hooks import (
     skills_turn_output_middleware,
 )
 from plait.skills.managed.manager import SkillManager, create_skill_manager
-from plait.skills.managed.persistence import (
-    LOADED_STATE_KEY,
-    RememberLoadedSkills,
-    SkillRestoreFailed,
-)
-from plait.skills.managed.prepare import TOOL_NAME, SkillTools, SkillToolsResolver
+from plait.skills.managed.persistence import LOADED_STATE_KEY, RememberLoadedSkills
+from plait.skills.managed.prepare import TOOL_NAME, SkillTools, SkillToolsProvider
 from plait.skills.managed.records import (
     META_KEY,
-    CatalogEntry,
     CatalogRefresh,
     Channel,
     LoadedSkill,
     LoadResult,
     ProjectedSkill,
     RefreshOutcome,
-    SkillLoaded,
-    SkillSwapFailed,
-    SkillSwapped,
-    SkillUnloaded,
-    SkillUpdateAvailable,
+    SkillStatus,
     placeholder,
 )
 from plait.skills.managed.scripts import TRUNCATION_MARKER, ScriptConfig, ScriptRun
@@ -78,7 +76,6 @@ __all__ = [
     "META_KEY",
     "TOOL_NAME",
     "TRUNCATION_MARKER",
-    "CatalogEntry",
     "CatalogRefresh",
     "Channel",
     "ErrorCode",
@@ -86,7 +83,6 @@ __all__ = [
     "InvalidSkillsConfig",
     "LoadResult",
     "LoadedSkill",
-    "ManagedSkillNotFound",
     "ProjectedSkill",
     "RefreshOutcome",
     "RememberLoadedSkills",
@@ -107,14 +103,15 @@ __all__ = [
     "SkillScriptFailed",
     "SkillScriptRejected",
     "SkillScriptTimeout",
+    "SkillStatus",
     "SkillSwapFailed",
     "SkillSwapped",
     "SkillToolCollision",
     "SkillToolInvalid",
     "SkillTools",
-    "SkillToolsResolver",
+    "SkillToolsProvider",
     "SkillUnloaded",
-    "SkillUpdateAvailable",
+    "SkillUpdateFound",
     "SkillsDispatchInput",
     "SkillsDispatchOutput",
     "SkillsTurnInput",
