@@ -19,7 +19,6 @@ from plait import (
 )
 from plait.backends import MemoryBackend
 from plait.context import (
-    READ_TOOL_NAME,
     ContextOverflowRecovered,
     ContextOverflowUnrecoverable,
     HistorySummarized,
@@ -30,6 +29,7 @@ from plait.context import (
     TokenAccountant,
     find_orphans,
 )
+from plait.context.offload import READ_TOOL_NAME
 from plait.context.summarization import STATE_KEY
 from plait.stores.memory import MemoryThreadStore
 

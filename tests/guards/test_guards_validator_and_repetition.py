@@ -24,9 +24,9 @@ from plait.guards import (
     ToolCallRejected,
     ToolCallRepaired,
     ToolCallValidator,
-    jaccard,
-    repair_json_object,
 )
+from plait.guards.repetition import jaccard
+from plait.guards.validator import repair_json_object
 
 ran: list[str] = []
 

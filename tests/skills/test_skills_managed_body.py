@@ -27,13 +27,8 @@ from plait.messages import Message, dump_messages
 from plait.middleware import Next
 from plait.runtime import DispatchFinished
 from plait.skills import MemorySource
-from plait.skills.managed import (
-    META_KEY,
-    SkillManager,
-    allow_all,
-    create_skill_manager,
-    placeholder,
-)
+from plait.skills.managed import SkillManager, allow_all, create_skill_manager
+from plait.skills.managed.records import META_KEY, placeholder
 from plait.stores.sqlite import SQLiteThreadStore
 
 BODY = "BODY-MARKER-5d21 follow these steps carefully."

@@ -12,8 +12,6 @@ from plait import Agent, DispatchContext, ScriptedModel, ToolCall, ToolMessage, 
 from plait.messages import Message
 from plait.skills import MemorySource
 from plait.skills.managed import (
-    LIFECYCLE_TOOL_NAMES,
-    TOOL_NAME,
     ScriptConfig,
     SkillManager,
     SkillToolCollision,
@@ -21,6 +19,8 @@ from plait.skills.managed import (
     allow_all,
     create_skill_manager,
 )
+from plait.skills.managed.prepare import TOOL_NAME
+from plait.skills.managed.tools import LIFECYCLE_TOOL_NAMES
 
 
 def skill_md(name: str, body: str = "Body.", description: str = "") -> str:

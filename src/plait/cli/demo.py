@@ -31,12 +31,12 @@ from plait.backends.memory import MemoryBackend
 from plait.cli.console import EventPrinter
 from plait.cli.run import check_skills_folders
 from plait.context import (
-    READ_TOOL_NAME,
     HistorySummarized,
     ResultEvicted,
     ResultEvictionMiddleware,
     SummarizationMiddleware,
 )
+from plait.context.offload import READ_TOOL_NAME
 from plait.messages import ToolCall, ToolMessage, UserMessage
 from plait.middleware.context import Event
 from plait.models.base import ModelRequest, ModelResponse

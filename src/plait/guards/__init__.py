@@ -12,13 +12,12 @@ from plait.guards.events import (
     ToolCallRejected,
     ToolCallRepaired,
 )
-from plait.guards.limits import THREAD_MODEL_CALLS_KEY, LimitsMiddleware
-from plait.guards.repetition import RepetitionDetector, RepetitionError, jaccard
-from plait.guards.validator import ToolCallValidator, repair_json_object
+from plait.guards.limits import LimitsMiddleware
+from plait.guards.repetition import RepetitionDetector, RepetitionError
+from plait.guards.validator import ToolCallValidator
 from plait.runtime.model_hooks import ModelHook
 
 __all__ = [
-    "THREAD_MODEL_CALLS_KEY",
     "LimitReached",
     "LimitsMiddleware",
     "RepetitionDetected",
@@ -27,9 +26,6 @@ __all__ = [
     "ToolCallRejected",
     "ToolCallRepaired",
     "ToolCallValidator",
-    "default_model_hooks",
-    "jaccard",
-    "repair_json_object",
 ]
 
 

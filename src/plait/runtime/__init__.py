@@ -12,11 +12,10 @@ from plait.runtime.events import (
     TurnFinished,
     TurnStarted,
 )
-from plait.runtime.tool_search import SEARCH_TOOLS_NAME, ToolSearch
+from plait.runtime.tool_search import ToolSearch
 from plait.runtime.turn import RunResult
 
 __all__ = [
-    "SEARCH_TOOLS_NAME",
     "Agent",
     "DispatchFinished",
     "ErrorOccurred",

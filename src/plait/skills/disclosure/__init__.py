@@ -40,22 +40,15 @@ from plait.skills.disclosure.events import (
     SkillToolsWithdrawn,
     SkillToolUnresolved,
 )
-from plait.skills.disclosure.middleware import DEFAULT_BUDGET, STATE_KEY, SkillsMiddleware
+from plait.skills.disclosure.middleware import STATE_KEY, SkillsMiddleware
 from plait.skills.disclosure.pins import PINNED_KEY, PinnedSkillNotFound
-from plait.skills.disclosure.read_file import DEFAULT_READ_MAX_CHARS, SkillPathError
-from plait.skills.disclosure.scan import PINNED_SOURCE, READ_TOOL_NAME
-from plait.skills.disclosure.search import SEARCH_TOOL_NAME
+from plait.skills.disclosure.read_file import SkillPathError
 from plait.skills.disclosure.skill_tools import ResolvedTools, ToolNameResolver
-from plait.skills.disclosure.snapshot import DEFAULT_INSTRUCTIONS, SkillSnapshot
+from plait.skills.disclosure.snapshot import DEFAULT_INSTRUCTIONS
 
 __all__ = [
-    "DEFAULT_BUDGET",
     "DEFAULT_INSTRUCTIONS",
-    "DEFAULT_READ_MAX_CHARS",
     "PINNED_KEY",
-    "PINNED_SOURCE",
-    "READ_TOOL_NAME",
-    "SEARCH_TOOL_NAME",
     "STATE_KEY",
     "PinnedSkillNotFound",
     "ResolvedTools",
@@ -63,7 +56,6 @@ __all__ = [
     "SkillPathError",
     "SkillPinned",
     "SkillProblemFound",
-    "SkillSnapshot",
     "SkillToolUnresolved",
     "SkillToolsDisclosed",
     "SkillToolsWithdrawn",
