@@ -25,7 +25,6 @@ from plait.models.base import ModelRequest, ModelResponse
 
 __all__ = ["MiddlewareStack"]
 
-C = TypeVar("C", TurnContext, DispatchContext)
 T = TypeVar("T")
 
 
@@ -71,10 +70,6 @@ class MiddlewareStack:
 
     def __len__(self) -> int:
         return len(self._middleware)
-
-    def implementing(self, hook: str) -> list[Middleware]:
-        """The middleware that override ``hook``, in registration order."""
-        return list(self._by_hook[hook])
 
     # -- pipelines -------------------------------------------------------------------------
 
