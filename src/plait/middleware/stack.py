@@ -71,6 +71,10 @@ class MiddlewareStack:
     def __len__(self) -> int:
         return len(self._middleware)
 
+    def implementing(self, hook: str) -> list[Middleware]:
+        """The middleware that override ``hook``, in registration order."""
+        return list(self._by_hook[hook])
+
     # -- pipelines -------------------------------------------------------------------------
 
     async def run_turn_input(self, ctx: TurnContext) -> None:

@@ -94,6 +94,14 @@ class LoadedSkill:
     def tool_names(self) -> tuple[str, ...]:
         return tuple(t.name for t in self.tools)
 
+    @property
+    def retired(self) -> bool:
+        return self._retired
+
+    @property
+    def in_flight(self) -> int:
+        return self._in_flight
+
     def seal(self, tools: tuple[Tool, ...]) -> None:
         """Fix the tools and build the projected message (body or handle note)."""
         self.tools = tools
