@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, get_type_hints, overload
 
@@ -41,7 +41,6 @@ __all__ = [
     "ToolContext",
     "ToolDefinition",
     "ToolRegistry",
-    "check_timeout",
     "tool",
 ]
 
@@ -255,9 +254,6 @@ def check_timeout(timeout: float | None, what: str) -> float | None:
             f"got {timeout!r}."
         )
     return float(timeout)
-
-
-AsyncToolFn = Callable[[dict[str, Any], ToolContext], Awaitable[Any]]
 
 
 class ToolRegistry:

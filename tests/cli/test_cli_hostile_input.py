@@ -64,9 +64,9 @@ def test_a_provider_that_never_answers_ends_at_plait_model_timeout(
 
 def test_json_lines_stay_printable_when_an_event_quotes_undecodable_text() -> None:
     from plait.cli.console import JsonEventWriter
-    from plait.runtime.events import ErrorEvent
+    from plait.runtime.events import ErrorOccurred
 
     lines: list[str] = []
-    JsonEventWriter(lines.append)(ErrorEvent(error=OSError("no file \udcff"), where="tool:x"))
+    JsonEventWriter(lines.append)(ErrorOccurred(error=OSError("no file \udcff"), where="tool:x"))
     lines[0].encode("utf-8")  # would raise UnicodeEncodeError on a lone surrogate
     assert '"error": "no file \ufffd"' in lines[0]

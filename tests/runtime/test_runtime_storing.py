@@ -17,7 +17,7 @@ from plait.middleware.base import Middleware
 from plait.middleware.context import DispatchContext
 from plait.models import ScriptedModel
 from plait.models.base import ModelResponse
-from plait.runtime.events import TextDeltaEvent, ValuesReplaced
+from plait.runtime.events import TextDeltaReceived, ValuesReplaced
 from plait.stores import MemoryThreadStore, SQLiteThreadStore, ThreadStore
 
 calls: list[str] = []
@@ -158,7 +158,7 @@ async def test_a_streamed_turn_persists_the_same(store: ThreadStore) -> None:
     assert roles(snap.messages) == ["user", "assistant", "tool", "assistant"]
     assert snap.messages[-1].text == "d\ufffdne"
     assert len(replaced(events)["model_response"]) == 2  # one per response
-    deltas = "".join(e.text for e in events if isinstance(e, TextDeltaEvent))
+    deltas = "".join(e.text for e in events if isinstance(e, TextDeltaReceived))
     assert deltas == "d\ufffdne"  # printable live, e.g. as a JSON line
 
 

@@ -1,7 +1,7 @@
 """Every tool call has a deadline: ``Limits.tool_timeout`` and ``@tool(timeout=...)`` (issue 11 §3).
 
 A timed-out call is cancelled and answered with an error result (the call/result pair stays
-intact), a ``ToolTimedOut`` event says so, and the turn goes on.
+intact), a ``ToolTimeoutReached`` event says so, and the turn goes on.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from plait.errors import ConfigurationError
 from plait.messages import ToolCall, ToolMessage
 from plait.models import ScriptedModel
 from plait.runtime.agent import DEFAULT_TOOL_TIMEOUT, Limits
-from plait.runtime.events import ToolTimedOut
+from plait.runtime.events import ToolTimeoutReached
 from plait.stores import MemoryThreadStore
 
 cancelled: list[str] = []
@@ -81,7 +81,7 @@ async def test_a_tool_that_never_returns_is_cancelled_and_answered_with_an_error
     assert by_id["a"].data.startswith("Tool 'never_returns' timed out after 0.05 s")
     assert by_id["b"].data == "quick" and not by_id["b"].is_error
     assert cancelled == ["never_returns"]
-    timed_out = [e for e in result.events if isinstance(e, ToolTimedOut)]
+    timed_out = [e for e in result.events if isinstance(e, ToolTimeoutReached)]
     assert [(e.call.id, e.timeout) for e in timed_out] == [("a", 0.05)]
 
 
@@ -93,7 +93,7 @@ async def test_a_tools_own_timeout_wins_over_the_limit() -> None:
     )
     assert "timed out after 0.05 s" in by_id["a"].data
     assert by_id["b"].data == "finished"
-    assert [e.call.id for e in result.events if isinstance(e, ToolTimedOut)] == ["a"]
+    assert [e.call.id for e in result.events if isinstance(e, ToolTimeoutReached)] == ["a"]
 
 
 async def test_a_blocking_sync_tool_cannot_be_stopped_but_the_turn_moves_on() -> None:
@@ -118,7 +118,7 @@ async def test_a_timeout_error_raised_by_the_tool_itself_is_an_ordinary_failure(
         [ToolCall("a", "raises_its_own_timeout")], [raises_its_own_timeout], Limits()
     )
     assert by_id["a"].data == "Tool 'raises_its_own_timeout' failed: TimeoutError: socket timed out"
-    assert not [e for e in result.events if isinstance(e, ToolTimedOut)]
+    assert not [e for e in result.events if isinstance(e, ToolTimeoutReached)]
 
 
 def test_the_default_timeout_is_documented_and_applies() -> None:

@@ -18,7 +18,7 @@ from plait.models.base import (
 )
 from plait.models.language_model import LanguageModelMiddleware, WrappedModel, wrap_model
 from plait.models.openai import OpenAIChatModel
-from plait.models.registry import MODEL_SPEC_FORMS, resolve_model
+from plait.models.registry import resolve_model
 from plait.models.retrying import Backoff
 from plait.models.scripted import (
     FunctionModel,
@@ -29,7 +29,6 @@ from plait.models.scripted import (
 from plait.models.timeouts import ModelTimeouts
 
 __all__ = [
-    "MODEL_SPEC_FORMS",
     "AnthropicModel",
     "Backoff",
     "CallClass",

@@ -50,19 +50,20 @@ DEFAULT_TOOL_TIMEOUT = 300.0
 
 @dataclass(slots=True, frozen=True)
 class Limits:
-    """Bounds on one turn. ``max_dispatches`` is the number of model calls before the turn ends
-    with :class:`~plait.errors.DispatchLimitExceeded`; ``max_concurrent_tools`` bounds how many
-    tool calls of one response run at once; ``tool_timeout`` is how many seconds a tool call may
-    run before it is cancelled and answered with a
-    :class:`~plait.errors.ToolTimeoutError` result (default 300; ``math.inf`` for none; a tool's
-    own ``@tool(timeout=...)`` wins)."""
+    """Bounds on one turn. ``model_calls_per_turn`` is the number of model calls before the turn
+    ends with :class:`~plait.errors.LimitExceeded` (``kind="model_calls_per_turn"``; the same
+    limit :class:`~plait.guards.LimitsMiddleware` can set lower, with an event);
+    ``max_concurrent_tools`` bounds how many tool calls of one response run at once;
+    ``tool_timeout`` is how many seconds a tool call may run before it is cancelled and answered
+    with a :class:`~plait.errors.ToolTimeoutError` result (default 300; ``math.inf`` for none; a
+    tool's own ``@tool(timeout=...)`` wins)."""
 
-    max_dispatches: int = 50
+    model_calls_per_turn: int = 50
     max_concurrent_tools: int = 8
     tool_timeout: float = DEFAULT_TOOL_TIMEOUT
 
     def __post_init__(self) -> None:
-        if self.max_dispatches < 1 or self.max_concurrent_tools < 1:
+        if self.model_calls_per_turn < 1 or self.max_concurrent_tools < 1:
             raise ConfigurationError("Limits must be at least 1.")
         check_timeout(self.tool_timeout, "Limits.tool_timeout")
 
@@ -166,7 +167,7 @@ class Agent:
 
         ``state`` updates the thread state before the turn starts (e.g. ``{"skills_metadata":
         None}`` to reload skills). Raises the turn's error (``TurnAborted``,
-        ``DispatchRejected``, ``DispatchLimitExceeded``, a provider error, …) after persisting
+        ``DispatchRejected``, ``LimitExceeded``, a provider error, …) after persisting
         everything that completed. If the run is cancelled, the cancellation propagates once
         the turn's in-flight store write has settled (see :mod:`plait.runtime.storing`).
         """

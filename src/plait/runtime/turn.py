@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from plait.errors import (
-    DispatchLimitExceeded,
     DispatchRejected,
+    LimitExceeded,
     ProviderError,
     ThreadConflictError,
     TurnAborted,
@@ -30,13 +30,13 @@ from plait.middleware.context import DispatchContext, Event, EventSink, TurnCont
 from plait.middleware.stack import MiddlewareStack
 from plait.models.base import ModelRequest, ModelResponse, ResponseComplete, TextDelta
 from plait.runtime.events import (
-    DispatchEnd,
-    ErrorEvent,
-    ModelRequestEvent,
-    ModelResponseEvent,
-    TextDeltaEvent,
-    TurnEnd,
-    TurnStart,
+    DispatchFinished,
+    ErrorOccurred,
+    ModelRequestSent,
+    ModelResponseReceived,
+    TextDeltaReceived,
+    TurnFinished,
+    TurnStarted,
 )
 from plait.runtime.model_hooks import run_model_hooks
 from plait.runtime.storing import append_storable, storable_input, storable_response
@@ -125,7 +125,7 @@ class Turn:
         self.agent = agent
         self.stack: MiddlewareStack = agent.middleware
         self.thread_id = thread_id
-        # What the input needed replaced is reported right after TurnStart.
+        # What the input needed replaced is reported right after TurnStarted.
         self._input_events: list[Event] = []
         self.input = storable_input(input, self._input_events.append)
         self.state_update = state or {}
@@ -146,10 +146,10 @@ class Turn:
                 raise _aborted(ctx.error)
         except BaseException as exc:
             if isinstance(exc, Exception):
-                self.emit(ErrorEvent(error=exc, where="turn", fatal=True))
+                self.emit(ErrorOccurred(error=exc, where="turn", fatal=True))
                 await self._save_state(ctx, exc)
             raise
-        self.emit(TurnEnd(output=output, usage=ctx.usage))
+        self.emit(TurnFinished(output=output, usage=ctx.usage))
         return RunResult(output, self.thread_id, self.new_messages, ctx.usage, ctx.state)
 
     async def _save_state(self, ctx: TurnContext, error: Exception) -> None:
@@ -163,7 +163,7 @@ class Turn:
         try:
             self.version = await self._append([], ctx.state)
         except Exception as exc:
-            self.emit(ErrorEvent(error=exc, where="save_state"))
+            self.emit(ErrorOccurred(error=exc, where="save_state"))
 
     async def _start(self) -> TurnContext:
         store = self.agent.store
@@ -187,16 +187,22 @@ class Turn:
             input=self.input,
             emit=self.emit,
         )
-        self.emit(TurnStart(thread_id=self.thread_id, input=self.input))
+        self.emit(TurnStarted(thread_id=self.thread_id, input=self.input))
         for event in self._input_events:
             self.emit(event)
         return ctx
 
     async def _dispatch_loop(self, ctx: TurnContext) -> str:
-        limit = self.agent.limits.max_dispatches
+        limit = self.agent.limits.model_calls_per_turn
         while True:
             if ctx.dispatch_count >= limit:
-                raise DispatchLimitExceeded(limit)
+                raise LimitExceeded(
+                    "model_calls_per_turn",
+                    limit,
+                    f"The turn reached its limit of {limit} model calls without a final answer. "
+                    "Raise Limits(model_calls_per_turn=...) or check the tools for a loop; "
+                    "every message so far is persisted and the thread stays valid.",
+                )
             d = DispatchContext(ctx, ctx.dispatch_count)
             ctx.dispatch_count += 1
             response = await self._dispatch(d)
@@ -229,7 +235,7 @@ class Turn:
         request = await stack.run_before_model_call(self.build_request(ctx), d)
         self._check(d)
         d.request = request
-        self.emit(ModelRequestEvent(dispatch=d.index, request=request))
+        self.emit(ModelRequestSent(dispatch=d.index, request=request))
         response = _checked(await stack.wrap_model(self._model_handler(d), d)(request), ctx)
         response = await stack.run_after_model_call(response, request, d)
         self._check(d)
@@ -240,7 +246,7 @@ class Turn:
         ctx.usage = ctx.usage + response.usage
         assistant = response.to_message()
         d.add_message(assistant)
-        self.emit(ModelResponseEvent(dispatch=d.index, message=assistant))
+        self.emit(ModelResponseReceived(dispatch=d.index, message=assistant))
         if response.tool_calls:
             for message in await self._run_tools(response.tool_calls, d):
                 d.add_message(message)
@@ -252,7 +258,7 @@ class Turn:
             persisted = keep_out(persisted)
         self.version = await self._append(persisted, ctx.state)
         self.new_messages.extend(persisted)
-        self.emit(DispatchEnd(dispatch=d.index, messages=persisted, usage=response.usage))
+        self.emit(DispatchFinished(dispatch=d.index, messages=persisted, usage=response.usage))
         self._check(d)
         return response
 
@@ -279,7 +285,7 @@ class Turn:
                 self.version = await self._append(persisted, d.turn.state)
                 self.new_messages.extend(persisted)
             except Exception as exc:  # the cancellation is what the caller must see
-                self.emit(ErrorEvent(error=exc, where="persist_cancelled_dispatch"))
+                self.emit(ErrorOccurred(error=exc, where="persist_cancelled_dispatch"))
             raise
 
     async def _append(self, messages: list[Message], state: dict[str, Any]) -> int:
@@ -306,7 +312,7 @@ class Turn:
                     # Shown live (a terminal, a JSON line): encodable like what is stored; the
                     # final response reports the replacement.
                     text = storable_text(event.text)
-                    self.emit(TextDeltaEvent(dispatch=d.index, text=text))
+                    self.emit(TextDeltaReceived(dispatch=d.index, text=text))
                 elif isinstance(event, ResponseComplete):
                     final = event.response
             if final is None:
