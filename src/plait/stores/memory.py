@@ -1,20 +1,39 @@
 """``MemoryThreadStore``: threads in a dict, for tests and short-lived processes.
 
-Messages and state are kept as JSON text (the same codec the SQLite store uses), not as live
-objects. That gives every ``load`` fresh objects, so a caller mutating a loaded message cannot
-change the store, and it makes the memory store accept and reject exactly what SQLite does.
-Measured on 1,500 mixed messages: a JSON round trip costs about 8 ms, ``copy.deepcopy`` 27 ms.
+The store keeps private copies, never the caller's objects: ``append`` copies what it is given
+and ``load`` hands out fresh copies, so mutating a loaded or appended message (or the state)
+cannot change the store. It accepts and rejects exactly what the SQLite store does, and gives
+back what SQLite would: messages and state made only of plain JSON values (``str``, ``int``,
+finite ``float``, ``bool``, ``None``, ``list``, ``dict`` with ``str`` keys; exact types) are
+copied field by field; anything else (a tuple, an enum, a NaN, an ``int`` dict key, a ``Message``
+subclass, text UTF-8 cannot encode) goes through the same JSON codec SQLite uses, which either
+normalises it as SQLite would (a tuple comes back a list) or raises
+:class:`~plait.stores.base.ThreadDataError`.
+
+Why copies and not JSON text for everything: an agent writes every dispatch, and encoding the
+dispatch's messages and the state to JSON cost about 15 µs a dispatch, half the per-turn budget
+(``bench/overhead.py``); copying plain values costs a few µs, and a ``load`` of 1,500 messages
+costs less than parsing them.
 """
 
 from __future__ import annotations
 
-import asyncio
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from plait.errors import ThreadConflictError
-from plait.messages import Message
+from plait.messages import (
+    AssistantMessage,
+    Message,
+    SystemMessage,
+    TextPart,
+    ToolCall,
+    ToolMessage,
+    Usage,
+    UserMessage,
+)
 from plait.stores.base import (
     ThreadSnapshot,
     messages_from_json,
@@ -29,17 +48,18 @@ __all__ = ["MemoryThreadStore"]
 @dataclass(slots=True)
 class _StoredThread:
     version: int = 0
-    state: str = "{}"
-    messages: list[str] = field(default_factory=list)
+    state: dict[str, Any] = field(default_factory=dict)
+    messages: list[Message] = field(default_factory=list)
 
 
 class MemoryThreadStore:
     """A :class:`~plait.stores.base.ThreadStore` held in process memory (lost when it exits)."""
 
     def __init__(self) -> None:
-        # Insertion order is recency order: a written thread is moved to the end.
+        # Insertion order is recency order: a written thread is moved to the end. No lock:
+        # append and delete do not await between checking the version and writing, so on the
+        # event loop each is atomic (the store is not for sharing across threads).
         self._threads: dict[str, _StoredThread] = {}
-        self._lock = asyncio.Lock()
 
     async def load(self, thread_id: str) -> ThreadSnapshot:
         stored = self._threads.get(thread_id)
@@ -47,8 +67,8 @@ class MemoryThreadStore:
             return ThreadSnapshot(thread_id)
         return ThreadSnapshot(
             thread_id,
-            messages_from_json(thread_id, stored.messages),
-            state_from_json(stored.state),
+            [_copy_message(m) for m in stored.messages],
+            _plain(stored.state, check_text=False),
             stored.version,
         )
 
@@ -60,24 +80,158 @@ class MemoryThreadStore:
         expected_version: int,
         state: Mapping[str, Any] | None = None,
     ) -> int:
-        rows = messages_to_json(thread_id, messages)
-        state_json = None if state is None else state_to_json(thread_id, state)
-        async with self._lock:
-            current = self._threads.get(thread_id)
-            version = 0 if current is None else current.version
-            if version != expected_version:
-                raise ThreadConflictError(thread_id, expected_version, version)
-            stored = self._threads.pop(thread_id, None) or _StoredThread()
-            stored.messages.extend(rows)
-            if state_json is not None:
-                stored.state = state_json
-            stored.version += 1
-            self._threads[thread_id] = stored
-            return stored.version
+        copies = _stored_messages(thread_id, messages)
+        state_copy = None if state is None else _stored_state(thread_id, state)
+        current = self._threads.get(thread_id)
+        version = 0 if current is None else current.version
+        if version != expected_version:
+            raise ThreadConflictError(thread_id, expected_version, version)
+        stored = self._threads.pop(thread_id, None) or _StoredThread()
+        stored.messages.extend(copies)
+        if state_copy is not None:
+            stored.state = state_copy
+        stored.version += 1
+        self._threads[thread_id] = stored
+        return stored.version
 
     async def list_threads(self) -> list[str]:
         return list(reversed(self._threads))
 
     async def delete(self, thread_id: str) -> bool:
-        async with self._lock:
-            return self._threads.pop(thread_id, None) is not None
+        return self._threads.pop(thread_id, None) is not None
+
+
+class _NotPlain(Exception):
+    """Raised inside the copiers for a value that must take the JSON codec's path."""
+
+
+def _stored_messages(thread_id: str, messages: Sequence[Message]) -> list[Message]:
+    copies: list[Message | None] = []
+    for message in messages:
+        try:
+            copies.append(_copy_message(message))
+        except (_NotPlain, UnicodeEncodeError, RecursionError):
+            copies.append(None)
+    if all(copy is not None for copy in copies):
+        return copies  # type: ignore[return-value]
+    # The codec raises ThreadDataError naming the first message it cannot encode, or normalises.
+    coded = messages_from_json(thread_id, messages_to_json(thread_id, messages))
+    return [coded[i] if copy is None else copy for i, copy in enumerate(copies)]
+
+
+def _stored_state(thread_id: str, state: Mapping[str, Any]) -> dict[str, Any]:
+    try:
+        copy: dict[str, Any] = _plain(dict(state), check_text=False)
+    except (_NotPlain, RecursionError):
+        return state_from_json(state_to_json(thread_id, state))
+    return copy
+
+
+def _plain(value: Any, check_text: bool = True) -> Any:
+    """A deep copy of ``value`` if it is made of exact plain JSON types, else :class:`_NotPlain`.
+
+    ``check_text`` also requires every string to be UTF-8 encodable (the message codec refuses
+    lone surrogates; the state codec passes them through).
+    """
+    kind = type(value)
+    if kind is str:
+        if check_text and not value.isascii():
+            value.encode()
+        return value
+    if value is None or kind is int or kind is bool:
+        return value
+    if kind is float:
+        if math.isfinite(value):
+            return value
+        raise _NotPlain
+    if kind is list:
+        return [_plain(item, check_text) for item in value]
+    if kind is dict:
+        copy = {}
+        for key, item in value.items():
+            if type(key) is not str:
+                raise _NotPlain
+            if check_text and not key.isascii():
+                key.encode()
+            copy[key] = _plain(item, check_text)
+        return copy
+    raise _NotPlain
+
+
+def _text(value: Any) -> str:
+    """``value`` if it is an exact ``str`` UTF-8 can encode, else :class:`_NotPlain`."""
+    if type(value) is str and (value.isascii() or value.encode()):
+        return value
+    raise _NotPlain
+
+
+def _copy_message(message: Message) -> Message:
+    """A copy of a message of one of the four exact kinds holding only plain values.
+
+    Written out flat, field by field: this runs for every message an agent persists.
+    """
+    kind = type(message)
+    ident = _text(message.id)
+    copy: Message
+    if kind is ToolMessage:
+        assert isinstance(message, ToolMessage)
+        data = message.data
+        if not (type(data) is str and data.isascii()):
+            data = _plain(data)
+        if type(message.is_error) is not bool:
+            raise _NotPlain
+        copy = ToolMessage(_text(message.tool_call_id), _text(message.name), data, id=ident)
+        copy.is_error = message.is_error
+    elif kind is AssistantMessage:
+        assert isinstance(message, AssistantMessage)
+        usage, reason = message.usage, message.finish_reason
+        copy = AssistantMessage(_content(message.content), id=ident)
+        copy.tool_calls = [_copy_call(call) for call in message.tool_calls]
+        copy.usage = None if usage is None else _copy_usage(usage)
+        copy.finish_reason = None if reason is None else _text(reason)
+    elif kind is UserMessage:
+        assert isinstance(message, UserMessage)
+        copy = UserMessage(_content(message.content), id=ident)
+    elif kind is SystemMessage:
+        assert isinstance(message, SystemMessage)
+        copy = SystemMessage(_content(message.content), id=ident)
+    else:
+        raise _NotPlain
+    metadata = message.metadata
+    copy.metadata = {} if type(metadata) is dict and not metadata else _plain(metadata)
+    return copy
+
+
+def _content(parts: Any) -> list[TextPart]:
+    if type(parts) is not list:
+        raise _NotPlain
+    copies: list[TextPart] = []
+    for part in parts:
+        if type(part) is not TextPart or part.type != "text":
+            raise _NotPlain
+        copies.append(TextPart(_text(part.text)))
+    return copies
+
+
+def _copy_call(call: Any) -> ToolCall:
+    if type(call) is not ToolCall or type(call.args) is not dict:
+        raise _NotPlain
+    raw = call.raw_args
+    args = {} if not call.args else _plain(call.args)
+    return ToolCall(_text(call.id), _text(call.name), args, None if raw is None else _text(raw))
+
+
+def _copy_usage(usage: Any) -> Usage:
+    if type(usage) is not Usage:
+        raise _NotPlain
+    counts = (
+        usage.input_tokens,
+        usage.output_tokens,
+        usage.cache_read_tokens,
+        usage.cache_write_tokens,
+        usage.requests,
+    )
+    for count in counts:
+        if type(count) is not int:
+            raise _NotPlain
+    return Usage(*counts)
