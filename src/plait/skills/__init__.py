@@ -13,43 +13,68 @@ Layers, bottom up:
 
 from __future__ import annotations
 
-from plait.skills.catalog import Precedence, RefreshResult, SkillCatalog
-from plait.skills.diagnostics import Code, Diagnostic, Severity
-from plait.skills.errors import SkillError, SkillFileNotFound, SkillNotFound, SkillSourceError
-from plait.skills.lenient import first_paragraph, split_allowed_tools
-from plait.skills.model import (
-    SPEC_FIELDS,
-    DiscoveryItem,
-    DiscoveryProblem,
-    Skill,
-    SkillEntry,
-    SkillFileStat,
-    SkillMeta,
-    SkillRef,
-    content_version,
-)
-from plait.skills.parser import SkillMarkdown, split_skill_md
-from plait.skills.render import (
-    DEFAULT_OVERFLOW_HINT,
-    PromptFormat,
-    render_markdown,
-    render_prompt,
-    render_xml,
-)
-from plait.skills.sources import (
-    BackendSource,
-    FilesystemSource,
-    MemorySource,
-    ScanStats,
-    SkillSource,
-)
-from plait.skills.validator import (
-    SkillCheck,
-    ValidationMode,
-    check_skill_md,
-    find_skill_md,
-    validate_skill_dir,
-)
+from typing import TYPE_CHECKING
+
+from plait.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from plait.skills.catalog import Precedence, RefreshResult, SkillCatalog
+    from plait.skills.diagnostics import Code, Diagnostic, Severity
+    from plait.skills.disclosure import (
+        PinnedSkillNotFound,
+        SkillLoadProblem,
+        SkillPathError,
+        SkillPinned,
+        SkillsLoaded,
+        SkillsMiddleware,
+        SkillSnapshot,
+        SkillToolResolver,
+        SkillToolsDisclosed,
+        SkillToolsWithdrawn,
+        SkillToolUnresolved,
+    )
+    from plait.skills.errors import SkillError, SkillFileNotFound, SkillNotFound, SkillSourceError
+    from plait.skills.lenient import first_paragraph, split_allowed_tools
+    from plait.skills.managed import (
+        ScriptConfig,
+        SkillManager,
+        SkillManagerError,
+        SkillMiddlewareSet,
+        create_skill_manager,
+    )
+    from plait.skills.model import (
+        SPEC_FIELDS,
+        DiscoveryItem,
+        DiscoveryProblem,
+        Skill,
+        SkillEntry,
+        SkillFileStat,
+        SkillMeta,
+        SkillRef,
+        content_version,
+    )
+    from plait.skills.parser import SkillMarkdown, split_skill_md
+    from plait.skills.render import (
+        DEFAULT_OVERFLOW_HINT,
+        PromptFormat,
+        render_markdown,
+        render_prompt,
+        render_xml,
+    )
+    from plait.skills.sources import (
+        BackendSource,
+        FilesystemSource,
+        MemorySource,
+        ScanStats,
+        SkillSource,
+    )
+    from plait.skills.validator import (
+        SkillCheck,
+        ValidationMode,
+        check_skill_md,
+        find_skill_md,
+        validate_skill_dir,
+    )
 
 __all__ = [
     "DEFAULT_OVERFLOW_HINT",
@@ -92,21 +117,6 @@ __all__ = [
     "validate_skill_dir",
 ]
 
-# Disclosure mode (SkillsMiddleware): imported last, it builds on everything above.
-from plait.skills.disclosure import (
-    PinnedSkillNotFound,
-    SkillLoadProblem,
-    SkillPathError,
-    SkillPinned,
-    SkillsLoaded,
-    SkillsMiddleware,
-    SkillSnapshot,
-    SkillToolResolver,
-    SkillToolsDisclosed,
-    SkillToolsWithdrawn,
-    SkillToolUnresolved,
-)
-
 __all__ += [
     "PinnedSkillNotFound",
     "SkillLoadProblem",
@@ -121,15 +131,6 @@ __all__ += [
     "SkillsMiddleware",
 ]
 
-# Managed mode (SkillManager): imported last, it builds on everything above.
-from plait.skills.managed import (  # noqa: E402 - after the disclosure block, on purpose
-    ScriptConfig,
-    SkillManager,
-    SkillManagerError,
-    SkillMiddlewareSet,
-    create_skill_manager,
-)
-
 __all__ += [
     "ScriptConfig",
     "SkillManager",
@@ -137,3 +138,87 @@ __all__ += [
     "SkillMiddlewareSet",
     "create_skill_manager",
 ]
+
+# Hidden from type checkers, which then check every name against the imports above.
+if not TYPE_CHECKING:
+    __getattr__, __dir__ = lazy_exports(
+        __name__,
+        {
+            "plait.skills.catalog": (
+                "Precedence",
+                "RefreshResult",
+                "SkillCatalog",
+            ),
+            "plait.skills.diagnostics": (
+                "Code",
+                "Diagnostic",
+                "Severity",
+            ),
+            "plait.skills.errors": (
+                "SkillError",
+                "SkillFileNotFound",
+                "SkillNotFound",
+                "SkillSourceError",
+            ),
+            "plait.skills.lenient": (
+                "first_paragraph",
+                "split_allowed_tools",
+            ),
+            "plait.skills.model": (
+                "SPEC_FIELDS",
+                "DiscoveryItem",
+                "DiscoveryProblem",
+                "Skill",
+                "SkillEntry",
+                "SkillFileStat",
+                "SkillMeta",
+                "SkillRef",
+                "content_version",
+            ),
+            "plait.skills.parser": (
+                "SkillMarkdown",
+                "split_skill_md",
+            ),
+            "plait.skills.render": (
+                "DEFAULT_OVERFLOW_HINT",
+                "PromptFormat",
+                "render_markdown",
+                "render_prompt",
+                "render_xml",
+            ),
+            "plait.skills.sources": (
+                "BackendSource",
+                "FilesystemSource",
+                "MemorySource",
+                "ScanStats",
+                "SkillSource",
+            ),
+            "plait.skills.validator": (
+                "SkillCheck",
+                "ValidationMode",
+                "check_skill_md",
+                "find_skill_md",
+                "validate_skill_dir",
+            ),
+            "plait.skills.disclosure": (
+                "PinnedSkillNotFound",
+                "SkillLoadProblem",
+                "SkillPathError",
+                "SkillPinned",
+                "SkillsLoaded",
+                "SkillsMiddleware",
+                "SkillSnapshot",
+                "SkillToolResolver",
+                "SkillToolsDisclosed",
+                "SkillToolsWithdrawn",
+                "SkillToolUnresolved",
+            ),
+            "plait.skills.managed": (
+                "ScriptConfig",
+                "SkillManager",
+                "SkillManagerError",
+                "SkillMiddlewareSet",
+                "create_skill_manager",
+            ),
+        },
+    )

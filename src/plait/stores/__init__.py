@@ -11,9 +11,16 @@ Both keep the same JSON (``dump_messages`` rows and a JSON state object), so a v
 refuses the other refuses too, with a :class:`ThreadDataError` naming it.
 """
 
-from plait.stores.base import StoreError, ThreadDataError, ThreadSnapshot, ThreadStore
-from plait.stores.memory import MemoryThreadStore
-from plait.stores.sqlite import SQLiteThreadStore
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from plait.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from plait.stores.base import StoreError, ThreadDataError, ThreadSnapshot, ThreadStore
+    from plait.stores.memory import MemoryThreadStore
+    from plait.stores.sqlite import SQLiteThreadStore
 
 __all__ = [
     "MemoryThreadStore",
@@ -23,3 +30,19 @@ __all__ = [
     "ThreadSnapshot",
     "ThreadStore",
 ]
+
+# Hidden from type checkers, which then check every name against the imports above.
+if not TYPE_CHECKING:
+    __getattr__, __dir__ = lazy_exports(
+        __name__,
+        {
+            "plait.stores.base": (
+                "StoreError",
+                "ThreadDataError",
+                "ThreadSnapshot",
+                "ThreadStore",
+            ),
+            "plait.stores.memory": ("MemoryThreadStore",),
+            "plait.stores.sqlite": ("SQLiteThreadStore",),
+        },
+    )
