@@ -222,13 +222,14 @@ def skills_config(root: Path) -> Config:
     calls ``tool_0`` every turn."""
     from plait.skills import SkillsMiddleware
 
+    path = str(root.resolve() / "skill-00000" / "SKILL.md")
+
     async def run(turns: int) -> Stamps:
         stamps = Stamps()
 
         def resolve(name: str, ctx: DispatchContext) -> Tool:
             return stamped_tool(stamps, name)
 
-        path = str(root.resolve() / "skill-00000" / "SKILL.md")
         warm = StampedModel(1, Stamps())
         warm.first = ToolCall("read", "read_file", {"path": path})
         agent = Agent(
