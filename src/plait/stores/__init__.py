@@ -7,8 +7,10 @@ store                    what it is for
 ``SQLiteThreadStore``    the embedded default: one file, WAL, safe across processes
 =======================  ========================================================================
 
-Both keep the same JSON (``dump_messages`` rows and a JSON state object), so a value one store
-refuses the other refuses too, with a :class:`ThreadDataError` naming it.
+SQLite keeps JSON (``dump_messages`` rows and a JSON state object); the memory store keeps
+private copies and uses the same codec for anything that is not plain JSON, so a value one store
+refuses the other refuses too, with a :class:`ThreadDataError` naming it, and both give back the
+same values.
 """
 
 from __future__ import annotations
