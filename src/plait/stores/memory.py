@@ -33,6 +33,7 @@ from plait.messages import (
     ToolMessage,
     Usage,
     UserMessage,
+    new_id,
 )
 from plait.stores.base import (
     ThreadSnapshot,
@@ -101,19 +102,24 @@ class MemoryThreadStore:
         return self._threads.pop(thread_id, None) is not None
 
 
+_new = object.__new__
+
+
 class _NotPlain(Exception):
     """Raised inside the copiers for a value that must take the JSON codec's path."""
 
 
 def _stored_messages(thread_id: str, messages: Sequence[Message]) -> list[Message]:
+    try:
+        return [_copy_message(message) for message in messages]
+    except (_NotPlain, UnicodeEncodeError, RecursionError):
+        pass
     copies: list[Message | None] = []
     for message in messages:
         try:
             copies.append(_copy_message(message))
         except (_NotPlain, UnicodeEncodeError, RecursionError):
             copies.append(None)
-    if all(copy is not None for copy in copies):
-        return copies  # type: ignore[return-value]
     # The codec raises ThreadDataError naming the first message it cannot encode, or normalises.
     coded = messages_from_json(thread_id, messages_to_json(thread_id, messages))
     return [coded[i] if copy is None else copy for i, copy in enumerate(copies)]
@@ -168,38 +174,41 @@ def _text(value: Any) -> str:
 def _copy_message(message: Message) -> Message:
     """A copy of a message of one of the four exact kinds holding only plain values.
 
-    Written out flat, field by field: this runs for every message an agent persists.
+    Built slot by slot, without ``__init__``, and with the common case (ASCII ids and names, no
+    metadata) tested inline: this runs for every message an agent persists.
     """
     kind = type(message)
-    ident = _text(message.id)
-    copy: Message
+    copy: Any = _new(kind)
     if kind is ToolMessage:
         assert isinstance(message, ToolMessage)
-        data = message.data
-        if not (type(data) is str and data.isascii()):
-            data = _plain(data)
+        data, call_id, name = message.data, message.tool_call_id, message.name
+        ascii_id = type(call_id) is str and call_id.isascii()
+        copy.tool_call_id = call_id if ascii_id else _text(call_id)
+        copy.name = name if type(name) is str and name.isascii() else _text(name)
+        copy.data = data if type(data) is str and data.isascii() else _plain(data)
         if type(message.is_error) is not bool:
             raise _NotPlain
-        copy = ToolMessage(_text(message.tool_call_id), _text(message.name), data, id=ident)
         copy.is_error = message.is_error
     elif kind is AssistantMessage:
         assert isinstance(message, AssistantMessage)
         usage, reason = message.usage, message.finish_reason
-        copy = AssistantMessage(_content(message.content), id=ident)
+        copy.content = _content(message.content) if message.content else []
         copy.tool_calls = [_copy_call(call) for call in message.tool_calls]
         copy.usage = None if usage is None else _copy_usage(usage)
         copy.finish_reason = None if reason is None else _text(reason)
-    elif kind is UserMessage:
-        assert isinstance(message, UserMessage)
-        copy = UserMessage(_content(message.content), id=ident)
-    elif kind is SystemMessage:
-        assert isinstance(message, SystemMessage)
-        copy = SystemMessage(_content(message.content), id=ident)
+    elif kind is UserMessage or kind is SystemMessage:
+        assert isinstance(message, UserMessage | SystemMessage)
+        copy.content = _content(message.content)
     else:
         raise _NotPlain
-    metadata = message.metadata
+    metadata, ident = message.metadata, message.id
     copy.metadata = {} if type(metadata) is dict and not metadata else _plain(metadata)
-    return copy
+    if not ident:
+        ident = new_id()  # as __init__ does for ""
+    copy.id = ident if type(ident) is str and ident.isascii() else _text(ident)
+    copy.role = message.role
+    result: Message = copy
+    return result
 
 
 def _content(parts: Any) -> list[TextPart]:
@@ -216,9 +225,13 @@ def _content(parts: Any) -> list[TextPart]:
 def _copy_call(call: Any) -> ToolCall:
     if type(call) is not ToolCall or type(call.args) is not dict:
         raise _NotPlain
-    raw = call.raw_args
-    args = {} if not call.args else _plain(call.args)
-    return ToolCall(_text(call.id), _text(call.name), args, None if raw is None else _text(raw))
+    copy = _new(ToolCall)
+    ident, name, raw = call.id, call.name, call.raw_args
+    copy.id = ident if type(ident) is str and ident.isascii() else _text(ident)
+    copy.name = name if type(name) is str and name.isascii() else _text(name)
+    copy.args = _plain(call.args) if call.args else {}
+    copy.raw_args = None if raw is None else _text(raw)
+    return copy
 
 
 def _copy_usage(usage: Any) -> Usage:
