@@ -128,7 +128,11 @@ class FunctionTool(Tool):
         metadata: Mapping[str, Any] | None = None,
         blocking: bool = False,
     ) -> None:
-        from pydantic import ConfigDict, create_model  # imported with the first tool, not plait
+        from pydantic import (  # imported with the first tool, not plait
+            ConfigDict,
+            ValidationError,
+            create_model,
+        )
 
         self.fn = fn
         self.blocking = blocking
@@ -152,19 +156,21 @@ class FunctionTool(Tool):
         self._model: type[BaseModel] = create_model(
             f"{tool_name}_args", __config__=ConfigDict(extra="forbid"), **fields
         )
+        # Resolved once: validate() runs for every call (twice with the default guards), and a
+        # `from pydantic import …` there goes through pydantic's lazy module __getattr__.
+        self._validation_error: type[ValidationError] = ValidationError
+        self._field_names = tuple(self._model.model_fields)
         schema = self._model.model_json_schema()
         schema.pop("title", None)
         doc = description if description is not None else inspect.getdoc(fn) or ""
         super().__init__(ToolDefinition(tool_name, doc.strip(), schema, dict(metadata or {})))
 
     def validate(self, args: Mapping[str, Any]) -> dict[str, Any]:
-        from pydantic import ValidationError
-
         try:
             model = self._model.model_validate(args)
-        except ValidationError as exc:
+        except self._validation_error as exc:
             raise ToolArgumentsError(self.name, _describe_errors(exc)) from None
-        return {k: getattr(model, k) for k in type(model).model_fields}
+        return {k: getattr(model, k) for k in self._field_names}
 
     async def invoke(self, args: dict[str, Any], ctx: ToolContext) -> Any:
         if self._context_param is not None:
