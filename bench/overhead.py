@@ -62,7 +62,7 @@ TARGETS = {
     "default agent": 30.0,
     "+5 middleware": 45.0,
 }
-ADDED_TARGETS = {"+skills (1,000)": 200.0, "+managed skills (3)": 150.0}
+ADDED_TARGETS = {"+skills": 200.0, "+managed skills (3)": 150.0}
 
 
 class Stamps:
@@ -86,6 +86,9 @@ class Stamps:
 class StampedModel:
     """Asks for one ``noop`` call per model call until ``turns`` calls were made, then answers.
 
+    Each call has a new argument (``{"n": 1}``, ``{"n": 2}`` …), as a working agent's calls do;
+    identical calls would make the repetition guard step in.
+
     ``first`` (optional) replaces the first call, e.g. to read a SKILL.md.
     """
 
@@ -106,7 +109,8 @@ class StampedModel:
         elif self.calls == 1 and self.first is not None:
             response = ModelResponse(tool_calls=[self.first])
         else:
-            response = ModelResponse(tool_calls=[ToolCall(f"c{self.calls}", self.tool_name, {})])
+            call = ToolCall(f"c{self.calls}", self.tool_name, {"n": self.calls})
+            response = ModelResponse(tool_calls=[call])
         self.stamps.model_out.append(time.perf_counter_ns())
         return response
 
@@ -116,8 +120,8 @@ class StampedModel:
 
 
 def stamped_tool(stamps: Stamps, name: str = "noop") -> Tool:
-    async def noop() -> str:
-        """Do nothing."""
+    async def noop(n: int) -> str:
+        """Do nothing with ``n``."""
         stamps.tool_in.append(time.perf_counter_ns())
         stamps.tool_out.append(time.perf_counter_ns())
         return "ok"
@@ -312,7 +316,7 @@ def main() -> None:
             "bare agent": agent_config(list, guards=False),
             "default agent": agent_config(list),
             "+5 middleware": agent_config(lambda: [PassThrough() for _ in range(5)]),
-            "+skills (1,000)": skills_config(root),
+            f"+skills ({args.skills:,})": skills_config(root),
             "+managed skills (3)": managed_config(),
         }
         short, _ = measure(configs, args.short, args.rounds, tail=args.short)
@@ -345,12 +349,13 @@ def print_table(
         ("default agent", "bare agent"),
         ("default agent", "asyncio loop"),
         ("+5 middleware", "default agent"),
-        ("+skills (1,000)", "default agent"),
+        (f"+skills ({args.skills:,})", "default agent"),
         ("+managed skills (3)", "default agent"),
     ]
     for name, base in rows:
         values = [paired(m, name, base) for m in (short, long, last)]
-        target = f"≤ {ADDED_TARGETS[name]:.0f} µs" if name in ADDED_TARGETS else "-"
+        key = name.split(" (")[0] if name.startswith("+skills") else name
+        target = f"≤ {ADDED_TARGETS[key]:.0f} µs" if key in ADDED_TARGETS else "-"
         label = f"{name} - {base}"
         print(f"{label:<34}{values[0]:>12.1f}{values[1]:>14.1f}{values[2]:>16.1f}  {target}")
 
