@@ -17,9 +17,9 @@ Every backend normalises paths with :func:`plait.paths.normalize_virtual_path` (
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from plait.lazy import lazy_exports
+
+TYPE_CHECKING = False  # not typing's: importing this package must not import typing
 
 if TYPE_CHECKING:
     from plait.backends.base import Backend, BackendError, BackendReadSurface, BackendWriteSurface

@@ -6,9 +6,9 @@ extras); :func:`plait.models.registry.resolve_model` turns a spec string into a 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from plait.lazy import lazy_exports
+
+TYPE_CHECKING = False  # not typing's: importing this package must not import typing
 
 if TYPE_CHECKING:
     from plait.models.anthropic import AnthropicModel

@@ -13,9 +13,9 @@ Layers, bottom up:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from plait.lazy import lazy_exports
+
+TYPE_CHECKING = False  # not typing's: importing this package must not import typing
 
 if TYPE_CHECKING:
     from plait.skills.catalog import Precedence, RefreshResult, SkillCatalog

@@ -15,9 +15,9 @@ same values.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from plait.lazy import lazy_exports
+
+TYPE_CHECKING = False  # not typing's: importing this package must not import typing
 
 if TYPE_CHECKING:
     from plait.stores.base import StoreError, ThreadDataError, ThreadSnapshot, ThreadStore
