@@ -162,3 +162,24 @@ async def test_a_message_subclass_comes_back_as_its_base_kind_like_sqlite() -> N
     (loaded,) = (await store.load("t")).messages
     assert type(loaded) is UserMessage
     assert (loaded.text, loaded.id) == ("hi", "u1")
+
+
+def nested(depth: int) -> Any:
+    value: Any = "leaf"
+    for level in range(depth):
+        value = [value] if level % 2 else {"k": value}
+    return value
+
+
+async def test_deep_nesting_and_huge_ints_are_decided_by_the_codec_like_sqlite(
+    tmp_path: Path,
+) -> None:
+    for depth in (31, 32, 33, 150):
+        for data in (nested(depth), {"big": 2**64}, {"huge": -(2**200)}):
+            batch: list[Message] = [ToolMessage("c1", "t", data)]
+            sqlite = SQLiteThreadStore(tmp_path / f"{depth}-{len(str(data))}.db")
+            try:
+                expected = await written(sqlite, batch, {"state": data})
+            finally:
+                sqlite.close()
+            assert await written(MemoryThreadStore(), batch, {"state": data}) == expected

@@ -4,11 +4,11 @@ The store keeps private copies, never the caller's objects: ``append`` copies wh
 and ``load`` hands out fresh copies, so mutating a loaded or appended message (or the state)
 cannot change the store. It accepts and rejects exactly what the SQLite store does, and gives
 back what SQLite would: messages and state made only of plain JSON values (``str``, ``int``,
-finite ``float``, ``bool``, ``None``, ``list``, ``dict`` with ``str`` keys; exact types) are
-copied field by field; anything else (a tuple, an enum, a NaN, an ``int`` dict key, a ``Message``
-subclass, text UTF-8 cannot encode) goes through the same JSON codec SQLite uses, which either
-normalises it as SQLite would (a tuple comes back a list) or raises
-:class:`~plait.stores.base.ThreadDataError`.
+finite ``float``, ``bool``, ``None``, ``list``, ``dict`` with ``str`` keys; exact types; ints
+up to 64 bits, nesting up to 32 levels) are copied field by field; anything else (a tuple, an
+enum, a NaN, an ``int`` dict key, a ``Message`` subclass, text UTF-8 cannot encode, a huge int,
+deep nesting) goes through the same JSON codec SQLite uses, which either normalises it as SQLite
+would (a tuple comes back a list) or raises :class:`~plait.stores.base.ThreadDataError`.
 
 Why copies and not JSON text for everything: an agent writes every dispatch, and encoding the
 dispatch's messages and the state to JSON cost about 15 µs a dispatch, half the per-turn budget
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from copy import deepcopy
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -68,8 +69,8 @@ class MemoryThreadStore:
             return ThreadSnapshot(thread_id)
         return ThreadSnapshot(
             thread_id,
-            [_copy_message(m) for m in stored.messages],
-            _plain(stored.state, check_text=False),
+            [_loaded_message(m) for m in stored.messages],
+            _loaded_state(stored.state),
             stored.version,
         )
 
@@ -112,54 +113,86 @@ class _NotPlain(Exception):
 def _stored_messages(thread_id: str, messages: Sequence[Message]) -> list[Message]:
     try:
         return [_copy_message(message) for message in messages]
-    except (_NotPlain, UnicodeEncodeError, RecursionError):
+    except (_NotPlain, UnicodeEncodeError):
         pass
     copies: list[Message | None] = []
     for message in messages:
         try:
             copies.append(_copy_message(message))
-        except (_NotPlain, UnicodeEncodeError, RecursionError):
+        except (_NotPlain, UnicodeEncodeError):
             copies.append(None)
     # The codec raises ThreadDataError naming the first message it cannot encode, or normalises.
     coded = messages_from_json(thread_id, messages_to_json(thread_id, messages))
     return [coded[i] if copy is None else copy for i, copy in enumerate(copies)]
 
 
+def _loaded_message(message: Message) -> Message:
+    """A fresh copy of a stored message (the codec's output may be deeper or hold bigger ints
+    than the fast copier takes on; ``deepcopy`` copies those)."""
+    try:
+        return _copy_message(message)
+    except (_NotPlain, UnicodeEncodeError):
+        return deepcopy(message)
+
+
+def _loaded_state(state: dict[str, Any]) -> dict[str, Any]:
+    """A fresh copy of a stored state (see :func:`_loaded_message`)."""
+    try:
+        copy: dict[str, Any] = _plain(state)
+    except (_NotPlain, UnicodeEncodeError):
+        return deepcopy(state)
+    return copy
+
+
 def _stored_state(thread_id: str, state: Mapping[str, Any]) -> dict[str, Any]:
     try:
-        copy: dict[str, Any] = _plain(dict(state), check_text=False)
-    except (_NotPlain, RecursionError):
+        copy: dict[str, Any] = _plain(dict(state))
+    except (_NotPlain, UnicodeEncodeError):
         return state_from_json(state_to_json(thread_id, state))
     return copy
 
 
-def _plain(value: Any, check_text: bool = True) -> Any:
+_FAST_DEPTH = 32
+"""Nesting the copier handles itself; deeper values take the codec's path (and its limits)."""
+
+_FAST_INT_BITS = 64
+"""Largest ``int`` the copier handles itself; bigger ones take the codec's path."""
+
+
+def _plain(value: Any, depth: int = 0) -> Any:
     """A deep copy of ``value`` if it is made of exact plain JSON types, else :class:`_NotPlain`.
 
-    ``check_text`` also requires every string to be UTF-8 encodable (the message codec refuses
-    lone surrogates; the state codec passes them through).
+    Only the unremarkable is copied here: text UTF-8 can encode, ``int`` up to 64 bits, finite
+    ``float``, nesting up to 32 levels. Everything else raises, so the codec decides it (the
+    codec's own limits, e.g. on depth or huge integers, then apply to both stores alike).
     """
     kind = type(value)
     if kind is str:
-        if check_text and not value.isascii():
+        if not value.isascii():
             value.encode()
         return value
-    if value is None or kind is int or kind is bool:
+    if value is None or kind is bool:
         return value
+    if kind is int:
+        if value.bit_length() <= _FAST_INT_BITS:
+            return value
+        raise _NotPlain
     if kind is float:
         if math.isfinite(value):
             return value
         raise _NotPlain
+    if depth >= _FAST_DEPTH:
+        raise _NotPlain
     if kind is list:
-        return [_plain(item, check_text) for item in value]
+        return [_plain(item, depth + 1) for item in value]
     if kind is dict:
         copy = {}
         for key, item in value.items():
             if type(key) is not str:
                 raise _NotPlain
-            if check_text and not key.isascii():
+            if not key.isascii():
                 key.encode()
-            copy[key] = _plain(item, check_text)
+            copy[key] = _plain(item, depth + 1)
         return copy
     raise _NotPlain
 
