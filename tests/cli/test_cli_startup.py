@@ -22,7 +22,7 @@ def run_main(*args: str) -> tuple[str, set[str]]:
         "import sys, json\n"
         f"sys.argv = ['plait', *{list(args)!r}]\n"
         "from plait.cli import main\n"
-        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "try:\n    main()\nexcept SystemExit as stop:\n    print(f'exit={stop.code}')\n"
         "sys.stderr.write(json.dumps(sorted(sys.modules)))\n"
     )
     done = subprocess.run(
@@ -71,3 +71,9 @@ def test_other_invocations_still_go_through_typer() -> None:
     out, modules = run_main("skills", "--help")
     assert "typer" in modules
     assert "validate" in out
+
+
+def test_bare_plait_prints_the_help_with_the_usage_error_status() -> None:
+    out, modules = run_main()
+    assert out == root_help() + "exit=2\n"
+    assert [m for m in modules if m.startswith(HEAVY)] == []

@@ -1,10 +1,11 @@
 """The ``plait`` command line. Each command group lives in its own module.
 
-``plait --version`` and ``plait --help`` answer from this module alone: typer, rich and every
-plait layer stay unloaded, so they return in the time Python takes to start. The root help is
-rendered from :data:`HELP` and :data:`COMMANDS`, which a test holds equal to the typer app's own
-(:mod:`plait.cli.app`). Any other invocation (``plait``, ``plait run …``, ``plait skills --help``)
-builds the typer app, and each command imports what it needs when it runs.
+``plait --version``, ``plait --help`` and a bare ``plait`` answer from this module alone: typer,
+rich and every plait layer stay unloaded, so they return in the time Python takes to start. The
+root help is rendered from :data:`HELP` and :data:`COMMANDS`, which a test holds equal to the
+typer app's own (:mod:`plait.cli.app`). Any other invocation (``plait run …``,
+``plait skills --help``) builds the typer app, and each command imports what it needs when it
+runs.
 """
 
 from __future__ import annotations
@@ -64,6 +65,9 @@ def main() -> None:
     if args == ["--help"]:
         sys.stdout.write(root_help())
         return
+    if not args:  # as typer's no_args_is_help: the help, and the usage-error status
+        sys.stdout.write(root_help())
+        raise SystemExit(2)
     from plait.cli.app import main as run_app
 
     run_app()
