@@ -12,8 +12,8 @@ would (a tuple comes back a list) or raises :class:`~plait.stores.base.ThreadDat
 
 Why copies and not JSON text for everything: an agent writes every dispatch, and encoding the
 dispatch's messages and the state to JSON cost about 15 µs a dispatch, half the per-turn budget
-(``bench/overhead.py``); copying plain values costs a few µs, and a ``load`` of 1,500 messages
-costs less than parsing them.
+(``bench/overhead.py``); copying plain values costs a few µs, and a ``load`` of 1,500 mixed
+messages (4.3 ms, on a loaded machine) costs less than parsing their JSON rows (5.7 ms).
 """
 
 from __future__ import annotations
