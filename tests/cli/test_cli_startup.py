@@ -10,7 +10,7 @@ import sys
 import typer
 
 from plait import __version__
-from plait.cli import COMMANDS, HELP, root_help
+from plait.cli.root import COMMANDS, HELP, root_help
 from plait.cli.app import app
 
 HEAVY = ("typer", "rich", "click", "pydantic", "pydantic_core", "yaml", "asyncio")
@@ -56,6 +56,7 @@ def test_version_prints_the_version_and_loads_nothing_heavy() -> None:
         "plait.errors",
         "plait.lazy",
         "plait.cli",
+        "plait.cli.root",
     }
 
 

@@ -2,8 +2,8 @@
 
 ``plait --version``, ``plait --help`` and a bare ``plait`` answer from this module alone: typer,
 rich and every plait layer stay unloaded, so they return in the time Python takes to start. The
-root help is rendered from :data:`HELP` and :data:`COMMANDS`, which a test holds equal to the
-typer app's own (:mod:`plait.cli.app`). Any other invocation (``plait run …``,
+root help is rendered from :mod:`plait.cli.root`'s table, which a test holds equal to the typer
+app's own (:mod:`plait.cli.app`). Any other invocation (``plait run …``,
 ``plait skills --help``) builds the typer app, and each command imports what it needs when it
 runs.
 """
@@ -13,6 +13,7 @@ from __future__ import annotations
 import sys
 
 from plait.__about__ import __version__
+from plait.cli.root import COMMANDS, HELP, root_help
 from plait.lazy import lazy_exports
 
 TYPE_CHECKING = False  # not typing's: `plait --version` must not import typing
@@ -20,40 +21,6 @@ if TYPE_CHECKING:
     from plait.cli.app import app
 
 __all__ = ["COMMANDS", "HELP", "app", "main", "root_help"]
-
-HELP = "Run LLM agents built from middleware, with Agent Skills and context management."
-"""The root command's help text (typer's ``app.info.help``)."""
-
-COMMANDS: tuple[tuple[str, str], ...] = (
-    ("run", "Run one turn: stream the answer and show tool calls, skills and context events."),
-    (
-        "chat",
-        "An interactive session. Ctrl-C cancels the running turn; Ctrl-D or /exit ends the"
-        " session.",
-    ),
-    (
-        "demo",
-        "Run the bundled example skills end to end with a scripted model (no key, no network).",
-    ),
-    ("skills", "Validate, inspect and render Agent Skills (SKILL.md) folders."),
-    ("threads", "List, show and delete stored conversations."),
-)
-"""Every root command with its one-line help, in the order the typer app lists them."""
-
-
-def root_help() -> str:
-    """``plait --help``: usage, :data:`HELP`, the root options and :data:`COMMANDS`."""
-    width = max(len(name) for name, _ in COMMANDS)
-    commands = "".join(f"  {name:<{width}}  {text}\n" for name, text in COMMANDS)
-    return (
-        "Usage: plait [OPTIONS] COMMAND [ARGS]...\n\n"
-        f"  {HELP}\n\n"
-        "Options:\n"
-        "  --version  Print the version and exit.\n"
-        "  --help     Show this message and exit.\n\n"
-        f"Commands:\n{commands}\n"
-        "Run 'plait COMMAND --help' for a command's arguments and options.\n"
-    )
 
 
 def main() -> None:

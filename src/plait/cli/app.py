@@ -8,8 +8,8 @@ import sys
 import typer
 
 from plait.__about__ import __version__
-from plait.cli import HELP
 from plait.cli.demo import demo
+from plait.cli.root import HELP
 from plait.cli.run import chat, run
 from plait.cli.skills import skills_app
 from plait.cli.threads import threads_app
