@@ -10,8 +10,8 @@ import sys
 import typer
 
 from plait import __version__
-from plait.cli.root import COMMANDS, HELP, root_help
 from plait.cli.app import app
+from plait.cli.root import COMMANDS, HELP, root_help
 
 HEAVY = ("typer", "rich", "click", "pydantic", "pydantic_core", "yaml", "asyncio")
 
