@@ -157,6 +157,7 @@ _FAST_DEPTH = 32
 
 _FAST_INT_BITS = 64
 """Largest ``int`` the copier handles itself; bigger ones take the codec's path."""
+_FAST_INT = 2**_FAST_INT_BITS
 
 
 def _plain(value: Any, depth: int = 0) -> Any:
@@ -192,7 +193,15 @@ def _plain(value: Any, depth: int = 0) -> Any:
                 raise _NotPlain
             if not key.isascii():
                 key.encode()
-            copy[key] = _plain(item, depth + 1)
+            # The usual flat values inline (a call per value would double the cost).
+            kind = type(item)
+            flat = (
+                item is None
+                or kind is bool
+                or (kind is str and item.isascii())
+                or (kind is int and -_FAST_INT < item < _FAST_INT)
+            )
+            copy[key] = item if flat else _plain(item, depth + 1)
         return copy
     raise _NotPlain
 
