@@ -106,6 +106,8 @@ class MiddlewareStack:
         )
 
     async def run_dispatch_input(self, ctx: DispatchContext) -> None:
+        if not self._by_hook["dispatch_input"]:
+            return  # per model call: skip building an empty chain
         await _pipeline(
             [m.dispatch_input for m in self._by_hook["dispatch_input"]],
             ctx,
@@ -114,6 +116,8 @@ class MiddlewareStack:
         )
 
     async def run_dispatch_output(self, ctx: DispatchContext) -> None:
+        if not self._by_hook["dispatch_output"]:
+            return
         await _pipeline(
             [m.dispatch_output for m in self._by_hook["dispatch_output"]],
             ctx,
