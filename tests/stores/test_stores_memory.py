@@ -102,6 +102,15 @@ def messages(draw: st.DrawFn) -> Message:
     return cls(parts, metadata=metadata, id=ident)
 
 
+async def shut(store: SQLiteThreadStore) -> None:
+    """Close the SQLite store: ``aclose()`` where stores have it (issue 13 §5), else ``close()``."""
+    aclose = getattr(store, "aclose", None)
+    if aclose is not None:
+        await aclose()
+    else:
+        store.close()
+
+
 async def written(store: Any, batch: Sequence[Message], state: dict[str, Any]) -> object:
     """What loading gives back after one append, or the error the append raised."""
     try:
@@ -122,7 +131,7 @@ def test_memory_store_gives_back_exactly_what_sqlite_gives_back(
     try:
         expected = asyncio.run(written(sqlite, batch, state))
     finally:
-        sqlite.close()
+        asyncio.run(shut(sqlite))
     assert asyncio.run(written(MemoryThreadStore(), batch, state)) == expected
 
 
@@ -181,5 +190,5 @@ async def test_deep_nesting_and_huge_ints_are_decided_by_the_codec_like_sqlite(
             try:
                 expected = await written(sqlite, batch, {"state": data})
             finally:
-                sqlite.close()
+                await shut(sqlite)
             assert await written(MemoryThreadStore(), batch, {"state": data}) == expected
