@@ -4,8 +4,8 @@
 rich and every plait layer stay unloaded, so they return in the time Python takes to start. The
 root help is rendered from :mod:`plait.cli.root`'s table, which a test holds equal to the typer
 app's own (:mod:`plait.cli.app`). Any other invocation (``plait run …``,
-``plait skills --help``) builds the typer app, and each command imports what it needs when it
-runs.
+``plait skills --help``) builds the typer app, which imports every command module. The typer
+app itself is ``plait.cli.app.app`` (``plait.cli.app`` is its module).
 """
 
 from __future__ import annotations
@@ -14,13 +14,8 @@ import sys
 
 from plait.__about__ import __version__
 from plait.cli.root import COMMANDS, HELP, root_help
-from plait.lazy import lazy_exports
 
-TYPE_CHECKING = False  # not typing's: `plait --version` must not import typing
-if TYPE_CHECKING:
-    from plait.cli.app import app
-
-__all__ = ["COMMANDS", "HELP", "app", "main", "root_help"]
+__all__ = ["COMMANDS", "HELP", "main", "root_help"]
 
 
 def main() -> None:
@@ -38,7 +33,3 @@ def main() -> None:
     from plait.cli.app import main as run_app
 
     run_app()
-
-
-if not TYPE_CHECKING:  # a visible __getattr__ would make mypy accept any attribute
-    __getattr__, __dir__ = lazy_exports(__name__, {"plait.cli.app": ("app",)})
