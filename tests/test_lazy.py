@@ -59,6 +59,17 @@ def test_every_export_is_the_defining_modules_object(name: str) -> None:
     assert set(table) <= set(dir(package))
 
 
+@pytest.mark.parametrize("name", LAZY_PACKAGES)
+def test_no_export_shares_its_name_with_a_submodule(name: str) -> None:
+    # Once imported, a submodule is an attribute of its package and would shadow the export.
+    package = importlib.import_module(name)
+    _, table = declared(package)
+    assert package.__file__ is not None
+    folder = Path(package.__file__).parent
+    submodules = {p.stem for p in folder.glob("*.py")} | {p.name for p in folder.iterdir()}
+    assert sorted(set(table) & submodules) == []
+
+
 def test_unknown_names_raise_attribute_error() -> None:
     import plait
 
