@@ -13,9 +13,9 @@ from __future__ import annotations
 import sys
 
 from plait.__about__ import __version__
-from plait.cli.root import COMMANDS, HELP, root_help
+from plait.cli.root import root_help
 
-__all__ = ["COMMANDS", "HELP", "main", "root_help"]
+__all__ = ["main"]
 
 
 def main() -> None:
