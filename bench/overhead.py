@@ -198,7 +198,7 @@ def agent_config(middleware: Callable[[], list[Middleware]], guards: bool = True
             StampedModel(turns, stamps),
             tools=[stamped_tool(stamps)],
             middleware=middleware(),
-            limits=Limits(max_dispatches=turns + 1),
+            limits=Limits(model_calls_per_turn=turns + 1),
             default_guards=guards,
         )
         result = await agent.run("go", thread_id="bench")
@@ -243,7 +243,7 @@ def skills_config(root: Path) -> Config:
         agent = Agent(
             warm,
             middleware=[SkillsMiddleware(sources=[root], tools=resolve)],
-            limits=Limits(max_dispatches=turns + 1),
+            limits=Limits(model_calls_per_turn=turns + 1),
         )
         await agent.run("warm", thread_id="bench")
         agent.model = StampedModel(turns, stamps, tool_name="tool_0")
@@ -272,7 +272,7 @@ def managed_config() -> Config:
         agent = Agent(
             StampedModel(turns, stamps, tool_name="s0_tool"),
             middleware=list(manager.middleware),
-            limits=Limits(max_dispatches=turns + 1),
+            limits=Limits(model_calls_per_turn=turns + 1),
         )
         result = await agent.run("go", thread_id="bench")
         assert result.output == "done", result.output

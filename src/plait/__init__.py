@@ -2,6 +2,11 @@
 
 The names most programs need are importable from here; everything else lives in its layer's
 package (``plait.models``, ``plait.middleware``, ``plait.stores``, ``plait.skills``, …).
+
+The batteries (skills, context management, limits, stores, backends) are exported here too, but
+loaded on first use, like every name here but the errors and ``__version__``
+(:mod:`plait.lazy`): ``import plait`` loads four small modules; type checkers and IDEs see the
+names through the ``TYPE_CHECKING`` imports below.
 """
 
 from __future__ import annotations
@@ -10,7 +15,6 @@ from plait.__about__ import __version__
 from plait.errors import (
     ConfigurationError,
     ContextOverflowError,
-    DispatchLimitExceeded,
     DispatchRejected,
     LimitExceeded,
     PlaitError,
@@ -27,8 +31,14 @@ from plait.lazy import lazy_exports
 # Not typing.TYPE_CHECKING: importing typing (and re with it) would double `import plait`'s
 # cost. Type checkers treat any name TYPE_CHECKING as true.
 TYPE_CHECKING = False
-
 if TYPE_CHECKING:
+    from plait.backends import LocalBackend, MemoryBackend, SQLiteBackend
+    from plait.context import (
+        OverflowRecoveryMiddleware,
+        ResultEvictionMiddleware,
+        SummarizationMiddleware,
+    )
+    from plait.guards import LimitsMiddleware
     from plait.messages import (
         AssistantMessage,
         Message,
@@ -51,6 +61,10 @@ if TYPE_CHECKING:
         wrap_model,
     )
     from plait.runtime import Agent, Limits, RunResult, RunStream
+    from plait.runtime.model_hooks import ModelHook
+    from plait.skills import FilesystemSource, SkillsMiddleware
+    from plait.skills.managed import SkillManager, create_skill_manager
+    from plait.stores import MemoryThreadStore, SQLiteThreadStore, ThreadStore
     from plait.tools import Tool, ToolContext, ToolDefinition, ToolRegistry, tool
 
 __all__ = [
@@ -59,27 +73,40 @@ __all__ = [
     "ConfigurationError",
     "ContextOverflowError",
     "DispatchContext",
-    "DispatchLimitExceeded",
     "DispatchRejected",
     "Event",
+    "FilesystemSource",
     "FunctionModel",
     "LanguageModelMiddleware",
     "LimitExceeded",
     "Limits",
+    "LimitsMiddleware",
+    "LocalBackend",
+    "MemoryBackend",
+    "MemoryThreadStore",
     "Message",
     "Middleware",
     "MiddlewareStack",
     "Model",
+    "ModelHook",
     "ModelRequest",
     "ModelResponse",
+    "OverflowRecoveryMiddleware",
     "PlaitError",
     "ProviderError",
+    "ResultEvictionMiddleware",
     "RunResult",
     "RunStream",
+    "SQLiteBackend",
+    "SQLiteThreadStore",
     "ScriptedModel",
+    "SkillManager",
+    "SkillsMiddleware",
+    "SummarizationMiddleware",
     "SystemMessage",
     "TextPart",
     "ThreadConflictError",
+    "ThreadStore",
     "Tool",
     "ToolArgumentsError",
     "ToolCall",
@@ -96,6 +123,7 @@ __all__ = [
     "Usage",
     "UserMessage",
     "__version__",
+    "create_skill_manager",
     "tool",
     "wrap_model",
 ]
@@ -144,6 +172,31 @@ if not TYPE_CHECKING:
                 "ToolDefinition",
                 "ToolRegistry",
                 "tool",
+            ),
+            "plait.backends": (
+                "LocalBackend",
+                "MemoryBackend",
+                "SQLiteBackend",
+            ),
+            "plait.context": (
+                "OverflowRecoveryMiddleware",
+                "ResultEvictionMiddleware",
+                "SummarizationMiddleware",
+            ),
+            "plait.guards": ("LimitsMiddleware",),
+            "plait.runtime.model_hooks": ("ModelHook",),
+            "plait.skills": (
+                "FilesystemSource",
+                "SkillsMiddleware",
+            ),
+            "plait.skills.managed": (
+                "SkillManager",
+                "create_skill_manager",
+            ),
+            "plait.stores": (
+                "MemoryThreadStore",
+                "SQLiteThreadStore",
+                "ThreadStore",
             ),
         },
     )

@@ -25,12 +25,11 @@ if TYPE_CHECKING:
     )
     from plait.models.language_model import LanguageModelMiddleware, WrappedModel, wrap_model
     from plait.models.openai import OpenAIChatModel
-    from plait.models.registry import MODEL_SPEC_FORMS, resolve_model
+    from plait.models.registry import resolve_model
     from plait.models.retrying import Backoff
     from plait.models.scripted import FunctionModel, ScriptedModel, ScriptExhausted
 
 __all__ = [
-    "MODEL_SPEC_FORMS",
     "AnthropicModel",
     "Backoff",
     "CallClass",
@@ -75,10 +74,7 @@ if not TYPE_CHECKING:
                 "wrap_model",
             ),
             "plait.models.openai": ("OpenAIChatModel",),
-            "plait.models.registry": (
-                "MODEL_SPEC_FORMS",
-                "resolve_model",
-            ),
+            "plait.models.registry": ("resolve_model",),
             "plait.models.retrying": ("Backoff",),
             "plait.models.scripted": (
                 "FunctionModel",
