@@ -162,6 +162,8 @@ def _plainly_storable(value: Any) -> bool:
         return value.bit_length() <= MAX_INT_BITS
     if isinstance(value, float):
         return math.isfinite(value)
+    if type(value) is dict and all(type(k) is str and _plain_scalar(v) for k, v in value.items()):
+        return not any(_has_surrogate(k) for k in value)  # flat: tool arguments, most often
     try:
         text = json.dumps(value, ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError, RecursionError):
@@ -169,6 +171,17 @@ def _plainly_storable(value: Any) -> bool:
     if _has_surrogate(text) or _LONG_DIGITS.search(text) is not None:
         return False
     return text.count("[") + text.count("{") <= MAX_DEPTH or _depth(value, 0) <= MAX_DEPTH
+
+
+def _plain_scalar(value: Any) -> bool:
+    kind = type(value)
+    if kind is str:
+        return not _has_surrogate(value)
+    if kind is int:
+        return bool(value.bit_length() <= MAX_INT_BITS)
+    if kind is float:
+        return math.isfinite(value)
+    return value is None or kind is bool
 
 
 def _depth(value: Any, level: int) -> int:
