@@ -137,3 +137,17 @@ def test_a_timeout_that_is_not_a_positive_number_is_a_configuration_error(bad: A
         def f() -> str:
             """Nothing."""
             return ""
+
+
+async def test_a_tool_that_waits_then_finishes_in_time_gets_its_result_through() -> None:
+    @tool
+    async def waits() -> str:
+        """Suspend a few times, then answer."""
+        for _ in range(3):
+            await asyncio.sleep(0)
+        await asyncio.sleep(0.01)
+        return "after waiting"
+
+    result, by_id = await run([ToolCall("a", "waits")], [waits], Limits(tool_timeout=30))
+    assert by_id["a"].data == "after waiting" and not by_id["a"].is_error
+    assert not [e for e in result.events if isinstance(e, ToolTimeoutReached)]
