@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from plait.errors import PlaitError
+from plait.errors import PlaitError, quoted
 
 __all__ = ["PathEscapeError", "confine", "normalize_virtual_path"]
 
@@ -24,7 +24,7 @@ class PathEscapeError(PlaitError, ValueError):
         self.path = path
         self.reason = reason
         super().__init__(
-            f"Path {path!r} is not allowed: {reason}. Use a path relative to the root, "
+            f"Path {quoted(path)} is not allowed: {reason}. Use a path relative to the root, "
             "without '..' segments."
         )
 

@@ -29,6 +29,7 @@ from typing import IO
 
 from plait.backends.base import BackendError
 from plait.backends.memory import check_page, encode_text, virtual_prefix
+from plait.errors import quoted
 from plait.paths import confine, normalize_virtual_path
 
 __all__ = [
@@ -85,7 +86,7 @@ def os_failure(path: str, action: str, exc: OSError) -> BackendError:
     code = exc.errno or _ERRNO_OF_TYPE.get(type(exc), 0)
     advice = _ADVICE.get(code, "check the backend root's permissions and free space")
     cause = exc.strerror or type(exc).__name__
-    return BackendError(f"Cannot {action} {path!r}: {cause}; {advice}.")
+    return BackendError(f"Cannot {action} {quoted(path)}: {cause}; {advice}.")
 
 
 def confine_on_disk(root: Path, key: str, action: str) -> Path:
@@ -94,7 +95,7 @@ def confine_on_disk(root: Path, key: str, action: str) -> Path:
     try:
         return confine(root, key)
     except RuntimeError as exc:  # Python 3.11 reports a symlink loop as RuntimeError
-        raise BackendError(f"Cannot {action} {key!r}: {exc}; remove the loop.") from exc
+        raise BackendError(f"Cannot {action} {quoted(key)}: {exc}; remove the loop.") from exc
     except OSError as exc:
         raise os_failure(key, action, exc) from exc
 
@@ -106,14 +107,14 @@ def text_read_errors(key: str, where: str) -> Iterator[None]:
     try:
         yield
     except (FileNotFoundError, NotADirectoryError):
-        raise FileNotFoundError(f"No file at {key!r} under {where}.") from None
+        raise FileNotFoundError(f"No file at {quoted(key)} under {where}.") from None
     except IsADirectoryError:
         raise FileNotFoundError(
-            f"{key!r} is a directory under {where}, not a file; list it with ls()."
+            f"{quoted(key)} is a directory under {where}, not a file; list it with ls()."
         ) from None
     except UnicodeDecodeError as exc:
         raise BackendError(
-            f"Cannot read {key!r}: it is not UTF-8 text ({exc.reason} at byte {exc.start}); "
+            f"Cannot read {quoted(key)}: it is not UTF-8 text ({exc.reason} at byte {exc.start}); "
             "this backend only reads files it could have written."
         ) from exc
     except OSError as exc:
@@ -192,7 +193,7 @@ class LocalBackend(BlockingBackend):
         try:
             if target.is_dir():
                 raise BackendError(
-                    f"Cannot write {key!r}: a directory is there; write to a path inside it."
+                    f"Cannot write {quoted(key)}: a directory is there; write to a path inside it."
                 )
             target.parent.mkdir(parents=True, exist_ok=True)
             temp = target.parent / temp_name()

@@ -22,7 +22,7 @@ from typing import TypeVar
 
 from plait.backends.base import BackendError
 from plait.backends.memory import check_page, encode_text, virtual_prefix
-from plait.errors import PlaitError
+from plait.errors import PlaitError, quoted
 from plait.paths import normalize_virtual_path
 
 __all__ = ["SQLiteBackend", "SQLiteFile"]
@@ -157,7 +157,7 @@ def _sqlite_key(key: str) -> str:
         key.encode("utf-8")
     except UnicodeEncodeError as exc:
         raise BackendError(
-            f"Cannot use the path {key!r} in the SQLite backend: it has a lone surrogate "
+            f"Cannot use the path {quoted(key)} in the SQLite backend: it has a lone surrogate "
             f"({key[exc.start]!r} at index {exc.start}), which SQLite cannot store. "
             "Use a path that is valid Unicode."
         ) from exc
@@ -222,7 +222,9 @@ class SQLiteBackend:
 
         text = await self._db.read(select)
         if text is None:
-            raise FileNotFoundError(f"No blob at {key!r} in the SQLite backend {self.path!r}.")
+            raise FileNotFoundError(
+                f"No blob at {quoted(key)} in the SQLite backend {self.path!r}."
+            )
         return text
 
     async def exists(self, path: str) -> bool:

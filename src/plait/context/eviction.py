@@ -60,7 +60,7 @@ from plait.context.retention import (
     sweep,
 )
 from plait.context.tokens import CHARS_PER_TOKEN, DEFAULT_COUNTER, TokenCounter
-from plait.errors import ConfigurationError, PlaitError
+from plait.errors import ConfigurationError, PlaitError, quoted
 from plait.messages import ToolCall, ToolMessage, ToolResult
 from plait.middleware.base import Middleware
 from plait.middleware.context import DispatchContext
@@ -215,7 +215,7 @@ class ResultEvictionMiddleware(Middleware):
             key = normalize_virtual_path(path)
             if not key.startswith(thread_prefix(root, ctx.turn.thread_id) + "/"):
                 raise EvictedResultUnavailable(
-                    f"{path!r} is not an evicted result of this conversation; pass the "
+                    f"{quoted(path)} is not an evicted result of this conversation; pass the "
                     "full_result_path of an evicted result exactly as given."
                 )
             if offset < 0 or limit < 1:
@@ -225,8 +225,8 @@ class ResultEvictionMiddleware(Middleware):
                 chunk = await reader.read(key, offset, limit + 1)
             except FileNotFoundError:
                 raise EvictedResultUnavailable(
-                    f"No evicted result at {key!r}: it was deleted by the retention policy or "
-                    "never written. Call the original tool again if you still need it."
+                    f"No evicted result at {quoted(key)}: it was deleted by the retention policy "
+                    "or never written. Call the original tool again if you still need it."
                 ) from None
             more, chunk = len(chunk) > limit, chunk[:limit]
             if not chunk and offset > 0:
