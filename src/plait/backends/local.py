@@ -22,10 +22,10 @@ import errno
 import os
 import secrets
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO
+from typing import IO, Any, TypeVar
 
 from plait.backends.base import BackendError
 from plait.backends.memory import check_page, encode_text, virtual_prefix
@@ -42,6 +42,8 @@ __all__ = [
     "temp_name",
     "text_read_errors",
 ]
+
+T = TypeVar("T")
 
 _TEMP_PREFIX = ".plait-"
 _TEMP_SUFFIX = ".tmp"
@@ -133,6 +135,19 @@ def read_text_page(stream: IO[str], offset: int, limit: int | None) -> str:
     return stream.read() if limit is None else stream.read(limit)
 
 
+async def _in_thread(fn: Callable[..., T], *args: Any) -> T:
+    """``fn(*args)`` in a worker thread. Paths are bounded (:data:`~plait.paths.MAX_PATH_DEPTH`),
+    but a tree someone else nested thousands deep under the root can still overflow recursive
+    directory code (``os.walk``, fsspec's ``find``): that is a ``BackendError``, not a crash."""
+    try:
+        return await asyncio.to_thread(fn, *args)
+    except RecursionError as exc:
+        raise BackendError(
+            "The backend root holds directories nested too deep to walk; "
+            "flatten or remove them, or list a deeper prefix."
+        ) from exc
+
+
 class BlockingBackend(ABC):
     """The async surface of a backend whose storage calls block (files, fsspec).
 
@@ -146,22 +161,22 @@ class BlockingBackend(ABC):
         """Store ``content`` at ``path`` atomically; returns the normalised path."""
         key = normalize_virtual_path(path)
         data = encode_text(key, content)
-        await asyncio.to_thread(self._write, key, data)
+        await _in_thread(self._write, key, data)
         return key
 
     async def read(self, path: str, offset: int = 0, limit: int | None = None) -> str:
         key = normalize_virtual_path(path)
         check_page(offset, limit)
-        return await asyncio.to_thread(self._read, key, offset, limit)
+        return await _in_thread(self._read, key, offset, limit)
 
     async def exists(self, path: str) -> bool:
-        return await asyncio.to_thread(self._exists, normalize_virtual_path(path))
+        return await _in_thread(self._exists, normalize_virtual_path(path))
 
     async def ls(self, prefix: str = "") -> list[str]:
-        return await asyncio.to_thread(self._ls, virtual_prefix(prefix))
+        return await _in_thread(self._ls, virtual_prefix(prefix))
 
     async def delete(self, path: str) -> bool:
-        return await asyncio.to_thread(self._delete, normalize_virtual_path(path))
+        return await _in_thread(self._delete, normalize_virtual_path(path))
 
     @abstractmethod
     def _write(self, key: str, data: bytes) -> None: ...
