@@ -2,8 +2,9 @@
 
 On ``before_model_call``, when the request's estimated input tokens (messages, system prompt and
 tool schemas; see :class:`~plait.context.tokens.TokenAccountant`) reach
-``max_input_tokens * trigger_ratio``, the newest ``keep_messages`` messages stay verbatim and the
-older ones are replaced by one summary carried as a :class:`~plait.messages.SystemMessage` at the
+``max_input_tokens * trigger_ratio``, the newest ``keep_messages`` messages of the thread's
+history stay verbatim (messages middleware projects after the history, such as a skill body, are
+kept too and do not count) and the older ones are replaced by one summary carried as a :class:`~plait.messages.SystemMessage` at the
 start of ``request.messages``, after the thread's leading system messages if it has any (those
 are the application's instructions: they stay verbatim and are never folded). The cut is moved
 back with :func:`~plait.context.pairs.safe_cut` so a tool call never loses its result, and the
@@ -268,7 +269,9 @@ class SummarizationMiddleware(Middleware):
         unchanged = None if summarized is None else request.replace(messages=summarized)
         if not force and before < self.threshold:
             return unchanged
-        cut = safe_cut(tail, min(len(tail) - self.keep_messages, persisted))
+        # keep_messages counts the thread's own messages: projected ones after the history (a
+        # pinned or loaded skill body) are kept anyway and must not push history into the fold.
+        cut = safe_cut(tail, persisted - self.keep_messages)
         if cut <= 0:
             return None if force else unchanged
         span, kept = tail[:cut], repair(tail[cut:])
