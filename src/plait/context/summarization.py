@@ -4,9 +4,10 @@ On ``before_model_call``, when the request's estimated input tokens (messages, s
 tool schemas; see :class:`~plait.context.tokens.TokenAccountant`) reach
 ``max_input_tokens * trigger_ratio``, the newest ``keep_messages`` messages of the thread's
 history stay verbatim (messages middleware projects after the history, such as a skill body, are
-kept too and do not count) and the older ones are replaced by one summary carried as a :class:`~plait.messages.SystemMessage` at the
-start of ``request.messages``, after the thread's leading system messages if it has any (those
-are the application's instructions: they stay verbatim and are never folded). The cut is moved
+kept too and do not count) and the older ones are replaced by one summary carried as a
+:class:`~plait.messages.SystemMessage` at the start of ``request.messages``, after the thread's
+leading system messages if it has any (those are the application's instructions: they stay
+verbatim and are never folded). The cut is moved
 back with :func:`~plait.context.pairs.safe_cut` so a tool call never loses its result, and the
 kept messages are :func:`~plait.context.pairs.repair`-ed, so the request never holds an orphan.
 
