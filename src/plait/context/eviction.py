@@ -35,21 +35,18 @@ from typing import Protocol, runtime_checkable
 from plait.backends.base import BackendWriteSurface
 from plait.context.events import (
     EvictedResultsPurged,
-    EvictionFailed,
-    ResultEvicted,
     RetentionFailed,
 )
 from plait.context.offload import (
     EVICTED_ROOT,
     READ_TOOL_NAME,
     evicted_path,
-    eviction_reference,
     is_offloaded,
+    offload_result,
     persistable,
     preview,
     serialize_result,
     thread_prefix,
-    truncation_reference,
 )
 from plait.context.retention import (
     DEFAULT_RETENTION,
@@ -138,38 +135,29 @@ class ResultEvictionMiddleware(Middleware):
         if tokens <= self.max_tokens:
             return result
         turn = ctx.turn
-        path = evicted_path(self.root, turn.thread_id, call.id)
-        try:
-            await self.backend.write(path, text)
-        except Exception as exc:
-            turn.emit(
-                EvictionFailed(
-                    tool=call.name, call_id=call.id, path=path, estimated_tokens=tokens, error=exc
-                )
-            )
-            budget = self.max_tokens * CHARS_PER_TOKEN // 2
-            reason = f"could not be saved ({type(exc).__name__}: {exc})"
-            data = truncation_reference(
-                text=text, estimated_tokens=tokens, max_chars=budget, reason=reason
-            )
-            return ToolResult(result.tool_call_id, data, result.is_error)
-        shown = preview(
+        data, evicted = await offload_result(
+            self.backend,
+            text=text,
+            estimated_tokens=tokens,
+            tool=call.name,
+            call_id=call.id,
+            path=evicted_path(self.root, turn.thread_id, call.id),
+            budget_chars=self.max_tokens * CHARS_PER_TOKEN // 2,
+            preview_text=self._preview,
+            reader=READ_TOOL_NAME if self._read_tool is not None else None,
+            emit=turn.emit,
+        )
+        if evicted:
+            await self._retain(ctx)
+        return ToolResult(result.tool_call_id, data, result.is_error)
+
+    def _preview(self, text: str) -> str:
+        return preview(
             text,
             head_lines=self.preview_lines,
             tail_lines=self.preview_lines,
             line_chars=self.preview_line_chars,
         )
-        reader = READ_TOOL_NAME if self._read_tool is not None else None
-        data = eviction_reference(
-            text=text, path=path, estimated_tokens=tokens, preview_text=shown, reader=reader
-        )
-        turn.emit(
-            ResultEvicted(
-                tool=call.name, call_id=call.id, path=path, estimated_tokens=tokens, chars=len(text)
-            )
-        )
-        await self._retain(ctx)
-        return ToolResult(result.tool_call_id, data, result.is_error)
 
     async def _retain(self, ctx: DispatchContext) -> None:
         if self._prunable is None or self.retention is None:

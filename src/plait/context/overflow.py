@@ -34,18 +34,17 @@ from __future__ import annotations
 from typing import Any, Final
 
 from plait.backends.base import BackendWriteSurface
-from plait.context.events import ContextOverflowRecovered, EvictionFailed, ResultEvicted
+from plait.context.events import ContextOverflowRecovered
 from plait.context.eviction import ResultEvictionMiddleware
 from plait.context.offload import (
     EVICTED_ROOT,
     READ_TOOL_NAME,
     evicted_path,
-    eviction_reference,
     is_offloaded,
+    offload_result,
     persistable,
     preview,
     serialize_result,
-    truncation_reference,
 )
 from plait.context.summarization import SummarizationMiddleware
 from plait.context.tokens import CHARS_PER_TOKEN, TokenAccountant, TokenCounter
@@ -243,44 +242,16 @@ class OverflowRecoveryMiddleware(Middleware):
 
     async def _shrink(self, message: ToolMessage, ctx: DispatchContext) -> dict[str, Any]:
         text = serialize_result(message.data)
-        tokens = self.accountant.counter.count(text)
-        budget = self.result_tokens * CHARS_PER_TOKEN
-        if self.backend is None:
-            reason = "was cut to fit the model's context window"
-            return truncation_reference(
-                text=text, estimated_tokens=tokens, max_chars=budget, reason=reason
-            )
-        turn = ctx.turn
-        path = evicted_path(self.root, turn.thread_id, message.tool_call_id)
-        try:
-            await self.backend.write(path, text)
-        except Exception as exc:
-            turn.emit(
-                EvictionFailed(
-                    tool=message.name,
-                    call_id=message.tool_call_id,
-                    path=path,
-                    estimated_tokens=tokens,
-                    error=exc,
-                )
-            )
-            reason = f"could not be saved ({type(exc).__name__}: {exc})"
-            return truncation_reference(
-                text=text, estimated_tokens=tokens, max_chars=budget, reason=reason
-            )
-        turn.emit(
-            ResultEvicted(
-                tool=message.name,
-                call_id=message.tool_call_id,
-                path=path,
-                estimated_tokens=tokens,
-                chars=len(text),
-            )
-        )
-        return eviction_reference(
+        data, _ = await offload_result(
+            self.backend,
             text=text,
-            path=path,
-            estimated_tokens=tokens,
-            preview_text=preview(text),
+            estimated_tokens=self.accountant.counter.count(text),
+            tool=message.name,
+            call_id=message.tool_call_id,
+            path=evicted_path(self.root, ctx.turn.thread_id, message.tool_call_id),
+            budget_chars=self.result_tokens * CHARS_PER_TOKEN,
+            preview_text=preview,
             reader=READ_TOOL_NAME if READ_TOOL_NAME in ctx.registry else None,
+            emit=ctx.turn.emit,
         )
+        return data
