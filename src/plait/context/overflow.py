@@ -31,6 +31,7 @@ summarization middleware leaves alone a request that does not start with the thr
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Final
 
 from plait.backends.base import BackendWriteSurface
@@ -46,6 +47,7 @@ from plait.context.offload import (
     preview,
     serialize_result,
 )
+from plait.context.reader import PageReader, shared_reader
 from plait.context.summarization import SummarizationMiddleware
 from plait.context.tokens import CHARS_PER_TOKEN, TokenAccountant, TokenCounter
 from plait.errors import ConfigurationError, ContextOverflowError
@@ -53,6 +55,7 @@ from plait.messages import Message, ToolMessage
 from plait.middleware.base import Middleware, ModelHandler
 from plait.middleware.context import DispatchContext
 from plait.models.base import ModelRequest, ModelResponse
+from plait.tools import Tool
 
 __all__ = ["OVERFLOW_SOURCE", "ContextOverflowUnrecoverable", "OverflowRecoveryMiddleware"]
 
@@ -113,6 +116,17 @@ class OverflowRecoveryMiddleware(Middleware):
         self.accountant = TokenAccountant(counter)
         self.state_key = state_key
         self._replacements: dict[str, ToolMessage] = {}
+        self._read_tools: tuple[Tool, ...] = ()
+        wants_tool = eviction is None or bool(eviction.tools())
+        if wants_tool and isinstance(self.backend, PageReader):
+            reader = shared_reader(self.backend, max(1000, result_tokens * CHARS_PER_TOKEN))
+            reader.allow(self.root)
+            self._read_tools = (reader.tool,)
+
+    def tools(self) -> Sequence[Tool]:
+        """``read_evicted_result`` over ``backend`` (results evicted here and, with a private
+        summary, the history it folds), when the backend can read."""
+        return self._read_tools
 
     async def before_model_call(self, request: ModelRequest, ctx: DispatchContext) -> ModelRequest:
         recorded = ctx.turn.state.get(self.state_key)

@@ -42,8 +42,9 @@ from typing import Any, overload
 
 from plait.backends.base import BackendWriteSurface
 from plait.context.events import HistorySummarized, SummarizerFailed
-from plait.context.offload import HISTORY_ROOT, history_path, write_history
+from plait.context.offload import HISTORY_ROOT, READ_TOOL_NAME, history_path, write_history
 from plait.context.pairs import repair, safe_cut
+from plait.context.reader import PageReader, shared_reader
 from plait.context.summarizers import ExtractiveSummarizer, Summarizer
 from plait.context.tokens import TokenAccountant, TokenCounter
 from plait.errors import ConfigurationError
@@ -51,6 +52,7 @@ from plait.messages import Message, SystemMessage, new_id
 from plait.middleware.base import Middleware
 from plait.middleware.context import DispatchContext, EventSink, TurnContext
 from plait.models.base import ModelRequest
+from plait.tools import Tool
 
 __all__ = [
     "STATE_KEY",
@@ -59,6 +61,9 @@ __all__ = [
     "SummarizationMiddleware",
     "SummaryRecord",
 ]
+
+MAX_HISTORY_FILES = 20
+"""How many offloaded history files a summary names (the newest); its folder lists them all."""
 
 STATE_KEY = "plait.context.summary"
 SUMMARY_SOURCE = "plait.context.summary"
@@ -88,13 +93,21 @@ class SummaryRecord:
     created_at: int
     passes: int
     summarizer: str
+    history: tuple[str, ...] = ()
+    """Backend paths of the folded messages, oldest first (the newest ``MAX_HISTORY_FILES``)."""
+
+    def to_state(self) -> dict[str, Any]:
+        """The record as plain JSON for the thread state."""
+        return {**asdict(self), "history": list(self.history)}
 
     @classmethod
     def from_state(cls, value: Any) -> SummaryRecord | None:
         """The record in a state value, or ``None`` if it is missing or malformed."""
         try:
-            record = cls(**value)
-        except TypeError:
+            fields = dict(value)
+            fields["history"] = tuple(str(path) for path in fields.get("history", ()))
+            record = cls(**fields)
+        except (TypeError, ValueError):
             return None
         ok = isinstance(record.summary, str) and isinstance(record.covered, int)
         return record if ok and record.covered > 0 else None
@@ -165,6 +178,8 @@ class SummarizationMiddleware(Middleware):
         counter: TokenCounter | None = None,
         state_key: str = STATE_KEY,
         history_root: str = HISTORY_ROOT,
+        read_tool: bool = True,
+        page_chars: int = 4000,
     ) -> None:
         if max_input_tokens < 1 or keep_messages < 1 or not 0 < trigger_ratio <= 1:
             raise ConfigurationError(
@@ -185,6 +200,15 @@ class SummarizationMiddleware(Middleware):
         self.history_root = history_root
         self._messages: dict[str, SystemMessage] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        self._read_tool: Tool | None = None
+        if backend is not None and read_tool and isinstance(backend, PageReader):
+            reader = shared_reader(backend, page_chars)
+            reader.allow(history_root, thread_id)
+            self._read_tool = reader.tool
+
+    def tools(self) -> Sequence[Tool]:
+        """``read_evicted_result``, when the backend can read (see :mod:`plait.context.reader`)."""
+        return () if self._read_tool is None else (self._read_tool,)
 
     @property
     def threshold(self) -> float:
@@ -219,12 +243,29 @@ class SummarizationMiddleware(Middleware):
                 self._messages.clear()
             text = (
                 f"Summary of the earlier conversation ({record.covered} messages, condensed; "
-                f"the newest messages follow in full):\n{record.summary}"
+                f"the newest messages follow in full):\n{record.summary}{self._where(record)}"
             )
             meta = {"source": SUMMARY_SOURCE, "covered": record.covered}
             message = SystemMessage(text, metadata=meta, id=record.message_id)
             self._messages[record.message_id] = message
         return message
+
+    def _where(self, record: SummaryRecord) -> str:
+        """Where the folded messages are kept word for word, and how to read them."""
+        if not record.history:
+            return ""
+        folder = record.history[-1].rsplit("/", 1)[0]
+        files = ", ".join(path.rsplit("/", 1)[-1] for path in record.history)
+        how = (
+            f' Read them with {READ_TOOL_NAME}(path="{folder}/<file>", offset=0), page by page; '
+            f'{READ_TOOL_NAME}(path="{folder}") lists every file.'
+            if self._read_tool is not None
+            else ""
+        )
+        return (
+            f"\n\n[The folded messages are saved word for word, as JSON, in {folder}/ (file "
+            f"names give the message range): {files}.{how}]"
+        )
 
     def _view(
         self, request: ModelRequest, turn: TurnContext
@@ -282,6 +323,11 @@ class SummarizationMiddleware(Middleware):
         for keep_out in turn.persist_filters:
             persistable = keep_out(persistable)
         summary, used = await self._summarize(record, persistable, turn)
+        thread = self.thread_id or turn.thread_id
+        offload = None
+        if self.backend is not None and persistable:
+            offload = history_path(self.history_root, thread, base, base + cut)
+        history = (*(record.history if record else ()), *([offload] if offload else []))
         new = SummaryRecord(
             summary=summary,
             covered=base + cut,
@@ -290,13 +336,16 @@ class SummarizationMiddleware(Middleware):
             created_at=len(turn.messages),
             passes=(record.passes if record else 0) + 1,
             summarizer=used,
+            history=history[-MAX_HISTORY_FILES:],
         )
-        turn.state[self.state_key] = asdict(new)
+        turn.state[self.state_key] = new.to_state()
         messages = [*head, self.summary_message(new), *kept]
         # The list changed shape: drop checkpoints that could line up with it by position.
         self.accountant.reset()
         info = SummarizationInfo(before, self._estimate(request, messages, len(messages)), cut)
-        await self._report(turn, info, new, persistable, forced=force)
+        await self._report(turn, info, new, forced=force)
+        if offload is not None:
+            self._offload(thread, offload, persistable, turn.emit)
         return request.replace(messages=messages)
 
     def _estimate(
@@ -314,11 +363,10 @@ class SummarizationMiddleware(Middleware):
         turn: TurnContext,
         info: SummarizationInfo,
         record: SummaryRecord,
-        span: Sequence[Message],
         *,
         forced: bool,
     ) -> None:
-        """Emit the event, start the offload, call ``on_summarized``."""
+        """Emit the event, call ``on_summarized``."""
         thread = self.thread_id or turn.thread_id
         turn.emit(
             HistorySummarized(
@@ -331,7 +379,6 @@ class SummarizationMiddleware(Middleware):
                 forced=forced,
             )
         )
-        self._offload(thread, span, record.covered - len(span), turn.emit)
         if self.on_summarized is not None:
             outcome = self.on_summarized(info)
             if inspect.isawaitable(outcome):
@@ -352,10 +399,9 @@ class SummarizationMiddleware(Middleware):
             turn.emit(SummarizerFailed(summarizer=self.summarizer.name, error=exc))
             return self._fallback.fold(previous, span, max_tokens=limit), self._fallback.name
 
-    def _offload(self, thread: str, span: Sequence[Message], base: int, emit: EventSink) -> None:
+    def _offload(self, thread: str, path: str, span: Sequence[Message], emit: EventSink) -> None:
         if self.backend is None:
             return
-        path = history_path(self.history_root, thread, base, base + len(span))
         task = asyncio.get_running_loop().create_task(
             write_history(self.backend, path, list(span), thread, emit)
         )
