@@ -54,8 +54,8 @@ class SQLiteFile:
 
     A file that is not plait's is never modified: before anything is written (the journal mode
     included), the first call checks that the file is empty, carries plait's
-    ``application_id``, or (a file from before the stamp) already holds this component's tables
-    with their columns; anything else raises ``error`` naming the tables found. A file that is
+    ``application_id``, or (a file from before the stamp) already holds one of this component's
+    tables with its columns; anything else raises ``error`` naming the tables found. A file that is
     plait's gets the stamp, WAL mode and any missing tables (a thread store and a blob backend
     may share one file).
 
@@ -166,8 +166,8 @@ class SQLiteFile:
                 time.sleep(0.01)
 
     def _check_ownership(self, conn: sqlite3.Connection) -> None:
-        """Raise ``error`` unless the file is empty, stamped by plait, or already holds this
-        component's tables with their columns (a file made before the stamp)."""
+        """Raise ``error`` unless the file is empty, stamped by plait, or already holds some of
+        this component's tables with their columns (a file made before the stamp)."""
         (app_id,) = conn.execute("PRAGMA application_id").fetchone()
         names = [
             str(row[0])
@@ -181,8 +181,8 @@ class SQLiteFile:
         mismatched = [t for t, cols in present.items() if not self._tables[t] <= cols]
         if app_id == _APPLICATION_ID and not mismatched:
             return
-        if app_id == 0 and not mismatched and set(present) == set(self._tables):
-            return
+        if app_id == 0 and present and not mismatched:
+            return  # made before the stamp; tables added since are created below
         found = ", ".join(sorted(names)[:20]) or "(no tables)"
         raise self._error(
             f"{self.path!r} is not a plait SQLite database (application_id {app_id}, tables: "
