@@ -57,11 +57,17 @@ from plait.context.retention import (
     purge,
     sweep,
 )
-from plait.context.tokens import CHARS_PER_TOKEN, DEFAULT_COUNTER, TokenCounter
+from plait.context.tokens import (
+    CHARS_PER_TOKEN,
+    TokenCounter,
+    measure_chars_per_token,
+    thread_counter,
+)
 from plait.errors import ConfigurationError
 from plait.messages import ToolCall, ToolMessage, ToolResult
 from plait.middleware.base import Middleware
 from plait.middleware.context import DispatchContext
+from plait.models.base import ModelRequest, ModelResponse
 from plait.paths import normalize_virtual_path
 from plait.tools import Tool
 
@@ -100,7 +106,7 @@ class ResultEvictionMiddleware(Middleware):
             )
         self.max_tokens = max_tokens
         self.backend = backend
-        self.counter: TokenCounter = counter or DEFAULT_COUNTER
+        self.counter: TokenCounter | None = counter
         self.root = normalize_virtual_path(root)
         self.preview_lines = max(0, preview_lines)
         self.preview_line_chars = max(16, preview_line_chars)
@@ -114,6 +120,21 @@ class ResultEvictionMiddleware(Middleware):
         self.excluded_tools = frozenset(excluded_tools) | {READ_TOOL_NAME}
         self._prunable = backend if isinstance(backend, PrunableBackend) else None
 
+    async def after_model_call(
+        self, response: ModelResponse, request: ModelRequest, ctx: DispatchContext
+    ) -> ModelResponse:
+        """Record the thread's measured characters per token from the provider's usage, which
+        later estimates use when no ``counter`` was configured."""
+        if self.counter is None and response.usage.input_tokens > 0:
+            measure_chars_per_token(
+                ctx.turn.state,
+                messages=request.messages,
+                system_prompt=request.system_prompt,
+                tools=request.tools,
+                input_tokens=response.usage.input_tokens,
+            )
+        return response
+
     def tools(self) -> Sequence[Tool]:
         return () if self._read_tool is None else (self._read_tool,)
 
@@ -126,7 +147,7 @@ class ResultEvictionMiddleware(Middleware):
         if filters and not persistable(ToolMessage.from_result(result, call.name), filters):
             return result  # projected content (a skill body): never written to a backend
         text = serialize_result(result.data)
-        tokens = self.counter.count(text)
+        tokens = thread_counter(ctx.turn.state, self.counter).count(text)
         if tokens <= self.max_tokens:
             return result
         turn = ctx.turn

@@ -212,7 +212,7 @@ class OverflowRecoveryMiddleware(Middleware):
         self.accountant.reset()
         if summarized is None and evicted == 0:
             return None
-        self.summarization.accountant.reset()
+        self.summarization.reset_estimates()
         ctx.turn.emit(
             ContextOverflowRecovered(
                 original_tokens=before,

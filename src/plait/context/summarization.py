@@ -46,12 +46,17 @@ from plait.context.offload import HISTORY_ROOT, READ_TOOL_NAME, history_path, wr
 from plait.context.pairs import repair, safe_cut
 from plait.context.reader import PageReader, shared_reader
 from plait.context.summarizers import ExtractiveSummarizer, Summarizer
-from plait.context.tokens import TokenAccountant, TokenCounter
+from plait.context.tokens import (
+    TokenAccountant,
+    TokenCounter,
+    measure_chars_per_token,
+    thread_counter,
+)
 from plait.errors import ConfigurationError
 from plait.messages import Message, SystemMessage, new_id
 from plait.middleware.base import Middleware
 from plait.middleware.context import DispatchContext, EventSink, TurnContext
-from plait.models.base import ModelRequest
+from plait.models.base import ModelRequest, ModelResponse
 from plait.tools import Tool
 
 __all__ = [
@@ -195,7 +200,9 @@ class SummarizationMiddleware(Middleware):
         self._fallback = ExtractiveSummarizer(counter=counter)
         self.summarizer: Summarizer = summarizer or self._fallback
         self.max_summary_tokens = max_summary_tokens or max(64, min(2000, max_input_tokens // 10))
+        self.counter = counter
         self.accountant = TokenAccountant(counter)
+        self._measured: dict[TokenCounter, TokenAccountant] = {}
         self.state_key = state_key
         self.history_root = history_root
         self._messages: dict[str, SystemMessage] = {}
@@ -307,7 +314,8 @@ class SummarizationMiddleware(Middleware):
         summarized = [*head, self.summary_message(record), *tail] if record else None
         anchor_from = lead + 1 + record.created_at - base if record else 0
         current = request.messages if summarized is None else summarized
-        before = self._estimate(request, current, anchor_from)
+        accountant = self.accountant_for(turn)
+        before = self._estimate(accountant, request, current, anchor_from)
         unchanged = None if summarized is None else request.replace(messages=summarized)
         if not force and before < self.threshold:
             return unchanged
@@ -341,17 +349,56 @@ class SummarizationMiddleware(Middleware):
         turn.state[self.state_key] = new.to_state()
         messages = [*head, self.summary_message(new), *kept]
         # The list changed shape: drop checkpoints that could line up with it by position.
-        self.accountant.reset()
-        info = SummarizationInfo(before, self._estimate(request, messages, len(messages)), cut)
+        self.reset_estimates()
+        after = self._estimate(accountant, request, messages, len(messages))
+        info = SummarizationInfo(before, after, cut)
         await self._report(turn, info, new, forced=force)
         if offload is not None:
             self._offload(thread, offload, persistable, turn.emit)
         return request.replace(messages=messages)
 
+    def accountant_for(self, turn: TurnContext) -> TokenAccountant:
+        """The accountant for ``turn``'s thread: with no ``counter`` configured, it estimates
+        at the thread's measured characters per token once a provider reported usage (see
+        :func:`~plait.context.tokens.thread_counter`); otherwise :attr:`accountant`."""
+        counter = thread_counter(turn.state, self.counter)
+        if counter is self.accountant.counter:
+            return self.accountant
+        found = self._measured.get(counter)
+        if found is None:
+            if len(self._measured) >= 16:
+                self._measured.clear()
+            found = self._measured[counter] = TokenAccountant(counter)
+        return found
+
+    def reset_estimates(self) -> None:
+        """Drop every accountant's checkpoints (after the message list changed shape)."""
+        self.accountant.reset()
+        for accountant in self._measured.values():
+            accountant.reset()
+
+    async def after_model_call(
+        self, response: ModelResponse, request: ModelRequest, ctx: DispatchContext
+    ) -> ModelResponse:
+        """Record the thread's measured characters per token from the provider's usage."""
+        if self.counter is None and response.usage.input_tokens > 0:
+            measure_chars_per_token(
+                ctx.turn.state,
+                messages=request.messages,
+                system_prompt=request.system_prompt,
+                tools=request.tools,
+                input_tokens=response.usage.input_tokens,
+            )
+        return response
+
+    @staticmethod
     def _estimate(
-        self, request: ModelRequest, messages: Sequence[Message], anchor_from: int
+        accountant: TokenAccountant,
+        request: ModelRequest,
+        messages: Sequence[Message],
+        anchor_from: int,
     ) -> int:
-        return self.accountant.request(
+        return accountant.request(
             messages,
             system_prompt=request.system_prompt,
             tools=request.tools,
