@@ -26,8 +26,9 @@ MAX_PATH_DEPTH = 128
 """The most segments a virtual path may have (``a/b/c`` has 3). Deeper paths are refused before
 any filesystem sees them: walking thousands of levels overflows recursive directory code."""
 
-MAX_PATH_CHARS = 4096
-"""The longest virtual path accepted, in characters (Linux's ``PATH_MAX`` is 4096 bytes)."""
+MAX_PATH_CHARS = 16_384
+"""The longest virtual path accepted, in characters. A filesystem may refuse shorter ones
+(Linux's ``PATH_MAX`` is 4096 bytes); backends report that as their own error."""
 
 
 class PathEscapeError(PlaitError, ValueError):

@@ -147,11 +147,11 @@ async def test_backends_on_different_roots_do_not_see_each_other() -> None:
 async def test_a_path_nested_thousands_deep_is_a_typed_error(tmp_path: Path, depth: int) -> None:
     deep = "/".join(["a"] * depth)
     for backend in (FsspecBackend(memory_url()), FsspecBackend(f"file://{tmp_path}")):
-        with pytest.raises(PathEscapeError, match=r"nested deeper than 128|longer than 4096"):
+        with pytest.raises(PathEscapeError, match=r"nested deeper than 128|longer than 16384"):
             await backend.write(deep, "x")
-        with pytest.raises(PathEscapeError, match=r"nested deeper than 128|longer than 4096"):
+        with pytest.raises(PathEscapeError, match=r"nested deeper than 128|longer than 16384"):
             await backend.read(deep)
-        with pytest.raises(PathEscapeError, match=r"nested deeper than 128|longer than 4096"):
+        with pytest.raises(PathEscapeError, match=r"nested deeper than 128|longer than 16384"):
             await backend.ls(deep)
     assert names(tmp_path) == []
 
