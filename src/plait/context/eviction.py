@@ -48,6 +48,7 @@ from plait.context.offload import (
     serialize_result,
     thread_prefix,
 )
+from plait.context.ratio import record_dispatch_ratio
 from plait.context.reader import EvictedResultUnavailable, PageReader, shared_reader
 from plait.context.retention import (
     DEFAULT_RETENTION,
@@ -60,14 +61,12 @@ from plait.context.retention import (
 from plait.context.tokens import (
     CHARS_PER_TOKEN,
     TokenCounter,
-    measure_chars_per_token,
     thread_counter,
 )
 from plait.errors import ConfigurationError
 from plait.messages import ToolCall, ToolMessage, ToolResult
 from plait.middleware.base import Middleware
 from plait.middleware.context import DispatchContext
-from plait.models.base import ModelRequest, ModelResponse
 from plait.paths import normalize_virtual_path
 from plait.tools import Tool
 
@@ -120,21 +119,6 @@ class ResultEvictionMiddleware(Middleware):
         self.excluded_tools = frozenset(excluded_tools) | {READ_TOOL_NAME}
         self._prunable = backend if isinstance(backend, PrunableBackend) else None
 
-    async def after_model_call(
-        self, response: ModelResponse, request: ModelRequest, ctx: DispatchContext
-    ) -> ModelResponse:
-        """Record the thread's measured characters per token from the provider's usage, which
-        later estimates use when no ``counter`` was configured."""
-        if self.counter is None and response.usage.input_tokens > 0:
-            measure_chars_per_token(
-                ctx.turn.state,
-                messages=request.messages,
-                system_prompt=request.system_prompt,
-                tools=request.tools,
-                input_tokens=response.usage.input_tokens,
-            )
-        return response
-
     def tools(self) -> Sequence[Tool]:
         return () if self._read_tool is None else (self._read_tool,)
 
@@ -143,6 +127,8 @@ class ResultEvictionMiddleware(Middleware):
     ) -> ToolResult:
         if call.name in self.excluded_tools or is_offloaded(result.data):
             return result
+        if self.counter is None:
+            record_dispatch_ratio(ctx)
         filters = ctx.turn.persist_filters
         if filters and not persistable(ToolMessage.from_result(result, call.name), filters):
             return result  # projected content (a skill body): never written to a backend

@@ -44,19 +44,19 @@ from plait.backends.base import BackendWriteSurface
 from plait.context.events import HistorySummarized, SummarizerFailed
 from plait.context.offload import HISTORY_ROOT, READ_TOOL_NAME, history_path, write_history
 from plait.context.pairs import repair, safe_cut
+from plait.context.ratio import record_dispatch_ratio
 from plait.context.reader import PageReader, shared_reader
 from plait.context.summarizers import ExtractiveSummarizer, Summarizer
 from plait.context.tokens import (
     TokenAccountant,
     TokenCounter,
-    measure_chars_per_token,
     thread_counter,
 )
 from plait.errors import ConfigurationError
 from plait.messages import Message, SystemMessage, new_id
-from plait.middleware.base import Middleware
+from plait.middleware.base import Middleware, Next
 from plait.middleware.context import DispatchContext, EventSink, TurnContext
-from plait.models.base import ModelRequest, ModelResponse
+from plait.models.base import ModelRequest
 from plait.tools import Tool
 
 __all__ = [
@@ -377,19 +377,12 @@ class SummarizationMiddleware(Middleware):
         for accountant in self._measured.values():
             accountant.reset()
 
-    async def after_model_call(
-        self, response: ModelResponse, request: ModelRequest, ctx: DispatchContext
-    ) -> ModelResponse:
-        """Record the thread's measured characters per token from the provider's usage."""
-        if self.counter is None and response.usage.input_tokens > 0:
-            measure_chars_per_token(
-                ctx.turn.state,
-                messages=request.messages,
-                system_prompt=request.system_prompt,
-                tools=request.tools,
-                input_tokens=response.usage.input_tokens,
-            )
-        return response
+    async def dispatch_output(self, ctx: DispatchContext, next: Next) -> None:
+        """Record the thread's measured characters per token from the dispatch's usage (see
+        :mod:`plait.context.ratio`), unless a ``counter`` was configured."""
+        if self.counter is None:
+            record_dispatch_ratio(ctx)
+        await next()
 
     @staticmethod
     def _estimate(

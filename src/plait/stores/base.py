@@ -16,7 +16,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from pydantic_core import PydanticSerializationError
 
-from plait.errors import PlaitError, quoted
+from plait.errors import PlaitError
 from plait.messages import Message, dump_messages, load_messages
 
 __all__ = [
@@ -162,9 +162,9 @@ def _check_json(thread_id: str, value: object, where: str) -> None:
         for key, item in value.items():
             if not isinstance(key, str):
                 raise ThreadDataError(
-                    thread_id, f"{where}[{quoted(key)}]", "JSON object keys must be str"
+                    thread_id, f"{where}[{key!r}]", "JSON object keys must be str"
                 )
-            _check_json(thread_id, item, f"{where}[{quoted(key)}]")
+            _check_json(thread_id, item, f"{where}[{key!r}]")
         return
     hint = "use a list" if isinstance(value, tuple) else "JSON cannot hold it"
     raise ThreadDataError(thread_id, where, f"{type(value).__name__} value ({hint})")
