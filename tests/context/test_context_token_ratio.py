@@ -8,7 +8,16 @@ import math
 
 import pytest
 
-from plait import Agent, FunctionModel, ModelRequest, ToolCall, ToolMessage, UserMessage, tool
+from plait import (
+    Agent,
+    FunctionModel,
+    Message,
+    ModelRequest,
+    ToolCall,
+    ToolMessage,
+    UserMessage,
+    tool,
+)
 from plait.backends import MemoryBackend
 from plait.context import ResultEvictionMiddleware, SummarizationMiddleware
 from plait.context.tokens import (
@@ -138,3 +147,28 @@ async def test_eviction_uses_the_measured_ratio_for_its_threshold(reports_usage:
         assert measured == pytest.approx(BPE_CHARS_PER_TOKEN, abs=0.05)
     else:
         assert CHARS_PER_TOKEN_STATE_KEY not in result.state
+
+
+def test_the_ratio_meter_counts_a_grown_request_incrementally_and_exactly() -> None:
+    from plait import DispatchContext, ScriptedModel, TurnContext
+    from plait.context.ratio import RatioMeter
+    from plait.tools import ToolRegistry
+
+    history: list[Message] = [UserMessage(csv_rows(20, seed=i)) for i in range(50)]
+    meter = RatioMeter()
+    assert meter.chars(history) == sum(len(m.text) for m in history)
+    history.append(UserMessage("more " * 100))
+    assert meter.chars(history) == sum(len(m.text) for m in history)
+    assert meter.chars(history[1:]) == sum(len(m.text) for m in history[1:])  # not a prefix
+
+    turn = TurnContext(
+        thread_id="t", registry=ToolRegistry(), model=ScriptedModel([]), messages=[], state={}
+    )
+    ctx = DispatchContext(turn, 0)
+    assert meter.record(ctx) is None  # no request yet
+    ctx.request = ModelRequest(history)
+    ctx.response = ModelResponse(
+        content="ok", usage=Usage(input_tokens=provider_tokens(ctx.request))
+    )
+    assert meter.record(ctx) == pytest.approx(BPE_CHARS_PER_TOKEN, abs=0.01)
+    assert turn.state[CHARS_PER_TOKEN_STATE_KEY] == pytest.approx(BPE_CHARS_PER_TOKEN, abs=0.01)

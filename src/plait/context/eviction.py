@@ -48,7 +48,7 @@ from plait.context.offload import (
     serialize_result,
     thread_prefix,
 )
-from plait.context.ratio import record_dispatch_ratio
+from plait.context.ratio import RatioMeter
 from plait.context.reader import EvictedResultUnavailable, PageReader, shared_reader
 from plait.context.retention import (
     DEFAULT_RETENTION,
@@ -106,6 +106,7 @@ class ResultEvictionMiddleware(Middleware):
         self.max_tokens = max_tokens
         self.backend = backend
         self.counter: TokenCounter | None = counter
+        self.ratio_meter = RatioMeter()
         self.root = normalize_virtual_path(root)
         self.preview_lines = max(0, preview_lines)
         self.preview_line_chars = max(16, preview_line_chars)
@@ -128,7 +129,7 @@ class ResultEvictionMiddleware(Middleware):
         if call.name in self.excluded_tools or is_offloaded(result.data):
             return result
         if self.counter is None:
-            record_dispatch_ratio(ctx)
+            self.ratio_meter.record(ctx)
         filters = ctx.turn.persist_filters
         if filters and not persistable(ToolMessage.from_result(result, call.name), filters):
             return result  # projected content (a skill body): never written to a backend

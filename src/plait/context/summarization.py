@@ -44,7 +44,7 @@ from plait.backends.base import BackendWriteSurface
 from plait.context.events import HistorySummarized, SummarizerFailed
 from plait.context.offload import HISTORY_ROOT, READ_TOOL_NAME, history_path, write_history
 from plait.context.pairs import repair, safe_cut
-from plait.context.ratio import record_dispatch_ratio
+from plait.context.ratio import RatioMeter
 from plait.context.reader import PageReader, shared_reader
 from plait.context.summarizers import ExtractiveSummarizer, Summarizer
 from plait.context.tokens import (
@@ -201,6 +201,7 @@ class SummarizationMiddleware(Middleware):
         self.summarizer: Summarizer = summarizer or self._fallback
         self.max_summary_tokens = max_summary_tokens or max(64, min(2000, max_input_tokens // 10))
         self.counter = counter
+        self.ratio_meter = RatioMeter()
         self.accountant = TokenAccountant(counter)
         self._measured: dict[TokenCounter, TokenAccountant] = {}
         self.state_key = state_key
@@ -381,7 +382,7 @@ class SummarizationMiddleware(Middleware):
         """Record the thread's measured characters per token from the dispatch's usage (see
         :mod:`plait.context.ratio`), unless a ``counter`` was configured."""
         if self.counter is None:
-            record_dispatch_ratio(ctx)
+            self.ratio_meter.record(ctx)
         await next()
 
     @staticmethod

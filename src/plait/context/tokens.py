@@ -42,6 +42,7 @@ __all__ = [
     "measure_chars_per_token",
     "message_text",
     "message_tokens",
+    "record_chars_per_token",
     "thread_counter",
     "tool_tokens",
 ]
@@ -244,17 +245,36 @@ def measure_chars_per_token(
     input_tokens: int,
 ) -> float | None:
     """Record in ``state`` the characters per token of a request a provider reported
-    ``input_tokens`` for, and return it; ``None`` (nothing recorded) for a request under
-    :data:`MIN_MEASURED_TOKENS`. The per-item overheads are taken off first, so estimating the
-    same request again with the ratio gives back about ``input_tokens``. The ratio is clamped to
-    :data:`MEASURED_RATIO_RANGE`. Cost: O(len(messages)) ``len`` calls.
-    """
+    ``input_tokens`` for, and return it (see :func:`record_chars_per_token`). Cost:
+    O(len(messages)); :class:`plait.context.ratio.RatioMeter` does it incrementally."""
+    return record_chars_per_token(
+        state,
+        message_chars=sum(len(message_text(m)) for m in messages),
+        messages=len(messages),
+        system_prompt=system_prompt,
+        tools=tools,
+        input_tokens=input_tokens,
+    )
+
+
+def record_chars_per_token(
+    state: dict[str, Any],
+    *,
+    message_chars: int,
+    messages: int,
+    system_prompt: str,
+    tools: Sequence[ToolDefinition],
+    input_tokens: int,
+) -> float | None:
+    """Record the ratio of a request of ``messages`` messages holding ``message_chars``
+    characters; ``None`` (nothing recorded) under :data:`MIN_MEASURED_TOKENS`. The per-item
+    overheads are taken off first, so estimating the same request again with the ratio gives
+    back about ``input_tokens``; the ratio is clamped to :data:`MEASURED_RATIO_RANGE`."""
     if input_tokens < MIN_MEASURED_TOKENS:
         return None
-    chars = len(system_prompt) + sum(len(message_text(m)) for m in messages)
+    chars = message_chars + len(system_prompt)
     chars += sum(len(t.name) + len(t.description) + len(_json(t.parameters)) for t in tools)
-    overhead = MESSAGE_OVERHEAD_TOKENS * (len(messages) + len(tools))
-    content_tokens = max(1, input_tokens - overhead)
+    content_tokens = max(1, input_tokens - MESSAGE_OVERHEAD_TOKENS * (messages + len(tools)))
     low, high = MEASURED_RATIO_RANGE
     ratio = round(min(high, max(low, chars / content_tokens)), 3)
     state[CHARS_PER_TOKEN_STATE_KEY] = ratio
