@@ -47,9 +47,10 @@ from plait.context.offload import (
     preview,
     serialize_result,
 )
+from plait.context.ratio import RatioMeter
 from plait.context.reader import PageReader, shared_reader
 from plait.context.summarization import SummarizationMiddleware
-from plait.context.tokens import CHARS_PER_TOKEN, TokenAccountant, TokenCounter
+from plait.context.tokens import CHARS_PER_TOKEN, TokenAccountant, TokenCounter, thread_counter
 from plait.errors import ConfigurationError, ContextOverflowError
 from plait.messages import Message, ToolMessage
 from plait.middleware.base import Middleware, ModelHandler
@@ -113,7 +114,9 @@ class OverflowRecoveryMiddleware(Middleware):
         self.max_input_tokens = max_input_tokens
         self.target_ratio = target_ratio
         self.result_tokens = result_tokens
+        self.counter = counter
         self.accountant = TokenAccountant(counter)
+        self.ratio_meter = RatioMeter()
         self.state_key = state_key
         self._replacements: dict[str, ToolMessage] = {}
         self._read_tools: tuple[Tool, ...] = ()
@@ -165,7 +168,10 @@ class OverflowRecoveryMiddleware(Middleware):
         self, request: ModelRequest, ctx: DispatchContext, call_next: ModelHandler
     ) -> ModelResponse:
         try:
-            return await call_next(request)
+            response = await call_next(request)
+            if self.counter is None:
+                self.ratio_meter.record_call(ctx.turn.state, request, response)
+            return response
         except ContextOverflowUnrecoverable:
             raise
         except ContextOverflowError as first:
@@ -189,6 +195,9 @@ class OverflowRecoveryMiddleware(Middleware):
         )
 
     async def _compact(self, request: ModelRequest, ctx: DispatchContext) -> ModelRequest | None:
+        # At the thread's measured characters per token, once a provider reported usage.
+        self.accountant = TokenAccountant(thread_counter(ctx.turn.state, self.counter))
+
         def size(r: ModelRequest) -> int:
             return self.accountant.request(
                 r.messages,

@@ -5,18 +5,20 @@ Once a dispatch's model call has reported ``usage.input_tokens``, a :class:`Rati
 the characters of the request actually sent by it and stores the ratio in the thread state
 (:data:`~plait.context.tokens.CHARS_PER_TOKEN_STATE_KEY`), where
 :func:`~plait.context.tokens.thread_counter` finds it. Result eviction records it in
-``after_tool_call`` (before it estimates the result), summarization at the end of each dispatch;
-neither needs another seam.
+``after_tool_call`` (before it estimates the result), summarization at the end of each
+dispatch, overflow recovery around each model call it wraps; none needs another seam.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from plait.context.tokens import message_text, record_chars_per_token
 from plait.messages import Message
 from plait.middleware.context import DispatchContext
+from plait.models.base import ModelRequest, ModelResponse
 
 __all__ = ["RatioMeter"]
 
@@ -45,11 +47,18 @@ class RatioMeter:
     def record(self, ctx: DispatchContext) -> float | None:
         """Record the ratio of ``ctx``'s model call in the thread state and return it; ``None``
         if the dispatch has no request, no reported usage, or too small a request."""
-        request, response = ctx.request, ctx.response
-        if request is None or response is None or response.usage.input_tokens <= 0:
+        if ctx.request is None or ctx.response is None:
+            return None
+        return self.record_call(ctx.turn.state, ctx.request, ctx.response)
+
+    def record_call(
+        self, state: dict[str, Any], request: ModelRequest, response: ModelResponse
+    ) -> float | None:
+        """:meth:`record` for one model call's ``request`` and ``response``, into ``state``."""
+        if response.usage.input_tokens <= 0:
             return None
         return record_chars_per_token(
-            ctx.turn.state,
+            state,
             message_chars=self.chars(request.messages),
             messages=len(request.messages),
             system_prompt=request.system_prompt,
