@@ -172,3 +172,15 @@ def test_the_ratio_meter_counts_a_grown_request_incrementally_and_exactly() -> N
     )
     assert meter.record(ctx) == pytest.approx(BPE_CHARS_PER_TOKEN, abs=0.01)
     assert turn.state[CHARS_PER_TOKEN_STATE_KEY] == pytest.approx(BPE_CHARS_PER_TOKEN, abs=0.01)
+
+
+async def test_overflow_recovery_alone_records_the_ratio_around_its_calls() -> None:
+    from plait.context import OverflowRecoveryMiddleware
+
+    def model(request: ModelRequest) -> ModelResponse:
+        return ModelResponse(content="ok", usage=Usage(input_tokens=provider_tokens(request)))
+
+    agent = Agent(FunctionModel(model), middleware=[OverflowRecoveryMiddleware()])
+    result = await agent.run(csv_rows(400), thread_id="t")
+    measured = result.state[CHARS_PER_TOKEN_STATE_KEY]
+    assert measured == pytest.approx(BPE_CHARS_PER_TOKEN, abs=0.05)
