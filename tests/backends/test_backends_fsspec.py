@@ -13,7 +13,7 @@ from typing import Any
 import fsspec
 import pytest
 
-from plait.backends import BackendError, FsspecBackend
+from plait.backends import BackendError, FsspecBackend, LocalBackend
 from plait.paths import PathEscapeError
 
 
@@ -164,7 +164,8 @@ async def test_a_path_128_levels_deep_still_works(tmp_path: Path) -> None:
     assert await backend.ls() == [deep]
 
 
-async def test_a_tree_nested_thousands_deep_under_the_root_is_a_backend_error() -> None:
+@pytest.mark.parametrize("kind", ["fsspec", "local"])
+async def test_a_tree_nested_thousands_deep_under_the_root_is_a_backend_error(kind: str) -> None:
     # Not under tmp_path: pytest's own cleanup (shutil.rmtree) would overflow on this tree.
     tmp_path = Path(tempfile.mkdtemp())
     fd = os.open(tmp_path, os.O_RDONLY)
@@ -178,7 +179,10 @@ async def test_a_tree_nested_thousands_deep_under_the_root_is_a_backend_error() 
         os.close(fd)
     try:
         with pytest.raises(BackendError, match="nested too deep to walk"):
-            await FsspecBackend(f"file://{tmp_path}").ls()
+            backend = (
+                FsspecBackend(f"file://{tmp_path}") if kind == "fsspec" else LocalBackend(tmp_path)
+            )
+            await backend.ls()
     finally:
         remove_chain(tmp_path / "d")
         os.rmdir(tmp_path)
