@@ -193,3 +193,15 @@ async def test_without_a_readable_backend_the_summary_still_says_where_history_w
     assert "in conversation_history/t/ (file names give the message range): " in summary.text
     assert backend.paths[0].rsplit("/", 1)[1] in summary.text
     assert READ_TOOL_NAME not in summary.text
+
+
+def test_the_shared_reader_does_not_keep_a_backend_alive() -> None:
+    import gc
+    import weakref
+
+    backend = MemoryBackend()
+    SummarizationMiddleware(1000, backend=backend)
+    gone = weakref.ref(backend)
+    del backend
+    gc.collect()
+    assert gone() is None

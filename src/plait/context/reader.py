@@ -18,7 +18,7 @@ first middleware to build it sets the default page size.
 from __future__ import annotations
 
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Final, Protocol, runtime_checkable
 
 from plait.context.offload import READ_TOOL_NAME, thread_prefix
@@ -55,10 +55,26 @@ class ContextReader:
     """
 
     def __init__(self, backend: PageReader, page_chars: int) -> None:
-        self.backend = backend
+        # Weak when possible: the shared cache maps the backend to this reader, and a strong
+        # reference back would keep both alive forever. The middleware holding the tool holds
+        # the backend, so it lives as long as the tool is in use.
+        try:
+            ref: Callable[[], PageReader | None] = weakref.ref(backend)
+        except TypeError:
+            ref = lambda: backend  # noqa: E731
+        self._backend = ref
         self.page_chars = max(1, page_chars)
         self._roots: dict[tuple[str, str | None], None] = {}
         self.tool: Tool = self._build_tool()
+
+    @property
+    def backend(self) -> PageReader:
+        backend = self._backend()
+        if backend is None:
+            raise EvictedResultUnavailable(
+                "The backend holding evicted results is gone; nothing can be read back."
+            )
+        return backend
 
     def allow(self, root: str, thread_id: str | None = None) -> None:
         """Let the tool read ``root``'s folder of the calling thread, or of ``thread_id`` when
@@ -100,12 +116,13 @@ class ContextReader:
         return f"[{key}: characters {offset}-{end}; {tail}]\n{chunk}"
 
     async def _listing(self, folder: str) -> str:
-        if not isinstance(self.backend, _Lister):
+        backend = self.backend
+        if not isinstance(backend, _Lister):
             raise EvictedResultUnavailable(
                 f"{folder} is a folder and this backend cannot list it; read a file by the path "
                 "given in the summary or in full_result_path."
             )
-        names: Sequence[str] = await self.backend.ls(folder)
+        names: Sequence[str] = await backend.ls(folder)
         shown = names[-MAX_LISTED_FILES:]
         more = f" (the newest {len(shown)} of {len(names)})" if len(shown) < len(names) else ""
         lines = "\n".join(shown) if shown else "(empty)"
