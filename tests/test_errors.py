@@ -15,7 +15,6 @@ from plait.errors import (
     quoted,
 )
 from plait.paths import PathEscapeError, normalize_virtual_path
-from plait.skills.errors import SkillFileNotFound, SkillNotFound
 from plait.skills.rules import name_problems
 
 HUGE = "x" * 100_000
@@ -73,8 +72,6 @@ def test_paths_and_skill_names_are_bounded() -> None:
     with pytest.raises(PathEscapeError) as escape:
         normalize_virtual_path("../" + HUGE)
     assert len(str(escape.value)) < BOUND
-    assert len(str(SkillNotFound(HUGE, ["pdf"]))) < BOUND
-    assert len(str(SkillFileNotFound("pdf", HUGE, ["SKILL.md"]))) < BOUND
     assert all(len(message) < BOUND for _, message in name_problems(HUGE.upper() + "!", "y" * 5000))
 
 

@@ -5,7 +5,7 @@ such as "read this file of that skill". Path escapes raise :class:`plait.paths.P
 
 from __future__ import annotations
 
-from plait.errors import PlaitError, quoted
+from plait.errors import PlaitError
 
 __all__ = ["SkillError", "SkillFileNotFound", "SkillNotFound", "SkillSourceError"]
 
@@ -32,7 +32,7 @@ class SkillNotFound(SkillError, LookupError):
         self.known = sorted(known)
         place = f" in {where}" if where else ""
         super().__init__(
-            f"Skill {quoted(name)} not found{place}. Known skills: {_listing(self.known)}. "
+            f"Skill {name!r} not found{place}. Known skills: {_listing(self.known)}. "
             "Check the name (run 'plait skills list PATH') or add the folder that holds it."
         )
 
@@ -45,7 +45,7 @@ class SkillFileNotFound(SkillError, FileNotFoundError):
         self.path = path
         self.available = available
         super().__init__(
-            f"Skill {quoted(skill)} has no file {quoted(path)}. Its files: {_listing(available)}. "
+            f"Skill {skill!r} has no file {path!r}. Its files: {_listing(available)}. "
             "Use a path relative to the skill folder, e.g. 'references/REFERENCE.md'."
         )
 

@@ -25,7 +25,6 @@ from __future__ import annotations
 import posixpath
 from collections.abc import Callable
 
-from plait.errors import quoted
 from plait.paths import PathEscapeError
 from plait.skills.catalog import SkillCatalog
 from plait.skills.disclosure.scan import READ_TOOL_NAME
@@ -49,7 +48,7 @@ class SkillPathError(SkillError, LookupError):
         self.path = path
         hint = f" such as {example!r}" if example else ""
         super().__init__(
-            f"{quoted(path)} is not inside a skill folder. read_file reads only SKILL.md files and "
+            f"{path!r} is not inside a skill folder. read_file reads only SKILL.md files and "
             f"the files in their folders; use a path from the skills list{hint}."
         )
 
