@@ -40,7 +40,8 @@ from plait import (
     tool,
 )
 from plait.backends import MemoryBackend
-from plait.context import READ_TOOL_NAME, CharEstimator, SummarizationMiddleware
+from plait.context import CharEstimator, SummarizationMiddleware
+from plait.context.offload import READ_TOOL_NAME
 from plait.context.ratio import RatioMeter
 from plait.context.summarization import STATE_KEY, SUMMARY_SOURCE, SummaryRecord
 from plait.context.tokens import message_text

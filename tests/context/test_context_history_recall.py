@@ -24,11 +24,11 @@ from plait import (
 )
 from plait.backends import MemoryBackend
 from plait.context import (
-    READ_TOOL_NAME,
     EvictedResultUnavailable,
     ResultEvictionMiddleware,
     SummarizationMiddleware,
 )
+from plait.context.offload import READ_TOOL_NAME
 from plait.context.reader import shared_reader
 from plait.context.summarization import STATE_KEY, SUMMARY_SOURCE, SummaryRecord
 from plait.stores.memory import MemoryThreadStore
