@@ -1,0 +1,24 @@
+"""MCP tools: servers over stdio or Streamable HTTP, their tools as plait tools.
+
+Needs the ``mcp`` extra (``pip install 'plait[mcp]'``); the SDK is imported only when a session
+starts. See README.md in this folder.
+"""
+
+from plait.mcp.config import parse_mcp_option, servers_from_mapping
+from plait.mcp.errors import McpConfigError, McpConnectError, McpError, McpServerGone
+from plait.mcp.server import DEFAULT_CALL_TIMEOUT, DEFAULT_INIT_TIMEOUT, McpServer, McpTool
+from plait.mcp.toolset import McpToolset
+
+__all__ = [
+    "DEFAULT_CALL_TIMEOUT",
+    "DEFAULT_INIT_TIMEOUT",
+    "McpConfigError",
+    "McpConnectError",
+    "McpError",
+    "McpServer",
+    "McpServerGone",
+    "McpTool",
+    "McpToolset",
+    "parse_mcp_option",
+    "servers_from_mapping",
+]

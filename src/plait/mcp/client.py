@@ -1,0 +1,427 @@
+"""plait's MCP client: the one module that imports the ``mcp`` SDK (1.x).
+
+One asyncio task, the *owner*, runs each session from start to end: it opens the transport, runs
+``initialize``, serves every request (each in a child task of its own task group) and closes the
+transport. Callers only put requests on a queue and wait for a future. That is why closing
+clients in any order, cancelling a caller during connect, or a server dying mid-call never exits
+an anyio cancel scope in another task (the SDK's "Attempted to exit cancel scope in a different
+task" error, python-sdk#577).
+
+A session is *dead* once its transport's read stream ends (the process exited, the HTTP session
+was closed) or its owner failed; every waiting request then fails with :class:`McpServerGone`.
+A dead client stays dead: :class:`~plait.mcp.server.McpServer` starts a new one on the next call.
+
+An SDK major-version change stays in this module: everything it returns is plait's own data
+(:class:`RemoteTool`, :class:`CallOutcome` and the content dataclasses).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import contextlib
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypeAlias
+
+from plait.mcp.errors import McpConnectError, McpServerGone
+
+if TYPE_CHECKING:
+    from mcp import ClientSession
+
+__all__ = [
+    "CLOSE_TIMEOUT",
+    "BinaryContent",
+    "CallOutcome",
+    "Content",
+    "HttpTransport",
+    "LinkContent",
+    "McpClient",
+    "RemoteTool",
+    "StdioTransport",
+    "TextContent",
+]
+
+CLOSE_TIMEOUT = 5.0
+"""Seconds :meth:`McpClient.aclose` waits for the owner to close the session before cancelling it
+(the SDK's stdio close itself waits up to 2 s for the process, then terminates it)."""
+
+
+@dataclass(frozen=True, slots=True)
+class StdioTransport:
+    """Start ``command`` (program and arguments) and speak MCP over its stdin/stdout.
+
+    ``env`` is added to the SDK's safe default environment (``HOME``, ``PATH``, …), not to this
+    process's whole environment; ``cwd`` defaults to the current directory.
+    """
+
+    command: tuple[str, ...]
+    env: Mapping[str, str] | None = None
+    cwd: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class HttpTransport:
+    """Speak MCP over Streamable HTTP at ``url``, sending ``headers`` with every request."""
+
+    url: str
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+Transport: TypeAlias = StdioTransport | HttpTransport
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteTool:
+    """A tool as the server lists it (its own name, not yet prefixed)."""
+
+    name: str
+    description: str
+    input_schema: Mapping[str, Any]
+    output_schema: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TextContent:
+    """A text block of a tool result; ``uri`` is set for an embedded text resource."""
+
+    text: str
+    uri: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BinaryContent:
+    """An image, audio clip or binary resource: its kind, MIME type and decoded size in bytes
+    (the data itself is dropped: plait tool results carry text and JSON only)."""
+
+    kind: str
+    mime_type: str
+    size: int
+    uri: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LinkContent:
+    """A link to a resource the server can serve (``resources/read``)."""
+
+    uri: str
+    name: str
+    mime_type: str | None = None
+
+
+Content: TypeAlias = TextContent | BinaryContent | LinkContent
+
+
+@dataclass(frozen=True, slots=True)
+class CallOutcome:
+    """What a ``tools/call`` returned, in plait's terms."""
+
+    content: tuple[Content, ...]
+    structured: Mapping[str, Any] | None
+    is_error: bool
+
+
+@dataclass(slots=True)
+class _Request:
+    op: Callable[[ClientSession], Awaitable[Any]]
+    future: asyncio.Future[Any]
+
+
+class McpClient:
+    """One MCP session, owned by one task (see the module docstring).
+
+    ``on_tools_changed`` is called (synchronously, in the owner) when the server sends
+    ``notifications/tools/list_changed``. ``init_timeout`` bounds the transport start plus
+    ``initialize``.
+    """
+
+    def __init__(
+        self,
+        transport: Transport,
+        *,
+        server: str,
+        init_timeout: float,
+        on_tools_changed: Callable[[], None] = lambda: None,
+    ) -> None:
+        self.transport = transport
+        self.server = server
+        self.init_timeout = init_timeout
+        self._on_tools_changed = on_tools_changed
+        self._requests: asyncio.Queue[_Request | None] = asyncio.Queue()
+        self._ready: asyncio.Future[None] | None = None
+        self._owner: asyncio.Task[None] | None = None
+        self._dead = False
+        self._reason = "it was closed"
+
+    @property
+    def alive(self) -> bool:
+        """Whether the session is up or still starting (not closed, failed or disconnected)."""
+        return not self._dead
+
+    async def connect(self) -> None:
+        """Start the session if needed and wait until it is initialized.
+
+        Raises :class:`McpConnectError` if it fails or takes over ``init_timeout`` seconds (the
+        half-started session is then closed by its owner). Cancelling the caller leaves the
+        owner connecting, so a later call (or :meth:`aclose`) picks it up.
+        """
+        if self._dead:
+            raise McpServerGone(self.server, self._reason)
+        if self._owner is None:
+            self._ready = asyncio.get_running_loop().create_future()
+            self._owner = asyncio.create_task(self._own(), name=f"mcp:{self.server}")
+        assert self._ready is not None
+        try:
+            await asyncio.wait_for(asyncio.shield(self._ready), self.init_timeout)
+        except TimeoutError:
+            self._stop()
+            raise McpConnectError(
+                self.server,
+                f"it did not finish starting within {self.init_timeout:g} s; raise the server's "
+                "init_timeout if it is slow to start",
+            ) from None
+
+    async def list_tools(self, max_tools: int) -> list[RemoteTool]:
+        """Every tool the server lists (following pagination), at most ``max_tools`` plus one
+        (so the caller can tell the list was cut)."""
+
+        async def op(session: ClientSession) -> list[RemoteTool]:
+            found: list[RemoteTool] = []
+            cursor: str | None = None
+            while len(found) <= max_tools:
+                page = await session.list_tools(cursor=cursor)
+                found += [_remote_tool(t) for t in page.tools]
+                cursor = page.nextCursor
+                if not cursor:
+                    break
+            return found[: max_tools + 1]
+
+        result: list[RemoteTool] = await self._request(op, self.init_timeout)
+        return result
+
+    async def call_tool(
+        self,
+        name: str,
+        args: Mapping[str, Any],
+        timeout: float,  # noqa: ASYNC109
+    ) -> CallOutcome:
+        """Call ``name`` with ``args``; :class:`TimeoutError` after ``timeout`` seconds (the
+        request is then abandoned, the session stays up), :class:`McpServerGone` if the session
+        ends meanwhile. A result the SDK refuses (structured content missing or not matching the
+        tool's output schema) raises :class:`RuntimeError` with the SDK's words."""
+
+        async def op(session: ClientSession) -> CallOutcome:
+            return _outcome(await session.call_tool(name, dict(args)))
+
+        outcome: CallOutcome = await self._request(op, timeout)
+        return outcome
+
+    async def aclose(self, timeout: float = CLOSE_TIMEOUT) -> None:  # noqa: ASYNC109
+        """Close the session (from any task; idempotent). Requests still waiting fail with
+        :class:`McpServerGone`. The owner gets ``timeout`` seconds to close the transport, then
+        it is cancelled."""
+        self._stop()
+        owner = self._owner
+        if owner is None or owner.done():
+            return
+        done, _ = await asyncio.wait({owner}, timeout=timeout)
+        if not done:
+            owner.cancel()
+            await asyncio.wait({owner}, timeout=timeout)
+
+    def _stop(self, reason: str = "it was closed") -> None:
+        if not self._dead:
+            self._dead = True
+            self._reason = reason
+        self._requests.put_nowait(None)
+
+    async def _request(
+        self,
+        op: Callable[[ClientSession], Awaitable[Any]],
+        timeout: float,  # noqa: ASYNC109
+    ) -> Any:
+        await self.connect()
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._requests.put_nowait(_Request(op, future))
+        # Timing out or being cancelled cancels the future, which cancels the child task serving
+        # it inside the owner (see _serve).
+        return await asyncio.wait_for(future, timeout)
+
+    async def _own(self) -> None:
+        """The owner task: open, initialize, serve requests until stopped or disconnected."""
+        import anyio
+
+        try:
+            async with contextlib.AsyncExitStack() as stack:
+                read, write = await self._open(stack)
+                session = await self._session(stack, read, write)
+                async with anyio.create_task_group() as group:
+                    assert self._ready is not None
+                    if not self._ready.done():
+                        self._ready.set_result(None)
+                    while (request := await self._requests.get()) is not None:
+                        group.start_soon(self._serve, session, request)
+                    group.cancel_scope.cancel()
+        except Exception as exc:
+            self._fail(f"{type(exc).__name__}: {_first_error(exc)}")
+        except BaseException:
+            self._fail("it was cancelled")
+            raise
+        finally:
+            self._fail(self._reason if self._dead else "the session ended")
+
+    def _fail(self, reason: str) -> None:
+        if not self._dead:
+            self._dead = True
+            self._reason = reason
+        ready = self._ready
+        if ready is not None and not ready.done():
+            ready.set_exception(McpConnectError(self.server, self._reason))
+            ready.exception()  # retrieved here; connect() raises it to its caller
+        while not self._requests.empty():
+            request = self._requests.get_nowait()
+            if request is not None and not request.future.done():
+                request.future.set_exception(McpServerGone(self.server, self._reason))
+
+    async def _open(self, stack: contextlib.AsyncExitStack) -> tuple[Any, Any]:
+        transport = self.transport
+        if isinstance(transport, StdioTransport):
+            from mcp import StdioServerParameters
+            from mcp.client.stdio import stdio_client
+
+            params = StdioServerParameters(
+                command=transport.command[0],
+                args=list(transport.command[1:]),
+                env=dict(transport.env) if transport.env is not None else None,
+                cwd=transport.cwd,
+            )
+            read, write = await stack.enter_async_context(stdio_client(params))
+            return read, write
+        import httpx
+        from mcp.client.streamable_http import streamable_http_client
+
+        http = await stack.enter_async_context(
+            httpx.AsyncClient(headers=dict(transport.headers), timeout=httpx.Timeout(30, read=300))
+        )
+        read, write, _ = await stack.enter_async_context(
+            streamable_http_client(transport.url, http_client=http)
+        )
+        return read, write
+
+    async def _session(
+        self, stack: contextlib.AsyncExitStack, read: Any, write: Any
+    ) -> ClientSession:
+        import anyio
+        from mcp import ClientSession
+
+        # A relay between the transport and the session: when the transport's read stream ends,
+        # the session is marked dead at once, so no later request waits on a closed connection.
+        relay_send, relay_read = anyio.create_memory_object_stream[Any](16)
+        stack.push_async_callback(relay_read.aclose)
+        stack.push_async_callback(read.aclose)
+        group = await stack.enter_async_context(anyio.create_task_group())
+        stack.callback(group.cancel_scope.cancel)
+        group.start_soon(self._relay, read, relay_send)
+        session = await stack.enter_async_context(
+            ClientSession(relay_read, write, message_handler=self._on_message)
+        )
+        await session.initialize()
+        return session
+
+    async def _relay(self, read: Any, send: Any) -> None:
+        async with send:
+            with contextlib.suppress(Exception):
+                async for message in read:
+                    await send.send(message)
+        self._stop("the server closed the connection (it may have exited)")
+
+    async def _on_message(self, message: Any) -> None:
+        from mcp import types
+
+        if isinstance(message, types.ServerNotification) and isinstance(
+            message.root, types.ToolListChangedNotification
+        ):
+            self._on_tools_changed()
+
+    async def _serve(self, session: ClientSession, request: _Request) -> None:
+        import anyio
+
+        future = request.future
+        if future.done():
+            return
+        with anyio.CancelScope() as scope:
+            future.add_done_callback(lambda _: scope.cancel())
+            try:
+                result = await request.op(session)
+            except Exception as exc:
+                if not future.done():
+                    future.set_exception(_gone_or(exc, self.server))
+            else:
+                if not future.done():
+                    future.set_result(result)
+            finally:
+                if not future.done():
+                    future.set_exception(McpServerGone(self.server, self._reason))
+
+
+def _first_error(exc: BaseException) -> str:
+    """The first leaf of an exception group (anyio wraps transport failures in groups)."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return f"{type(exc).__name__}: {exc}" if not str(exc) else str(exc)
+
+
+def _gone_or(exc: Exception, server: str) -> Exception:
+    from mcp.shared.exceptions import McpError
+    from mcp.types import CONNECTION_CLOSED
+
+    if isinstance(exc, McpError) and exc.error.code == CONNECTION_CLOSED:
+        return McpServerGone(server, "the server closed the connection (it may have exited)")
+    return exc
+
+
+def _remote_tool(tool: Any) -> RemoteTool:
+    return RemoteTool(
+        name=tool.name,
+        description=tool.description or "",
+        input_schema=dict(tool.inputSchema or {"type": "object"}),
+        output_schema=dict(tool.outputSchema) if tool.outputSchema else None,
+    )
+
+
+def _outcome(result: Any) -> CallOutcome:
+    return CallOutcome(
+        content=tuple(_content(block) for block in result.content),
+        structured=result.structuredContent,
+        is_error=bool(result.isError),
+    )
+
+
+def _content(block: Any) -> Content:
+    from mcp import types
+
+    if isinstance(block, types.TextContent):
+        return TextContent(block.text)
+    if isinstance(block, types.ImageContent | types.AudioContent):
+        return BinaryContent(block.type, block.mimeType, _decoded_size(block.data))
+    if isinstance(block, types.ResourceLink):
+        return LinkContent(str(block.uri), block.name, block.mimeType)
+    if isinstance(block, types.EmbeddedResource):
+        resource = block.resource
+        if isinstance(resource, types.TextResourceContents):
+            return TextContent(resource.text, uri=str(resource.uri))
+        return BinaryContent(
+            "resource",
+            resource.mimeType or "application/octet-stream",
+            _decoded_size(resource.blob),
+            uri=str(resource.uri),
+        )
+    return TextContent(f"[unsupported content block {getattr(block, 'type', '?')!r}]")
+
+
+def _decoded_size(data: str) -> int:
+    try:
+        return len(base64.b64decode(data, validate=False))
+    except (binascii.Error, ValueError):
+        return len(data)

@@ -1,0 +1,92 @@
+"""MCP tool results as plait tool results.
+
+==========================================  ============================================
+the server returned                         the model reads
+==========================================  ============================================
+``structuredContent``                       that object (JSON), whatever the text blocks;
+                                            ``{"result": v}`` alone (how SDK servers wrap a
+                                            value that is not an object) gives ``v``
+text blocks only                            their text, joined by blank lines
+other blocks (image, audio, resource,       a list of parts: ``{"type": "text", "text"}``,
+link), with or without text                 ``{"type": "image", "mime_type", "bytes",
+                                            "note"}``, ``{"type": "resource", "uri", ...}``,
+                                            ``{"type": "resource_link", "uri", "name"}``
+no content at all                           ``""``
+``isError: true``                           a :class:`~plait.errors.ToolError` with the
+                                            text (the model sees an error result)
+==========================================  ============================================
+
+Binary data is never inlined: plait's messages carry text and JSON, so an image becomes a
+description with its MIME type and size. Text is cut at ``max_chars`` (default
+:data:`DEFAULT_MAX_RESULT_CHARS`) with a note saying how much was dropped.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from plait.errors import ToolError
+from plait.mcp.client import BinaryContent, CallOutcome, Content, LinkContent, TextContent
+
+__all__ = ["DEFAULT_MAX_RESULT_CHARS", "plait_result"]
+
+DEFAULT_MAX_RESULT_CHARS = 100_000
+"""Characters of text a result keeps (longer text is cut, with a note)."""
+
+_BINARY_NOTE = "binary data is not passed to the model; only its type and size"
+
+
+def plait_result(outcome: CallOutcome, *, tool: str, max_chars: int) -> Any:
+    """The plait tool result for ``outcome`` (see the module table); raises :class:`ToolError`
+    for an ``isError`` result."""
+    if outcome.is_error:
+        text = "\n\n".join(_text_of(c) for c in outcome.content) or "(no error text)"
+        raise ToolError(f"Tool {tool!r} reported an error: {_cut(text, max_chars)}")
+    if outcome.structured is not None:
+        structured: Any = dict(outcome.structured)
+        if list(structured) == ["result"]:
+            structured = structured["result"]
+        if isinstance(structured, str):
+            return _cut(structured, max_chars)
+        encoded = json.dumps(structured, default=str)
+        return _cut(encoded, max_chars) if len(encoded) > max_chars else structured
+    if all(isinstance(c, TextContent) and c.uri is None for c in outcome.content):
+        return _cut("\n\n".join(_text_of(c) for c in outcome.content), max_chars)
+    budget = max_chars
+    parts: list[dict[str, Any]] = []
+    for content in outcome.content:
+        part = _part(content, budget)
+        budget = max(0, budget - len(part.get("text", "")))
+        parts.append(part)
+    return parts
+
+
+def _part(content: Content, budget: int) -> dict[str, Any]:
+    if isinstance(content, TextContent):
+        if content.uri is not None:
+            return {"type": "resource", "uri": content.uri, "text": _cut(content.text, budget)}
+        return {"type": "text", "text": _cut(content.text, budget)}
+    if isinstance(content, BinaryContent):
+        part: dict[str, Any] = {"type": content.kind, "mime_type": content.mime_type}
+        part["bytes"] = content.size
+        if content.uri is not None:
+            part["uri"] = content.uri
+        part["note"] = _BINARY_NOTE
+        return part
+    link: LinkContent = content
+    return {"type": "resource_link", "uri": link.uri, "name": link.name}
+
+
+def _text_of(content: Content) -> str:
+    if isinstance(content, TextContent):
+        return content.text
+    if isinstance(content, BinaryContent):
+        return f"[{content.kind} {content.mime_type}, {content.size} bytes]"
+    return f"[resource {content.uri}]"
+
+
+def _cut(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}\n[... {len(text) - limit} more characters cut]"

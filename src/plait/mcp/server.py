@@ -1,0 +1,258 @@
+"""``McpServer``: one MCP server's settings, its connection, and its tools as plait tools.
+
+::
+
+    command = ["npx", "-y", "@modelcontextprotocol/server-filesystem", "."]
+    async with McpServer("files", command=command) as files:
+        tools = await files.list_tools()          # [McpTool 'files_read_file', ...]
+
+Every tool name is ``<prefix>_<tool>`` (the prefix defaults to the server's name and cannot be
+empty), so two servers never collide silently. ``allow`` (names to keep; ``None`` keeps all) and
+``block`` (names to drop) filter by the server's own names. The list is cached and fetched again
+only after the server sends ``notifications/tools/list_changed`` (or the session restarts).
+
+The connection is made on first use. A session that died (the process exited, the HTTP session
+ended) is started again on the next call; the call that saw it die returns an error result. Each
+call has ``timeout`` seconds (default :data:`DEFAULT_CALL_TIMEOUT`); a call that times out is
+abandoned and the session stays up.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Self
+
+from plait.errors import ToolError, ToolTimeoutError
+from plait.mcp.client import CLOSE_TIMEOUT, HttpTransport, McpClient, RemoteTool, StdioTransport
+from plait.mcp.errors import McpConfigError, McpError
+from plait.mcp.results import DEFAULT_MAX_RESULT_CHARS, plait_result
+from plait.tools import Tool, ToolContext, ToolDefinition
+
+__all__ = [
+    "DEFAULT_CALL_TIMEOUT",
+    "DEFAULT_INIT_TIMEOUT",
+    "DEFAULT_MAX_TOOLS",
+    "McpServer",
+    "McpTool",
+]
+
+DEFAULT_CALL_TIMEOUT = 60.0
+"""Seconds one tool call may take (``McpServer(timeout=...)``)."""
+
+DEFAULT_INIT_TIMEOUT = 30.0
+"""Seconds starting a server plus ``initialize`` (or one ``tools/list``) may take."""
+
+DEFAULT_MAX_TOOLS = 500
+"""Tools one server may list; a longer list is a :class:`McpConfigError` (filter it)."""
+
+_PREFIX = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,31}$")
+_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+_MAX_NAME = 64
+
+
+class McpTool(Tool):
+    """A server's tool as a plait tool; calls go through the server's session."""
+
+    def __init__(self, server: McpServer, remote: RemoteTool, name: str) -> None:
+        super().__init__(ToolDefinition(name, remote.description, dict(remote.input_schema)))
+        self.server = server
+        self.remote = remote
+        # The server enforces its own, precise timeout; this backstop covers a restart too.
+        self.timeout = server.timeout + server.init_timeout + 5.0
+
+    async def invoke(self, args: dict[str, Any], ctx: ToolContext) -> Any:
+        return await self.server.call(self.remote.name, args, tool=self.name)
+
+
+class McpServer:
+    """An MCP server over stdio (``command``: program and arguments) or Streamable HTTP
+    (``url``); exactly one of them.
+
+    ``env`` adds variables to a stdio server's (safe, minimal) environment; ``headers`` are sent
+    to an HTTP server. ``timeout`` bounds a tool call, ``init_timeout`` a (re)start and a
+    ``tools/list``; ``max_tools`` bounds the list; ``max_result_chars`` the text of a result.
+    Close it with :meth:`aclose` or ``async with``; an :class:`~plait.runtime.Agent` never closes
+    servers it was given.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        command: Sequence[str] | None = None,
+        url: str | None = None,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        headers: Mapping[str, str] | None = None,
+        prefix: str | None = None,
+        allow: Iterable[str] | None = None,
+        block: Iterable[str] = (),
+        timeout: float = DEFAULT_CALL_TIMEOUT,
+        init_timeout: float = DEFAULT_INIT_TIMEOUT,
+        max_tools: int = DEFAULT_MAX_TOOLS,
+        max_result_chars: int = DEFAULT_MAX_RESULT_CHARS,
+    ) -> None:
+        self.name = name
+        self.prefix = _check_prefix(name if prefix is None else prefix, name)
+        self.transport = _transport(name, command, url, env, cwd, headers)
+        self.allow = None if allow is None else frozenset(_names(allow, "allow", name))
+        self.block = frozenset(_names(block, "block", name))
+        self.timeout = _seconds(timeout, "timeout", name)
+        self.init_timeout = _seconds(init_timeout, "init_timeout", name)
+        if max_tools < 1 or max_result_chars < 1:
+            raise McpConfigError(
+                f"MCP server {name!r}: max_tools and max_result_chars must be >= 1."
+            )
+        self.max_tools = max_tools
+        self.max_result_chars = max_result_chars
+        self._client: McpClient | None = None
+        self._tools: list[McpTool] | None = None
+        self.restarts = 0
+        """How many times a dead session was started again."""
+
+    def __repr__(self) -> str:
+        return f"<McpServer {self.name!r}>"
+
+    async def connect(self) -> None:
+        """Start the session now (it otherwise starts on first use); restarts a dead one.
+        Raises :class:`~plait.mcp.errors.McpConnectError`."""
+        await self._live_client().connect()
+
+    async def list_tools(self) -> list[McpTool]:
+        """The server's tools after filtering, prefixed; cached until the server says its list
+        changed or the session restarts. Raises :class:`McpConfigError` if two tools would share
+        a prefixed name or the list is longer than ``max_tools``."""
+        client = self._live_client()
+        if self._tools is None:
+            remote = await client.list_tools(self.max_tools)
+            if len(remote) > self.max_tools:
+                raise McpConfigError(
+                    f"MCP server {self.name!r} lists more than {self.max_tools} tools; keep the "
+                    "ones you need with allow=[...] or raise max_tools."
+                )
+            self._tools = self._wrap(remote)
+        return list(self._tools)
+
+    async def call(self, remote_name: str, args: Mapping[str, Any], *, tool: str) -> Any:
+        """Call the server's tool ``remote_name``; the plait result (see
+        :mod:`plait.mcp.results`). Every failure raises a :class:`ToolError` the model can read
+        (a timeout a :class:`ToolTimeoutError`)."""
+        client = self._live_client()
+        try:
+            outcome = await client.call_tool(remote_name, args, self.timeout)
+        except TimeoutError:
+            raise ToolTimeoutError(tool, self.timeout) from None
+        except McpError as exc:
+            raise ToolError(str(exc)) from exc
+        except RuntimeError as exc:  # the SDK refused the result (output schema)
+            raise ToolError(f"Tool {tool!r} returned an invalid result: {exc}") from exc
+        except Exception as exc:
+            from mcp.shared.exceptions import McpError as SdkError
+
+            if isinstance(exc, SdkError):
+                raise ToolError(f"Tool {tool!r} failed on the server: {exc}") from exc
+            raise
+        return plait_result(outcome, tool=tool, max_chars=self.max_result_chars)
+
+    async def aclose(self) -> None:
+        """Close the session (idempotent; safe from any task, in any order, after a crash)."""
+        client, self._client = self._client, None
+        if client is not None:
+            await client.aclose(CLOSE_TIMEOUT)
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    def _live_client(self) -> McpClient:
+        client = self._client
+        if client is not None and client.alive:
+            return client
+        if client is not None:
+            self.restarts += 1
+        self._tools = None
+        self._client = McpClient(
+            self.transport,
+            server=self.name,
+            init_timeout=self.init_timeout,
+            on_tools_changed=self._tools_changed,
+        )
+        return self._client
+
+    def _tools_changed(self) -> None:
+        self._tools = None
+
+    def _wrap(self, remote: list[RemoteTool]) -> list[McpTool]:
+        tools: dict[str, McpTool] = {}
+        for item in remote:
+            if (self.allow is not None and item.name not in self.allow) or item.name in self.block:
+                continue
+            name = _UNSAFE.sub("_", f"{self.prefix}_{item.name}")[:_MAX_NAME]
+            if name in tools:
+                raise McpConfigError(
+                    f"MCP server {self.name!r}: tools {tools[name].remote.name!r} and "
+                    f"{item.name!r} both become {name!r}; block one of them."
+                )
+            tools[name] = McpTool(self, item, name)
+        return list(tools.values())
+
+
+def _check_prefix(prefix: str, server: str) -> str:
+    if not isinstance(prefix, str) or not _PREFIX.fullmatch(prefix):
+        raise McpConfigError(
+            f"MCP server {server!r}: the tool prefix {prefix!r} must start with a letter and "
+            "hold only letters, digits, '_' and '-' (at most 32); every MCP tool is prefixed."
+        )
+    return prefix
+
+
+def _transport(
+    name: str,
+    command: Sequence[str] | None,
+    url: str | None,
+    env: Mapping[str, str] | None,
+    cwd: str | None,
+    headers: Mapping[str, str] | None,
+) -> StdioTransport | HttpTransport:
+    if (command is None) == (url is None):
+        raise McpConfigError(
+            f"MCP server {name!r} needs exactly one of command=[program, args...] or url=..."
+        )
+    if command is not None:
+        if isinstance(command, str) or not command or not all(isinstance(c, str) for c in command):
+            raise McpConfigError(
+                f"MCP server {name!r}: command must be a non-empty list of strings "
+                "(program then arguments)."
+            )
+        if headers:
+            raise McpConfigError(f"MCP server {name!r}: headers apply to url= servers only.")
+        return StdioTransport(tuple(command), dict(env) if env is not None else None, cwd)
+    assert url is not None
+    if not url.startswith(("http://", "https://")):
+        raise McpConfigError(f"MCP server {name!r}: url must start with http:// or https://.")
+    if env is not None or cwd is not None:
+        raise McpConfigError(f"MCP server {name!r}: env and cwd apply to command= servers only.")
+    return HttpTransport(url, dict(headers or {}))
+
+
+def _names(names: Iterable[str], what: str, server: str) -> list[str]:
+    if isinstance(names, str):
+        raise McpConfigError(f"MCP server {server!r}: {what} takes a list of tool names.")
+    found = list(names)
+    if not all(isinstance(n, str) and n for n in found):
+        raise McpConfigError(f"MCP server {server!r}: {what} holds non-empty tool names only.")
+    return found
+
+
+def _seconds(value: float, what: str, server: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+        raise McpConfigError(
+            f"MCP server {server!r}: {what} must be a number of seconds > 0, got {value!r}."
+        )
+    if math.isinf(value):
+        raise McpConfigError(f"MCP server {server!r}: {what} must be finite (every wait ends).")
+    return float(value)

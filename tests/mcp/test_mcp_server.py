@@ -1,0 +1,154 @@
+"""McpServer against a real FastMCP server over stdio and Streamable HTTP: listing, prefixes,
+filters, results of every content kind, timeouts, crashes and restarts."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from mcp_server import STDIO
+
+from plait.errors import ToolError, ToolTimeoutError
+from plait.mcp import McpConfigError, McpServer
+
+
+async def _call(server: McpServer, name: str, **args: Any) -> Any:
+    tools = {t.name: t for t in await server.list_tools()}
+    tool = tools[f"{server.prefix}_{name}"]
+    return await server.call(tool.remote.name, args, tool=tool.name)
+
+
+async def test_stdio_tools_are_prefixed_and_filtered() -> None:
+    async with McpServer("demo", command=STDIO, block=["crash"]) as server:
+        names = {t.name for t in await server.list_tools()}
+    assert "demo_echo" in names and "demo_weather" in names
+    assert "demo_crash" not in names and "echo" not in names
+
+
+async def test_allow_keeps_only_the_named_tools_and_a_custom_prefix() -> None:
+    async with McpServer("demo", command=STDIO, prefix="d", allow=["echo"]) as server:
+        tools = await server.list_tools()
+        assert [t.name for t in tools] == ["d_echo"]
+        assert tools[0].definition.parameters["required"] == ["text"]
+        assert await _call(server, "echo", text="hi") == "hi"
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+async def test_structured_output_becomes_the_result(transport: str, http_url: str) -> None:
+    where: dict[str, Any] = {"command": STDIO} if transport == "stdio" else {"url": http_url}
+    async with McpServer("demo", **where) as server:
+        assert await _call(server, "weather", city="Oslo") == {"city": "Oslo", "celsius": 21.5}
+        assert await _call(server, "echo", text="over " + transport) == "over " + transport
+
+
+async def test_is_error_becomes_a_tool_error_with_the_server_text() -> None:
+    async with McpServer("demo", command=STDIO) as server:
+        with pytest.raises(ToolError, match="the disk is on fire"):
+            await _call(server, "fail")
+
+
+async def test_images_and_resources_are_described_not_inlined() -> None:
+    async with McpServer("demo", command=STDIO) as server:
+        parts = await _call(server, "picture")
+    assert parts[0]["type"] == "image" and parts[0]["mime_type"] == "image/png"
+    assert parts[0]["bytes"] > 0 and "data" not in parts[0]
+    assert parts[1] == {"type": "text", "text": "a one-pixel picture"}
+    assert parts[2] == {"type": "resource", "uri": "file:///notes.txt", "text": "notes"}
+
+
+async def test_long_text_is_cut_with_a_note() -> None:
+    async with McpServer("demo", command=STDIO, max_result_chars=10) as server:
+        result = await _call(server, "echo", text="x" * 25)
+    assert result == "x" * 10 + "\n[... 15 more characters cut]"
+
+
+async def test_a_slow_tool_times_out_and_the_session_survives() -> None:
+    async with McpServer("demo", command=STDIO, timeout=0.5) as server:
+        with pytest.raises(ToolTimeoutError, match="demo_slow"):
+            await _call(server, "slow", seconds=30)
+        first = await _call(server, "count")
+        second = await _call(server, "count")
+        assert server.restarts == 0
+    assert first.split(" in pid ")[1] == second.split(" in pid ")[1]  # the same process
+    assert (first[0], second[0]) == ("1", "2")  # state survives between calls
+
+
+async def test_a_server_that_crashes_mid_call_is_restarted_on_the_next_call() -> None:
+    async with McpServer("demo", command=STDIO) as server:
+        before = await _call(server, "count")
+        with pytest.raises(ToolError, match="closed the connection"):
+            await _call(server, "crash")
+        after = await _call(server, "count")
+        assert server.restarts == 1
+    assert before.split(" in pid ")[1] != after.split(" in pid ")[1]
+    assert after.startswith("1 in pid")
+
+
+async def test_tool_list_changed_refreshes_the_cache() -> None:
+    async with McpServer("demo", command=STDIO) as server:
+        assert "demo_extra" not in {t.name for t in await server.list_tools()}
+        assert await _call(server, "grow") == "grown"
+        for _ in range(100):  # the notification arrives right after the result
+            if "demo_extra" in {t.name for t in await server.list_tools()}:
+                break
+            await asyncio.sleep(0.05)
+        assert await _call(server, "extra") == "extra!"
+
+
+async def test_closing_many_servers_in_any_order_from_other_tasks() -> None:
+    servers = [McpServer(f"s{i}", command=STDIO) for i in range(3)]
+    await asyncio.gather(*(s.connect() for s in servers))
+    await servers[1].aclose()
+    await asyncio.create_task(servers[2].aclose())
+    await asyncio.gather(servers[0].aclose(), servers[1].aclose())  # twice is fine
+    for server in servers:
+        assert server._client is None
+
+
+async def test_cancelling_during_connect_then_closing_raises_nothing() -> None:
+    server = McpServer("late", command=STDIO, env={"MCP_TEST_START_DELAY": "30"})
+    connecting = asyncio.create_task(server.connect())
+    await asyncio.sleep(0.3)
+    connecting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await connecting
+    await server.aclose()
+    assert server._client is None
+
+
+async def test_a_server_slow_to_start_fails_with_a_connect_error() -> None:
+    from plait.mcp import McpConnectError
+
+    server = McpServer("late", command=STDIO, env={"MCP_TEST_START_DELAY": "30"}, init_timeout=0.5)
+    with pytest.raises(McpConnectError, match="init_timeout"):
+        await server.connect()
+    await server.aclose()
+
+
+async def test_a_command_that_does_not_exist_is_a_connect_error() -> None:
+    from plait.mcp import McpConnectError
+
+    async with McpServer("nope", command=["/nonexistent/mcp-server"]) as server:
+        with pytest.raises(McpConnectError, match="nope"):
+            await server.list_tools()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({}, "exactly one of"),
+        ({"command": STDIO, "url": "http://x"}, "exactly one of"),
+        ({"command": "python server.py"}, "list of strings"),
+        ({"url": "ftp://x"}, "http://"),
+        ({"command": STDIO, "prefix": ""}, "prefix"),
+        ({"command": STDIO, "prefix": "1x"}, "prefix"),
+        ({"command": STDIO, "timeout": 0}, "timeout"),
+        ({"command": STDIO, "timeout": float("inf")}, "finite"),
+        ({"command": STDIO, "allow": "echo"}, "list of tool names"),
+        ({"url": "http://x", "env": {"A": "1"}}, "env and cwd"),
+    ],
+)
+def test_bad_settings_are_config_errors(kwargs: dict[str, Any], message: str) -> None:
+    with pytest.raises(McpConfigError, match=message):
+        McpServer("s", **kwargs)

@@ -1,0 +1,113 @@
+"""A real MCP server for the MCP battery's tests, written with the SDK's FastMCP.
+
+Run as ``python mcp_server.py stdio`` or ``python mcp_server.py http PORT`` (127.0.0.1 only).
+``MCP_TEST_START_DELAY`` (seconds) delays startup, to test connect timeouts and cancellation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import os
+import sys
+import time
+
+from mcp.server.fastmcp import Context, FastMCP, Image
+from mcp.types import EmbeddedResource, ImageContent, TextContent, TextResourceContents
+from pydantic import BaseModel
+
+STDIO = [sys.executable, __file__, "stdio"]
+"""The command that starts this server over stdio."""
+
+PNG = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+)
+
+server = FastMCP("plait-test", host="127.0.0.1")
+_counter = {"calls": 0}
+
+
+class Weather(BaseModel):
+    city: str
+    celsius: float
+
+
+@server.tool()
+def echo(text: str) -> str:
+    """Return the text unchanged."""
+    return text
+
+
+@server.tool()
+def count() -> str:
+    """How many times this process has served count (server-side state)."""
+    _counter["calls"] += 1
+    return f"{_counter['calls']} in pid {os.getpid()}"
+
+
+@server.tool()
+def weather(city: str) -> Weather:
+    """Structured output: the weather in a city."""
+    return Weather(city=city, celsius=21.5)
+
+
+@server.tool()
+async def slow(seconds: float) -> str:
+    """Sleep, then answer."""
+    await asyncio.sleep(seconds)
+    return "finally"
+
+
+@server.tool()
+def crash() -> str:
+    """Exit the server process at once, mid-call."""
+    os._exit(3)
+
+
+@server.tool()
+def fail() -> str:
+    """Raise: the client sees an isError result."""
+    raise ValueError("the disk is on fire")
+
+
+@server.tool(structured_output=False)
+def picture() -> list[ImageContent | TextContent | EmbeddedResource]:
+    """Return an image, a text block and an embedded text resource."""
+    return [
+        Image(data=PNG, format="png").to_image_content(),
+        TextContent(type="text", text="a one-pixel picture"),
+        EmbeddedResource(
+            type="resource",
+            resource=TextResourceContents(
+                uri="file:///notes.txt", text="notes", mimeType="text/plain"
+            ),
+        ),
+    ]
+
+
+@server.tool()
+async def grow(ctx: Context) -> str:  # type: ignore[type-arg]
+    """Add a tool named 'extra' and tell the client its tool list changed."""
+
+    def extra() -> str:
+        """A tool added at run time."""
+        return "extra!"
+
+    server.add_tool(extra)
+    await ctx.session.send_tool_list_changed()
+    return "grown"
+
+
+def main() -> None:
+    delay = float(os.environ.get("MCP_TEST_START_DELAY", "0"))
+    if delay:
+        time.sleep(delay)
+    if sys.argv[1] == "http":
+        server.settings.port = int(sys.argv[2])
+        server.run("streamable-http")
+    else:
+        server.run("stdio")
+
+
+if __name__ == "__main__":
+    main()
