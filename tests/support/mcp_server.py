@@ -38,6 +38,12 @@ def echo(text: str) -> str:
     return text
 
 
+@server.tool(name="b_echo")
+def b_echo(text: str) -> str:
+    """Echo again, under a name with an underscore (to test prefixed-name collisions)."""
+    return text
+
+
 @server.tool()
 def count() -> str:
     """How many times this process has served count (server-side state)."""

@@ -5,8 +5,8 @@ Two ways to use the tools of a set of servers:
 * **As agent tools**: put the toolset in the agent's middleware. At the start of every turn it
   registers each server's (cached) tools on the turn's registry, so a list the server changed
   shows up on the next turn. A name an agent tool (or other middleware) already has is a
-  :class:`~plait.errors.ConfigurationError` that ends the turn: prefixes exist so nothing is
-  shadowed silently.
+  :class:`~plait.errors.ConfigurationError` that aborts the turn before the model is called
+  (``TurnAborted`` with it as ``error``): prefixes exist so nothing is shadowed silently.
 * **Behind skills**: leave it out of the middleware and give its resolvers to the skills battery,
   so a skill's ``metadata.include_tools`` can name MCP tools (by prefixed name) and only a skill
   in use puts them in the request::

@@ -1,0 +1,128 @@
+"""McpToolset in an agent's turns and behind skills (both modes), against a real stdio server."""
+
+from __future__ import annotations
+
+import pytest
+from mcp_server import STDIO
+
+from plait import (
+    Agent,
+    ConfigurationError,
+    ScriptedModel,
+    ToolCall,
+    ToolMessage,
+    TurnAborted,
+    tool,
+)
+from plait.mcp import McpConfigError, McpServer, McpToolset
+from plait.skills import MemorySource, SkillsMiddleware
+from plait.skills.managed import allow_all, create_skill_manager
+
+
+def md(name: str, include_tools: str) -> str:
+    return (
+        f"---\nname: {name}\ndescription: The {name} skill.\n"
+        f"metadata:\n  include_tools: {include_tools}\n---\nUse the tools.\n"
+    )
+
+
+def tool_names(request: object) -> list[str]:
+    return [t.name for t in request.tools]  # type: ignore[attr-defined]
+
+
+async def test_agent_calls_mcp_tools_and_keeps_server_state_across_calls() -> None:
+    model = ScriptedModel(
+        [
+            ToolCall("c1", "demo_count"),
+            [ToolCall("c2", "demo_count"), ToolCall("c3", "demo_weather", {"city": "Rome"})],
+            "done",
+        ]
+    )
+    async with McpToolset([McpServer("demo", command=STDIO, allow=["count", "weather"])]) as mcp:
+        result = await Agent(model, middleware=[mcp]).run("go")
+    assert result.output == "done"
+    assert sorted(tool_names(model.requests[0])) == ["demo_count", "demo_weather"]
+    data = {m.tool_call_id: m.data for m in result.new_messages if isinstance(m, ToolMessage)}
+    assert data["c1"].startswith("1 in pid") and data["c2"].startswith("2 in pid")
+    assert data["c3"] == {"city": "Rome", "celsius": 21.5}
+
+
+async def test_an_mcp_error_result_reaches_the_model_as_an_error() -> None:
+    model = ScriptedModel([ToolCall("c1", "demo_fail"), "done"])
+    async with McpToolset([McpServer("demo", command=STDIO)]) as mcp:
+        result = await Agent(model, middleware=[mcp]).run("go")
+    (message,) = [m for m in result.new_messages if isinstance(m, ToolMessage)]
+    assert message.is_error and "the disk is on fire" in message.text
+
+
+async def test_a_name_an_agent_tool_has_is_a_configuration_error() -> None:
+    @tool
+    def demo_echo(text: str) -> str:
+        """An agent tool whose name the MCP server's echo would take."""
+        return text
+
+    async with McpToolset([McpServer("demo", command=STDIO, allow=["echo"])]) as mcp:
+        agent = Agent(ScriptedModel(["never"]), tools=[demo_echo], middleware=[mcp])
+        with pytest.raises(TurnAborted) as info:
+            await agent.run("go")
+    assert isinstance(info.value.error, ConfigurationError)
+    assert "'demo_echo' (server 'demo') has the name of an agent tool" in str(info.value.error)
+
+
+def test_two_servers_with_one_prefix_are_refused() -> None:
+    with pytest.raises(McpConfigError, match="share the tool prefix 'x'"):
+        McpToolset([McpServer("a", command=STDIO, prefix="x"), McpServer("x", command=STDIO)])
+
+
+async def test_two_servers_whose_tools_get_one_name_are_refused() -> None:
+    # prefix "a" + tool "b_echo" and prefix "a_b" + tool "echo" are both "a_b_echo"
+    one = McpServer("one", command=STDIO, prefix="a", allow=["b_echo"])
+    two = McpServer("two", command=STDIO, prefix="a_b", allow=["echo"])
+    async with McpToolset([one, two]) as mcp:
+        with pytest.raises(
+            McpConfigError, match="'one' and 'two' both have a tool named 'a_b_echo'"
+        ):
+            await mcp.list_tools()
+
+
+async def test_skill_tools_in_disclosure_mode_appear_only_after_the_skill_is_read() -> None:
+    source = MemorySource({"weather": {"SKILL.md": md("weather", "demo_weather")}})
+    model = ScriptedModel(
+        [
+            ToolCall("c1", "read_file", {"path": "/skills/weather/SKILL.md"}),
+            ToolCall("c2", "demo_weather", {"city": "Lima"}),
+            "done",
+        ]
+    )
+    async with McpToolset([McpServer("demo", command=STDIO)]) as mcp:
+        skills = SkillsMiddleware(sources=[source], tools=mcp.resolve)
+        result = await Agent(model, middleware=[skills]).run("go")
+    assert tool_names(model.requests[0]) == ["read_file"]
+    assert tool_names(model.requests[1]) == ["read_file", "demo_weather"]
+    (answer,) = [
+        m for m in result.new_messages if isinstance(m, ToolMessage) and m.name != "read_file"
+    ]
+    assert answer.data == {"city": "Lima", "celsius": 21.5}
+
+
+async def test_skill_tools_in_managed_mode_are_projected_while_loaded() -> None:
+    source = MemorySource({"weather": {"SKILL.md": md("weather", "demo_weather, demo_echo")}})
+    model = ScriptedModel(
+        [
+            ToolCall("c1", "load_skill", {"skill": "weather"}),
+            ToolCall("c2", "demo_echo", {"text": "hey"}),
+            "done",
+        ]
+    )
+    async with McpToolset([McpServer("demo", command=STDIO)]) as mcp:
+        manager = await create_skill_manager(
+            sources=[source], gate=allow_all, skill_tools=mcp.skill_tools
+        )
+        result = await Agent(model, middleware=[*manager.middleware]).run("go")
+        await manager.aclose() if hasattr(manager, "aclose") else await manager.dispose()
+    assert "demo_echo" not in tool_names(model.requests[0])
+    assert {"demo_echo", "demo_weather"} <= set(tool_names(model.requests[1]))
+    echoed = [
+        m for m in result.new_messages if isinstance(m, ToolMessage) and m.tool_call_id == "c2"
+    ]
+    assert echoed[0].data == "hey"
