@@ -112,6 +112,8 @@ class AgentOptions:
     evict_over_tokens: int = 2_000
     allow_scripts: bool = False
     extra_middleware: list[Middleware] = field(default_factory=list)
+    mcp: dict[str, Any] = field(default_factory=dict)
+    """MCP servers, ``{name: settings}`` (see :func:`plait.mcp.servers_from_mapping`)."""
 
 
 Closer = Callable[[], Awaitable[None]]
@@ -119,8 +121,9 @@ Closer = Callable[[], Awaitable[None]]
 
 async def build_agent(options: AgentOptions) -> tuple[Agent, list[Closer]]:
     """The agent for ``options`` and, in order, what to await when done with it: finish the
-    background history offload, dispose a skill manager, close the model's HTTP client, the
-    results database and the thread store."""
+    background history offload, dispose a skill manager, close the MCP servers, the model's
+    HTTP client, the results database and the thread store. MCP servers connect on the first
+    turn."""
     store_path = options.store or default_store()
     backend = SQLiteBackend(blob_path(store_path))
     summarization = SummarizationMiddleware(options.max_input_tokens, backend=backend)
@@ -142,6 +145,12 @@ async def build_agent(options: AgentOptions) -> tuple[Agent, list[Closer]]:
         if dispose is not None:
             closers.append(dispose)
     middleware.extend(options.extra_middleware)
+    if options.mcp:
+        from plait.mcp import McpToolset, servers_from_mapping
+
+        toolset = McpToolset(servers_from_mapping(options.mcp))
+        middleware.append(toolset)
+        closers.append(toolset.aclose)
     store = SQLiteThreadStore(store_path)
     agent = Agent(
         options.model,

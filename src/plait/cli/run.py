@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -76,6 +76,14 @@ SystemOption = Annotated[
     str | None,
     typer.Option("--system-prompt", help="The agent's system prompt (default: a generic one)."),
 ]
+McpOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--mcp",
+        help="An MCP server (repeatable): NAME=COMMAND (stdio) or NAME=URL (Streamable HTTP); "
+        "its tools are named NAME_<tool>.",
+    ),
+]
 VerboseOption = Annotated[bool, typer.Option("--verbose", "-v", help="Show every event.")]
 JsonOption = Annotated[
     bool, typer.Option("--json", help="Write every event as a JSON line instead (for scripts).")
@@ -91,9 +99,11 @@ def _options(
     max_input_tokens: int,
     system_prompt: str | None,
     console: Console,
+    mcp: list[str] | None = None,
 ) -> AgentOptions:
     try:
         chosen = choose_model(model)
+        servers = _mcp_servers(mcp or [])
     except ConfigurationError as exc:
         fail(str(exc), 2)
     check_skills_folders(skills or [], console)
@@ -105,7 +115,25 @@ def _options(
         allow_scripts=allow_scripts,
         max_input_tokens=max_input_tokens,
         system_prompt=DEFAULT_SYSTEM_PROMPT if system_prompt is None else system_prompt,
+        mcp=servers,
     )
+
+
+def _mcp_servers(options: list[str]) -> dict[str, Any]:
+    """``--mcp`` values as ``{name: settings}``; a repeated name or a bad value is a
+    :class:`~plait.errors.ConfigurationError`. Imports :mod:`plait.mcp` only when given."""
+    if not options:
+        return {}
+    from plait.mcp import parse_mcp_option, servers_from_mapping
+
+    servers: dict[str, Any] = {}
+    for text in options:
+        name, settings = parse_mcp_option(text)
+        if name in servers:
+            raise ConfigurationError(f"--mcp names the server {name!r} twice; rename one.")
+        servers[name] = settings
+    servers_from_mapping(servers)  # checks every setting now, before the model is called
+    return servers
 
 
 def check_skills_folders(folders: list[Path], console: Console) -> None:
@@ -164,6 +192,7 @@ def run(
     allow_scripts: ScriptsOption = False,
     max_input_tokens: TokensOption = 100_000,
     system_prompt: SystemOption = None,
+    mcp: McpOption = None,
     verbose: VerboseOption = False,
     json_lines: JsonOption = False,
 ) -> None:
@@ -172,7 +201,7 @@ def run(
     if not task.strip():
         fail("The task is empty: say what the agent should do.", 2)
     options = _options(
-        model, skills, mode, store, allow_scripts, max_input_tokens, system_prompt, console
+        model, skills, mode, store, allow_scripts, max_input_tokens, system_prompt, console, mcp
     )
     thread_id = thread or new_id()
 
@@ -212,12 +241,13 @@ def chat(
     allow_scripts: ScriptsOption = False,
     max_input_tokens: TokensOption = 100_000,
     system_prompt: SystemOption = None,
+    mcp: McpOption = None,
     verbose: VerboseOption = False,
 ) -> None:
     """An interactive session. Ctrl-C cancels the running turn; Ctrl-D or /exit ends the session."""
     console = Console(highlight=False)
     options = _options(
-        model, skills, mode, store, allow_scripts, max_input_tokens, system_prompt, console
+        model, skills, mode, store, allow_scripts, max_input_tokens, system_prompt, console, mcp
     )
     thread_id = thread or new_id()
     printer = EventPrinter(console, verbose=verbose)

@@ -1,0 +1,87 @@
+"""``plait run --mcp NAME=COMMAND``: a real stdio MCP server's tools reach the model and run."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from mcp_server import STDIO
+from test_cli_run import FIXTURES, plait, sse_text
+from wire_server import Reply, WireServer
+
+
+def sse_tool_call(name: str, arguments: dict[str, object]) -> Reply:
+    """A Chat Completions stream that asks for one tool call."""
+
+    def chunk(delta: dict[str, object], finish: str | None = None) -> bytes:
+        body = {
+            "id": "chatcmpl-mcp",
+            "object": "chat.completion.chunk",
+            "created": 1750000000,
+            "model": "test-model",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        }
+        return b"data: " + json.dumps(body).encode() + b"\n\n"
+
+    call = {
+        "index": 0,
+        "id": "call_1",
+        "type": "function",
+        "function": {"name": name, "arguments": json.dumps(arguments)},
+    }
+    chunks = [chunk({"role": "assistant", "tool_calls": [call]}), chunk({}, "tool_calls")]
+    return Reply(200, [*chunks, b"data: [DONE]\n\n"], "text/event-stream")
+
+
+@pytest.fixture
+def server() -> Iterator[WireServer]:
+    with WireServer(FIXTURES) as s:
+        yield s
+
+
+def test_run_with_an_mcp_server_calls_its_prefixed_tool(server: WireServer, tmp_path: Path) -> None:
+    server._replies.append(sse_tool_call("demo_echo", {"text": "from MCP"}))
+    server._replies.append(sse_text("Echoed."))
+    command = shlex.join(STDIO)
+    model = f"openai-compatible:m@{server.url}/v1"
+    result = plait(
+        "run", "echo it", "--json", "--model", model, "--mcp", f"demo={command}", home=tmp_path
+    )
+    assert result.returncode == 0, result.stderr
+    tools = {t["function"]["name"] for t in server.bodies()[0]["tools"]}
+    assert {"demo_echo", "demo_weather", "demo_count"} <= tools
+    events = [json.loads(line) for line in result.stdout.splitlines()]
+    finished = [e for e in events if e["type"] == "tool_call_finished"]
+    assert [e["result"]["data"] for e in finished] == ["from MCP"]
+    assert events[-2]["output"] == "Echoed."
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--mcp", "demo"], "NAME=COMMAND or NAME=URL"),
+        (["--mcp", "a=x", "--mcp", "a=y"], "names the server 'a' twice"),
+    ],
+)
+def test_bad_mcp_flags_exit_two_before_any_model_call(
+    server: WireServer, tmp_path: Path, flags: list[str], message: str
+) -> None:
+    result = plait(
+        "run", "hi", "--model", f"openai-compatible:m@{server.url}/v1", *flags, home=tmp_path
+    )
+    assert result.returncode == 2
+    assert message in " ".join(result.stderr.split()) or message in " ".join(result.stdout.split())
+    assert server.bodies() == []
+
+
+def test_a_server_that_cannot_start_fails_the_turn_before_the_model_is_called(
+    server: WireServer, tmp_path: Path
+) -> None:
+    model = f"openai-compatible:m@{server.url}/v1"
+    result = plait("run", "hi", "--model", model, "--mcp", "a=/nonexistent/srv", home=tmp_path)
+    assert result.returncode == 1
+    assert "MCP server 'a' could not be connected" in " ".join(result.stderr.split())
+    assert server.bodies() == []
