@@ -26,24 +26,50 @@ def _free_port() -> int:
 @pytest.fixture(scope="module")
 def http_url() -> Iterator[str]:
     """A FastMCP server over Streamable HTTP on 127.0.0.1, for the module's tests."""
-    port = _free_port()
-    process = subprocess.Popen(
-        [sys.executable, SERVER, "http", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}/mcp"
-    deadline = time.monotonic() + HTTP_START_TIMEOUT
+    server = HttpServerProcess()
+    server.start()
     try:
+        yield server.url
+    finally:
+        server.kill()
+
+
+class HttpServerProcess:
+    """A FastMCP HTTP server process on a fixed port that a test can kill and start again."""
+
+    def __init__(self) -> None:
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}/mcp"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, SERVER, "http", str(self.port)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + HTTP_START_TIMEOUT
         while True:
             try:
-                httpx.get(url, timeout=1.0)
-                break
+                httpx.get(self.url, timeout=1.0)
+                return
             except httpx.TransportError:
-                if process.poll() is not None or time.monotonic() > deadline:
+                if self.process.poll() is not None or time.monotonic() > deadline:
                     raise RuntimeError("the test MCP HTTP server did not start") from None
                 time.sleep(0.1)
-        yield url
+
+    def kill(self) -> None:
+        if self.process is not None:
+            self.process.kill()
+            self.process.wait(timeout=10)
+            self.process = None
+
+
+@pytest.fixture
+def http_process() -> Iterator[HttpServerProcess]:
+    server = HttpServerProcess()
+    server.start()
+    try:
+        yield server
     finally:
-        process.terminate()
-        process.wait(timeout=10)
+        server.kill()

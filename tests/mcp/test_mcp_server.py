@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from mcp_server import STDIO
 
+from conftest import HttpServerProcess
 from plait.errors import ToolError, ToolTimeoutError
 from plait.mcp import McpConfigError, McpServer
 
@@ -152,3 +153,19 @@ async def test_a_command_that_does_not_exist_is_a_connect_error() -> None:
 def test_bad_settings_are_config_errors(kwargs: dict[str, Any], message: str) -> None:
     with pytest.raises(McpConfigError, match=message):
         McpServer("s", **kwargs)
+
+
+async def test_an_http_server_killed_mid_call_fails_the_call_and_reconnects_later(
+    http_process: HttpServerProcess,
+) -> None:
+    async with McpServer("web", url=http_process.url, timeout=30) as server:
+        assert await _call(server, "echo", text="up") == "up"
+        waiting = asyncio.create_task(_call(server, "slow", seconds=30))
+        await asyncio.sleep(0.5)  # the call is in flight
+        http_process.kill()
+        with pytest.raises(ToolError) as info:
+            await waiting
+        assert not isinstance(info.value, ToolTimeoutError)
+        http_process.start()
+        assert await _call(server, "echo", text="back") == "back"
+        assert server.restarts == 1

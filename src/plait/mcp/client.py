@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CLOSE_TIMEOUT",
+    "HEARTBEAT_INTERVAL",
     "BinaryContent",
     "CallOutcome",
     "Content",
@@ -46,6 +47,12 @@ __all__ = [
 CLOSE_TIMEOUT = 5.0
 """Seconds :meth:`McpClient.aclose` waits for the owner to close the session before cancelling it
 (the SDK's stdio close itself waits up to 2 s for the process, then terminates it)."""
+
+HEARTBEAT_INTERVAL = 2.0
+"""Seconds between pings to an HTTP server while a call to it is in flight. The SDK (1.x) does
+not notice an HTTP server that went away mid-call; a failed ping ends the session, so the call
+fails at once instead of waiting for its whole timeout. A slow ping is ignored (a busy server is
+not a dead one)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,11 +160,17 @@ class McpClient:
         self._owner: asyncio.Task[None] | None = None
         self._dead = False
         self._reason = "it was closed"
+        self._in_flight = 0
 
     @property
     def alive(self) -> bool:
         """Whether the session is up or still starting (not closed, failed or disconnected)."""
         return not self._dead
+
+    @property
+    def closed(self) -> bool:
+        """Whether the owner task has finished (the transport is closed)."""
+        return self._owner is None or self._owner.done()
 
     async def connect(self) -> None:
         """Start the session if needed and wait until it is initialized.
@@ -260,6 +273,8 @@ class McpClient:
                     assert self._ready is not None
                     if not self._ready.done():
                         self._ready.set_result(None)
+                    if isinstance(self.transport, HttpTransport):
+                        group.start_soon(self._heartbeat, session)
                     while (request := await self._requests.get()) is not None:
                         group.start_soon(self._serve, session, request)
                     group.cancel_scope.cancel()
@@ -336,6 +351,17 @@ class McpClient:
                     await send.send(message)
         self._stop("the server closed the connection (it may have exited)")
 
+    async def _heartbeat(self, session: ClientSession) -> None:
+        import anyio
+
+        while True:
+            await anyio.sleep(HEARTBEAT_INTERVAL)
+            if self._in_flight:
+                # A transport failure ends the session (the transport's task group fails);
+                # anything else, a slow answer included, is no sign of a dead server.
+                with anyio.move_on_after(HEARTBEAT_INTERVAL), contextlib.suppress(Exception):
+                    await session.send_ping()
+
     async def _on_message(self, message: Any) -> None:
         from mcp import types
 
@@ -350,6 +376,7 @@ class McpClient:
         future = request.future
         if future.done():
             return
+        self._in_flight += 1
         with anyio.CancelScope() as scope:
             future.add_done_callback(lambda _: scope.cancel())
             try:
@@ -361,7 +388,11 @@ class McpClient:
                 if not future.done():
                     future.set_result(result)
             finally:
-                if not future.done():
+                self._in_flight -= 1
+                if not future.done():  # the owner is tearing the session down
+                    if not self._dead:
+                        self._dead = True
+                        self._reason = "the connection to the server failed"
                     future.set_exception(McpServerGone(self.server, self._reason))
 
 

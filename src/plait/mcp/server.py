@@ -19,6 +19,7 @@ abandoned and the session stays up.
 
 from __future__ import annotations
 
+import asyncio
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -108,6 +109,9 @@ class McpServer:
         self.max_tools = max_tools
         self.max_result_chars = max_result_chars
         self._client: McpClient | None = None
+        # Dead clients whose owner may still be closing its transport: kept (a task nobody
+        # references can be garbage collected mid-run) and awaited by aclose().
+        self._retired: list[McpClient] = []
         self._tools: list[McpTool] | None = None
         self.restarts = 0
         """How many times a dead session was started again."""
@@ -159,8 +163,9 @@ class McpServer:
     async def aclose(self) -> None:
         """Close the session (idempotent; safe from any task, in any order, after a crash)."""
         client, self._client = self._client, None
-        if client is not None:
-            await client.aclose(CLOSE_TIMEOUT)
+        retired, self._retired = self._retired, []
+        clients = [*retired, client] if client is not None else retired
+        await asyncio.gather(*(c.aclose(CLOSE_TIMEOUT) for c in clients))
 
     async def __aenter__(self) -> Self:
         return self
@@ -174,6 +179,7 @@ class McpServer:
             return client
         if client is not None:
             self.restarts += 1
+            self._retired = [c for c in self._retired if not c.closed] + [client]
         self._tools = None
         self._client = McpClient(
             self.transport,
