@@ -173,13 +173,13 @@ def test_threads_delete_removes_the_thread_and_its_offloaded_files(
     blobs = SQLiteBackend(tmp_path / "threads-blobs.sqlite3")
     asyncio.run(blobs.write(f"large_tool_results/{thread}/1-abc-call", "big"))
     asyncio.run(blobs.write("large_tool_results/other/1-abc-call", "keep"))
-    blobs.close()
+    asyncio.run(blobs.aclose())
     deleted = plait("threads", "delete", thread, home=tmp_path)
     assert deleted.returncode == 0 and "1 offloaded file(s)" in deleted.stdout
     assert thread not in plait("threads", "list", home=tmp_path).stdout
     blobs = SQLiteBackend(tmp_path / "threads-blobs.sqlite3")
     assert asyncio.run(blobs.ls()) == ["large_tool_results/other/1-abc-call"]
-    blobs.close()
+    asyncio.run(blobs.aclose())
     assert plait("threads", "delete", thread, home=tmp_path).returncode == 1
 
 

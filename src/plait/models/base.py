@@ -133,6 +133,11 @@ class Model(Protocol):
         """Answer ``request`` as events, ending with one :class:`ResponseComplete`."""
         ...
 
+    async def aclose(self) -> None:
+        """Release the model's resources (an HTTP client it created). Idempotent; a model with
+        nothing to release implements it as a no-op."""
+        ...
+
 
 async def collect_stream(events: AsyncIterator[StreamEvent]) -> ModelResponse:
     """Drain a stream and return its final response.

@@ -18,7 +18,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Self
 
 from plait.errors import ConfigurationError
 from plait.messages import (
@@ -95,10 +95,13 @@ class Agent:
         model_hooks: Iterable[ModelHook] = (),
         default_guards: bool = True,
     ) -> None:
+        # What the agent creates it owns and closes in aclose(); what it is given, the caller does.
+        self._owned: list[Model | ThreadStore] = []
         if isinstance(model, str):
             from plait.models.registry import resolve_model
 
             self.model: Model = resolve_model(model)
+            self._owned.append(self.model)
         else:
             self.model = model
         self.tools: list[Tool] = list(tools)
@@ -116,6 +119,7 @@ class Agent:
             from plait.stores.memory import MemoryThreadStore
 
             store = MemoryThreadStore()
+            self._owned.append(store)
         self.store: ThreadStore = store
         self.limits = limits or Limits()
         self.model_name = model_name
@@ -127,6 +131,20 @@ class Agent:
 
             guards = default_model_hooks()
         self.model_hooks: list[ModelHook] = [*guards, *model_hooks]
+
+    async def aclose(self) -> None:
+        """Close what the agent created: the model it resolved from a spec string (its HTTP
+        client) and the in-memory store it made when none was given. A model, store, backend or
+        middleware passed in belongs to the caller, who closes it. Idempotent."""
+        owned, self._owned = self._owned, []
+        for resource in owned:
+            await resource.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
 
     async def run(
         self,

@@ -41,6 +41,9 @@ class MemoryThreadStore:
         self._threads: dict[str, _StoredThread] = {}
         self._lock = asyncio.Lock()
 
+    async def aclose(self) -> None:
+        """Nothing to release: the threads stay readable."""
+
     async def load(self, thread_id: str) -> ThreadSnapshot:
         stored = self._threads.get(thread_id)
         if stored is None:

@@ -13,6 +13,7 @@ The sqlite calls run in a worker thread on one connection per store, serialised 
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sqlite3
 import time
@@ -56,7 +57,7 @@ class SQLiteThreadStore:
 
     The file and its parent directory are created on first use; ``":memory:"`` gives a private
     in-memory database. A damaged or foreign file raises :class:`~plait.stores.base.StoreError`
-    on the first call that touches it. ``close()`` releases the connection (the next call
+    on the first call that touches it. ``aclose()`` releases the connection (the next call
     reopens it).
     """
 
@@ -67,8 +68,9 @@ class SQLiteThreadStore:
     def path(self) -> str:
         return self._db.path
 
-    def close(self) -> None:
-        self._db.close()
+    async def aclose(self) -> None:
+        """Close the connection (waiting for a running statement); the next call reopens it."""
+        await asyncio.to_thread(self._db.close)
 
     async def load(self, thread_id: str) -> ThreadSnapshot:
         def select(conn: sqlite3.Connection) -> ThreadSnapshot:
