@@ -59,12 +59,12 @@ from plait.context.retention import (
     purge,
     sweep,
 )
-from plait.context.tokens import CHARS_PER_TOKEN, DEFAULT_COUNTER, TokenCounter
 from plait.errors import ConfigurationError, PlaitError
 from plait.messages import ToolCall, ToolMessage, ToolResult
 from plait.middleware.base import Middleware
 from plait.middleware.context import DispatchContext
 from plait.paths import normalize_virtual_path
+from plait.tokens import CHARS_PER_TOKEN, DEFAULT_COUNTER, TokenCounter
 from plait.tools import FunctionTool, Tool, ToolContext
 
 __all__ = ["READ_TOOL_NAME", "EvictedResultUnavailable", "ResultEvictionMiddleware"]

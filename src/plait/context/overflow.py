@@ -48,12 +48,12 @@ from plait.context.offload import (
     truncation_reference,
 )
 from plait.context.summarization import SummarizationMiddleware
-from plait.context.tokens import CHARS_PER_TOKEN, TokenAccountant, TokenCounter
 from plait.errors import ConfigurationError, ContextOverflowError
 from plait.messages import Message, ToolMessage
 from plait.middleware.base import Middleware, ModelHandler
 from plait.middleware.context import DispatchContext
 from plait.models.base import ModelRequest, ModelResponse
+from plait.tokens import CHARS_PER_TOKEN, TokenAccountant, TokenCounter
 
 __all__ = ["OVERFLOW_SOURCE", "ContextOverflowUnrecoverable", "OverflowRecoveryMiddleware"]
 

@@ -1,7 +1,7 @@
 """``SummarizationMiddleware``: compress older turns before a request exceeds its budget.
 
 On ``before_model_call``, when the request's estimated input tokens (messages, system prompt and
-tool schemas; see :class:`~plait.context.tokens.TokenAccountant`) reach
+tool schemas; see :class:`~plait.tokens.TokenAccountant`) reach
 ``max_input_tokens * trigger_ratio``, the newest ``keep_messages`` messages stay verbatim and the
 older ones are replaced by one summary carried as a :class:`~plait.messages.SystemMessage` at the
 start of ``request.messages``, after the thread's leading system messages if it has any (those
@@ -43,12 +43,12 @@ from plait.context.events import HistorySummarized, SummarizerFailed
 from plait.context.offload import HISTORY_ROOT, history_path, write_history
 from plait.context.pairs import repair, safe_cut
 from plait.context.summarizers import ExtractiveSummarizer, Summarizer
-from plait.context.tokens import TokenAccountant, TokenCounter
 from plait.errors import ConfigurationError
 from plait.messages import Message, SystemMessage, new_id
 from plait.middleware.base import Middleware
 from plait.middleware.context import DispatchContext, EventSink, TurnContext
 from plait.models.base import ModelRequest
+from plait.tokens import TokenAccountant, TokenCounter
 
 __all__ = [
     "STATE_KEY",

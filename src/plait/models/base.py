@@ -12,8 +12,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
 
-from plait.messages import AssistantMessage, Message, ToolCall, Usage
-from plait.tools import ToolDefinition
+from plait.messages import AssistantMessage, Message, ToolCall, ToolDefinition, Usage
 
 __all__ = [
     "CallClass",

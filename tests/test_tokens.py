@@ -19,8 +19,8 @@ from plait.context import (
     message_tokens,
     tool_tokens,
 )
-from plait.context.tokens import MESSAGE_OVERHEAD_TOKENS
 from plait.errors import ConfigurationError
+from plait.tokens import MESSAGE_OVERHEAD_TOKENS
 
 
 class CountingCounter:
