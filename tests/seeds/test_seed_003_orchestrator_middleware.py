@@ -209,7 +209,8 @@ async def test_contract_after_tool_call_rewrites_the_result() -> None:
 
 
 async def test_composing_a_stack_with_no_stack_wired_an_empty_one_runs() -> None:
-    agent = Agent(ScriptedModel(["ok"]))
+    # The default guards are middleware too; without them, no middleware is an empty stack.
+    agent = Agent(ScriptedModel(["ok"]), default_guards=False)
     assert isinstance(agent.middleware, MiddlewareStack) and len(agent.middleware) == 0
     assert (await agent.run("go")).output == "ok"
 

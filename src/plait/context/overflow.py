@@ -52,6 +52,7 @@ from plait.errors import ConfigurationError, ContextOverflowError
 from plait.messages import Message, ToolMessage
 from plait.middleware.base import Middleware, ModelHandler
 from plait.middleware.context import DispatchContext
+from plait.middleware.ordering import Placement
 from plait.models.base import ModelRequest, ModelResponse
 from plait.tokens import CHARS_PER_TOKEN, TokenAccountant, TokenCounter
 
@@ -73,6 +74,8 @@ class OverflowRecoveryMiddleware(Middleware):
     ``SummarizationMiddleware`` as ``summarization=`` and its ``ResultEvictionMiddleware`` as
     ``eviction=`` so one summary and one eviction store serve both.
     """
+
+    placement = Placement(position="outermost", after=("LimitsMiddleware",))
 
     def __init__(
         self,

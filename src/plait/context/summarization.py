@@ -47,6 +47,7 @@ from plait.errors import ConfigurationError
 from plait.messages import Message, SystemMessage, new_id
 from plait.middleware.base import Middleware
 from plait.middleware.context import DispatchContext, EventSink, TurnContext
+from plait.middleware.ordering import Placement
 from plait.models.base import ModelRequest
 from plait.tokens import TokenAccountant, TokenCounter
 
@@ -148,6 +149,8 @@ class SummarizationMiddleware(Middleware):
     bounded by ``max_summary_tokens`` (default a tenth of the budget, 64 to 2000). ``thread_id``
     overrides the thread folder of offloaded history. ``on_summarized`` may be sync or async.
     """
+
+    placement = Placement(before=("ResultEvictionMiddleware",))
 
     def __init__(
         self,

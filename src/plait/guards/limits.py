@@ -25,6 +25,7 @@ from plait.guards.events import LimitReached
 from plait.messages import ToolCall
 from plait.middleware.base import Middleware, Next, SkipToolCall
 from plait.middleware.context import DispatchContext, TurnContext
+from plait.middleware.ordering import Placement
 from plait.models.base import ModelRequest, ModelResponse
 from plait.tokens import TokenAccountant
 
@@ -44,6 +45,8 @@ class _TurnCounts:
 
 class LimitsMiddleware(Middleware):
     """Place it first so its limits apply before other middleware spends anything."""
+
+    placement = Placement(position="outermost")
 
     def __init__(
         self,

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING
 
 from plait.middleware.base import Middleware, Next
 from plait.middleware.context import DispatchContext, TurnContext
+from plait.middleware.ordering import Placement
 from plait.tools import Tool
 
 if TYPE_CHECKING:
@@ -109,6 +110,8 @@ class SkillsDispatchOutput(_SkillsHook):
 
 class SkillsTurnOutput(_SkillsHook):
     label = "turn_output"
+    # At the head of turn_output: strip before any output middleware can see a projection.
+    placement = Placement(position="outermost")
 
     async def turn_output(self, ctx: TurnContext, next: Next) -> None:
         try:

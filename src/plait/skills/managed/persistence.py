@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Final
 
 from plait.middleware.base import Middleware, Next
 from plait.middleware.context import DispatchContext, Event, TurnContext
+from plait.middleware.ordering import Placement
 from plait.skills.managed.errors import SkillManagerError
 
 if TYPE_CHECKING:
@@ -41,6 +42,8 @@ class SkillRestoreFailed(Event):
 
 class RememberLoadedSkills(Middleware):
     """Record ``manager.loaded()`` in the thread state; restore it on a thread's first turn."""
+
+    placement = Placement(before=("SkillsTurnInput",), requires=("SkillsTurnInput",))
 
     def __init__(self, manager: SkillManager) -> None:
         self.manager = manager
