@@ -2,6 +2,22 @@
 
 The names most programs need are importable from here; everything else lives in its layer's
 package (``plait.models``, ``plait.middleware``, ``plait.stores``, ``plait.skills``, …).
+
+Layers, highest first. A module imports only from its own layer or lower ones; a battery never
+imports another battery (what two share moves down a layer). ``tests/test_layers.py`` parses this
+table and every module under ``src/plait`` with :mod:`ast` and fails on an upward import or an
+import cycle. Imports inside functions count. Imports under ``if TYPE_CHECKING:`` must point down
+or sideways too, but do not count as cycle edges (they never run).
+
+::
+
+    cli         cli
+    batteries   skills context guards telemetry mcp
+    runtime     runtime
+    middleware  middleware tools
+    models      models
+    storage     stores backends
+    data        messages tokens errors paths __about__
 """
 
 from plait.__about__ import __version__

@@ -194,3 +194,22 @@ def test_run_json_writes_one_event_per_line(server: WireServer, tmp_path: Path) 
     assert kinds[0] == "turn_start" and kinds[-2:] == ["turn_end", "thread"]
     assert "".join(e["text"] for e in events if e["type"] == "text_delta") == "JSON answer."
     assert events[-2]["output"] == "JSON answer." and len(events[-1]["thread_id"]) == 32
+
+
+def test_run_verbose_prints_the_resolved_middleware_order(
+    server: WireServer, tmp_path: Path
+) -> None:
+    spec = f"openai-compatible:test-model@{server.url}/v1"
+    server._replies.append(sse_text("Ordered."))
+    result = plait("run", "hi", "--model", spec, "-v", home=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    order = result.stdout.split("middleware, in order:")[1]
+    names = [line.split(". ")[1].split(" ")[0].rstrip(":") for line in order.splitlines()[1:6]]
+    assert names == [
+        "RepetitionDetector",
+        "ToolCallValidator",
+        "OverflowRecoveryMiddleware",
+        "SummarizationMiddleware",
+        "ResultEvictionMiddleware",
+    ]
+    assert "Ordered." in result.stdout

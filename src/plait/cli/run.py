@@ -76,7 +76,9 @@ SystemOption = Annotated[
     str | None,
     typer.Option("--system-prompt", help="The agent's system prompt (default: a generic one)."),
 ]
-VerboseOption = Annotated[bool, typer.Option("--verbose", "-v", help="Show every event.")]
+VerboseOption = Annotated[
+    bool, typer.Option("--verbose", "-v", help="Show the middleware order and every event.")
+]
 JsonOption = Annotated[
     bool, typer.Option("--json", help="Write every event as a JSON line instead (for scripts).")
 ]
@@ -180,6 +182,8 @@ def run(
 
     async def main() -> None:
         agent, closers = await _open(options, thread or None)
+        if verbose and not json_lines:
+            console.print(f"[dim]middleware, in order:\n{escape(agent.describe())}[/dim]")
         try:
             await _turn(agent, task, thread_id, printer)
         finally:

@@ -21,7 +21,9 @@ With nothing initialized and nothing projected on the context the dispatch hooks
 ``next()``; ``turn_output`` still strips the residue of a skill unloaded mid-turn. The set always
 has all four hooks, whatever the configuration.
 
-Each object overrides only its own hook, so the whole set can simply go first:
+``SkillsTurnOutput`` declares ``Placement(position="outermost")``, so the agent pins it at the head
+of the turn-output chain wherever it is listed. Each object overrides only its own hook, so the
+whole set can simply go first:
 ``Agent(model, middleware=[*manager.middleware, *others])`` puts ``turn_input`` early,
 ``dispatch_input`` before budgets and ``turn_output`` at the head of the output chain.
 """
