@@ -34,6 +34,11 @@ turn_output         m1 → m2 → m3 (each awaits next)  runs only after a succe
                                                      abort (the answer is already persisted)
 ==================  ===============================  =======================================
 
+``[m1, m2, m3]`` is the agent's *resolved* list: middleware that declare
+``Placement(position="outermost" | "innermost")`` are moved to that end first, and every
+``before`` / ``after`` / ``requires`` is checked when the agent is built
+(:mod:`plait.middleware.ordering`; ``Agent.describe()`` prints the result).
+
 Seams receive the dispatch context as their last positional argument; pipelines receive the
 context and ``next``. A pipeline hook that does not await ``next()`` ends its pipeline there; one
 that calls it twice gets a ``ConfigurationError`` (→ abort or nack), so later hooks never run
