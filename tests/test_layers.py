@@ -55,8 +55,8 @@ def _is_type_checking(node: ast.If) -> bool:
 
 
 def _walk(node: ast.AST, typing_only: bool) -> Iterator[tuple[ast.AST, bool]]:
+    """Every node under ``node``, with whether it sits under ``if TYPE_CHECKING:``."""
     for child in ast.iter_child_nodes(node):
-        nested = typing_only or (isinstance(child, ast.If) and _is_type_checking(child))
         if isinstance(child, ast.If) and _is_type_checking(child):
             for stmt in child.body:
                 yield stmt, True
@@ -65,8 +65,8 @@ def _walk(node: ast.AST, typing_only: bool) -> Iterator[tuple[ast.AST, bool]]:
                 yield stmt, typing_only
                 yield from _walk(stmt, typing_only)
             continue
-        yield child, nested
-        yield from _walk(child, nested)
+        yield child, typing_only
+        yield from _walk(child, typing_only)
 
 
 def edges(name: str, is_package: bool, source: str, known: set[str]) -> Iterator[Edge]:
