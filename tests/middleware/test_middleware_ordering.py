@@ -154,3 +154,10 @@ def test_describe_prints_the_resolved_order_with_pins_and_hooks() -> None:
     assert Agent(ScriptedModel([]), default_guards=False).describe() == "(no middleware)"
     first, second, *_ = agent.middleware
     assert isinstance(first, RepetitionDetector) and isinstance(second, ToolCallValidator)
+
+
+def test_bad_items_are_typed_errors_before_the_order_is_resolved() -> None:
+    with pytest.raises(TypeError, match=r"subclass plait\.Middleware"):
+        Agent(ScriptedModel([]), middleware=[object()])  # type: ignore[list-item]
+    with pytest.raises(ConfigurationError, match="model_hooks takes functions"):
+        Agent(ScriptedModel([]), model_hooks=[42])  # type: ignore[list-item]

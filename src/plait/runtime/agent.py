@@ -124,7 +124,15 @@ class Agent:
         guards: list[Middleware] = []
         if default_guards:
             guards = [ToolCallValidator(), RepetitionDetector()]
-        chain = [*as_middleware([*guards, *model_hooks]), *middleware]
+        hooks = [*guards, *model_hooks]
+        for hook in hooks:
+            if not callable(hook) and not isinstance(hook, Middleware):
+                raise ConfigurationError(
+                    f"model_hooks takes functions hook(response, ctx) or Middleware; got "
+                    f"{type(hook).__name__}."
+                )
+        # MiddlewareStack checks every item is a Middleware before the order is resolved.
+        chain = [*as_middleware(hooks), *MiddlewareStack(middleware)]
         if any(t.deferred for t in self.tools) and not any(
             isinstance(m, ToolSearch) for m in chain
         ):
