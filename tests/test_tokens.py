@@ -16,11 +16,9 @@ from plait.context import (
     TokenAccountant,
     TokenCounter,
     TokenizerUnavailable,
-    message_tokens,
-    tool_tokens,
 )
 from plait.errors import ConfigurationError
-from plait.tokens import MESSAGE_OVERHEAD_TOKENS
+from plait.tokens import MESSAGE_OVERHEAD_TOKENS, message_tokens, tool_tokens
 
 
 class CountingCounter:

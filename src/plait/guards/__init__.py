@@ -11,21 +11,18 @@ them (``Agent(default_guards=False)`` opts out), so they live in the runtime lay
 """
 
 from plait.guards.events import LimitReached
-from plait.guards.limits import THREAD_MODEL_CALLS_KEY, LimitsMiddleware
-from plait.runtime.events import RepetitionDetectedEvent, ToolCallRejected, ToolCallRepaired
-from plait.runtime.repetition import RepetitionDetected, RepetitionDetector, jaccard
-from plait.runtime.validator import ToolCallValidator, repair_json_object
+from plait.guards.limits import LimitsMiddleware
+from plait.runtime.events import RepetitionDetected, ToolCallRejected, ToolCallRepaired
+from plait.runtime.repetition import RepetitionDetector, RepetitionError
+from plait.runtime.validator import ToolCallValidator
 
 __all__ = [
-    "THREAD_MODEL_CALLS_KEY",
     "LimitReached",
     "LimitsMiddleware",
     "RepetitionDetected",
-    "RepetitionDetectedEvent",
     "RepetitionDetector",
+    "RepetitionError",
     "ToolCallRejected",
     "ToolCallRepaired",
     "ToolCallValidator",
-    "jaccard",
-    "repair_json_object",
 ]

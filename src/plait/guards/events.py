@@ -1,5 +1,5 @@
 """Events the guards battery emits. The default guards' events (``ToolCallRejected``,
-``ToolCallRepaired``, ``RepetitionDetectedEvent``) live in :mod:`plait.runtime.events`."""
+``ToolCallRepaired``, ``RepetitionDetected``) live in :mod:`plait.runtime.events`."""
 
 from __future__ import annotations
 

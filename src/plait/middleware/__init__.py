@@ -5,7 +5,7 @@ from plait.middleware.base import SEAMS, Middleware, ModelHandler, Next, SkipToo
 from plait.middleware.context import DispatchContext, Event, EventSink, TurnContext
 from plait.middleware.model_hooks import ModelHook, ModelHookMiddleware
 from plait.middleware.ordering import Placement
-from plait.middleware.stack import MiddlewareStack, SkippedCall
+from plait.middleware.stack import MiddlewareStack
 
 __all__ = [
     "SEAMS",
@@ -20,7 +20,6 @@ __all__ = [
     "Next",
     "Placement",
     "SkipToolCall",
-    "SkippedCall",
     "ToolHandler",
     "TurnContext",
 ]
