@@ -119,7 +119,7 @@ async def test_skill_tools_in_managed_mode_are_projected_while_loaded() -> None:
             sources=[source], gate=allow_all, skill_tools=mcp.skill_tools
         )
         result = await Agent(model, middleware=[*manager.middleware]).run("go")
-        await manager.aclose() if hasattr(manager, "aclose") else await manager.dispose()
+        await manager.aclose()
     assert "demo_echo" not in tool_names(model.requests[0])
     assert {"demo_echo", "demo_weather"} <= set(tool_names(model.requests[1]))
     echoed = [
