@@ -49,6 +49,28 @@ async def test_is_error_becomes_a_tool_error_with_the_server_text() -> None:
             await _call(server, "fail")
 
 
+async def test_an_output_schema_without_structured_content_is_an_error_result() -> None:
+    async with McpServer("demo", command=STDIO) as server:
+        assert server.restarts == 0
+        schema = {t.name: t.remote.output_schema for t in await server.list_tools()}
+        assert schema["demo_no_structure"] is not None
+        with pytest.raises(ToolError, match="no structured output"):
+            await _call(server, "no_structure", city="Oslo")
+        assert await _call(server, "echo", text="still up") == "still up"
+
+
+async def test_a_caller_cancelled_mid_call_leaves_the_session_usable() -> None:
+    async with McpServer("demo", command=STDIO) as server:
+        await _call(server, "count")
+        waiting = asyncio.create_task(_call(server, "slow", seconds=30))
+        await asyncio.sleep(0.3)
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        assert (await _call(server, "count")).startswith("2 in pid")
+        assert server.restarts == 0
+
+
 async def test_images_and_resources_are_described_not_inlined() -> None:
     async with McpServer("demo", command=STDIO) as server:
         parts = await _call(server, "picture")

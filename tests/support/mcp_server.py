@@ -13,8 +13,14 @@ import sys
 import time
 
 from mcp.server.fastmcp import Context, FastMCP, Image
-from mcp.types import EmbeddedResource, ImageContent, TextContent, TextResourceContents
-from pydantic import BaseModel
+from mcp.types import (
+    EmbeddedResource,
+    ImageContent,
+    TextContent,
+    TextResourceContents,
+    Tool,
+)
+from pydantic import AnyUrl, BaseModel
 
 STDIO = [sys.executable, __file__, "stdio"]
 """The command that starts this server over stdio."""
@@ -23,7 +29,20 @@ PNG = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
 )
 
-server = FastMCP("plait-test", host="127.0.0.1")
+
+class PromiseBreaker(FastMCP):
+    """Lists ``no_structure`` with an output schema its function never honours (the SDK server
+    then refuses the result itself: an isError result the client must pass on)."""
+
+    async def list_tools(self) -> list[Tool]:
+        tools = await super().list_tools()
+        for item in tools:
+            if item.name == "no_structure":
+                item.outputSchema = Weather.model_json_schema()
+        return tools
+
+
+server = PromiseBreaker("plait-test", host="127.0.0.1")
 _counter = {"calls": 0}
 
 
@@ -57,6 +76,12 @@ def weather(city: str) -> Weather:
     return Weather(city=city, celsius=21.5)
 
 
+@server.tool(structured_output=False)
+def no_structure(city: str) -> str:
+    """Listed with Weather as its output schema (below), but returns text only."""
+    return f"sunny in {city}"
+
+
 @server.tool()
 async def slow(seconds: float) -> str:
     """Sleep, then answer."""
@@ -85,7 +110,7 @@ def picture() -> list[ImageContent | TextContent | EmbeddedResource]:
         EmbeddedResource(
             type="resource",
             resource=TextResourceContents(
-                uri="file:///notes.txt", text="notes", mimeType="text/plain"
+                uri=AnyUrl("file:///notes.txt"), text="notes", mimeType="text/plain"
             ),
         ),
     ]
