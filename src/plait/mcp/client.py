@@ -327,28 +327,19 @@ class McpClient:
     async def _session(
         self, stack: contextlib.AsyncExitStack, read: Any, write: Any
     ) -> ClientSession:
-        import anyio
         from mcp import ClientSession
 
-        # A relay between the transport and the session: when the transport's read stream ends,
-        # the session is marked dead at once, so no later request waits on a closed connection.
-        relay_send, relay_read = anyio.create_memory_object_stream[Any](16)
-        stack.push_async_callback(relay_read.aclose)
-        stack.push_async_callback(read.aclose)
-        group = await stack.enter_async_context(anyio.create_task_group())
-        stack.callback(group.cancel_scope.cancel)
-        group.start_soon(self._relay, read, relay_send)
+        # The session reads through a watcher: when the transport's read stream ends, the
+        # session is marked dead at once, so no later request waits on a closed connection.
+        # (SDK 1.x only enters the stream and iterates it, which is all the watcher provides.)
+        watched: Any = _WatchedStream(read, self._disconnected)
         session = await stack.enter_async_context(
-            ClientSession(relay_read, write, message_handler=self._on_message)
+            ClientSession(watched, write, message_handler=self._on_message)
         )
         await session.initialize()
         return session
 
-    async def _relay(self, read: Any, send: Any) -> None:
-        async with send:
-            with contextlib.suppress(Exception):
-                async for message in read:
-                    await send.send(message)
+    def _disconnected(self) -> None:
         self._stop("the server closed the connection (it may have exited)")
 
     async def _heartbeat(self, session: ClientSession) -> None:
@@ -394,6 +385,41 @@ class McpClient:
                         self._dead = True
                         self._reason = "the connection to the server failed"
                     future.set_exception(McpServerGone(self.server, self._reason))
+
+
+class _WatchedStream:
+    """The transport's read stream, calling ``on_end`` once when it ends (for any reason)."""
+
+    def __init__(self, stream: Any, on_end: Callable[[], None]) -> None:
+        self._stream = stream
+        self._on_end = on_end
+
+    async def __aenter__(self) -> _WatchedStream:
+        await self._stream.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        try:
+            await self._stream.__aexit__(*exc_info)
+        finally:
+            self._on_end()
+
+    def __aiter__(self) -> _WatchedStream:
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            return await self._stream.__anext__()
+        except BaseException as exc:
+            if not isinstance(exc, asyncio.CancelledError):
+                self._on_end()
+            raise
+
+    async def receive(self) -> Any:
+        return await self.__anext__()
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
 
 
 def _first_error(exc: BaseException) -> str:
