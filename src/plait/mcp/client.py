@@ -176,8 +176,8 @@ class McpClient:
         """Start the session if needed and wait until it is initialized.
 
         Raises :class:`McpConnectError` if it fails or takes over ``init_timeout`` seconds (the
-        half-started session is then closed by its owner). Cancelling the caller leaves the
-        owner connecting, so a later call (or :meth:`aclose`) picks it up.
+        owner is then cancelled and closes what it had opened). Cancelling the caller leaves
+        the owner connecting, so a later call (or :meth:`aclose`) picks it up.
         """
         if self._dead:
             raise McpServerGone(self.server, self._reason)
@@ -188,7 +188,8 @@ class McpClient:
         try:
             await asyncio.wait_for(asyncio.shield(self._ready), self.init_timeout)
         except TimeoutError:
-            self._stop()
+            self._stop("it did not finish starting in time")
+            self._owner.cancel()  # delivered inside the owner, which exits its own scopes
             raise McpConnectError(
                 self.server,
                 f"it did not finish starting within {self.init_timeout:g} s; raise the server's "
@@ -233,11 +234,13 @@ class McpClient:
     async def aclose(self, timeout: float = CLOSE_TIMEOUT) -> None:  # noqa: ASYNC109
         """Close the session (from any task; idempotent). Requests still waiting fail with
         :class:`McpServerGone`. The owner gets ``timeout`` seconds to close the transport, then
-        it is cancelled."""
+        it is cancelled (at once while the session is still starting)."""
         self._stop()
         owner = self._owner
         if owner is None or owner.done():
             return
+        if self._ready is not None and not self._ready.done():
+            owner.cancel()  # still starting: nothing to close gracefully
         done, _ = await asyncio.wait({owner}, timeout=timeout)
         if not done:
             owner.cancel()
@@ -255,6 +258,8 @@ class McpClient:
         timeout: float,  # noqa: ASYNC109
     ) -> Any:
         await self.connect()
+        if self._dead:  # died since connect() returned; its owner may have drained the queue
+            raise McpServerGone(self.server, self._reason)
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._requests.put_nowait(_Request(op, future))
         # Timing out or being cancelled cancels the future, which cancels the child task serving
