@@ -138,13 +138,29 @@ def script_tool(record: LoadedSkill, path: str, config: ScriptConfig, name: str)
         )
         return done.describe()
 
+    sandboxed = config.sandbox.name != "unsandboxed"
+    where = (
+        f"in the {config.sandbox.name} sandbox (writes only in the workspace"
+        + (", no network" if _network_off(config) else "")
+        + ")"
+        if sandboxed
+        else "UNSANDBOXED (as the agent's user)"
+    )
     description = (
-        f"Run {path} of skill '{record.name}' in the skill's workspace: argv only (no shell), "
+        f"Run {path} of skill '{record.name}' {where}, in the skill's workspace: argv only "
+        "(no shell), "
         "each string in args is one argument and may not start with '-'. Returns the exit code "
         f"and the combined stdout/stderr (at most {config.max_output_bytes} bytes). "
         f"timeout_seconds defaults to {config.timeout:g} (max {config.max_timeout:g})."
     )
-    return FunctionTool(run, name=name, description=description)
+    return FunctionTool(
+        run, name=name, description=description, metadata={"sandbox": config.sandbox.name}
+    )
+
+
+def _network_off(config: ScriptConfig) -> bool:
+    policy = getattr(config.sandbox, "policy", None)
+    return getattr(policy, "network", "off") == "off"
 
 
 def lifecycle_tools(manager: SkillManager) -> tuple[Tool, ...]:
