@@ -7,7 +7,7 @@ The argv is built here, in Python, and nothing else runs on the host::
           --unshare-cgroup-try [--unshare-net] --cap-drop ALL
           --ro-bind / / --dev /dev [--proc /proc] [--tmpfs /tmp]
           --bind P P (write_allow…)  --bind W W (the workspace)  --ro-bind P P (write_deny…)
-          --tmpfs D --remount-ro D | --ro-bind /dev/null F (read_deny…)
+          --tmpfs D --remount-ro D | --ro-bind <empty file> F (read_deny…)
           --chdir W --info-fd N -- <argv>
 
 * The host file system is read-only; ``/dev`` is a fresh minimal one (``/dev/null``,
@@ -31,6 +31,7 @@ import contextlib
 import os
 import re
 import signal
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -44,6 +45,20 @@ __all__ = ["BubblewrapSandbox"]
 
 _CHILD_PID = re.compile(rb'"child-pid"\s*:\s*(\d+)')
 _MEMORY_SIGNS = ("MemoryError", "Cannot allocate memory", "std::bad_alloc", "out of memory")
+
+
+_empty: list[str] = []
+
+
+def _empty_file() -> str:
+    """A read-only empty file (created once per process) bound over denied files: the host's
+    ``/dev/null`` cannot be, as bwrap mounts binds ``nodev``."""
+    if not _empty or not os.path.isfile(_empty[0]):
+        fd, path = tempfile.mkstemp(prefix="plait-sandbox-empty-")
+        os.close(fd)
+        os.chmod(path, 0o444)
+        _empty[:] = [path]
+    return _empty[0]
 
 
 def _host_path(path: str) -> str:
@@ -160,7 +175,7 @@ class BubblewrapSandbox(ProcessSandbox):
             if os.path.isdir(path):
                 args += ["--tmpfs", path, "--remount-ro", path]
             elif os.path.lexists(path):
-                args += ["--ro-bind", "/dev/null", path]
+                args += ["--ro-bind", _empty_file(), path]
         return [*args, "--chdir", root]
 
     def _argv(

@@ -52,7 +52,7 @@ class SandboxLimits:
     field          default   effect when exceeded
     ============== ========= ===================================================================
     wall_seconds   300       the whole process tree is killed (a run's timeout is capped to it)
-    cpu_seconds    60        the process gets SIGXCPU, then SIGKILL (per process)
+    cpu_seconds    60        the process gets SIGXCPU, one second later SIGKILL (per process)
     memory_bytes   2 GiB     address space (RLIMIT_AS): allocations fail (Python: MemoryError)
     open_files     256       opening more files fails (EMFILE)
     file_size_bytes 256 MiB  writing past it fails (SIGXFSZ / EFBIG)
@@ -90,8 +90,9 @@ class SandboxLimits:
 
     def prlimit_args(self) -> list[str]:
         """The ``prlimit`` options that apply these limits (soft = hard; core dumps off)."""
+        # CPU: soft first (SIGXCPU, which names the limit), hard one second later (SIGKILL).
+        args = [f"--cpu={self.cpu_seconds}:{self.cpu_seconds + 1}"]
         pairs = [
-            ("cpu", self.cpu_seconds),
             ("as", self.memory_bytes),
             ("nofile", self.open_files),
             ("fsize", self.file_size_bytes),
@@ -99,15 +100,15 @@ class SandboxLimits:
         ]
         if self.processes is not None:
             pairs.append(("nproc", self.processes))
-        return [f"--{name}={value}:{value}" for name, value in pairs]
+        return args + [f"--{name}={value}:{value}" for name, value in pairs]
 
 
 @dataclass(frozen=True, slots=True)
 class SandboxPolicy:
     """Everything a sandboxed run may touch, readable in one screen.
 
-    ``read_deny``: paths that read as empty (a folder becomes an empty tmpfs, a file reads as
-    ``/dev/null``); missing paths are skipped (nothing to hide). ``write_allow``: host paths that
+    ``read_deny``: paths that read as empty (a folder becomes an empty read-only tmpfs, a file
+    an empty read-only file); missing paths are skipped (nothing to hide). ``write_allow``: host paths that
     are writable besides the run's workspace (each must exist). ``write_deny``: paths kept
     read-only even inside a writable one. ``network``: ``"off"`` (a private network namespace
     with only a loopback of its own) or ``"on"`` (the host's network). ``private_tmp``: ``/tmp``
