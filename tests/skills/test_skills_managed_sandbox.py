@@ -132,8 +132,11 @@ def listener() -> Iterator[int]:
     server.close()
 
 
+OUTSIDE = Path(__file__).resolve().parent  # on the host's read-only root, not under /tmp
+
+
 async def test_writing_outside_the_workspace_fails(skills_root: Path) -> None:
-    outside = Path(__file__).resolve().parent / f"escape-{uuid.uuid4().hex}.txt"
+    outside = OUTSIDE / f"escape-{uuid.uuid4().hex}.txt"
     m = await manager(skills_root)
     text = await call(m, "run_box_write", {"args": [str(outside)]})
     assert text.startswith("Error (SCRIPT_FAILED): Script scripts/write.py exited 1")
@@ -428,10 +431,8 @@ async def test_unsandboxed_runs_only_when_chosen_and_says_so_everywhere(
         gate=allow_all,
         scripts=ScriptConfig(timeout=20, sandbox=UnsandboxedRunner()),
     )
-    model = ScriptedModel(
-        [ToolCall("l1", "load_skill", {"skill": "box"}), ToolCall("c1", "run_box_hello", {})]
-        + ["done"]
-    )
+    load = ToolCall("l1", "load_skill", {"skill": "box"})
+    model = ScriptedModel([load, ToolCall("c1", "run_box_hello", {}), "done"])
     result = await Agent(model, middleware=[*m.middleware]).run("go")
     [loaded] = [e for e in result.events if isinstance(e, SkillLoaded)]
     assert loaded.sandbox == "unsandboxed"
@@ -439,7 +440,8 @@ async def test_unsandboxed_runs_only_when_chosen_and_says_so_everywhere(
     assert tool.definition.metadata["sandbox"] == "unsandboxed"
     assert "UNSANDBOXED" in tool.definition.description
     texts = [x.text for x in result.new_messages if isinstance(x, ToolMessage)]
-    assert texts[-1].startswith("Script scripts/hello.sh exited 0") and "sandbox=unsandboxed" in (
-        texts[-1]
+    assert (
+        texts[-1].startswith("Script scripts/hello.sh exited 0")
+        and "sandbox=unsandboxed" in (texts[-1])
     )
     await m.dispose()

@@ -107,12 +107,18 @@ class SandboxLimits:
 class SandboxPolicy:
     """Everything a sandboxed run may touch, readable in one screen.
 
-    ``read_deny``: paths that read as empty (a folder becomes an empty read-only tmpfs, a file
-    an empty read-only file); missing paths are skipped (nothing to hide). ``write_allow``: host paths that
-    are writable besides the run's workspace (each must exist). ``write_deny``: paths kept
-    read-only even inside a writable one. ``network``: ``"off"`` (a private network namespace
-    with only a loopback of its own) or ``"on"`` (the host's network). ``private_tmp``: ``/tmp``
-    is an empty tmpfs private to the run (writes there never reach the host).
+    ================ ==========================================================================
+    field            meaning
+    ================ ==========================================================================
+    read_deny        paths that read as empty: a folder becomes an empty read-only tmpfs, a
+                     file an empty read-only file; missing paths are skipped (nothing to hide)
+    write_allow      host paths writable besides the run's workspace (each must exist)
+    write_deny       paths kept read-only even inside a writable one
+    network          ``"off"``: a private network namespace (its own loopback only);
+                     ``"on"``: the host's network
+    private_tmp      ``/tmp`` is an empty tmpfs private to the run (never reaches the host)
+    limits           :class:`SandboxLimits`
+    ================ ==========================================================================
     """
 
     read_deny: tuple[str, ...] = DEFAULT_READ_DENY
