@@ -198,7 +198,7 @@ class BubblewrapSandbox(ProcessSandbox):
         signum = exit_code - 128 if exit_code > 128 else -exit_code
         if signum == signal.SIGXCPU:
             return f"cpu_seconds={limits.cpu_seconds} (CPU time limit reached, SIGXCPU)"
-        if signum == signal.SIGXFSZ:
+        if signum == signal.SIGXFSZ or "File too large" in output:
             return f"file_size_bytes={limits.file_size_bytes} (file size limit reached, SIGXFSZ)"
         if any(sign in output for sign in _MEMORY_SIGNS):
             return f"memory_bytes={limits.memory_bytes} (memory limit reached)"

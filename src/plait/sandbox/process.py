@@ -109,7 +109,8 @@ class ProcessSandbox:
     name = "process"
 
     def __init__(self) -> None:
-        self._running: dict[RunningProcess, asyncio.Event] = {}
+        self._running: set[RunningProcess] = set()
+        self._settled: set[asyncio.Event] = set()
         self._closed = False
 
     async def check(self) -> None:
@@ -139,10 +140,14 @@ class ProcessSandbox:
             raise SandboxClosed(f"The {self.name} sandbox was closed; create a new one.")
         await self.check()
         launch = self.launch(command)
+        settled = asyncio.Event()
+        self._settled.add(settled)
         try:
             collector, code, timed_out = await self._execute(launch, command, on_start, on_end)
         finally:
             launch.cleanup()
+            settled.set()
+            self._settled.discard(settled)
         text = collector.data.decode("utf-8", errors="replace")
         if collector.truncated:
             text += TRUNCATION_MARKER
@@ -184,11 +189,12 @@ class ProcessSandbox:
                 launch.kill_tree(pid)
 
         handle = RunningProcess(pid, kill, transport.get_returncode)
-        settled = asyncio.Event()
-        self._running[handle] = settled
+        self._running.add(handle)
         timed_out = False
         clean = False
         try:
+            if self._closed:  # aclose() ran while this one was starting
+                kill()
             if on_start is not None:
                 on_start(handle)
             cap = self.wall_seconds()
@@ -202,8 +208,7 @@ class ProcessSandbox:
             timed_out = True
         finally:
             await _uncancellable(self._settle(transport, collector, launch, pid, clean))
-            settled.set()
-            del self._running[handle]
+            self._running.discard(handle)
             if on_end is not None:
                 on_end(handle)
         code = transport.get_returncode()
@@ -234,10 +239,9 @@ class ProcessSandbox:
         """Kill every running tree and wait (bounded) until each run has settled. Later
         ``run`` calls raise :class:`~plait.sandbox.errors.SandboxClosed`. Idempotent."""
         self._closed = True
-        running = list(self._running.items())
-        for handle, _ in running:
+        for handle in list(self._running):
             handle.kill()
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(2 * KILL_GRACE_SECONDS + _EOF_GRACE_SECONDS):
-                for _, settled in running:
+                for settled in list(self._settled):
                     await settled.wait()
