@@ -135,9 +135,13 @@ async def _run_probe(
             return SandboxUnavailable(
                 "bwrap-failed", f"bwrap could not be started: {err}. {OPT_OUT}"
             )
+        assert process.stderr is not None
         try:
             async with asyncio.timeout(seconds):
-                _, err_bytes = await process.communicate()
+                err_bytes = await process.stderr.read(_STDERR_CAP)
+                while await process.stderr.read(65_536):
+                    pass  # the rest is drained, not kept
+                await process.wait()
         except TimeoutError:
             with contextlib.suppress(ProcessLookupError):
                 process.kill()
@@ -149,4 +153,4 @@ async def _run_probe(
             )
     if process.returncode == 0:
         return None
-    return diagnose(err_bytes[:_STDERR_CAP].decode("utf-8", "replace"), process.returncode)
+    return diagnose(err_bytes.decode("utf-8", "replace"), process.returncode)
