@@ -48,19 +48,19 @@ DEFAULT_READ_DENY: tuple[str, ...] = (
 class SandboxLimits:
     """Resource limits of one run, applied as rlimits to the sandboxed process tree.
 
-    ============== ========= ===================================================================
-    field          default   effect when exceeded
-    ============== ========= ===================================================================
-    wall_seconds   300       the whole process tree is killed (a run's timeout is capped to it)
-    cpu_seconds    60        the process gets SIGXCPU, one second later SIGKILL (per process)
-    memory_bytes   2 GiB     address space (RLIMIT_AS): allocations fail (Python: MemoryError)
-    open_files     256       opening more files fails (EMFILE)
-    file_size_bytes 256 MiB  writing past it fails (SIGXFSZ / EFBIG)
-    processes      None      fork fails (RLIMIT_NPROC). Off by default: Linux counts *every*
-                             process of the user against it and exempts root, so it is not a
-                             per-sandbox cap; the PID namespace and ``wall_seconds`` bound a
-                             fork bomb's life instead.
-    ============== ========= ===================================================================
+    =============== ========= ==================================================================
+    field           default   effect when exceeded
+    =============== ========= ==================================================================
+    wall_seconds    300       the whole process tree is killed (a run's timeout is capped to it)
+    cpu_seconds     60        the process gets SIGXCPU, one second later SIGKILL (per process)
+    memory_bytes    2 GiB     address space (RLIMIT_AS): allocations fail (Python: MemoryError)
+    open_files      256       opening more files fails (EMFILE)
+    file_size_bytes 256 MiB   writing past it fails (EFBIG; SIGXFSZ for programs that keep it)
+    processes       None      fork fails (RLIMIT_NPROC). Off by default: Linux counts *every*
+                              process of the user against it and exempts root, so it is not a
+                              per-sandbox cap; the PID namespace and ``wall_seconds`` bound a
+                              fork bomb's life instead.
+    =============== ========= ==================================================================
     """
 
     wall_seconds: float = 300.0
