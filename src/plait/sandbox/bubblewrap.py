@@ -27,6 +27,7 @@ unsandboxed.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import re
@@ -58,7 +59,13 @@ def _empty_file() -> str:
         os.close(fd)
         os.chmod(path, 0o444)
         _empty[:] = [path]
+        atexit.register(_remove, path)
     return _empty[0]
+
+
+def _remove(path: str) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(path)
 
 
 def _host_path(path: str) -> str:
