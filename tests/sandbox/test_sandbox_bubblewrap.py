@@ -53,6 +53,7 @@ SLEEPER = "import os, sys, time\nif os.fork() == 0:\n    os.setsid()\ntime.sleep
     ("policy", "needle"),
     [
         (SandboxPolicy(network="maybe"), "network must be 'off' or 'on'"),  # type: ignore[arg-type]
+        (SandboxPolicy(unix_sockets="yes"), "unix_sockets must be"),  # type: ignore[arg-type]
         (SandboxPolicy(write_allow="/tmp"), "tuple of paths"),  # type: ignore[arg-type]
         (SandboxPolicy(write_allow=("relative/dir",)), "absolute path"),
         (SandboxPolicy(read_deny=("/",)), "may not contain '/'"),

@@ -59,3 +59,27 @@ def test_an_unknown_failure_shows_bwraps_last_line_and_how_to_see_more() -> None
     assert error.cause == "bwrap-failed"
     assert "(bwrap: something new)" in str(error) and "bwrap --ro-bind / / true" in str(error)
     assert "UnsandboxedRunner()" in str(error)
+
+
+def test_the_unix_socket_filter_exists_for_x86_64_and_aarch64_only() -> None:
+    from plait.sandbox.seccomp import unix_socket_filter
+
+    x86 = unix_socket_filter("x86_64")
+    arm = unix_socket_filter("aarch64")
+    assert x86 is not None and len(x86) == 9 * 8
+    assert arm is not None and len(arm) == 8 * 8
+    assert unix_socket_filter("riscv64") is None
+
+
+async def test_an_unsupported_architecture_refuses_rather_than_drops_the_filter(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import platform
+
+    from plait.sandbox import SandboxPolicy
+
+    monkeypatch.setattr(platform, "machine", lambda: "riscv64")
+    with pytest.raises(SandboxUnavailable, match='unix_sockets="on"') as info:
+        await BubblewrapSandbox().check()
+    assert info.value.cause == "seccomp-unsupported"
+    await BubblewrapSandbox(SandboxPolicy(unix_sockets="on")).check()  # explicit opt-in works

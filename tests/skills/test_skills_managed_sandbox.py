@@ -69,6 +69,12 @@ SCRIPTS = {
         "print('connected')\n"
     ),
     "scripts/spawn.py": SPAWN,
+    "scripts/unix.py": (
+        "import asyncio, socket, sys\n"
+        "asyncio.run(asyncio.sleep(0))  # socketpair (asyncio's self-pipe) still works\n"
+        "client = socket.socket(socket.AF_UNIX)\nclient.connect(sys.argv[1])\n"
+        "print('connected')\n"
+    ),
     "scripts/hog.py": "data = bytearray(512 * 1024 * 1024)\nprint(len(data))\n",
     "scripts/spin.py": "while True:\n    pass\n",
     "scripts/devnull.py": (
@@ -194,6 +200,29 @@ async def test_tcp_to_localhost_fails_with_network_off_and_works_with_it_on(
     on = await manager(skills_root, BubblewrapSandbox(SandboxPolicy(network="on")))
     connected = await call(on, "run_box_connect", {"args": [str(listener)]})
     assert connected.startswith("Script scripts/connect.py exited 0") and "connected" in connected
+    await off.dispose()
+    await on.dispose()
+
+
+async def test_host_unix_sockets_are_out_of_reach_unless_allowed(
+    skills_root: Path, tmp_path: Path
+) -> None:
+    path = tmp_path / "host.sock"
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(path))
+    server.listen(4)
+    try:
+        # private_tmp=False: the socket's folder is visible (read-only) to the script
+        off = await manager(skills_root, BubblewrapSandbox(SandboxPolicy(private_tmp=False)))
+        refused = await call(off, "run_box_unix", {"args": [str(path)]})
+        assert refused.startswith("Error (SCRIPT_FAILED): Script scripts/unix.py exited 1")
+        assert "PermissionError: [Errno 1] Operation not permitted" in refused
+        allowed = SandboxPolicy(private_tmp=False, unix_sockets="on")
+        on = await manager(skills_root, BubblewrapSandbox(allowed))
+        connected = await call(on, "run_box_unix", {"args": [str(path)]})
+        assert connected.startswith("Script scripts/unix.py exited 0")
+    finally:
+        server.close()
     await off.dispose()
     await on.dispose()
 

@@ -8,12 +8,14 @@ The argv is built here, in Python, and nothing else runs on the host::
           --ro-bind / / --dev /dev [--proc /proc] [--tmpfs /tmp]
           --bind P P (write_allow…)  --bind W W (the workspace)  --ro-bind P P (write_deny…)
           --tmpfs D --remount-ro D | --ro-bind <empty file> F (read_deny…)
-          --chdir W --info-fd N -- <argv>
+          --chdir W --info-fd N [--seccomp M] -- <argv>
 
 * The host file system is read-only; ``/dev`` is a fresh minimal one (``/dev/null``,
   ``/dev/zero``, ``/dev/urandom``, ``/dev/tty`` … work), ``/proc`` a fresh one for the new PID
   namespace (unless ``mount_proc=False``, the weaker variant for nested containers).
 * Root running the agent gets no capabilities inside (``--cap-drop ALL``).
+* Unless ``unix_sockets="on"``, a seccomp filter refuses ``socket(AF_UNIX)``
+  (:mod:`plait.sandbox.seccomp`): a read-only mount does not stop connecting to host sockets.
 * The process tree lives in its own PID namespace whose init is bwrap's: when that init dies,
   the kernel kills every process left in the namespace (double-forked daemons included) before
   bwrap exits. At the deadline, on cancellation and on ``aclose()`` plait SIGKILLs that init
@@ -37,10 +39,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from plait.sandbox.base import SandboxCommand
-from plait.sandbox.errors import SandboxPolicyInvalid
+from plait.sandbox.errors import SandboxPolicyInvalid, SandboxUnavailable
 from plait.sandbox.policy import SandboxPolicy
-from plait.sandbox.probe import PROBE_TIMEOUT_SECONDS, probe, resolve_tools
+from plait.sandbox.probe import OPT_OUT, PROBE_TIMEOUT_SECONDS, probe, resolve_tools
 from plait.sandbox.process import Launch, ProcessSandbox, kill_group
+from plait.sandbox.seccomp import unix_socket_filter, write_filter
 
 __all__ = ["BubblewrapSandbox"]
 
@@ -125,6 +128,7 @@ class BubblewrapSandbox(ProcessSandbox):
         self.mount_proc = mount_proc
         self.probe_timeout = probe_timeout
         self._tools: tuple[str, str] | None = None
+        self._filter = unix_socket_filter()
 
     async def check(self) -> None:
         """Prove bwrap works here (once per command shape per process) or raise
@@ -132,14 +136,46 @@ class BubblewrapSandbox(ProcessSandbox):
         if self._tools is not None:
             return
         tools = resolve_tools(self.bwrap, self.prlimit)
-        key = (*tools, str(self.mount_proc), self.policy.network, str(self.policy.private_tmp))
-        await probe(lambda ws, argv: self._argv(tools, ws, argv, None), key, self.probe_timeout)
+        policy = self.policy
+        if policy.unix_sockets == "off" and self._filter is None:
+            raise SandboxUnavailable(
+                "seccomp-unsupported",
+                "The filter that keeps scripts away from host Unix sockets exists for x86_64 "
+                'and aarch64 only. Accept host Unix sockets with SandboxPolicy(unix_sockets="on")'
+                " if you must. " + OPT_OUT,
+            )
+        flags = (self.mount_proc, policy.network, policy.unix_sockets, policy.private_tmp)
+        key = (*tools, *map(str, flags))
+        seccomp = self._seccomp_fd()
+        fds = () if seccomp is None else (seccomp,)
+        try:
+            await probe(
+                lambda ws, argv: self._argv(tools, ws, argv, None, seccomp),
+                key,
+                self.probe_timeout,
+                fds,
+            )
+        finally:
+            if seccomp is not None:
+                os.close(seccomp)
         self._tools = tools
+
+    def _seccomp_fd(self) -> int | None:
+        if self.policy.unix_sockets == "on" or self._filter is None:
+            return None
+        return write_filter(self._filter)
 
     def launch(self, command: SandboxCommand) -> Launch:
         assert self._tools is not None, "check() runs before launch()"
         info = _Info()
-        argv = self._argv(self._tools, command.workspace, command.argv, info.write_fd)
+        seccomp = self._seccomp_fd()
+        argv = self._argv(self._tools, command.workspace, command.argv, info.write_fd, seccomp)
+        fds = (info.write_fd,) if seccomp is None else (info.write_fd, seccomp)
+
+        def cleanup() -> None:
+            info.close()
+            if seccomp is not None:
+                os.close(seccomp)
 
         def kill_tree(pid: int) -> None:
             child = info.child_pid()
@@ -149,7 +185,7 @@ class BubblewrapSandbox(ProcessSandbox):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(child, signal.SIGKILL)
 
-        return Launch(argv, kill_tree=kill_tree, pass_fds=(info.write_fd,), cleanup=info.close)
+        return Launch(argv, kill_tree=kill_tree, pass_fds=fds, cleanup=cleanup)
 
     def bwrap_args(self, workspace: Path) -> list[str]:
         """The bwrap options for a run in ``workspace`` (before ``--chdir``; see the module)."""
@@ -186,12 +222,19 @@ class BubblewrapSandbox(ProcessSandbox):
         return [*args, "--chdir", root]
 
     def _argv(
-        self, tools: tuple[str, str], workspace: Path, argv: Sequence[str], info_fd: int | None
+        self,
+        tools: tuple[str, str],
+        workspace: Path,
+        argv: Sequence[str],
+        info_fd: int | None,
+        seccomp_fd: int | None,
     ) -> list[str]:
         bwrap, prlimit = tools
         args = self.bwrap_args(workspace)
         if info_fd is not None:
             args += ["--info-fd", str(info_fd)]
+        if seccomp_fd is not None:
+            args += ["--seccomp", str(seccomp_fd)]
         return [prlimit, *self.policy.limits.prlimit_args(), "--", bwrap, *args, "--", *argv]
 
     def wall_seconds(self) -> float | None:

@@ -19,7 +19,8 @@ class SandboxPolicyInvalid(SandboxError, ConfigurationError):
 class SandboxUnavailable(SandboxError):
     """The sandbox cannot run on this machine. ``cause`` names why (``bwrap-missing``,
     ``prlimit-missing``, ``user-namespaces-blocked``, ``apparmor-userns``, ``proc-mount-refused``,
-    ``mount-propagation-refused``, ``probe-timeout``, ``bwrap-failed``); the message gives the fix.
+    ``mount-propagation-refused``, ``seccomp-unsupported``, ``seccomp-refused``,
+    ``probe-timeout``, ``bwrap-failed``); the message gives the fix.
     Nothing ever falls back to running unsandboxed because of it."""
 
     def __init__(self, cause: str, message: str) -> None:

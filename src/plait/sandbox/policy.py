@@ -116,6 +116,9 @@ class SandboxPolicy:
     write_deny       paths kept read-only even inside a writable one
     network          ``"off"``: a private network namespace (its own loopback only);
                      ``"on"``: the host's network
+    unix_sockets     ``"off"``: ``socket(AF_UNIX)`` fails (seccomp), so host sockets on the
+                     read-only file system (docker, D-Bus, ssh-agent) stay out of reach;
+                     ``"on"``: allowed
     private_tmp      ``/tmp`` is an empty tmpfs private to the run (never reaches the host)
     limits           :class:`SandboxLimits`
     ================ ==========================================================================
@@ -125,16 +128,19 @@ class SandboxPolicy:
     write_allow: tuple[str, ...] = ()
     write_deny: tuple[str, ...] = ()
     network: Literal["off", "on"] = "off"
+    unix_sockets: Literal["off", "on"] = "off"
     private_tmp: bool = True
     limits: SandboxLimits = field(default_factory=SandboxLimits)
 
     def check(self) -> None:
         """Raise :class:`SandboxPolicyInvalid` naming the first problem (paths are checked
         for shape here, for existence when a run starts)."""
-        if self.network not in ("off", "on"):
-            raise SandboxPolicyInvalid(
-                f"SandboxPolicy.network must be 'off' or 'on', not {self.network!r}."
-            )
+        for name in ("network", "unix_sockets"):
+            value = getattr(self, name)
+            if value not in ("off", "on"):
+                raise SandboxPolicyInvalid(
+                    f"SandboxPolicy.{name} must be 'off' or 'on', not {value!r}."
+                )
         for name in ("read_deny", "write_allow", "write_deny"):
             paths = getattr(self, name)
             if isinstance(paths, str):

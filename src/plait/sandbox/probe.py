@@ -52,6 +52,11 @@ _PROPAGATION_FIX = (
     "overlayfs). Run the agent outside that container or give the container CAP_SYS_ADMIN."
 )
 
+_SECCOMP_FIX = (
+    "Loading the seccomp filter that blocks Unix sockets failed. Allow seccomp for bwrap, or "
+    'accept host Unix sockets with SandboxPolicy(unix_sockets="on").'
+)
+
 _CAUSES: tuple[tuple[str, str, str], ...] = (
     ("can't mount proc", "proc-mount-refused", _PROC_FIX),
     ("rtm_newaddr", "apparmor-userns", _APPARMOR_FIX),
@@ -59,6 +64,7 @@ _CAUSES: tuple[tuple[str, str, str], ...] = (
     ("creating new namespace failed", "user-namespaces-blocked", _USERNS_FIX),
     ("no permissions to create new namespace", "user-namespaces-blocked", _USERNS_FIX),
     ("failed to make / slave", "mount-propagation-refused", _PROPAGATION_FIX),
+    ("seccomp", "seccomp-refused", _SECCOMP_FIX),
 )
 
 _cache: dict[tuple[str, ...], SandboxUnavailable | None] = {}
@@ -103,22 +109,24 @@ async def probe(
     build: Callable[[Path, Sequence[str]], list[str]],
     key: tuple[str, ...],
     seconds: float = PROBE_TIMEOUT_SECONDS,
+    pass_fds: tuple[int, ...] = (),
 ) -> None:
     """Run ``build(workspace, ["/bin/true"])`` once per ``key``; raise (from cache) if it
-    failed. ``build`` returns the full argv of a sandboxed command."""
+    failed. ``build`` returns the full argv of a sandboxed command; ``pass_fds`` are the file
+    descriptors it names."""
     if key in _cache:
         cached = _cache[key]
         if cached is not None:
             raise cached
         return
-    error = await _run_probe(build, seconds)
+    error = await _run_probe(build, seconds, pass_fds)
     _cache[key] = error
     if error is not None:
         raise error
 
 
 async def _run_probe(
-    build: Callable[[Path, Sequence[str]], list[str]], seconds: float
+    build: Callable[[Path, Sequence[str]], list[str]], seconds: float, pass_fds: tuple[int, ...]
 ) -> SandboxUnavailable | None:
     true = shutil.which("true") or "/bin/true"
     with tempfile.TemporaryDirectory(prefix="plait-sandbox-probe-") as folder:
@@ -130,6 +138,7 @@ async def _run_probe(
                 stderr=asyncio.subprocess.PIPE,
                 env={},
                 start_new_session=True,
+                pass_fds=pass_fds,
             )
         except OSError as err:
             return SandboxUnavailable(
