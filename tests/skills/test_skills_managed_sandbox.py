@@ -29,6 +29,7 @@ from plait.skills.managed import (
     TRUNCATION_MARKER,
     ScriptConfig,
     SkillLoaded,
+    SkillLoadFailed,
     SkillManager,
     SkillSandboxUnavailable,
     allow_all,
@@ -407,6 +408,14 @@ async def test_missing_bwrap_fails_the_load_with_a_typed_error(skills_root: Path
     assert info.value.code == "SANDBOX_UNAVAILABLE" and info.value.cause == "bwrap-missing"
     assert "apt-get install bubblewrap" in str(info.value)
     assert "UnsandboxedRunner()" in str(info.value) and "--sandbox none" in str(info.value)
+
+
+async def test_a_missing_write_allow_folder_fails_the_load(
+    skills_root: Path, tmp_path: Path
+) -> None:
+    policy = SandboxPolicy(write_allow=(str(tmp_path / "not-created"),))
+    with pytest.raises(SkillLoadFailed, match="does not exist; create it or remove it"):
+        await manager(skills_root, BubblewrapSandbox(policy))
 
 
 async def test_missing_bwrap_on_path_fails_the_load(

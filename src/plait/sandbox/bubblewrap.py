@@ -132,9 +132,11 @@ class BubblewrapSandbox(ProcessSandbox):
 
     async def check(self) -> None:
         """Prove bwrap works here (once per command shape per process) or raise
-        :class:`~plait.sandbox.errors.SandboxUnavailable` naming the cause and the fix."""
+        :class:`~plait.sandbox.errors.SandboxUnavailable` naming the cause and the fix;
+        :class:`~plait.sandbox.errors.SandboxPolicyInvalid` for a missing ``write_allow``."""
         if self._tools is not None:
             return
+        self.bwrap_args(Path("/"))  # policy paths (write_allow must exist) before the cache
         tools = resolve_tools(self.bwrap, self.prlimit)
         policy = self.policy
         if policy.unix_sockets == "off" and self._filter is None:

@@ -14,7 +14,7 @@ import re
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from plait.sandbox import SandboxUnavailable
+from plait.sandbox import SandboxError, SandboxUnavailable
 from plait.skills.catalog import SkillCatalog
 from plait.skills.managed.errors import (
     SkillLoadFailed,
@@ -130,6 +130,11 @@ class Preparer:
                 f"Skill '{entry.name}' has scripts, but they cannot run sandboxed here: {err} "
                 "Nothing was loaded.",
                 err.cause,
+            ) from err
+        except SandboxError as err:
+            raise SkillLoadFailed(
+                f"Skill '{entry.name}' has scripts, but its sandbox is misconfigured: {err} "
+                "Nothing was loaded."
             ) from err
         source = self.catalog.source(entry.source_id)
         try:
