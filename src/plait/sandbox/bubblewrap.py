@@ -136,7 +136,7 @@ class BubblewrapSandbox(ProcessSandbox):
         :class:`~plait.sandbox.errors.SandboxPolicyInvalid` for a missing ``write_allow``."""
         if self._tools is not None:
             return
-        self.bwrap_args(Path("/"))  # policy paths (write_allow must exist) before the cache
+        self._writable()  # a missing write_allow path fails every time, cache or not
         tools = resolve_tools(self.bwrap, self.prlimit)
         policy = self.policy
         if policy.unix_sockets == "off" and self._filter is None:
@@ -171,13 +171,18 @@ class BubblewrapSandbox(ProcessSandbox):
         assert self._tools is not None, "check() runs before launch()"
         info = _Info()
         seccomp = self._seccomp_fd()
-        argv = self._argv(self._tools, command.workspace, command.argv, info.write_fd, seccomp)
-        fds = (info.write_fd,) if seccomp is None else (info.write_fd, seccomp)
 
         def cleanup() -> None:
             info.close()
             if seccomp is not None:
                 os.close(seccomp)
+
+        try:
+            argv = self._argv(self._tools, command.workspace, command.argv, info.write_fd, seccomp)
+        except BaseException:
+            cleanup()
+            raise
+        fds = (info.write_fd,) if seccomp is None else (info.write_fd, seccomp)
 
         def kill_tree(pid: int) -> None:
             child = info.child_pid()
@@ -188,6 +193,19 @@ class BubblewrapSandbox(ProcessSandbox):
                 os.kill(child, signal.SIGKILL)
 
         return Launch(argv, kill_tree=kill_tree, pass_fds=fds, cleanup=cleanup)
+
+    def _writable(self) -> list[str]:
+        """The host paths of ``write_allow``; raise if one does not exist."""
+        paths = []
+        for raw in self.policy.write_allow:
+            path = _host_path(raw)
+            if not os.path.exists(path):
+                raise SandboxPolicyInvalid(
+                    f"SandboxPolicy.write_allow path {raw!r} does not exist; create it or "
+                    "remove it from the policy."
+                )
+            paths.append(path)
+        return paths
 
     def bwrap_args(self, workspace: Path) -> list[str]:
         """The bwrap options for a run in ``workspace`` (before ``--chdir``; see the module)."""
@@ -201,13 +219,7 @@ class BubblewrapSandbox(ProcessSandbox):
             args += ["--proc", "/proc"]
         if policy.private_tmp:
             args += ["--tmpfs", "/tmp"]
-        for raw in policy.write_allow:
-            path = _host_path(raw)
-            if not os.path.exists(path):
-                raise SandboxPolicyInvalid(
-                    f"SandboxPolicy.write_allow path {raw!r} does not exist; create it or "
-                    "remove it from the policy."
-                )
+        for path in self._writable():
             args += ["--bind", path, path]
         root = str(workspace.resolve())
         args += ["--bind", root, root]
