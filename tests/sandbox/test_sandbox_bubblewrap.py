@@ -106,6 +106,29 @@ def test_the_bwrap_command_line(tmp_path: Path) -> None:
     assert "--proc" not in nested and "--unshare-net" not in nested
 
 
+async def test_an_interpreter_in_a_virtualenv_under_tmp_stays_visible(tmp_path: Path) -> None:
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    python = venv / "bin" / "python"
+    python.symlink_to(sys.executable)
+    box = BubblewrapSandbox()
+    args = box.bwrap_args(tmp_path / "ws", str(python))
+    assert args[args.index("/tmp") + 1 :][:3] == ["--ro-bind", str(venv), str(venv)]
+    (tmp_path / "ws").mkdir()
+    run = await box.run(py_with(python, tmp_path / "ws", "print('from the venv')"))
+    assert (run.exit_code, run.output) == (0, "from the venv\n")
+    assert (
+        "--ro-bind"
+        not in " ".join(box.bwrap_args(tmp_path, "/usr/bin/python3"))
+        .split("--tmpfs /tmp")[1]
+        .split("--bind")[0]
+    )
+
+
+def py_with(python: Path, workspace: Path, code: str) -> SandboxCommand:
+    return command(workspace, str(python), "-c", code)
+
+
 def test_a_missing_write_allow_path_is_refused_when_a_run_starts(tmp_path: Path) -> None:
     box = BubblewrapSandbox(SandboxPolicy(write_allow=(str(tmp_path / "missing"),)))
     with pytest.raises(SandboxPolicyInvalid, match="does not exist; create it"):

@@ -139,7 +139,7 @@ def listener() -> Iterator[int]:
     server.close()
 
 
-OUTSIDE = Path(__file__).resolve().parent  # on the host's read-only root, not under /tmp
+OUTSIDE = Path("/var/tmp")  # on the host's read-only root, not under the private /tmp
 
 
 async def test_writing_outside_the_workspace_fails(skills_root: Path) -> None:

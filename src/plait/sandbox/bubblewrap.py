@@ -71,6 +71,17 @@ def _remove(path: str) -> None:
         os.unlink(path)
 
 
+def _tmp_prefix(program: str | None) -> str | None:
+    """The folder to keep visible for ``program`` if it lives under ``/tmp``, else None."""
+    if program is None or not os.path.isabs(program):
+        return None
+    path = Path(os.path.normpath(program))
+    if path.parts[:2] != ("/", "tmp") or len(path.parts) < 4:
+        return None
+    folder = path.parent.parent if path.parent.name == "bin" else path.parent
+    return str(folder) if len(folder.parts) > 2 else None
+
+
 def _host_path(path: str) -> str:
     return os.path.realpath(os.path.expanduser(path))
 
@@ -207,8 +218,10 @@ class BubblewrapSandbox(ProcessSandbox):
             paths.append(path)
         return paths
 
-    def bwrap_args(self, workspace: Path) -> list[str]:
-        """The bwrap options for a run in ``workspace`` (before ``--chdir``; see the module)."""
+    def bwrap_args(self, workspace: Path, program: str | None = None) -> list[str]:
+        """The bwrap options for a run of ``program`` in ``workspace`` (see the module). With
+        a private ``/tmp``, a ``program`` that lives under ``/tmp`` (a virtualenv there) stays
+        visible, read-only: its prefix (the folder above ``bin/``) is bound back."""
         policy = self.policy
         args = ["--new-session", "--die-with-parent", "--unshare-pid", "--unshare-ipc"]
         args += ["--unshare-uts", "--unshare-cgroup-try"]
@@ -219,6 +232,9 @@ class BubblewrapSandbox(ProcessSandbox):
             args += ["--proc", "/proc"]
         if policy.private_tmp:
             args += ["--tmpfs", "/tmp"]
+            prefix = _tmp_prefix(program)
+            if prefix is not None:
+                args += ["--ro-bind", prefix, prefix]
         for path in self._writable():
             args += ["--bind", path, path]
         root = str(workspace.resolve())
@@ -244,7 +260,7 @@ class BubblewrapSandbox(ProcessSandbox):
         seccomp_fd: int | None,
     ) -> list[str]:
         bwrap, prlimit = tools
-        args = self.bwrap_args(workspace)
+        args = self.bwrap_args(workspace, argv[0] if argv else None)
         if info_fd is not None:
             args += ["--info-fd", str(info_fd)]
         if seccomp_fd is not None:
