@@ -117,12 +117,7 @@ async def test_an_interpreter_in_a_virtualenv_under_tmp_stays_visible(tmp_path: 
     (tmp_path / "ws").mkdir()
     run = await box.run(py_with(python, tmp_path / "ws", "print('from the venv')"))
     assert (run.exit_code, run.output) == (0, "from the venv\n")
-    assert (
-        "--ro-bind"
-        not in " ".join(box.bwrap_args(tmp_path, "/usr/bin/python3"))
-        .split("--tmpfs /tmp")[1]
-        .split("--bind")[0]
-    )
+    assert box.bwrap_args(tmp_path, "/usr/bin/python3") == box.bwrap_args(tmp_path)
 
 
 def py_with(python: Path, workspace: Path, code: str) -> SandboxCommand:
