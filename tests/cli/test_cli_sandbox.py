@@ -60,3 +60,22 @@ def test_help_shows_the_sandbox_choices_and_the_default() -> None:
         text = " ".join(done.stdout.split())
         assert "--sandbox [bwrap|none]" in text or "--sandbox <bwrap|none>" in text
         assert "[default: bwrap]" in text
+
+
+def test_the_terminal_shows_which_sandbox_runs_a_loaded_skills_scripts() -> None:
+    import io
+
+    from rich.console import Console
+
+    from plait.cli.console import EventPrinter
+
+    out = io.StringIO()
+    printer = EventPrinter(Console(file=out, width=200, no_color=True, highlight=False))
+    printer(SkillLoaded(skill="pdf", version="1", tools=("run_pdf_x",), sandbox="unsandboxed"))
+    printer(SkillLoaded(skill="csv", version="1", tools=("run_csv_x",), sandbox="bubblewrap"))
+    printer(SkillLoaded(skill="txt", version="1", tools=()))
+    printer.finish()
+    lines = out.getvalue().splitlines()
+    assert lines[0].endswith("(scripts UNSANDBOXED)")
+    assert lines[1].endswith("(scripts in bubblewrap)")
+    assert "scripts" not in lines[2]
