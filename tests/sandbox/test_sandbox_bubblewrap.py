@@ -107,13 +107,18 @@ def test_the_bwrap_command_line(tmp_path: Path) -> None:
 
 
 async def test_an_interpreter_in_a_virtualenv_under_tmp_stays_visible(tmp_path: Path) -> None:
-    venv = tmp_path / "venv"
-    (venv / "bin").mkdir(parents=True)
+    # venv/bin/python -> base/bin/python -> the real interpreter: both prefixes under /tmp
+    # are bound back read-only over the private /tmp.
+    base, venv = tmp_path / "base", tmp_path / "venv"
+    for prefix in (base, venv):
+        (prefix / "bin").mkdir(parents=True)
+    (base / "bin" / "python").symlink_to(sys.executable)
     python = venv / "bin" / "python"
-    python.symlink_to(sys.executable)
+    python.symlink_to(base / "bin" / "python")
     box = BubblewrapSandbox()
     args = box.bwrap_args(tmp_path / "ws", str(python))
-    assert args[args.index("/tmp") + 1 :][:3] == ["--ro-bind", str(venv), str(venv)]
+    after_tmp = args[args.index("/tmp") + 1 :]
+    assert after_tmp[:6] == ["--ro-bind", str(venv), str(venv), "--ro-bind", str(base), str(base)]
     (tmp_path / "ws").mkdir()
     run = await box.run(py_with(python, tmp_path / "ws", "print('from the venv')"))
     assert (run.exit_code, run.output) == (0, "from the venv\n")

@@ -71,15 +71,27 @@ def _remove(path: str) -> None:
         os.unlink(path)
 
 
-def _tmp_prefix(program: str | None) -> str | None:
-    """The folder to keep visible for ``program`` if it lives under ``/tmp``, else None."""
-    if program is None or not os.path.isabs(program):
-        return None
-    path = Path(os.path.normpath(program))
-    if path.parts[:2] != ("/", "tmp") or len(path.parts) < 4:
-        return None
-    folder = path.parent.parent if path.parent.name == "bin" else path.parent
-    return str(folder) if len(folder.parts) > 2 else None
+_MAX_LINKS = 40
+
+
+def _tmp_prefixes(program: str | None) -> list[str]:
+    """The folders to keep visible for ``program``: for it and each symlink it goes through
+    (at most ``_MAX_LINKS``) that lives under ``/tmp``, its prefix (the folder above ``bin/``,
+    else its folder)."""
+    found: list[str] = []
+    path = program
+    for _ in range(_MAX_LINKS):
+        if path is None or not os.path.isabs(path):
+            break
+        parts = Path(os.path.normpath(path))
+        if parts.parts[:2] == ("/", "tmp") and len(parts.parts) >= 4:
+            folder = parts.parent.parent if parts.parent.name == "bin" else parts.parent
+            if len(folder.parts) > 2 and str(folder) not in found:
+                found.append(str(folder))
+        if not os.path.islink(path):
+            break
+        path = os.path.join(os.path.dirname(path), os.readlink(path))
+    return found
 
 
 def _host_path(path: str) -> str:
@@ -221,7 +233,8 @@ class BubblewrapSandbox(ProcessSandbox):
     def bwrap_args(self, workspace: Path, program: str | None = None) -> list[str]:
         """The bwrap options for a run of ``program`` in ``workspace`` (see the module). With
         a private ``/tmp``, a ``program`` that lives under ``/tmp`` (a virtualenv there) stays
-        visible, read-only: its prefix (the folder above ``bin/``) is bound back."""
+        visible, read-only: its prefix (the folder above ``bin/``) is bound back, and so is
+        that of every symlink on the way to the real binary."""
         policy = self.policy
         args = ["--new-session", "--die-with-parent", "--unshare-pid", "--unshare-ipc"]
         args += ["--unshare-uts", "--unshare-cgroup-try"]
@@ -232,8 +245,7 @@ class BubblewrapSandbox(ProcessSandbox):
             args += ["--proc", "/proc"]
         if policy.private_tmp:
             args += ["--tmpfs", "/tmp"]
-            prefix = _tmp_prefix(program)
-            if prefix is not None:
+            for prefix in _tmp_prefixes(program):
                 args += ["--ro-bind", prefix, prefix]
         for path in self._writable():
             args += ["--bind", path, path]
