@@ -257,9 +257,11 @@ class BubblewrapSandbox(ProcessSandbox):
                 args += ["--ro-bind", path, path]
         for raw in policy.read_deny:
             path = _host_path(raw)
+            if not os.access(path, os.R_OK):
+                continue  # missing, or unreadable by this user anyway: nothing to hide
             if os.path.isdir(path):
                 args += ["--tmpfs", path, "--remount-ro", path]
-            elif os.path.lexists(path):
+            else:
                 args += ["--ro-bind", _empty_file(), path]
         return [*args, "--chdir", root]
 

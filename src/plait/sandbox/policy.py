@@ -111,7 +111,8 @@ class SandboxPolicy:
     field            meaning
     ================ ==========================================================================
     read_deny        paths that read as empty: a folder becomes an empty read-only tmpfs, a
-                     file an empty read-only file; missing paths are skipped (nothing to hide)
+                     file an empty read-only file; paths that are missing or that the agent's
+                     user cannot read are skipped (nothing to hide)
     write_allow      host paths writable besides the run's workspace (each must exist)
     write_deny       paths kept read-only even inside a writable one
     network          ``"off"``: a private network namespace (its own loopback only);

@@ -20,7 +20,7 @@ One run is ``<interpreter…> <workspace>/scripts/x.py <args…>`` handed to
   the host process's environment leaks, no API key);
 * stdout and stderr share one pipe and ``max_output_bytes``; past it the output is cut and ends
   with ``\\n[output truncated]`` (the rest is drained, not kept);
-* on timeout, cancellation, unload after in-flight calls, or ``dispose()`` the whole process
+* on timeout, cancellation or ``dispose()`` the whole process
   tree is killed (in bubblewrap: every process of the run's PID namespace, double-forked
   daemons included) and waited for;
 * a non-zero exit raises :class:`~plait.skills.managed.errors.SkillScriptFailed` (unless
