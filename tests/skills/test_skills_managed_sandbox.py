@@ -316,7 +316,8 @@ async def main(root, flags):
         await m.dispose()
         [message] = [x for x in result.new_messages if isinstance(x, ToolMessage)]
         left = len(processes_with(marker))
-        report[case] = [started, left if case != "unsandboxed" else left > 0, message.text.split(":")[0]]
+        code = message.text.split(":")[0]
+        report[case] = [started, left if case != "unsandboxed" else left > 0, code]
         for name in ("child", "grandchild"):
             os.remove(flags + "/" + name)
     print(json.dumps(report))
