@@ -21,6 +21,7 @@ import pytest
 from plait import Agent, ScriptedModel, ToolCall, ToolMessage
 from plait.sandbox import (
     MIB,
+    TRUNCATION_MARKER,
     BubblewrapSandbox,
     SandboxLimits,
     SandboxPolicy,
@@ -28,7 +29,6 @@ from plait.sandbox import (
 )
 from plait.skills import FilesystemSource
 from plait.skills.managed import (
-    TRUNCATION_MARKER,
     ScriptConfig,
     SkillLoaded,
     SkillLoadFailed,

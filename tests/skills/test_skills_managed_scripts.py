@@ -16,7 +16,6 @@ from plait.messages import Message
 from plait.sandbox import UnsandboxedRunner
 from plait.skills import FilesystemSource, MemorySource
 from plait.skills.managed import (
-    TRUNCATION_MARKER,
     InvalidSkillsConfig,
     ScriptConfig,
     SkillManager,
@@ -25,7 +24,7 @@ from plait.skills.managed import (
     allow_all,
     create_skill_manager,
 )
-from plait.skills.managed.scripts import Workspace, run_script, script_tool_name
+from plait.skills.managed.scripts import TRUNCATION_MARKER, Workspace, run_script, script_tool_name
 
 SKILL_MD = "---\nname: tools\ndescription: Script tools. Use for tests.\n---\nRun the scripts.\n"
 

@@ -1,5 +1,5 @@
 """Manager state: one :class:`LoadedSkill` per *initialized* skill, and the plain results the
-manager hands back (:class:`LoadResult`, :class:`ProjectedSkill`, :class:`CatalogEntry`, …).
+manager hands back (:class:`LoadResult`, :class:`ProjectedSkill`, :class:`SkillStatus`, …).
 
 A record owns what lives with the skill rather than the turn: its body, its wrapped tools, its
 workspace and the script processes running in it. It is *retired* when the skill is unloaded,
@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
 from plait.messages import SystemMessage
-from plait.middleware.context import Event
 from plait.sandbox import RunningProcess
 from plait.skills.managed.errors import SkillNotLoaded
 from plait.skills.managed.scripts import Workspace
@@ -24,18 +23,13 @@ from plait.tools import Tool
 
 __all__ = [
     "META_KEY",
-    "CatalogEntry",
     "CatalogRefresh",
     "Channel",
     "LoadResult",
     "LoadedSkill",
     "ProjectedSkill",
     "RefreshOutcome",
-    "SkillLoaded",
-    "SkillSwapFailed",
-    "SkillSwapped",
-    "SkillUnloaded",
-    "SkillUpdateAvailable",
+    "SkillStatus",
     "placeholder",
 ]
 
@@ -230,7 +224,7 @@ class ProjectedSkill:
 
 
 @dataclass(frozen=True, slots=True)
-class CatalogEntry:
+class SkillStatus:
     """One discovered skill, losing candidates included (``shadowed_by`` set)."""
 
     ref: SkillRef
@@ -274,55 +268,3 @@ class RefreshOutcome:
             out["error"] = self.error
             out["note"] = "The old version stays loaded."
         return out
-
-
-# --- events (emitted through TurnContext.emit when the operation had a context) -------------
-
-
-@dataclass(slots=True, kw_only=True)
-class SkillLoaded(Event):
-    """A skill was loaded. ``sandbox`` names what runs its scripts (``"bubblewrap"``,
-    ``"unsandboxed"``), None when it has no script tools."""
-
-    skill: str
-    version: str
-    tools: tuple[str, ...] = field(default_factory=tuple)
-    sandbox: str | None = None
-    type: str = "skill_loaded"
-
-
-@dataclass(slots=True, kw_only=True)
-class SkillUnloaded(Event):
-    skill: str
-    version: str
-    type: str = "skill_unloaded"
-
-
-@dataclass(slots=True, kw_only=True)
-class SkillSwapped(Event):
-    """A loaded skill was swapped to a new version (prepared fully first)."""
-
-    skill: str
-    old_version: str
-    new_version: str
-    type: str = "skill_swapped"
-
-
-@dataclass(slots=True, kw_only=True)
-class SkillSwapFailed(Event):
-    """Preparing a new version failed; the old version stays loaded."""
-
-    skill: str
-    version: str
-    error: str
-    type: str = "skill_swap_failed"
-
-
-@dataclass(slots=True, kw_only=True)
-class SkillUpdateAvailable(Event):
-    """A catalog refresh found a newer version of a loaded skill (not swapped)."""
-
-    skill: str
-    loaded_version: str
-    available_version: str
-    type: str = "skill_update_available"
