@@ -17,6 +17,7 @@ code                           strict   lenient
 ``frontmatter-not-closed``     error    error, skipped
 ``invalid-yaml``               error    error, skipped (after the unquoted-colon retry)
 ``yaml-unquoted-colon``        (error)  warning, the value is read as a quoted string
+``yaml-too-large``             error    error, skipped (nesting, recursive or expanding aliases)
 ``frontmatter-not-mapping``    error    error, skipped
 ``duplicate-field``            (error)  warning, the last value wins
 ``unexpected-fields``          error    (split into ``unknown-field`` / ``client-field``)
@@ -78,6 +79,7 @@ class Code(StrEnum):
     FRONTMATTER_NOT_CLOSED = "frontmatter-not-closed"
     INVALID_YAML = "invalid-yaml"
     YAML_UNQUOTED_COLON = "yaml-unquoted-colon"
+    YAML_TOO_LARGE = "yaml-too-large"
     FRONTMATTER_NOT_MAPPING = "frontmatter-not-mapping"
     DUPLICATE_FIELD = "duplicate-field"
     UNEXPECTED_FIELDS = "unexpected-fields"

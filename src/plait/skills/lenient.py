@@ -137,6 +137,15 @@ def _report_problem(problem: FrontmatterProblem, found: _Findings) -> None:
             problem.line,
         )
         return
+    if problem.kind == "too-large":
+        found.add(
+            Severity.ERROR,
+            Code.YAML_TOO_LARGE,
+            f"Skipped the skill: its frontmatter was not read because {problem.message}. "
+            "Write plain 'key: value' fields without anchors (&) and aliases (*).",
+            problem.line,
+        )
+        return
     found.add(
         Severity.ERROR,
         Code.INVALID_YAML,

@@ -158,6 +158,9 @@ def strict_diagnostics(
         if data.kind == "not-mapping":
             message = "SKILL.md frontmatter must be a YAML mapping"
             return [_error(Code.FRONTMATTER_NOT_MAPPING, message, file, line)]
+        if data.kind == "too-large":
+            message = f"Frontmatter not read: {data.message}"
+            return [_error(Code.YAML_TOO_LARGE, message, file, line)]
         message = f"Invalid YAML in frontmatter: {data.message}"
         return [_error(Code.INVALID_YAML, message, file, line)]
     return _strict_field_diagnostics(data, markdown, folder_name, file)
