@@ -74,7 +74,9 @@ async def test_skips_git_node_modules_and_does_not_descend_into_skills(
     write_skill("vendor/node_modules/deep")
     found = await discover(FilesystemSource(write_skill("keep").parent))
     assert [e.id for e in entries(found)] == ["keep", "pdf"]
-    assert problems(found) == []
+    [nested] = problems(found)  # a SKILL.md inside a skill's folder is not a skill, but said
+    assert nested.diagnostics[0].code is Code.NESTED_SKILL
+    assert nested.location.endswith("pdf/scripts/inner/SKILL.md")
 
 
 async def test_depth_is_bounded_with_an_info_notice(write_skill: Writer) -> None:

@@ -40,8 +40,10 @@ code                           strict   lenient
 ``file-too-large``             --       error, skipped
 ``unreadable``                 --       error for a SKILL.md, warning for a folder; skipped
 ``path-escape``                --       error (a symlink leaving the source root), skipped
-``scan-limit``                 --       warning (the source stopped at ``max_dirs``)
-``depth-limit``                --       info (folders deeper than ``max_depth`` not scanned)
+``scan-limit``                 --       warning naming unscanned folders (``max_dirs``, time)
+``depth-limit``                --       warning naming folders deeper than ``max_depth``
+``nested-skill``               --       warning: a SKILL.md inside another skill's folder
+``skill-md-text-link``         --       warning (followed) or error: SKILL.md holds only a path
 ``source-unavailable``         --       error (a whole source failed; its last entries kept)
 ``name-shadowed``              --       info across sources, warning within one source
 =============================  =======  ======================================================
@@ -59,7 +61,8 @@ __all__ = ["Code", "Diagnostic", "Severity"]
 
 
 class Severity(StrEnum):
-    """How bad a diagnostic is. Only ``ERROR`` makes ``plait skills validate`` exit 1."""
+    """How bad a diagnostic is. ``ERROR`` (and a ``scan-limit``/``depth-limit`` warning: skills
+    may be missing) makes ``plait skills validate`` exit 1."""
 
     ERROR = "error"
     WARNING = "warning"
@@ -108,6 +111,8 @@ class Code(StrEnum):
     PATH_ESCAPE = "path-escape"
     SCAN_LIMIT = "scan-limit"
     DEPTH_LIMIT = "depth-limit"
+    NESTED_SKILL = "nested-skill"
+    TEXT_LINK = "skill-md-text-link"
     SOURCE_UNAVAILABLE = "source-unavailable"
     NAME_SHADOWED = "name-shadowed"
 

@@ -7,7 +7,14 @@ from __future__ import annotations
 
 from plait.errors import PlaitError
 
-__all__ = ["SkillError", "SkillFileNotFound", "SkillNotFound", "SkillSourceError"]
+__all__ = [
+    "SkillError",
+    "SkillFileNotFound",
+    "SkillFileTooLarge",
+    "SkillFileUnreadable",
+    "SkillNotFound",
+    "SkillSourceError",
+]
 
 _MAX_LISTED = 20
 
@@ -52,3 +59,28 @@ class SkillFileNotFound(SkillError, FileNotFoundError):
 
 class SkillSourceError(SkillError):
     """A skill source as a whole cannot be used (missing root, unreadable backend, ...)."""
+
+
+class SkillFileTooLarge(SkillError):
+    """A skill file is over the source's size cap (``max_file_bytes``)."""
+
+    def __init__(self, path: str, size: int, limit: int) -> None:
+        self.path = path
+        self.size = size
+        self.limit = limit
+        super().__init__(
+            f"{path!r} is {size} bytes, over the {limit}-byte limit for skill files "
+            "(max_file_bytes). Split it, or raise the source's max_file_bytes."
+        )
+
+
+class SkillFileUnreadable(SkillError):
+    """A skill path exists but is not a regular file (a FIFO, socket or device)."""
+
+    def __init__(self, skill: str, path: str, kind: str) -> None:
+        self.skill = skill
+        self.path = path
+        super().__init__(
+            f"Skill {skill!r}: {path!r} is a {kind}, not a regular file; skill files are "
+            "read only when they are regular files. Replace it with a file."
+        )

@@ -90,7 +90,7 @@ def _walk(loader: yaml.SafeLoader, limits: YamlLimits) -> YamlBoundProblem | Non
     stack: list[_Open] = []
     total_nodes = total_chars = 0
     while loader.check_event():
-        event = loader.get_event()
+        event = loader.get_event()  # type: ignore[no-untyped-call]
         line = int(event.start_mark.line) if event.start_mark is not None else 0
         nodes = chars = 0
         if isinstance(event, CollectionStartEvent):

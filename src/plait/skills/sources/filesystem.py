@@ -24,26 +24,40 @@ import builtins
 import errno
 import os
 import stat as stat_module
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from plait.paths import PathEscapeError, confine, normalize_virtual_path
 from plait.skills.diagnostics import Code, Diagnostic, Severity
-from plait.skills.errors import SkillFileNotFound, SkillNotFound, SkillSourceError
+from plait.skills.errors import (
+    SkillFileNotFound,
+    SkillFileTooLarge,
+    SkillFileUnreadable,
+    SkillNotFound,
+    SkillSourceError,
+)
 from plait.skills.model import DiscoveryItem, DiscoveryProblem, SkillFileStat, content_version
+from plait.skills.skill_file import (
+    is_skill_file_name,
+    pick_skill_file,
+    skill_file_name_warning,
+    text_link_target,
+)
 from plait.skills.sources.base import (
     DEFAULT_IGNORED,
     DEFAULT_MAX_FILE_BYTES,
-    SKILL_FILE_NAMES,
     assess_skill_md,
     body_bytes,
 )
-from plait.skills.validator import lowercase_skill_md_warning
+from plait.skills.sources.lines import LinePage, read_line_page
 
 __all__ = ["FilesystemSource", "ScanStats"]
 
 _Signature = tuple[int, int, int, int]
+_UNSCANNED_SHOWN = 5
+"""How many unscanned folders a ``scan-limit``/``depth-limit`` warning names."""
 
 
 @dataclass(slots=True)
@@ -60,15 +74,29 @@ class _Cached:
     path: str
     signature: _Signature
     item: DiscoveryItem
+    folder: str
+    """The folder reads are served from: the SKILL.md's, or a text link's target's."""
+
+
+@dataclass(slots=True)
+class _Visit:
+    """A folder to scan; ``owner`` is the id of the skill whose folder it lies in, if any."""
+
+    path: str
+    rel: str
+    depth: int
+    owner: str | None = None
 
 
 @dataclass(slots=True)
 class _Scan:
+    deadline: float
     cache: dict[str, _Cached] = field(default_factory=dict)
     items: list[DiscoveryItem] = field(default_factory=list)
     stats: ScanStats = field(default_factory=ScanStats)
-    too_deep: int = 0
-    stopped: bool = False
+    too_deep: list[str] = field(default_factory=list)
+    stopped_by: str | None = None
+    unscanned: list[str] = field(default_factory=list)
 
 
 class FilesystemSource:
@@ -78,6 +106,12 @@ class FilesystemSource:
     SKILL.md file (its folder is the skill). Skill ids are folder paths relative to the root
     (``pdf``, ``team/pdf``); a single skill's id is its folder name. ``source_id`` defaults to
     the root as given.
+
+    Scan bounds (each stop is a ``scan-limit``/``depth-limit`` *warning* naming the first
+    folders left unscanned; ``plait skills validate`` fails on it): ``max_dirs`` folders
+    (default 50 000), ``scan_seconds`` of wall time (default 30), ``max_depth`` levels below the
+    root (default 32, deeper than real collections nest; it stops symlink mazes).
+    ``max_file_bytes`` caps SKILL.md and every file :meth:`read` returns (default 5 MiB).
     """
 
     def __init__(
@@ -85,20 +119,22 @@ class FilesystemSource:
         root: str | os.PathLike[str],
         *,
         source_id: str | None = None,
-        max_depth: int = 6,
-        max_dirs: int = 10_000,
+        max_depth: int = 32,
+        max_dirs: int = 50_000,
+        scan_seconds: float = 30.0,
         max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
         max_resources: int = 1_000,
         ignore: frozenset[str] = DEFAULT_IGNORED,
     ) -> None:
         given = Path(root)
-        if given.name in SKILL_FILE_NAMES and given.is_file():
+        if is_skill_file_name(given.name) and given.is_file():
             given = given.parent
         self._given = given
         self._root = given.resolve()
         self._id = source_id if source_id is not None else str(root)
         self.max_depth = max_depth
         self.max_dirs = max_dirs
+        self.scan_seconds = scan_seconds
         self.max_file_bytes = max_file_bytes
         self.max_resources = max_resources
         self.ignore = ignore
@@ -130,72 +166,109 @@ class FilesystemSource:
                 f"Skill folder {str(self._given)!r} {state}. Create it, or remove it from the "
                 "skill sources."
             )
-        scan = _Scan()
-        single = self._skill_file(str(self._root), self._root.name, scan)
+        scan = _Scan(deadline=time.monotonic() + self.scan_seconds)
+        root = str(self._root)
+        try:
+            names = os.listdir(root)
+        except OSError:
+            names = []
+        single = self._skill_file(root, names, self._root.name, scan)
         self._single = single is not None
         if single is not None:
             self._load(self._root.name, self._root.name, single, scan)
-        else:
-            self._walk(scan)
+        self._walk(scan, _Visit(root, "", 0, self._root.name if single else None))
         self._cache = scan.cache
         self.last_scan = scan.stats
         return scan.items
 
-    def _walk(self, scan: _Scan) -> None:
-        stack: builtins.list[tuple[str, str, int]] = [(str(self._root), "", 0)]
+    def _walk(self, scan: _Scan, start: _Visit) -> None:
+        stack = [start]
         seen_links: set[str] = set()
-        while stack and not scan.stopped:
-            folder, rel, depth = stack.pop()
-            children = self._scan_folder(folder, rel, depth, scan, seen_links)
+        while stack and scan.stopped_by is None:
+            children = self._scan_folder(stack.pop(), scan, seen_links)
             stack.extend(reversed(children))
-        if scan.stopped:
-            scan.items.append(
-                self._notice(
-                    Severity.WARNING,
-                    Code.SCAN_LIMIT,
-                    f"Stopped scanning after {self.max_dirs} folders; skills beyond them were not "
-                    "loaded. Point the source at a narrower folder or raise max_dirs.",
-                )
+        if scan.stopped_by is not None:
+            scan.unscanned += [v.path for v in reversed(stack)][:_UNSCANNED_SHOWN]
+            message = (
+                f"Stopped scanning {scan.stopped_by}; skills beyond were not loaded. First "
+                f"folders not scanned: {_names(scan.unscanned)}. Point the source at a narrower "
+                "folder or raise the limit."
             )
+            scan.items.append(self._notice(Severity.WARNING, Code.SCAN_LIMIT, message))
         if scan.too_deep:
-            scan.items.append(
-                self._notice(
-                    Severity.INFO,
-                    Code.DEPTH_LIMIT,
-                    f"{scan.too_deep} folder(s) at depth {self.max_depth} were not scanned for "
-                    "skills; raise max_depth if skills live deeper.",
-                )
+            message = (
+                f"{len(scan.too_deep)} folder(s) deeper than max_depth={self.max_depth} were not "
+                f"scanned for skills: {_names(scan.too_deep)}. Raise max_depth if skills live "
+                "there."
             )
+            scan.items.append(self._notice(Severity.WARNING, Code.DEPTH_LIMIT, message))
+
+    def _over_limit(self, scan: _Scan) -> str | None:
+        if scan.stats.folders >= self.max_dirs:
+            return f"after {self.max_dirs} folders (max_dirs)"
+        if time.monotonic() > scan.deadline:
+            return f"after {self.scan_seconds:g} s (scan_seconds)"
+        return None
 
     def _scan_folder(
-        self, folder: str, rel: str, depth: int, scan: _Scan, seen_links: set[str]
-    ) -> builtins.list[tuple[str, str, int]]:
+        self, visit: _Visit, scan: _Scan, seen_links: set[str]
+    ) -> builtins.list[_Visit]:
+        """Load or report the skill files of ``visit``'s child folders; return the children."""
         try:
-            with os.scandir(folder) as it:
+            with os.scandir(visit.path) as it:
                 entries = sorted(it, key=lambda e: e.name)
         except OSError as err:
-            message = f"Cannot list folder {folder}: {err.strerror}; skipped it."
-            scan.items.append(self._notice(Severity.WARNING, Code.UNREADABLE, message, folder))
+            message = f"Cannot list folder {visit.path}: {err.strerror}; skipped it."
+            scan.items.append(self._notice(Severity.WARNING, Code.UNREADABLE, message, visit.path))
             return []
-        children: builtins.list[tuple[str, str, int]] = []
+        children: builtins.list[_Visit] = []
         for entry in entries:
             if entry.name in self.ignore or not _is_dir(entry):
                 continue
-            child_rel = f"{rel}/{entry.name}" if rel else entry.name
-            if entry.is_symlink() and not self._symlink_ok(child_rel, entry.path, scan, seen_links):
+            if scan.stopped_by is None:
+                scan.stopped_by = self._over_limit(scan)
+            if scan.stopped_by is not None:
+                if len(scan.unscanned) < _UNSCANNED_SHOWN:
+                    scan.unscanned.append(entry.path)
+                continue
+            rel = f"{visit.rel}/{entry.name}" if visit.rel else entry.name
+            child = _Visit(entry.path, rel, visit.depth + 1, visit.owner)
+            if entry.is_symlink() and not self._symlink_ok(rel, entry.path, scan, seen_links):
+                continue
+            if child.depth > self.max_depth:
+                if len(scan.too_deep) < 10_000:
+                    scan.too_deep.append(entry.path)
                 continue
             scan.stats.folders += 1
-            if scan.stats.folders > self.max_dirs:
-                scan.stopped = True
-                return []
-            skill_file = self._skill_file(entry.path, child_rel, scan)
-            if skill_file is not None:
-                self._load(child_rel, entry.name, skill_file, scan)
-            elif depth + 1 < self.max_depth:
-                children.append((entry.path, child_rel, depth + 1))
-            else:
-                scan.too_deep += 1
+            self._examine(child, entry.name, scan)
+            children.append(child)
         return children
+
+    def _examine(self, child: _Visit, name: str, scan: _Scan) -> None:
+        """Load the skill in ``child`` (and make it the owner of what lies below), or report a
+        skill file inside another skill's folder."""
+        try:
+            names = os.listdir(child.path)
+        except OSError:
+            names = []
+        skill_file = self._skill_file(child.path, names, child.rel, scan)
+        if skill_file is None:
+            return
+        if child.owner is not None:
+            scan.items.append(self._nested_notice(child, skill_file[0]))
+            return
+        self._load(child.rel, name, skill_file, scan)
+        child.owner = child.rel
+
+    def _nested_notice(self, child: _Visit, path: str) -> DiscoveryProblem:
+        owner = child.owner or ""
+        inside = self._root if self._single else self._root / owner
+        message = (
+            f"{path} was not loaded as a skill: it lies inside the folder of skill {owner!r} "
+            f"({inside}), whose files (samples, templates) are not skills. Move it out of "
+            "that folder to make it a skill."
+        )
+        return self._notice(Severity.WARNING, Code.NESTED_SKILL, message, path)
 
     def _symlink_ok(self, rel: str, path: str, scan: _Scan, seen_links: set[str]) -> bool:
         try:
@@ -210,33 +283,33 @@ class FilesystemSource:
         return True
 
     def _skill_file(
-        self, folder: str, skill_id: str, scan: _Scan
+        self, folder: str, names: builtins.list[str], skill_id: str, scan: _Scan
     ) -> tuple[str, os.stat_result] | None:
-        """The skill file in ``folder`` with its stat, or None. A SKILL.md symlink that leaves
-        its skill folder is reported (and the folder counts as a skipped skill): reads are
-        confined to the skill folder, so such a skill could never be read."""
-        for name in SKILL_FILE_NAMES:
-            path = os.path.join(folder, name)
-            try:
-                info = os.lstat(path)
-                if stat_module.S_ISLNK(info.st_mode):
-                    try:
-                        confine(Path(folder), name)
-                        info = os.stat(path)
-                    except PathEscapeError as err:
-                        scan.items.append(self._escape_problem(skill_id, path, err, "skill folder"))
-                        return None
-                    except (OSError, RuntimeError) as err:  # dangling, or a loop (3.11: Runtime)
-                        reason = getattr(err, "strerror", None) or str(err)
-                        message = (
-                            f"{path} is a symlink that cannot be followed ({reason}); skipped."
-                        )
-                        scan.items.append(self._problem(skill_id, path, Code.UNREADABLE, message))
-                        return None
-            except OSError:
-                continue
-            if stat_module.S_ISREG(info.st_mode):
-                return path, info
+        """The skill file among ``folder``'s ``names`` (any case) with its stat, or None. A
+        SKILL.md symlink that leaves its skill folder is reported (and the folder counts as a
+        skipped skill): reads are confined to the skill folder, so it could never be read."""
+        name = pick_skill_file(names)
+        if name is None:
+            return None
+        path = os.path.join(folder, name)
+        try:
+            info = os.lstat(path)
+            if stat_module.S_ISLNK(info.st_mode):
+                confine(Path(folder), name)
+                info = os.stat(path)
+        except PathEscapeError as err:
+            scan.items.append(self._escape_problem(skill_id, path, err, "skill folder"))
+            return None
+        except (OSError, RuntimeError) as err:  # dangling, or a loop (3.11: RuntimeError)
+            reason = getattr(err, "strerror", None) or str(err)
+            message = f"{path} cannot be read ({reason}); skipped."
+            scan.items.append(self._problem(skill_id, path, Code.UNREADABLE, message))
+            return None
+        if stat_module.S_ISREG(info.st_mode):
+            return path, info
+        if not stat_module.S_ISDIR(info.st_mode):
+            message = f"{path} is not a regular file (a FIFO, socket or device); skipped."
+            scan.items.append(self._problem(skill_id, path, Code.UNREADABLE, message))
         return None
 
     def _load(
@@ -247,31 +320,44 @@ class FilesystemSource:
         signature = (info.st_mtime_ns, info.st_size, info.st_ino, info.st_ctime_ns)
         cached = self._cache.get(skill_id)
         if cached is not None and cached.signature == signature and cached.path == path:
-            item = cached.item
+            item, folder = cached.item, cached.folder
         else:
             scan.stats.parsed += 1
-            item = self._read_item(skill_id, folder_name, path, info.st_size)
-        scan.cache[skill_id] = _Cached(path, signature, item)
+            item, real = self._read_item(skill_id, folder_name, path, info.st_size)
+            folder = os.path.dirname(real)
+        scan.cache[skill_id] = _Cached(path, signature, item, folder)
         scan.items.append(item)
 
-    def _read_item(self, skill_id: str, folder_name: str, path: str, size: int) -> DiscoveryItem:
-        if size > self.max_file_bytes:
-            return self._problem(
-                skill_id,
-                path,
-                Code.FILE_TOO_LARGE,
-                f"SKILL.md is {size} bytes, over the {self.max_file_bytes}-byte limit; skipped. "
-                "Move long material into references/ files.",
-            )
+    def _read_item(
+        self, skill_id: str, folder_name: str, path: str, size: int
+    ) -> tuple[DiscoveryItem, str]:
+        """The skill or problem for ``path``, and the SKILL.md actually read (a text link's
+        target, or ``path``)."""
         try:
-            with open(path, "rb") as handle:
-                data = handle.read()
-        except OSError as err:
-            return self._problem(
-                skill_id, path, Code.UNREADABLE, f"Cannot read SKILL.md: {err.strerror}; skipped."
+            # a SKILL.md symlink was confined to its folder by _skill_file; read its target
+            data = _read_regular(Path(path).resolve(), path, self.max_file_bytes)
+        except SkillFileTooLarge:
+            message = (
+                f"SKILL.md is {size} bytes, over the {self.max_file_bytes}-byte limit "
+                "(max_file_bytes); skipped. Move long material into references/ files."
             )
-        extra = () if path.endswith("SKILL.md") else (lowercase_skill_md_warning(path),)
-        return assess_skill_md(
+            return self._problem(skill_id, path, Code.FILE_TOO_LARGE, message), path
+        except (OSError, PathEscapeError) as err:
+            reason = getattr(err, "strerror", None) or str(err)
+            message = f"Cannot read SKILL.md: {reason}; skipped."
+            return self._problem(skill_id, path, Code.UNREADABLE, message), path
+        extra: tuple[Diagnostic, ...] = ()
+        if os.path.basename(path) != "SKILL.md":
+            extra = (skill_file_name_warning(path),)
+        link = text_link_target(data)
+        real = path
+        if link is not None:
+            followed = self._follow_text_link(skill_id, path, link)
+            if isinstance(followed, DiscoveryProblem):
+                return followed, path
+            data, note, real = followed
+            extra += (note,)
+        item = assess_skill_md(
             data,
             source_id=self._id,
             skill_id=skill_id,
@@ -279,6 +365,42 @@ class FilesystemSource:
             location=path,
             extra_diagnostics=extra,
         )
+        return item, real
+
+    def _follow_text_link(
+        self, skill_id: str, path: str, link: str
+    ) -> tuple[bytes, Diagnostic, str] | DiscoveryProblem:
+        """Read the SKILL.md that ``path``'s text ``link`` names, if it lies inside the root."""
+        what = (
+            f"{path} holds only the path {link!r}: a git symlink checked out as text "
+            "(core.symlinks=false)"
+        )
+        target = os.path.normpath(os.path.join(os.path.dirname(path), link))
+        try:
+            rel = os.path.relpath(target, self._root)
+            resolved = confine(self._root, rel.replace(os.sep, "/"))
+            if resolved.is_dir():
+                name = pick_skill_file(os.listdir(resolved))
+                resolved = resolved / (name or "SKILL.md")
+            data = _read_regular(resolved, link, self.max_file_bytes)
+        except PathEscapeError:
+            message = f"{what}, whose target lies outside the source root; skipped."
+            return self._problem(skill_id, path, Code.TEXT_LINK, message)
+        except (OSError, SkillFileTooLarge) as err:
+            reason = getattr(err, "strerror", None) or str(err)
+            message = f"{what}, whose target cannot be read ({reason}); skipped."
+            return self._problem(skill_id, path, Code.TEXT_LINK, message)
+        if text_link_target(data) is not None:
+            message = f"{what}, whose target is again only a path; skipped."
+            return self._problem(skill_id, path, Code.TEXT_LINK, message)
+        note = Diagnostic(
+            Severity.WARNING,
+            Code.TEXT_LINK,
+            f"{what}; followed it to {resolved}. Clone with symlinks enabled "
+            "(git config core.symlinks true) or replace the file with a copy.",
+            path,
+        )
+        return data, note, str(resolved)
 
     def _problem(self, skill_id: str, path: str, code: Code, message: str) -> DiscoveryProblem:
         diagnostic = Diagnostic(Severity.ERROR, code, message, path)
@@ -311,32 +433,58 @@ class FilesystemSource:
         """The resolved folder of discovered skill ``ref``, confined to the root.
 
         Only folders the last scan loaded a SKILL.md from are served (the first read scans);
-        a ``..`` in ``ref`` raises :class:`PathEscapeError`.
+        a ``..`` in ``ref`` raises :class:`PathEscapeError`. For a SKILL.md that was a text
+        link, the folder is the target's.
         """
         if not self._cache:
             self.scan()
-        if ref not in self._cache:
+        cached = self._cache.get(ref)
+        if cached is None:
             normalize_virtual_path(ref)
             raise SkillNotFound(ref, self._known_ids(), where=str(self._given))
         if self._single:
             return self._root
-        return confine(self._root, ref)
+        return confine(self._root, os.path.relpath(cached.folder, self._root))
 
     def _skill_md_bytes(self, folder: Path) -> bytes:
-        for name in SKILL_FILE_NAMES:
-            path = confine(folder, name)
-            if path.is_file():
-                return _read_regular(path, name)
-        raise SkillNotFound(folder.name, self._known_ids(), where=str(self._given))
+        try:
+            name = pick_skill_file(os.listdir(folder))
+        except OSError:
+            name = None
+        if name is None:
+            raise SkillNotFound(folder.name, self._known_ids(), where=str(self._given))
+        return _read_regular(confine(folder, name), name, self.max_file_bytes)
+
+    def _file(self, ref: str, folder: Path, path: str) -> Path:
+        """``path`` in ``folder`` as a regular file, or the typed error saying what it is."""
+        target = confine(folder, path)
+        try:
+            mode = target.stat().st_mode
+        except OSError:
+            raise SkillFileNotFound(ref, path, self._list_files(folder)) from None
+        kind = _file_kind(mode)
+        if kind is not None:
+            raise SkillFileUnreadable(ref, path, kind)
+        if stat_module.S_ISDIR(mode):
+            raise SkillFileNotFound(ref, path, self._list_files(folder))
+        return target
 
     async def read(self, ref: str, path: str | None = None) -> bytes:
+        """The SKILL.md body, or the bytes of ``path``; files over ``max_file_bytes`` raise
+        :class:`SkillFileTooLarge`, FIFOs and devices :class:`SkillFileUnreadable`."""
         folder = self._folder(ref)
         if path is None:
             return body_bytes(self._skill_md_bytes(folder))
-        target = confine(folder, path)
-        if not target.is_file():
-            raise SkillFileNotFound(ref, path, self._list_files(folder))
-        return _read_regular(target, path)
+        return _read_regular(self._file(ref, folder, path), path, self.max_file_bytes)
+
+    async def read_lines(
+        self, ref: str, path: str, offset: int, limit: int | None, max_chars: int
+    ) -> LinePage:
+        """Lines ``offset``.. of ``path`` streamed from disk: at most ``limit`` lines and
+        ``max_chars`` characters are kept, whatever the file's size (no ``max_file_bytes``
+        cap applies: nothing is loaded whole)."""
+        target = self._file(ref, self._folder(ref), path)
+        return read_line_page(target, offset, limit, max_chars)
 
     async def stat(self, ref: str, path: str | None = None) -> SkillFileStat:
         folder = self._folder(ref)
@@ -356,7 +504,7 @@ class FilesystemSource:
             rel_dir = os.path.relpath(current, folder).replace(os.sep, "/")
             for name in files:
                 rel = name if rel_dir == "." else f"{rel_dir}/{name}"
-                if rel in SKILL_FILE_NAMES:
+                if rel_dir == "." and is_skill_file_name(name):
                     continue
                 try:
                     confine(folder, rel)
@@ -376,9 +524,10 @@ _OPEN_FLAGS = (
 )
 
 
-def _read_regular(target: Path, path: str) -> bytes:
+def _read_regular(target: Path, path: str, max_bytes: int) -> bytes:
     """Read ``target`` (a path :func:`confine` resolved) without following a symlink put in
-    its place since, and only if it is still a regular file (a FIFO swapped in would block)."""
+    its place since, only if it is still a regular file (a FIFO swapped in would block), and
+    only up to ``max_bytes`` (:class:`SkillFileTooLarge` above it, checked before reading)."""
     try:
         fd = os.open(target, _OPEN_FLAGS)
     except OSError as err:
@@ -386,9 +535,34 @@ def _read_regular(target: Path, path: str) -> bytes:
             raise PathEscapeError(path, "it became a symlink while it was being read") from None
         raise
     with os.fdopen(fd, "rb") as handle:
-        if not stat_module.S_ISREG(os.fstat(handle.fileno()).st_mode):
+        info = os.fstat(handle.fileno())
+        if not stat_module.S_ISREG(info.st_mode):
             raise PathEscapeError(path, "it is no longer a regular file")
-        return handle.read()
+        if info.st_size > max_bytes:
+            raise SkillFileTooLarge(path, info.st_size, max_bytes)
+        data = handle.read(max_bytes + 1)
+        if len(data) > max_bytes:  # grew since the fstat
+            raise SkillFileTooLarge(path, len(data), max_bytes)
+        return data
+
+
+def _file_kind(mode: int) -> str | None:
+    """What a non-regular, non-folder file is, for messages; ``None`` for regular files."""
+    if stat_module.S_ISREG(mode) or stat_module.S_ISDIR(mode):
+        return None
+    if stat_module.S_ISFIFO(mode):
+        return "FIFO (named pipe)"
+    if stat_module.S_ISSOCK(mode):
+        return "socket"
+    if stat_module.S_ISCHR(mode) or stat_module.S_ISBLK(mode):
+        return "device"
+    return "special file"
+
+
+def _names(paths: builtins.list[str]) -> str:
+    shown = ", ".join(paths[:_UNSCANNED_SHOWN])
+    more = len(paths) - _UNSCANNED_SHOWN
+    return f"{shown} and {more} more" if more > 0 else shown
 
 
 def _is_dir(entry: os.DirEntry[str]) -> bool:
