@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -22,9 +23,9 @@ from plait.skills import (
     check_skill_md,
 )
 from plait.skills.yaml_bounds import YamlLimits, yaml_bound_problem
-from tests.skills.conftest import SkillWriter
 
 runner = CliRunner()
+SkillWriter = Callable[..., Path]
 
 
 def _skill(*lines: str) -> bytes:

@@ -18,6 +18,7 @@ import re
 
 from yaml.nodes import MappingNode, ScalarNode, SequenceNode
 
+from plait.skills.description import first_paragraph
 from plait.skills.diagnostics import Code, Diagnostic, Severity
 from plait.skills.frontmatter import (
     Frontmatter,
@@ -29,7 +30,6 @@ from plait.skills.frontmatter import (
 from plait.skills.model import SPEC_FIELDS, SkillMeta
 from plait.skills.parser import SkillMarkdown
 from plait.skills.rules import (
-    MAX_DESCRIPTION_LENGTH,
     compatibility_problems,
     description_problems,
     name_problems,
@@ -52,7 +52,6 @@ CLIENT_FIELDS = frozenset(
 """Claude Code's frontmatter extensions: kept in ``extra`` with an info, not a warning."""
 
 _TOOL_SEPARATORS = re.compile(r"[\s,]")
-_FENCE = re.compile(r"^(```|~~~)")
 
 
 class _Findings:
@@ -428,29 +427,3 @@ def split_allowed_tools(text: str) -> tuple[str, ...]:
     if current:
         tools.append("".join(current))
     return tuple(tools)
-
-
-def first_paragraph(body: str, limit: int = MAX_DESCRIPTION_LENGTH) -> str:
-    """The first paragraph of Markdown prose: headings, code fences and HTML comments are
-    skipped, lines are joined with spaces, and the result is cut at a word to ``limit``."""
-    lines: list[str] = []
-    in_fence = False
-    for raw in body.split("\n"):
-        line = raw.strip()
-        if _FENCE.match(line):
-            in_fence = not in_fence
-            if lines:
-                break
-            continue
-        if in_fence or line.startswith("<!--"):
-            continue
-        if not line or line.startswith("#"):
-            if lines:
-                break
-            continue
-        lines.append(line)
-    text = " ".join(" ".join(lines).split())
-    if len(text) <= limit:
-        return text
-    cut = text[: limit - 3].rsplit(" ", 1)[0]
-    return cut + "..."

@@ -18,12 +18,17 @@ import posixpath
 from plait.skills.diagnostics import Code, Diagnostic, Severity
 
 __all__ = [
+    "DEFAULT_MAX_SKILL_MD_BYTES",
     "MAX_TEXT_LINK_BYTES",
     "is_skill_file_name",
     "pick_skill_file",
     "skill_file_name_warning",
     "text_link_target",
 ]
+
+DEFAULT_MAX_SKILL_MD_BYTES = 5 * 1024 * 1024
+"""A SKILL.md larger than this is not read (``file-too-large``); sources use it as the default
+cap for every skill file they serve (``max_file_bytes``)."""
 
 MAX_TEXT_LINK_BYTES = 1024
 """A SKILL.md longer than this is never read as a path (git symlink targets are short)."""

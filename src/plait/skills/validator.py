@@ -17,6 +17,7 @@ recovered for, with warnings; see :mod:`plait.skills.lenient`.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -33,6 +34,12 @@ from plait.skills.rules import (
     compatibility_problems,
     description_problems,
     name_problems,
+)
+from plait.skills.skill_file import (
+    DEFAULT_MAX_SKILL_MD_BYTES,
+    pick_skill_file,
+    skill_file_name_warning,
+    text_link_target,
 )
 
 __all__ = [
@@ -92,18 +99,30 @@ def check_skill_md(
 
 
 def find_skill_md(folder: Path) -> Path | None:
-    """``SKILL.md`` in ``folder``, else ``skill.md`` (as ``skills-ref`` accepts), else None."""
-    for name in ("SKILL.md", "skill.md"):
-        candidate = folder / name
-        if candidate.is_file():
-            return candidate
-    return None
+    """``SKILL.md`` in ``folder``, else ``skill.md`` (as ``skills-ref`` accepts), else any
+    other spelling (``SKILL.MD``), else None."""
+    try:
+        names = [n for n in os.listdir(folder) if (folder / n).is_file()]
+    except OSError:
+        return None
+    name = pick_skill_file(names)
+    return None if name is None else folder / name
 
 
 def validate_skill_dir(
-    path: str | Path, mode: ValidationMode = ValidationMode.STRICT
+    path: str | Path,
+    mode: ValidationMode = ValidationMode.STRICT,
+    *,
+    root: str | Path | None = None,
+    max_bytes: int = DEFAULT_MAX_SKILL_MD_BYTES,
 ) -> list[Diagnostic]:
-    """Validate one skill folder, like ``skills_ref.validate(path)`` (strict by default)."""
+    """Validate one skill folder, like ``skills_ref.validate(path)`` (strict by default).
+
+    A SKILL.md over ``max_bytes`` is a ``file-too-large`` error (it is not read). A SKILL.md
+    that holds only a relative path (a git symlink checked out as text) is validated through
+    its target when that lies inside ``root`` (default: the skill folder's parent), with a
+    ``skill-md-text-link`` warning; otherwise it is that error.
+    """
     folder = Path(path)
     if not folder.exists():
         return [_error(Code.PATH_NOT_FOUND, f"Path does not exist: {folder}", str(folder))]
@@ -112,25 +131,58 @@ def validate_skill_dir(
     skill_md = find_skill_md(folder)
     if skill_md is None:
         return [_error(Code.MISSING_SKILL_MD, "Missing required file: SKILL.md", str(folder))]
-    try:
-        data = skill_md.read_bytes()
-    except OSError as err:
-        return [_error(Code.UNREADABLE, f"Cannot read {skill_md}: {err.strerror}", str(skill_md))]
+    data = _read_capped(skill_md, max_bytes)
+    if isinstance(data, Diagnostic):
+        return [data]
+    notes: list[Diagnostic] = []
+    link = text_link_target(data)
+    if link is not None:
+        followed = _follow_link(skill_md, link, Path(root) if root else folder.resolve().parent)
+        if isinstance(followed, Diagnostic):
+            return [followed]
+        target, note = followed
+        data = _read_capped(target, max_bytes)
+        if isinstance(data, Diagnostic):
+            return [data]
+        notes.append(note)
     folder_name = folder.name or folder.resolve().name
     check = check_skill_md(data, folder_name=folder_name, file=str(skill_md), mode=mode)
-    diagnostics = list(check.diagnostics)
+    diagnostics = list(check.diagnostics) + notes
     if mode is ValidationMode.LENIENT and skill_md.name != "SKILL.md":
-        diagnostics.append(lowercase_skill_md_warning(str(skill_md)))
+        diagnostics.append(skill_file_name_warning(str(skill_md)))
     return diagnostics
 
 
-def lowercase_skill_md_warning(file: str) -> Diagnostic:
-    return Diagnostic(
+def _read_capped(file: Path, max_bytes: int) -> bytes | Diagnostic:
+    try:
+        size = file.stat().st_size
+        if size > max_bytes:
+            message = f"SKILL.md is {size} bytes, over the {max_bytes}-byte limit; not read."
+            return _error(Code.FILE_TOO_LARGE, message, str(file))
+        with file.open("rb") as handle:
+            return handle.read(max_bytes + 1)
+    except OSError as err:
+        return _error(Code.UNREADABLE, f"Cannot read {file}: {err.strerror}", str(file))
+
+
+def _follow_link(skill_md: Path, link: str, root: Path) -> tuple[Path, Diagnostic] | Diagnostic:
+    what = f"{skill_md} holds only the path {link!r}: a git symlink checked out as text"
+    target = (skill_md.parent / link).resolve()
+    if target.is_dir():
+        found = find_skill_md(target)
+        target = found if found is not None else target / "SKILL.md"
+    if not target.is_relative_to(root.resolve()) or not target.is_file():
+        problem = "lies outside" if not target.is_relative_to(root.resolve()) else "is not in"
+        message = f"{what}, whose target {problem} {root}; not validated."
+        return _error(Code.TEXT_LINK, message, str(skill_md))
+    note = Diagnostic(
         Severity.WARNING,
-        Code.LOWERCASE_SKILL_MD,
-        "The file is named 'skill.md'; rename it 'SKILL.md', the name the spec requires.",
-        file,
+        Code.TEXT_LINK,
+        f"{what}; validated its target {target}. Clone with symlinks enabled "
+        "(git config core.symlinks true) or replace the file with a copy.",
+        str(skill_md),
     )
+    return target, note
 
 
 def strict_diagnostics(

@@ -26,6 +26,7 @@ from plait.skills.model import (
     content_version,
 )
 from plait.skills.parser import split_skill_md
+from plait.skills.skill_file import DEFAULT_MAX_SKILL_MD_BYTES
 from plait.skills.validator import ValidationMode, check_skill_md
 
 __all__ = [
@@ -40,8 +41,9 @@ __all__ = [
 DEFAULT_IGNORED = frozenset({".git", "node_modules", ".hg", ".svn", "__pycache__", ".venv"})
 """Folder names no source descends into."""
 
-DEFAULT_MAX_FILE_BYTES = 5 * 1024 * 1024
-"""A SKILL.md larger than this is skipped with a ``file-too-large`` error."""
+DEFAULT_MAX_FILE_BYTES = DEFAULT_MAX_SKILL_MD_BYTES
+"""5 MiB: a SKILL.md larger than this is skipped with a ``file-too-large`` error, and a skill
+file larger than this is refused by ``read`` (:class:`~plait.skills.errors.SkillFileTooLarge`)."""
 
 SKILL_FILE_NAMES = ("SKILL.md", "skill.md")
 """The skill file, in order of preference (``skill.md`` is accepted with a warning)."""
