@@ -336,7 +336,9 @@ async def test_backend_source_discovers_nested_skills_under_a_prefix(
         ("pdf", "/skills/pdf/SKILL.md"),
         ("team/review", "/skills/team/review/SKILL.md"),
     ]
-    assert [p.id for p in problems(items)] == ["bad"]
+    assert [p.id for p in problems(items)] == ["bad", None]
+    nested = problems(items)[1].diagnostics[0]  # not a skill, but not silently dropped
+    assert nested.code is Code.NESTED_SKILL and "/skills/pdf/scripts/nested" in nested.message
     assert await source.read("pdf") == b"# pdf\n\nInstructions."
     assert await source.list("pdf") == ["scripts/nested/SKILL.md", "scripts/run.py"]
     assert await source.read("pdf", "scripts/run.py") == b"print()"

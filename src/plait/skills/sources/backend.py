@@ -1,8 +1,11 @@
 """Skills stored in a plait backend, read through its read surface only.
 
 Layout under ``prefix``: ``<prefix>/<skill-folder>/SKILL.md`` (nested folders allowed up to
-``max_depth``), or ``<prefix>/SKILL.md`` for a single skill. A backend has no ``stat``, so each
-discovery reads every SKILL.md; only files whose content hash changed are parsed again.
+``max_depth``, default 32), or ``<prefix>/SKILL.md`` for a single skill; ``SKILL.md`` in any
+letter case. A SKILL.md inside another skill's folder, one deeper than ``max_depth`` and skills
+past ``max_skills`` are not loaded, each with a warning naming them. A backend has no
+``stat``, so each discovery reads every SKILL.md; only files whose content hash changed are
+parsed again.
 Locations are virtual absolute paths: ``/<prefix>/<id>/SKILL.md``.
 
 Paths are normalised (``..`` and NUL refused) and joined under the skill's folder, but symlinks
@@ -23,6 +26,7 @@ from plait.paths import PathEscapeError, normalize_virtual_path
 from plait.skills.diagnostics import Code, Diagnostic, Severity
 from plait.skills.errors import SkillFileNotFound, SkillNotFound, SkillSourceError
 from plait.skills.model import DiscoveryItem, DiscoveryProblem, SkillFileStat, content_version
+from plait.skills.skill_file import is_skill_file_name
 from plait.skills.sources.base import DEFAULT_IGNORED, assess_cached, body_bytes
 
 __all__ = ["BackendSource"]
@@ -38,7 +42,7 @@ class BackendSource:
         *,
         prefix: str = "skills",
         source_id: str = "backend",
-        max_depth: int = 6,
+        max_depth: int = 32,
         max_skills: int = 10_000,
         ignore: frozenset[str] = DEFAULT_IGNORED,
     ) -> None:
@@ -50,19 +54,24 @@ class BackendSource:
         self.ignore = ignore
         self._folders: dict[str, str] = {}
         self._cache: dict[str, tuple[str, DiscoveryItem]] = {}
+        self._names: dict[str, str] = {}
 
     @property
     def id(self) -> str:
         return self._id
 
-    async def _skill_files(self) -> builtins.list[tuple[str, str]]:
-        """``(skill id, SKILL.md path)`` pairs, outermost skill folders only."""
+    async def _skill_files(
+        self,
+    ) -> tuple[builtins.list[tuple[str, str]], builtins.list[tuple[Code, str]]]:
+        """``(skill id, SKILL.md path)`` pairs of the outermost skill folders, and notices:
+        skill files too deep, inside another skill's folder, or past ``max_skills``."""
         base = self._prefix
         try:
             listed = await self._backend.ls(f"{base}/" if base else "")
         except BackendError as err:
             raise SkillSourceError(f"Cannot list skills under {base or '/'!r}: {err}") from err
         folders: dict[str, str] = {}
+        too_deep: builtins.list[str] = []
         for raw in listed:
             try:
                 path = normalize_virtual_path(raw)
@@ -73,23 +82,59 @@ class BackendSource:
                 continue
             folder, _, name = rel.rpartition("/")
             parts = folder.split("/") if folder else []
-            if name != "SKILL.md" or len(parts) > self.max_depth:
+            if not is_skill_file_name(name) or any(p in self.ignore for p in parts):
                 continue
-            if any(p in self.ignore for p in parts):
-                continue
-            folders[folder] = path
+            if len(parts) > self.max_depth:
+                too_deep.append("/" + path)
+            elif folder not in folders or name == "SKILL.md":
+                folders[folder] = path
         outermost = [f for f in sorted(folders) if not _inside_any(f, folders)]
+        notes = [
+            (
+                Code.NESTED_SKILL,
+                f"/{folders[f]} was not loaded as a skill: it lies inside another skill's folder, "
+                "whose files (samples, templates) are not skills. Move it out to make it a skill.",
+            )
+            for f in sorted(folders)
+            if _inside_any(f, folders)
+        ]
+        if too_deep:
+            notes.append(
+                (
+                    Code.DEPTH_LIMIT,
+                    f"{len(too_deep)} SKILL.md file(s) deeper than max_depth={self.max_depth} were "
+                    f"not loaded: {', '.join(too_deep[:5])}. Raise max_depth.",
+                )
+            )
+        if len(outermost) > self.max_skills:
+            skipped = [f"/{folders[f]}" for f in outermost[self.max_skills :]]
+            notes.append(
+                (
+                    Code.SCAN_LIMIT,
+                    f"Stopped at max_skills={self.max_skills}; {len(skipped)} skill(s) not loaded, "
+                    f"first: {', '.join(skipped[:5])}. Raise max_skills.",
+                )
+            )
         single = self._prefix.rsplit("/", 1)[-1] or "skill"
-        return [(f or single, folders[f]) for f in outermost[: self.max_skills]]
+        pairs = [(f or single, folders[f]) for f in outermost[: self.max_skills]]
+        return pairs, notes
 
     async def discover(self) -> AsyncIterator[DiscoveryItem]:
         cache: dict[str, tuple[str, DiscoveryItem]] = {}
         folders: dict[str, str] = {}
-        for skill_id, path in await self._skill_files():
-            folders[skill_id] = path.rpartition("/")[0]
+        self._names = {}
+        pairs, notes = await self._skill_files()
+        for skill_id, path in pairs:
+            folder, _, name = path.rpartition("/")
+            folders[skill_id] = folder
+            self._names[skill_id] = name
             item = await self._assess(skill_id, path)
             cache[skill_id] = (item.version or "", item)
             yield item
+        for code, note in notes:
+            location = "/" + self._prefix
+            diagnostic = Diagnostic(Severity.WARNING, code, note, location)
+            yield DiscoveryProblem(self._id, None, location, (diagnostic,))
         self._folders = folders
         self._cache = cache
 
@@ -120,7 +165,9 @@ class BackendSource:
         return folder
 
     async def _skill_md(self, folder: str) -> bytes:
-        return (await self._backend.read(f"{folder}/SKILL.md")).encode("utf-8")
+        ref = next((r for r, f in self._folders.items() if f == folder), None)
+        name = self._names.get(ref, "SKILL.md") if ref is not None else "SKILL.md"
+        return (await self._backend.read(f"{folder}/{name}")).encode("utf-8")
 
     async def read(self, ref: str, path: str | None = None) -> bytes:
         folder = await self._folder(ref)
@@ -148,7 +195,8 @@ class BackendSource:
                 path = normalize_virtual_path(raw)
             except PathEscapeError:
                 continue
-            if path.startswith(folder + "/") and path != f"{folder}/SKILL.md":
+            inner = path[len(folder) + 1 :]
+            if path.startswith(folder + "/") and not is_skill_file_name(inner):
                 found.append(path[len(folder) + 1 :])
         return sorted(found)
 

@@ -507,7 +507,8 @@ class FilesystemSource:
                 if rel_dir == "." and is_skill_file_name(name):
                     continue
                 try:
-                    confine(folder, rel)
+                    if not confine(folder, rel).is_file():
+                        continue  # FIFOs, sockets, devices: never served, so never listed
                 except PathEscapeError:
                     continue
                 found.append(rel)
