@@ -21,6 +21,7 @@ from plait.skills import (
     FilesystemSource,
     Severity,
     SkillCatalog,
+    SkillFileNotFound,
     ValidationMode,
     first_paragraph,
     validate_skill_dir,
@@ -171,3 +172,21 @@ def test_a_skill_without_frontmatter_is_described_by_its_prose(tmp_path: Path) -
     _write(tmp_path / "raw", "# Raw\n\n---\n\n[![b](x.svg)](y)\n\nConverts raw files.\n")
     (entry,) = _load(FilesystemSource(tmp_path)).entries()
     assert entry.description == "Converts raw files."
+
+
+def test_skills_list_says_what_it_did_not_load(tmp_path: Path) -> None:
+    _write(tmp_path / "pdf", skill_md("pdf"))
+    _write(tmp_path / "pdf" / "assets" / "sample-skill", skill_md("sample-skill"))
+    result = runner.invoke(app, ["skills", "list", str(tmp_path), "--format", "json"])
+    assert result.exit_code == 0
+    assert "warning nested-skill" in result.stderr
+    assert "assets/sample-skill/SKILL.md was not loaded as a skill" in result.stderr
+
+
+def test_error_messages_echo_at_most_200_characters_of_a_given_path(tmp_path: Path) -> None:
+    _write(tmp_path / "pdf", skill_md("pdf"))
+    source = FilesystemSource(tmp_path)
+    with pytest.raises(SkillFileNotFound) as caught:
+        asyncio.run(source.read("pdf", "x" * 100_000))
+    assert len(str(caught.value)) < 600
+    assert "99800 more characters" in str(caught.value)

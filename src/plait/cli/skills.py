@@ -203,6 +203,10 @@ def list_skills(
         typer.echo(json.dumps(rows, indent=2, default=str))
     else:
         _print_table(catalog, rejected)
+    for notice in catalog.problems():
+        if notice.id is None:  # scan limits, nested skill files: said, never silent
+            for d in notice.diagnostics:
+                typer.echo(f"{d.severity.value} {d.code.value}: {d.message}", err=True)
     if _report_failures(catalog):
         raise typer.Exit(1)
 

@@ -17,6 +17,16 @@ __all__ = [
 ]
 
 _MAX_LISTED = 20
+MAX_ECHOED_CHARS = 200
+"""The most characters of a caller-given name or path an error message repeats."""
+
+
+def echo(text: str, limit: int = MAX_ECHOED_CHARS) -> str:
+    """``repr(text)``, cut to ``limit`` characters with the count of what was left out: a
+    model-provided name or path never floods an error message."""
+    if len(text) <= limit:
+        return repr(text)
+    return f"{text[:limit]!r}... ({len(text) - limit} more characters)"
 
 
 def _listing(names: list[str]) -> str:
@@ -39,7 +49,7 @@ class SkillNotFound(SkillError, LookupError):
         self.known = sorted(known)
         place = f" in {where}" if where else ""
         super().__init__(
-            f"Skill {name!r} not found{place}. Known skills: {_listing(self.known)}. "
+            f"Skill {echo(name)} not found{place}. Known skills: {_listing(self.known)}. "
             "Check the name (run 'plait skills list PATH') or add the folder that holds it."
         )
 
@@ -52,7 +62,7 @@ class SkillFileNotFound(SkillError, FileNotFoundError):
         self.path = path
         self.available = available
         super().__init__(
-            f"Skill {skill!r} has no file {path!r}. Its files: {_listing(available)}. "
+            f"Skill {echo(skill)} has no file {echo(path)}. Its files: {_listing(available)}. "
             "Use a path relative to the skill folder, e.g. 'references/REFERENCE.md'."
         )
 
@@ -69,7 +79,7 @@ class SkillFileTooLarge(SkillError):
         self.size = size
         self.limit = limit
         super().__init__(
-            f"{path!r} is {size} bytes, over the {limit}-byte limit for skill files "
+            f"{echo(path)} is {size} bytes, over the {limit}-byte limit for skill files "
             "(max_file_bytes). Split it, or raise the source's max_file_bytes."
         )
 
@@ -81,6 +91,6 @@ class SkillFileUnreadable(SkillError):
         self.skill = skill
         self.path = path
         super().__init__(
-            f"Skill {skill!r}: {path!r} is a {kind}, not a regular file; skill files are "
+            f"Skill {echo(skill)}: {echo(path)} is a {kind}, not a regular file; skill files are "
             "read only when they are regular files. Replace it with a file."
         )

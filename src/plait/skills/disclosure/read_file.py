@@ -34,7 +34,7 @@ from plait.paths import PathEscapeError
 from plait.skills.catalog import SkillCatalog
 from plait.skills.disclosure.scan import READ_TOOL_NAME
 from plait.skills.disclosure.snapshot import SkillSnapshot, normalize_location
-from plait.skills.errors import SkillError
+from plait.skills.errors import SkillError, echo
 from plait.skills.model import SkillEntry
 from plait.skills.sources.lines import LinePage, LineReader
 from plait.tools import FunctionTool, ToolContext
@@ -54,7 +54,7 @@ class SkillPathError(SkillError, LookupError):
         self.path = path
         hint = f" such as {example!r}" if example else ""
         super().__init__(
-            f"{path!r} is not inside a skill folder. read_file reads only SKILL.md files and "
+            f"{echo(path)} is not inside a skill folder. read_file reads only SKILL.md files and "
             f"the files in their folders; use a path from the skills list{hint}."
         )
 

@@ -17,7 +17,7 @@ import builtins
 from collections.abc import AsyncIterator, Mapping
 from typing import Protocol, runtime_checkable
 
-from plait.skills.diagnostics import Diagnostic
+from plait.skills.diagnostics import Code, Diagnostic, Severity
 from plait.skills.model import (
     DiscoveryItem,
     DiscoveryProblem,
@@ -81,11 +81,24 @@ def assess_skill_md(
     location: str,
     extra_diagnostics: tuple[Diagnostic, ...] = (),
 ) -> SkillEntry | DiscoveryProblem:
-    """Load one SKILL.md leniently into an entry, or a problem when it is unusable."""
+    """Load one SKILL.md leniently into an entry, or a problem when it is unusable.
+
+    Never raises for the file's content: :func:`check_skill_md` is fuzzed never to, and should
+    a parser bug still surface (``RecursionError``, ``MemoryError`` included), it becomes this
+    skill's ``unreadable`` error, so it never hides the rest of the source.
+    """
     version = content_version(data)
-    check = check_skill_md(
-        data, folder_name=folder_name, file=location, mode=ValidationMode.LENIENT
-    )
+    try:
+        check = check_skill_md(
+            data, folder_name=folder_name, file=location, mode=ValidationMode.LENIENT
+        )
+    except Exception as err:  # a bug (RecursionError, MemoryError): keep it to this file
+        message = (
+            f"SKILL.md could not be parsed ({type(err).__name__}); skipped. This is a plait "
+            "bug: please report it with the file."
+        )
+        diagnostic = Diagnostic(Severity.ERROR, Code.UNREADABLE, message, location)
+        return DiscoveryProblem(source_id, skill_id, location, (diagnostic,), version)
     diagnostics = check.diagnostics + extra_diagnostics
     if check.meta is None:
         return DiscoveryProblem(source_id, skill_id, location, diagnostics, version)
