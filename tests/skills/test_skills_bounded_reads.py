@@ -25,7 +25,7 @@ from plait.skills.disclosure.read_file import read_skill_file
 from plait.skills.disclosure.snapshot import SkillSnapshot, take_snapshot
 from plait.skills.errors import SkillFileTooLarge, SkillFileUnreadable
 from plait.skills.managed.scripts import materialize
-from plait.skills.sources.lines import read_line_page
+from plait.skills.sources.reading import read_line_page
 
 GIB = 1024**3
 MD = "---\nname: big\ndescription: Has big files.\n---\n# big\n"

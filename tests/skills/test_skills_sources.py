@@ -79,11 +79,11 @@ async def test_skips_git_node_modules_and_does_not_descend_into_skills(
     assert nested.location.endswith("pdf/scripts/inner/SKILL.md")
 
 
-async def test_depth_is_bounded_with_an_info_notice(write_skill: Writer) -> None:
+async def test_depth_is_bounded_with_a_warning(write_skill: Writer) -> None:
     write_skill("a/b/c/deep")
     write_skill("shallow")
     found = await discover(FilesystemSource(write_skill("a/top").parents[1], max_depth=2))
-    assert [e.id for e in entries(found)] == ["shallow", "a/top"]
+    assert [e.id for e in entries(found)] == ["a/top", "shallow"]  # path order
     [notice] = problems(found)
     assert notice.id is None
     assert notice.diagnostics[0].code is Code.DEPTH_LIMIT

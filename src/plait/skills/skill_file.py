@@ -12,9 +12,12 @@ follow it (inside its root) or say why it cannot.
 
 from __future__ import annotations
 
+import errno
 import os
 import posixpath
+from pathlib import Path
 
+from plait.paths import confine
 from plait.skills.diagnostics import Code, Diagnostic, Severity
 
 __all__ = [
@@ -22,7 +25,10 @@ __all__ = [
     "MAX_TEXT_LINK_BYTES",
     "is_skill_file_name",
     "pick_skill_file",
+    "resolve_text_link",
     "skill_file_name_warning",
+    "text_link_followed",
+    "text_link_refused",
     "text_link_target",
 ]
 
@@ -79,3 +85,41 @@ def text_link_target(data: bytes) -> str | None:
     if is_skill_file_name(posixpath.basename(text)) or "/" in text:
         return text
     return None
+
+
+def resolve_text_link(skill_md: Path, link: str, root: Path) -> Path:
+    """The file a text ``link`` in ``skill_md`` names (a folder: its skill file), resolved and
+    confined to ``root``: :class:`~plait.paths.PathEscapeError` when it leaves ``root``,
+    :class:`OSError` when it is missing."""
+    target = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(skill_md)), link))
+    rel = os.path.relpath(target, os.path.abspath(root)).replace(os.sep, "/")
+    resolved = confine(root, rel)
+    if resolved.is_dir():
+        resolved = resolved / (pick_skill_file(os.listdir(resolved)) or "SKILL.md")
+    if not resolved.is_file():
+        raise FileNotFoundError(errno.ENOENT, "no such file", str(resolved))
+    return resolved
+
+
+def _what(file: str, link: str) -> str:
+    return (
+        f"{file} holds only the path {link!r}: a git symlink checked out as text "
+        "(core.symlinks=false)"
+    )
+
+
+def text_link_followed(file: str, link: str, target: Path) -> Diagnostic:
+    """The warning for a text link that was followed to ``target``."""
+    return Diagnostic(
+        Severity.WARNING,
+        Code.TEXT_LINK,
+        f"{_what(file, link)}; followed it to {target}. Clone with symlinks enabled "
+        "(git config core.symlinks true) or replace the file with a copy.",
+        file,
+    )
+
+
+def text_link_refused(file: str, link: str, reason: str) -> Diagnostic:
+    """The error for a text link that cannot be followed: its target ``reason``."""
+    message = f"{_what(file, link)}, whose target {reason}; skipped."
+    return Diagnostic(Severity.ERROR, Code.TEXT_LINK, message, file)

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
+from plait.paths import PathEscapeError
 from plait.skills.diagnostics import Code, Diagnostic, Severity
 from plait.skills.frontmatter import FrontmatterProblem, PlainData, read_lenient, read_strict
 from plait.skills.lenient import build_lenient
@@ -38,7 +39,10 @@ from plait.skills.rules import (
 from plait.skills.skill_file import (
     DEFAULT_MAX_SKILL_MD_BYTES,
     pick_skill_file,
+    resolve_text_link,
     skill_file_name_warning,
+    text_link_followed,
+    text_link_refused,
     text_link_target,
 )
 
@@ -137,14 +141,17 @@ def validate_skill_dir(
     notes: list[Diagnostic] = []
     link = text_link_target(data)
     if link is not None:
-        followed = _follow_link(skill_md, link, Path(root) if root else folder.resolve().parent)
-        if isinstance(followed, Diagnostic):
-            return [followed]
-        target, note = followed
+        try:
+            target = resolve_text_link(skill_md, link, Path(root or folder.resolve().parent))
+        except PathEscapeError:
+            return [text_link_refused(str(skill_md), link, "lies outside the folder validated")]
+        except OSError as err:
+            reason = f"cannot be read ({err.strerror})"
+            return [text_link_refused(str(skill_md), link, reason)]
         data = _read_capped(target, max_bytes)
         if isinstance(data, Diagnostic):
             return [data]
-        notes.append(note)
+        notes.append(text_link_followed(str(skill_md), link, target))
     folder_name = folder.name or folder.resolve().name
     check = check_skill_md(data, folder_name=folder_name, file=str(skill_md), mode=mode)
     diagnostics = list(check.diagnostics) + notes
@@ -163,26 +170,6 @@ def _read_capped(file: Path, max_bytes: int) -> bytes | Diagnostic:
             return handle.read(max_bytes + 1)
     except OSError as err:
         return _error(Code.UNREADABLE, f"Cannot read {file}: {err.strerror}", str(file))
-
-
-def _follow_link(skill_md: Path, link: str, root: Path) -> tuple[Path, Diagnostic] | Diagnostic:
-    what = f"{skill_md} holds only the path {link!r}: a git symlink checked out as text"
-    target = (skill_md.parent / link).resolve()
-    if target.is_dir():
-        found = find_skill_md(target)
-        target = found if found is not None else target / "SKILL.md"
-    if not target.is_relative_to(root.resolve()) or not target.is_file():
-        problem = "lies outside" if not target.is_relative_to(root.resolve()) else "is not in"
-        message = f"{what}, whose target {problem} {root}; not validated."
-        return _error(Code.TEXT_LINK, message, str(skill_md))
-    note = Diagnostic(
-        Severity.WARNING,
-        Code.TEXT_LINK,
-        f"{what}; validated its target {target}. Clone with symlinks enabled "
-        "(git config core.symlinks true) or replace the file with a copy.",
-        str(skill_md),
-    )
-    return target, note
 
 
 def strict_diagnostics(

@@ -14,7 +14,7 @@ a binary file                          a one-line note with its size
 =====================================  =======================================================
 
 A :class:`~plait.skills.sources.FilesystemSource` serves pages streamed from disk
-(:mod:`plait.skills.sources.lines`): ``read_file(path, limit=1)`` on a 1 GiB file reads one line,
+(:mod:`plait.skills.sources.reading`): ``read_file(path, limit=1)`` on a 1 GiB file reads one line,
 and a file of any size costs at most ``max_chars`` of memory. Other sources read the file whole,
 within their own size cap. A FIFO or device is refused with a message saying so.
 
@@ -36,7 +36,7 @@ from plait.skills.disclosure.scan import READ_TOOL_NAME
 from plait.skills.disclosure.snapshot import SkillSnapshot, normalize_location
 from plait.skills.errors import SkillError, echo
 from plait.skills.model import SkillEntry
-from plait.skills.sources.lines import LinePage, LineReader
+from plait.skills.sources.reading import LinePage, LineReader
 from plait.tools import FunctionTool, ToolContext
 
 __all__ = ["DEFAULT_READ_MAX_CHARS", "SkillPathError", "build_read_tool", "read_skill_file"]

@@ -1,10 +1,12 @@
 """Skills in a folder on disk: a folder of skill folders, or one skill folder.
 
-The scan walks at most ``max_depth`` levels and ``max_dirs`` folders, never descends into a skill
-folder (its ``scripts/`` are not skills) nor into ``.git``, ``node_modules`` and the other
+The scan walks the whole tree within ``max_dirs`` folders, ``scan_seconds`` and ``max_depth``
+levels (defaults 50,000, 30 s, 32), skipping ``.git``, ``node_modules`` and the other
 :data:`~plait.skills.sources.base.DEFAULT_IGNORED` names, and refuses symlinks that resolve
-outside the root. Each SKILL.md is cached with its ``stat`` signature (mtime, size, inode,
-ctime), so a rescan re-reads only the files whose signature changed.
+outside the root. It looks inside skill folders too, only to report a SKILL.md there
+(``nested-skill``: a sample or template, not a skill). Each SKILL.md is cached with its ``stat``
+signature (mtime, size, inode, ctime), so a rescan re-reads only the files whose signature
+changed.
 
 Reads are confined to the skill folder with :func:`~plait.paths.confine` (symlinks are resolved
 and must stay inside), and the file is then opened with ``O_NOFOLLOW``, so a file replaced by a
@@ -21,7 +23,6 @@ File IO is synchronous inside the async methods: it is local and fast (see
 from __future__ import annotations
 
 import builtins
-import errno
 import os
 import stat as stat_module
 import time
@@ -42,7 +43,10 @@ from plait.skills.model import DiscoveryItem, DiscoveryProblem, SkillFileStat, c
 from plait.skills.skill_file import (
     is_skill_file_name,
     pick_skill_file,
+    resolve_text_link,
     skill_file_name_warning,
+    text_link_followed,
+    text_link_refused,
     text_link_target,
 )
 from plait.skills.sources.base import (
@@ -51,7 +55,7 @@ from plait.skills.sources.base import (
     assess_skill_md,
     body_bytes,
 )
-from plait.skills.sources.lines import LinePage, read_line_page
+from plait.skills.sources.reading import LinePage, file_kind, read_line_page, read_regular
 
 __all__ = ["FilesystemSource", "ScanStats"]
 
@@ -107,8 +111,10 @@ class FilesystemSource:
     (``pdf``, ``team/pdf``); a single skill's id is its folder name. ``source_id`` defaults to
     the root as given.
 
-    Scan bounds (each stop is a ``scan-limit``/``depth-limit`` *warning* naming the first
-    folders left unscanned; ``plait skills validate`` fails on it): ``max_dirs`` folders
+    Discovery order is path order (depth first, names sorted), which decides name clashes
+    within the source. Scan bounds (each stop is a ``scan-limit``/``depth-limit`` *warning*
+    naming the first folders left unscanned; ``plait skills validate`` fails on it):
+    ``max_dirs`` folders
     (default 50 000), ``scan_seconds`` of wall time (default 30), ``max_depth`` levels below the
     root (default 32, deeper than real collections nest; it stops symlink mazes).
     ``max_file_bytes`` caps SKILL.md and every file :meth:`read` returns (default 5 MiB).
@@ -182,13 +188,19 @@ class FilesystemSource:
         return scan.items
 
     def _walk(self, scan: _Scan, start: _Visit) -> None:
+        """Depth-first over the folders: each is listed once, loaded as a skill when it holds a
+        skill file, and reported when that file lies inside another skill's folder."""
         stack = [start]
         seen_links: set[str] = set()
-        while stack and scan.stopped_by is None:
-            children = self._scan_folder(stack.pop(), scan, seen_links)
-            stack.extend(reversed(children))
+        while stack:
+            scan.stopped_by = self._over_limit(scan)
+            if scan.stopped_by is not None:
+                scan.unscanned = [v.path for v in reversed(stack[-_UNSCANNED_SHOWN:])]
+                break
+            visit = stack.pop()
+            scan.stats.folders += visit.depth > 0
+            stack.extend(reversed(self._visit(visit, scan, seen_links)))
         if scan.stopped_by is not None:
-            scan.unscanned += [v.path for v in reversed(stack)][:_UNSCANNED_SHOWN]
             message = (
                 f"Stopped scanning {scan.stopped_by}; skills beyond were not loaded. First "
                 f"folders not scanned: {_names(scan.unscanned)}. Point the source at a narrower "
@@ -210,10 +222,8 @@ class FilesystemSource:
             return f"after {self.scan_seconds:g} s (scan_seconds)"
         return None
 
-    def _scan_folder(
-        self, visit: _Visit, scan: _Scan, seen_links: set[str]
-    ) -> builtins.list[_Visit]:
-        """Load or report the skill files of ``visit``'s child folders; return the children."""
+    def _visit(self, visit: _Visit, scan: _Scan, seen_links: set[str]) -> builtins.list[_Visit]:
+        """List ``visit`` once: load or report its skill file, return its child folders."""
         try:
             with os.scandir(visit.path) as it:
                 entries = sorted(it, key=lambda e: e.name)
@@ -221,44 +231,27 @@ class FilesystemSource:
             message = f"Cannot list folder {visit.path}: {err.strerror}; skipped it."
             scan.items.append(self._notice(Severity.WARNING, Code.UNREADABLE, message, visit.path))
             return []
+        if visit.depth > 0:  # the root's own skill file was handled by scan()
+            names = [e.name for e in entries]
+            skill_file = self._skill_file(visit.path, names, visit.rel, scan)
+            if skill_file is not None and visit.owner is not None:
+                scan.items.append(self._nested_notice(visit, skill_file[0]))
+            elif skill_file is not None:
+                self._load(visit.rel, os.path.basename(visit.path), skill_file, scan)
+                visit.owner = visit.rel
         children: builtins.list[_Visit] = []
         for entry in entries:
             if entry.name in self.ignore or not _is_dir(entry):
                 continue
-            if scan.stopped_by is None:
-                scan.stopped_by = self._over_limit(scan)
-            if scan.stopped_by is not None:
-                if len(scan.unscanned) < _UNSCANNED_SHOWN:
-                    scan.unscanned.append(entry.path)
-                continue
             rel = f"{visit.rel}/{entry.name}" if visit.rel else entry.name
-            child = _Visit(entry.path, rel, visit.depth + 1, visit.owner)
             if entry.is_symlink() and not self._symlink_ok(rel, entry.path, scan, seen_links):
                 continue
-            if child.depth > self.max_depth:
+            if visit.depth + 1 > self.max_depth:
                 if len(scan.too_deep) < 10_000:
                     scan.too_deep.append(entry.path)
                 continue
-            scan.stats.folders += 1
-            self._examine(child, entry.name, scan)
-            children.append(child)
+            children.append(_Visit(entry.path, rel, visit.depth + 1, visit.owner))
         return children
-
-    def _examine(self, child: _Visit, name: str, scan: _Scan) -> None:
-        """Load the skill in ``child`` (and make it the owner of what lies below), or report a
-        skill file inside another skill's folder."""
-        try:
-            names = os.listdir(child.path)
-        except OSError:
-            names = []
-        skill_file = self._skill_file(child.path, names, child.rel, scan)
-        if skill_file is None:
-            return
-        if child.owner is not None:
-            scan.items.append(self._nested_notice(child, skill_file[0]))
-            return
-        self._load(child.rel, name, skill_file, scan)
-        child.owner = child.rel
 
     def _nested_notice(self, child: _Visit, path: str) -> DiscoveryProblem:
         owner = child.owner or ""
@@ -335,7 +328,7 @@ class FilesystemSource:
         target, or ``path``)."""
         try:
             # a SKILL.md symlink was confined to its folder by _skill_file; read its target
-            data = _read_regular(Path(path).resolve(), path, self.max_file_bytes)
+            data = read_regular(Path(path).resolve(), path, self.max_file_bytes)
         except SkillFileTooLarge:
             message = (
                 f"SKILL.md is {size} bytes, over the {self.max_file_bytes}-byte limit "
@@ -371,36 +364,19 @@ class FilesystemSource:
         self, skill_id: str, path: str, link: str
     ) -> tuple[bytes, Diagnostic, str] | DiscoveryProblem:
         """Read the SKILL.md that ``path``'s text ``link`` names, if it lies inside the root."""
-        what = (
-            f"{path} holds only the path {link!r}: a git symlink checked out as text "
-            "(core.symlinks=false)"
-        )
-        target = os.path.normpath(os.path.join(os.path.dirname(path), link))
         try:
-            rel = os.path.relpath(target, self._root)
-            resolved = confine(self._root, rel.replace(os.sep, "/"))
-            if resolved.is_dir():
-                name = pick_skill_file(os.listdir(resolved))
-                resolved = resolved / (name or "SKILL.md")
-            data = _read_regular(resolved, link, self.max_file_bytes)
+            target = resolve_text_link(Path(path), link, self._root)
+            data = read_regular(target, link, self.max_file_bytes)
         except PathEscapeError:
-            message = f"{what}, whose target lies outside the source root; skipped."
-            return self._problem(skill_id, path, Code.TEXT_LINK, message)
+            reason = "lies outside the source root"
         except (OSError, SkillFileTooLarge) as err:
-            reason = getattr(err, "strerror", None) or str(err)
-            message = f"{what}, whose target cannot be read ({reason}); skipped."
-            return self._problem(skill_id, path, Code.TEXT_LINK, message)
-        if text_link_target(data) is not None:
-            message = f"{what}, whose target is again only a path; skipped."
-            return self._problem(skill_id, path, Code.TEXT_LINK, message)
-        note = Diagnostic(
-            Severity.WARNING,
-            Code.TEXT_LINK,
-            f"{what}; followed it to {resolved}. Clone with symlinks enabled "
-            "(git config core.symlinks true) or replace the file with a copy.",
-            path,
-        )
-        return data, note, str(resolved)
+            reason = f"cannot be read ({getattr(err, 'strerror', None) or err})"
+        else:
+            if text_link_target(data) is None:
+                return data, text_link_followed(path, link, target), str(target)
+            reason = "is again only a path"
+        diagnostic = text_link_refused(path, link, reason)
+        return DiscoveryProblem(self._id, skill_id, path, (diagnostic,))
 
     def _problem(self, skill_id: str, path: str, code: Code, message: str) -> DiscoveryProblem:
         diagnostic = Diagnostic(Severity.ERROR, code, message, path)
@@ -453,7 +429,7 @@ class FilesystemSource:
             name = None
         if name is None:
             raise SkillNotFound(folder.name, self._known_ids(), where=str(self._given))
-        return _read_regular(confine(folder, name), name, self.max_file_bytes)
+        return read_regular(confine(folder, name), name, self.max_file_bytes)
 
     def _file(self, ref: str, folder: Path, path: str) -> Path:
         """``path`` in ``folder`` as a regular file, or the typed error saying what it is."""
@@ -462,7 +438,7 @@ class FilesystemSource:
             mode = target.stat().st_mode
         except OSError:
             raise SkillFileNotFound(ref, path, self._list_files(folder)) from None
-        kind = _file_kind(mode)
+        kind = file_kind(mode)
         if kind is not None:
             raise SkillFileUnreadable(ref, path, kind)
         if stat_module.S_ISDIR(mode):
@@ -475,7 +451,7 @@ class FilesystemSource:
         folder = self._folder(ref)
         if path is None:
             return body_bytes(self._skill_md_bytes(folder))
-        return _read_regular(self._file(ref, folder, path), path, self.max_file_bytes)
+        return read_regular(self._file(ref, folder, path), path, self.max_file_bytes)
 
     async def read_lines(
         self, ref: str, path: str, offset: int, limit: int | None, max_chars: int
@@ -515,49 +491,6 @@ class FilesystemSource:
                 if len(found) >= self.max_resources:
                     return sorted(found)
         return sorted(found)
-
-
-_OPEN_FLAGS = (
-    os.O_RDONLY
-    | getattr(os, "O_NOFOLLOW", 0)
-    | getattr(os, "O_NONBLOCK", 0)
-    | getattr(os, "O_CLOEXEC", 0)
-)
-
-
-def _read_regular(target: Path, path: str, max_bytes: int) -> bytes:
-    """Read ``target`` (a path :func:`confine` resolved) without following a symlink put in
-    its place since, only if it is still a regular file (a FIFO swapped in would block), and
-    only up to ``max_bytes`` (:class:`SkillFileTooLarge` above it, checked before reading)."""
-    try:
-        fd = os.open(target, _OPEN_FLAGS)
-    except OSError as err:
-        if err.errno == errno.ELOOP:
-            raise PathEscapeError(path, "it became a symlink while it was being read") from None
-        raise
-    with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(handle.fileno())
-        if not stat_module.S_ISREG(info.st_mode):
-            raise PathEscapeError(path, "it is no longer a regular file")
-        if info.st_size > max_bytes:
-            raise SkillFileTooLarge(path, info.st_size, max_bytes)
-        data = handle.read(max_bytes + 1)
-        if len(data) > max_bytes:  # grew since the fstat
-            raise SkillFileTooLarge(path, len(data), max_bytes)
-        return data
-
-
-def _file_kind(mode: int) -> str | None:
-    """What a non-regular, non-folder file is, for messages; ``None`` for regular files."""
-    if stat_module.S_ISREG(mode) or stat_module.S_ISDIR(mode):
-        return None
-    if stat_module.S_ISFIFO(mode):
-        return "FIFO (named pipe)"
-    if stat_module.S_ISSOCK(mode):
-        return "socket"
-    if stat_module.S_ISCHR(mode) or stat_module.S_ISBLK(mode):
-        return "device"
-    return "special file"
 
 
 def _names(paths: builtins.list[str]) -> str:

@@ -1,4 +1,7 @@
-"""Reading a page of lines from a file without loading the file.
+"""Reading skill files within bounds: whole files under a cap, pages of lines streamed.
+
+:func:`read_regular` opens without following a symlink, checks the file is still regular and
+under ``max_bytes`` before reading, and never reads more than ``max_bytes + 1`` bytes.
 
 :func:`read_line_page` skips to line ``offset`` by counting newlines in 1 MiB chunks, keeps at
 most ``limit`` lines and ``max_chars`` characters, and counts the remaining lines only while
@@ -8,13 +11,24 @@ bounded by ``max_chars`` plus one chunk, whatever the file's size.
 
 from __future__ import annotations
 
+import errno
 import os
 import stat as stat_module
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Protocol, runtime_checkable
 
-__all__ = ["COUNT_LINES_UP_TO", "LinePage", "LineReader", "read_line_page"]
+from plait.paths import PathEscapeError
+from plait.skills.errors import SkillFileTooLarge
+
+__all__ = [
+    "COUNT_LINES_UP_TO",
+    "LinePage",
+    "LineReader",
+    "file_kind",
+    "read_line_page",
+    "read_regular",
+]
 
 COUNT_LINES_UP_TO = 64 * 1024 * 1024
 """Bytes scanned to count a file's lines; a larger file's total is reported as unknown."""
@@ -136,3 +150,46 @@ def _count_rest(handle: BinaryIO, lines_so_far: int, size: int) -> int | None:
     if last != b"\n":
         total += 1  # a last line without a newline
     return total
+
+
+_OPEN_FLAGS = (
+    os.O_RDONLY
+    | getattr(os, "O_NOFOLLOW", 0)
+    | getattr(os, "O_NONBLOCK", 0)
+    | getattr(os, "O_CLOEXEC", 0)
+)
+
+
+def read_regular(target: Path, path: str, max_bytes: int) -> bytes:
+    """Read ``target`` (a path :func:`confine` resolved) without following a symlink put in
+    its place since, only if it is still a regular file (a FIFO swapped in would block), and
+    only up to ``max_bytes`` (:class:`SkillFileTooLarge` above it, checked before reading)."""
+    try:
+        fd = os.open(target, _OPEN_FLAGS)
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            raise PathEscapeError(path, "it became a symlink while it was being read") from None
+        raise
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(handle.fileno())
+        if not stat_module.S_ISREG(info.st_mode):
+            raise PathEscapeError(path, "it is no longer a regular file")
+        if info.st_size > max_bytes:
+            raise SkillFileTooLarge(path, info.st_size, max_bytes)
+        data = handle.read(max_bytes + 1)
+        if len(data) > max_bytes:  # grew since the fstat
+            raise SkillFileTooLarge(path, len(data), max_bytes)
+        return data
+
+
+def file_kind(mode: int) -> str | None:
+    """What a non-regular, non-folder file is, for messages; ``None`` for regular files."""
+    if stat_module.S_ISREG(mode) or stat_module.S_ISDIR(mode):
+        return None
+    if stat_module.S_ISFIFO(mode):
+        return "FIFO (named pipe)"
+    if stat_module.S_ISSOCK(mode):
+        return "socket"
+    if stat_module.S_ISCHR(mode) or stat_module.S_ISBLK(mode):
+        return "device"
+    return "special file"
