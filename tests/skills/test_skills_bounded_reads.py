@@ -15,6 +15,7 @@ import pytest
 
 from plait.paths import PathEscapeError
 from plait.skills import (
+    BackendSource,
     FilesystemSource,
     MemorySource,
     PromptFormat,
@@ -162,3 +163,33 @@ async def test_script_workspace_copy_is_bounded_in_total(tmp_path: Path) -> None
     workspace = await materialize(source, "tools", list(files), "tools", str(parent))
     assert (workspace.root / "scripts" / "b.py").read_bytes() == b"b" * 600
     workspace.dispose()
+
+
+class _Backend:
+    """A BackendReadSurface over a dict that records how much each read asked for."""
+
+    def __init__(self, files: dict[str, str]) -> None:
+        self.files = files
+        self.limits: list[int | None] = []
+
+    async def read(self, path: str, offset: int = 0, limit: int | None = None) -> str:
+        self.limits.append(limit)
+        text = self.files[path][offset:]
+        return text if limit is None else text[:limit]
+
+    async def exists(self, path: str) -> bool:
+        return path in self.files
+
+    async def ls(self, prefix: str = "") -> list[str]:
+        return sorted(p for p in self.files if p.startswith(prefix))
+
+
+async def test_backend_source_reads_at_most_max_file_bytes() -> None:
+    backend = _Backend(
+        {"skills/big/SKILL.md": MD, "skills/big/data.txt": "d" * 5000, "skills/big/ok.txt": "o"}
+    )
+    source = BackendSource(backend, max_file_bytes=1000)
+    with pytest.raises(SkillFileTooLarge, match="larger than the 1000-byte limit"):
+        await source.read("big", "data.txt")
+    assert await source.read("big", "ok.txt") == b"o"
+    assert set(backend.limits) == {1001}

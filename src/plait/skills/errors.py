@@ -72,15 +72,19 @@ class SkillSourceError(SkillError):
 
 
 class SkillFileTooLarge(SkillError):
-    """A skill file is over the source's size cap (``max_file_bytes``)."""
+    """A skill file (or all a skill's files) is over a size cap; ``size`` is ``None`` when the
+    file was not read far enough to know it."""
 
-    def __init__(self, path: str, size: int, limit: int) -> None:
+    def __init__(
+        self, path: str, size: int | None, limit: int, setting: str = "max_file_bytes"
+    ) -> None:
         self.path = path
         self.size = size
         self.limit = limit
+        how_big = "is larger than" if size is None else f"is {size} bytes, over"
         super().__init__(
-            f"{echo(path)} is {size} bytes, over the {limit}-byte limit for skill files "
-            "(max_file_bytes). Split it, or raise the source's max_file_bytes."
+            f"{echo(path)} {how_big} the {limit}-byte limit ({setting}). Make it smaller, or "
+            f"raise {setting}."
         )
 
 

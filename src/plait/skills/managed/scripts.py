@@ -176,7 +176,9 @@ async def materialize(
             data = await source.read(ref, rel)
             copied += len(data)
             if copied > max_bytes:
-                raise SkillFileTooLarge(f"the files of skill {skill!r}", copied, max_bytes)
+                raise SkillFileTooLarge(
+                    f"the files of skill {skill!r}", copied, max_bytes, "materialize max_bytes"
+                )
             target = root / normalize_virtual_path(rel)
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(data)

@@ -24,10 +24,20 @@ from collections.abc import AsyncIterator
 from plait.backends.base import BackendError, BackendReadSurface
 from plait.paths import PathEscapeError, normalize_virtual_path
 from plait.skills.diagnostics import Code, Diagnostic, Severity
-from plait.skills.errors import SkillFileNotFound, SkillNotFound, SkillSourceError
+from plait.skills.errors import (
+    SkillFileNotFound,
+    SkillFileTooLarge,
+    SkillNotFound,
+    SkillSourceError,
+)
 from plait.skills.model import DiscoveryItem, DiscoveryProblem, SkillFileStat, content_version
 from plait.skills.skill_file import is_skill_file_name
-from plait.skills.sources.base import DEFAULT_IGNORED, assess_cached, body_bytes
+from plait.skills.sources.base import (
+    DEFAULT_IGNORED,
+    DEFAULT_MAX_FILE_BYTES,
+    assess_cached,
+    body_bytes,
+)
 
 __all__ = ["BackendSource"]
 
@@ -44,6 +54,7 @@ class BackendSource:
         source_id: str = "backend",
         max_depth: int = 32,
         max_skills: int = 10_000,
+        max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
         ignore: frozenset[str] = DEFAULT_IGNORED,
     ) -> None:
         self._backend = backend
@@ -51,6 +62,7 @@ class BackendSource:
         self._id = source_id
         self.max_depth = max_depth
         self.max_skills = max_skills
+        self.max_file_bytes = max_file_bytes
         self.ignore = ignore
         self._folders: dict[str, str] = {}
         self._cache: dict[str, tuple[str, DiscoveryItem]] = {}
@@ -141,8 +153,8 @@ class BackendSource:
     async def _assess(self, skill_id: str, path: str) -> DiscoveryItem:
         location = "/" + path
         try:
-            data = (await self._backend.read(path)).encode("utf-8")
-        except (FileNotFoundError, BackendError, PathEscapeError) as err:
+            data = await self._read_capped(path)
+        except (FileNotFoundError, BackendError, PathEscapeError, SkillFileTooLarge) as err:
             # One unreadable SKILL.md skips that skill, never the whole source.
             diagnostic = Diagnostic(
                 Severity.ERROR, Code.UNREADABLE, f"Cannot read SKILL.md: {err}; skipped.", location
@@ -167,7 +179,15 @@ class BackendSource:
     async def _skill_md(self, folder: str) -> bytes:
         ref = next((r for r, f in self._folders.items() if f == folder), None)
         name = self._names.get(ref, "SKILL.md") if ref is not None else "SKILL.md"
-        return (await self._backend.read(f"{folder}/{name}")).encode("utf-8")
+        return await self._read_capped(f"{folder}/{name}")
+
+    async def _read_capped(self, path: str) -> bytes:
+        """The text at ``path`` as UTF-8, at most ``max_file_bytes`` characters read: a longer
+        one raises :class:`SkillFileTooLarge` without being read whole."""
+        text = await self._backend.read(path, 0, self.max_file_bytes + 1)
+        if len(text) > self.max_file_bytes:
+            raise SkillFileTooLarge("/" + path, None, self.max_file_bytes)
+        return text.encode("utf-8")
 
     async def read(self, ref: str, path: str | None = None) -> bytes:
         folder = await self._folder(ref)
@@ -175,7 +195,7 @@ class BackendSource:
             return body_bytes(await self._skill_md(folder))
         target = f"{folder}/{normalize_virtual_path(path)}"
         try:
-            return (await self._backend.read(target)).encode("utf-8")
+            return await self._read_capped(target)
         except FileNotFoundError:
             raise SkillFileNotFound(ref, path, await self.list(ref)) from None
 
