@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import tempfile
 import tracemalloc
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -20,6 +21,7 @@ from hypothesis import strategies as st
 from plait.skills import (
     Diagnostic,
     DiscoveryProblem,
+    FilesystemSource,
     SkillEntry,
     SkillMeta,
     ValidationMode,
@@ -222,3 +224,23 @@ def test_mutated_real_skill_md_yields_typed_diagnostics_in_bounded_memory(
         if isinstance(item, SkillEntry):
             json.dumps(item.meta.to_dict(), default=str)  # what `skills list --format json` does
             render_markdown([item])
+
+
+@FUZZ
+@given(case=_mutated)
+def test_a_mutated_skill_md_never_hides_its_neighbours(
+    case: tuple[bytes, list[tuple[str, int]]],
+) -> None:
+    data, mutations = case
+    for name, n in mutations:
+        data = _MUTATIONS[name](data, n)
+    with tempfile.TemporaryDirectory() as root:
+        for folder, content in (("a-good", _SEEDS[0]), ("pdf", data), ("z-good", _SEEDS[1])):
+            os.mkdir(os.path.join(root, folder))
+            with open(os.path.join(root, folder, "SKILL.md"), "wb") as handle:
+                handle.write(content)
+        with _bounded():
+            items = FilesystemSource(root).scan()
+    loaded = {item.id for item in items if isinstance(item, SkillEntry)}
+    assert {"a-good", "z-good"} <= loaded
+    assert {item.id for item in items} == {"a-good", "pdf", "z-good"}
