@@ -36,7 +36,7 @@ code                           strict   lenient
 ``metadata-not-mapping``       --       warning, ignored
 ``metadata-value-not-string``  --       warning, that entry ignored
 ``allowed-tools-invalid``      --       warning, ignored
-``lowercase-skill-md``         --       warning (``skill.md`` instead of ``SKILL.md``)
+``lowercase-skill-md``         --       warning (``skill.md``, ``SKILL.MD``... not ``SKILL.md``)
 ``file-too-large``             --       error, skipped
 ``unreadable``                 --       error for a SKILL.md, warning for a folder; skipped
 ``path-escape``                --       error (a symlink leaving the source root), skipped

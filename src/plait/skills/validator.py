@@ -122,10 +122,11 @@ def validate_skill_dir(
 ) -> list[Diagnostic]:
     """Validate one skill folder, like ``skills_ref.validate(path)`` (strict by default).
 
-    A SKILL.md over ``max_bytes`` is a ``file-too-large`` error (it is not read). A SKILL.md
-    that holds only a relative path (a git symlink checked out as text) is validated through
-    its target when that lies inside ``root`` (default: the skill folder's parent), with a
-    ``skill-md-text-link`` warning; otherwise it is that error.
+    A SKILL.md over ``max_bytes`` is a ``file-too-large`` error (it is not read). In lenient
+    mode, a SKILL.md that holds only a relative path (a git symlink checked out as text) is
+    validated through its target when that lies inside ``root`` (default: the skill folder's
+    parent), with a ``skill-md-text-link`` warning; otherwise it is that error. Strict mode
+    reads the file as ``skills-ref`` does.
     """
     folder = Path(path)
     if not folder.exists():
@@ -139,7 +140,7 @@ def validate_skill_dir(
     if isinstance(data, Diagnostic):
         return [data]
     notes: list[Diagnostic] = []
-    link = text_link_target(data)
+    link = text_link_target(data) if mode is ValidationMode.LENIENT else None
     if link is not None:
         try:
             target = resolve_text_link(skill_md, link, Path(root or folder.resolve().parent))
