@@ -12,6 +12,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from plait.cli import app
@@ -22,7 +25,7 @@ from plait.skills import (
     ValidationMode,
     check_skill_md,
 )
-from plait.skills.yaml_bounds import YamlLimits, yaml_bound_problem
+from plait.skills.yaml_bounds import YamlLimits, _plainly_within, _walk, yaml_bound_problem
 
 runner = CliRunner()
 SkillWriter = Callable[..., Path]
@@ -124,3 +127,26 @@ def test_cli_list_json_on_a_lol_bomb_reports_it(write_skill: SkillWriter, tmp_pa
     assert rows["alpha"]["status"] == "active"
     assert rows["x"]["status"] == "rejected"
     assert rows["x"]["diagnostics"][0]["code"] == "yaml-too-large"
+
+
+_YAML_PIECES = st.sampled_from(
+    ["- ", "? ", ": ", "a", "b: ", "[", "]", "{", "}", ", ", "\n", "  ", "\t", "'q'", "|", "#"]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.lists(_YAML_PIECES, max_size=200).map("".join))
+def test_the_cheap_pre_check_never_passes_what_the_event_walk_refuses(text: str) -> None:
+    small = YamlLimits(max_depth=6, max_nodes=10_000, max_chars=100_000)
+    if _plainly_within(text, small):
+        assert _walk_problem(text, small) is None
+
+
+def _walk_problem(text: str, limits: YamlLimits) -> object:
+    loader = yaml.SafeLoader(text)
+    try:
+        return _walk(loader, limits)
+    except yaml.YAMLError:
+        return None
+    finally:
+        loader.dispose()

@@ -69,6 +69,8 @@ def yaml_bound_problem(
     YAML that does not parse is not judged here (``None``): the composer reports its error.
     Never raises; time and memory are linear in ``len(text)``.
     """
+    if _plainly_within(text, limits):
+        return None
     loader = _Parser(text)
     try:
         return _walk(loader, limits)
@@ -83,6 +85,24 @@ def yaml_bound_problem(
         return None
     finally:
         loader.dispose()
+
+
+def _plainly_within(text: str, limits: YamlLimits) -> bool:
+    """A cheap sufficient test (most frontmatter passes it, skipping the event walk): no
+    anchors or aliases, so values and characters are bounded by the text's length; and a
+    nesting bound from the text. Each nesting level needs a flow bracket, an indicator
+    (``-``, ``?``, ``:``) on its line, or more indentation; a block sequence may share its
+    parent mapping's indentation, hence twice the indentation levels."""
+    if "&" in text or "*" in text or len(text) >= min(limits.max_nodes, limits.max_chars):
+        return False
+    brackets = text.count("[") + text.count("{")
+    deepest_line = 0
+    for line in text.split("\n"):
+        body = line.lstrip(" \t")
+        indent = len(line) - len(body)
+        inline = body.count("-") + body.count("?") + body.count(":")
+        deepest_line = max(deepest_line, 2 * (indent + 1) + inline)
+    return brackets + deepest_line + 1 <= limits.max_depth
 
 
 def _walk(loader: yaml.SafeLoader, limits: YamlLimits) -> YamlBoundProblem | None:
