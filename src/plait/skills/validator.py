@@ -9,7 +9,9 @@ line). Deliberate differences, each pinned by a test in ``tests/skills``:
 * a UTF-8 byte-order mark is ignored (``skills-ref`` reports a missing frontmatter);
 * bytes that are not UTF-8 give a ``not-utf8`` error (``skills-ref`` raises
   ``UnicodeDecodeError`` out of ``validate()``);
-* a path without a final component (``.``) is checked against its resolved folder name.
+* a path without a final component (``.``) is checked against its resolved folder name;
+* YAML past a :class:`~plait.skills.yaml_bounds.YamlLimits` bound (deep nesting, recursive or
+  expanding aliases) gives ``yaml-too-large`` before any parsing that could recurse or expand.
 
 ``lenient`` (the default for loading) keeps every skill a name and a description can honestly be
 recovered for, with warnings; see :mod:`plait.skills.lenient`.
