@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 
 from plait.cli import app
 from plait.skills import (
+    BackendSource,
     Code,
     DiscoveryProblem,
     FilesystemSource,
@@ -190,3 +191,45 @@ def test_error_messages_echo_at_most_200_characters_of_a_given_path(tmp_path: Pa
         asyncio.run(source.read("pdf", "x" * 100_000))
     assert len(str(caught.value)) < 600
     assert "99800 more characters" in str(caught.value)
+
+
+def test_a_time_bound_is_a_warning_too(tmp_path: Path) -> None:
+    for index in range(3):
+        _write(tmp_path / f"s{index}", skill_md(f"s{index}"))
+    catalog = _load(FilesystemSource(tmp_path, scan_seconds=0))
+    assert catalog.entries() == []
+    (warning,) = catalog.diagnostics(code=Code.SCAN_LIMIT)
+    assert "scan_seconds" in warning.message
+    assert f"First folders not scanned: {tmp_path}." in warning.message  # the root itself
+
+
+class _Backend:
+    def __init__(self, files: dict[str, str]) -> None:
+        self.files = files
+
+    async def read(self, path: str, offset: int = 0, limit: int | None = None) -> str:
+        text = self.files[path][offset:]
+        return text if limit is None else text[:limit]
+
+    async def exists(self, path: str) -> bool:
+        return path in self.files
+
+    async def ls(self, prefix: str = "") -> list[str]:
+        return sorted(p for p in self.files if p.startswith(prefix))
+
+
+def test_backend_source_finds_deep_and_any_case_skills_and_names_what_it_skips() -> None:
+    deep = "/".join(f"c{i}" for i in range(10))
+    backend = _Backend(
+        {
+            f"skills/{deep}/deep/SKILL.md": skill_md("deep"),
+            "skills/odd/SKILL.MD": skill_md("odd"),
+            "skills/too/" + "/".join("d" * 40) + "/x/SKILL.md": skill_md("x"),
+        }
+    )
+    catalog = SkillCatalog([BackendSource(backend)])
+    asyncio.run(catalog.load())
+    assert sorted(e.name for e in catalog.entries()) == ["deep", "odd"]
+    assert asyncio.run(catalog.read("odd")).startswith(b"# odd")
+    (warning,) = catalog.diagnostics(code=Code.DEPTH_LIMIT)
+    assert "/skills/too/d/d" in warning.message
