@@ -24,9 +24,9 @@ from plait.skills import (
     SkillCatalog,
     SkillFileNotFound,
     ValidationMode,
-    first_paragraph,
     validate_skill_dir,
 )
+from plait.skills.description import first_paragraph
 
 runner = CliRunner()
 

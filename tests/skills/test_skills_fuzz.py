@@ -26,9 +26,8 @@ from plait.skills import (
     SkillMeta,
     ValidationMode,
     check_skill_md,
-    render_markdown,
-    render_xml,
 )
+from plait.skills.render import render_markdown, render_xml
 from plait.skills.sources import assess_skill_md
 
 EXAMPLES = int(os.environ.get("PLAIT_FUZZ_EXAMPLES", "100"))

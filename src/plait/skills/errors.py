@@ -17,6 +17,7 @@ __all__ = [
 ]
 
 _MAX_LISTED = 20
+_FIND_HINT = "Check the name (run 'plait skills list PATH') or add the folder that holds it."
 MAX_ECHOED_CHARS = 200
 """The most characters of a caller-given name or path an error message repeats."""
 
@@ -44,13 +45,14 @@ class SkillError(PlaitError):
 class SkillNotFound(SkillError, LookupError):
     """No skill with that name (or id) is known; the message lists the known ones."""
 
-    def __init__(self, name: str, known: list[str], *, where: str = "") -> None:
+    def __init__(
+        self, name: str, known: list[str], *, where: str = "", hint: str = _FIND_HINT
+    ) -> None:
         self.name = name
         self.known = sorted(known)
         place = f" in {where}" if where else ""
         super().__init__(
-            f"Skill {echo(name)} not found{place}. Known skills: {_listing(self.known)}. "
-            "Check the name (run 'plait skills list PATH') or add the folder that holds it."
+            f"Skill {echo(name)} not found{place}. Known skills: {_listing(self.known)}. {hint}"
         )
 
 
