@@ -58,7 +58,7 @@ CASES = {
     """,
     "lol-bomb-cli-json": """
         from typer.testing import CliRunner
-        from plait.cli import app
+        from plait.cli.app import app
         skill(root / "s" / "x", bomb(9, '"lol"', 9))
         skill(root / "s" / "good", md("good"))
         start = time.perf_counter()

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from plait.cli import app
+from plait.cli.app import app
 from plait.skills import (
     BackendSource,
     Code,

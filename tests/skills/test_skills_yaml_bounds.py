@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from plait.cli import app
+from plait.cli.app import app
 from plait.skills import (
     Code,
     FilesystemSource,
