@@ -5,7 +5,7 @@ such as "read this file of that skill". Path escapes raise :class:`plait.paths.P
 
 from __future__ import annotations
 
-from plait.errors import PlaitError
+from plait.errors import PlaitError, quoted
 
 __all__ = [
     "SkillError",
@@ -18,16 +18,6 @@ __all__ = [
 
 _MAX_LISTED = 20
 _FIND_HINT = "Check the name (run 'plait skills list PATH') or add the folder that holds it."
-MAX_ECHOED_CHARS = 200
-"""The most characters of a caller-given name or path an error message repeats."""
-
-
-def echo(text: str, limit: int = MAX_ECHOED_CHARS) -> str:
-    """``repr(text)``, cut to ``limit`` characters with the count of what was left out: a
-    model-provided name or path never floods an error message."""
-    if len(text) <= limit:
-        return repr(text)
-    return f"{text[:limit]!r}... ({len(text) - limit} more characters)"
 
 
 def _listing(names: list[str]) -> str:
@@ -52,7 +42,7 @@ class SkillNotFound(SkillError, LookupError):
         self.known = sorted(known)
         place = f" in {where}" if where else ""
         super().__init__(
-            f"Skill {echo(name)} not found{place}. Known skills: {_listing(self.known)}. {hint}"
+            f"Skill {quoted(name)} not found{place}. Known skills: {_listing(self.known)}. {hint}"
         )
 
 
@@ -64,7 +54,7 @@ class SkillFileNotFound(SkillError, FileNotFoundError):
         self.path = path
         self.available = available
         super().__init__(
-            f"Skill {echo(skill)} has no file {echo(path)}. Its files: {_listing(available)}. "
+            f"Skill {quoted(skill)} has no file {quoted(path)}. Its files: {_listing(available)}. "
             "Use a path relative to the skill folder, e.g. 'references/REFERENCE.md'."
         )
 
@@ -85,7 +75,7 @@ class SkillFileTooLarge(SkillError):
         self.limit = limit
         how_big = "is larger than" if size is None else f"is {size} bytes, over"
         super().__init__(
-            f"{echo(path)} {how_big} the {limit}-byte limit ({setting}). Make it smaller, or "
+            f"{quoted(path)} {how_big} the {limit}-byte limit ({setting}). Make it smaller, or "
             f"raise {setting}."
         )
 
@@ -97,6 +87,6 @@ class SkillFileUnreadable(SkillError):
         self.skill = skill
         self.path = path
         super().__init__(
-            f"Skill {echo(skill)}: {echo(path)} is a {kind}, not a regular file; skill files are "
-            "read only when they are regular files. Replace it with a file."
+            f"Skill {quoted(skill)}: {quoted(path)} is a {kind}, not a regular file; skill "
+            "files are read only when they are regular files. Replace it with a file."
         )

@@ -30,11 +30,12 @@ from __future__ import annotations
 import posixpath
 from collections.abc import Callable
 
+from plait.errors import quoted
 from plait.paths import PathEscapeError
 from plait.skills.catalog import SkillCatalog
 from plait.skills.disclosure.scan import READ_TOOL_NAME
 from plait.skills.disclosure.snapshot import SkillSnapshot, normalize_location
-from plait.skills.errors import SkillError, echo
+from plait.skills.errors import SkillError
 from plait.skills.model import SkillEntry
 from plait.skills.sources.reading import LinePage, LineReader
 from plait.tools import FunctionTool, ToolContext
@@ -54,7 +55,7 @@ class SkillPathError(SkillError, LookupError):
         self.path = path
         hint = f" such as {example!r}" if example else ""
         super().__init__(
-            f"{echo(path)} is not inside a skill folder. read_file reads only SKILL.md files and "
+            f"{quoted(path)} is not inside a skill folder. read_file reads only SKILL.md files and "
             f"the files in their folders; use a path from the skills list{hint}."
         )
 
