@@ -53,6 +53,7 @@ from plait.sandbox import (
     SandboxCommand,
     SandboxError,
 )
+from plait.skills.errors import SkillFileTooLarge
 from plait.skills.managed.errors import (
     InvalidSkillsConfig,
     SkillScriptFailed,
@@ -62,6 +63,7 @@ from plait.skills.managed.errors import (
 from plait.skills.sources.base import SkillSource
 
 __all__ = [
+    "DEFAULT_WORKSPACE_BYTES",
     "TRUNCATION_MARKER",
     "ScriptConfig",
     "ScriptRun",
@@ -161,10 +163,22 @@ class Workspace:
         return f"<Workspace {str(self.root)!r}{' disposed' if self.disposed else ''}>"
 
 
+DEFAULT_WORKSPACE_BYTES = 64 * 1024 * 1024
+"""The most bytes :func:`materialize` copies for one skill (each file is also capped by its
+source's ``max_file_bytes``, 5 MiB by default for folders on disk)."""
+
+
 async def materialize(
-    source: SkillSource, ref: str, files: Sequence[str], skill: str, parent: str | None
+    source: SkillSource,
+    ref: str,
+    files: Sequence[str],
+    skill: str,
+    parent: str | None,
+    *,
+    max_bytes: int = DEFAULT_WORKSPACE_BYTES,
 ) -> Workspace:
     """Copy ``files`` of skill ``ref`` into a new temporary folder; on failure remove it.
+    More than ``max_bytes`` in all raises :class:`~plait.skills.errors.SkillFileTooLarge`.
 
     ``skill`` (the frontmatter name, chosen by the skill's author) only labels the folder: it is
     reduced to ``[A-Za-z0-9_-]`` and 32 characters, so a ``/`` or ``..`` in it cannot place the
@@ -172,9 +186,15 @@ async def materialize(
     label = _UNSAFE_NAME_CHARS.sub("_", skill)[:32]
     root = Path(tempfile.mkdtemp(prefix=f"plait-skill-{label}-", dir=parent))
     workspace = Workspace(root)
+    copied = 0
     try:
         for rel in files:
             data = await source.read(ref, rel)
+            copied += len(data)
+            if copied > max_bytes:
+                raise SkillFileTooLarge(
+                    f"the files of skill {skill!r}", copied, max_bytes, "materialize max_bytes"
+                )
             target = root / normalize_virtual_path(rel)
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(data)
