@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from postgres_server import fresh_schema, postgres_url
 
 from plait.errors import ThreadConflictError
 from plait.messages import AssistantMessage, ToolCall, ToolMessage, Usage, UserMessage
@@ -21,14 +22,22 @@ from plait.stores import (
 )
 
 
-@pytest.fixture(params=["memory", "sqlite"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ThreadStore]:
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[ThreadStore]:
     if request.param == "memory":
         yield MemoryThreadStore()
-        return
-    sqlite_store = SQLiteThreadStore(tmp_path / "threads.db")
-    yield sqlite_store
-    sqlite_store.close()
+    elif request.param == "sqlite":
+        sqlite_store = SQLiteThreadStore(tmp_path / "threads.db")
+        yield sqlite_store
+        sqlite_store.close()
+    else:
+        from plait.stores.postgres import PostgresThreadStore
+
+        async with fresh_schema(postgres_url()) as schema:
+            pg_store = PostgresThreadStore(postgres_url(), schema=schema, max_size=4)
+            await pg_store.setup()
+            yield pg_store
+            await pg_store.aclose()
 
 
 def conversation() -> list[Any]:

@@ -9,7 +9,8 @@ Measured on 1,500 mixed messages: a JSON round trip costs about 8 ms, ``copy.dee
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +23,7 @@ from plait.stores.base import (
     state_from_json,
     state_to_json,
 )
+from plait.stores.lease import DEFAULT_LEASE_WAIT_S, LocalLeases
 
 __all__ = ["MemoryThreadStore"]
 
@@ -34,9 +36,14 @@ class _StoredThread:
 
 
 class MemoryThreadStore:
-    """A :class:`~plait.stores.base.ThreadStore` held in process memory (lost when it exits)."""
+    """A :class:`~plait.stores.base.ThreadStore` held in process memory (lost when it exits).
 
-    def __init__(self) -> None:
+    ``lease_wait`` (default 30 s; 0 fails fast) bounds how long a turn waits for another turn
+    on the same thread in this process (see :mod:`plait.stores.lease`).
+    """
+
+    def __init__(self, *, lease_wait: float = DEFAULT_LEASE_WAIT_S) -> None:
+        self._leases = LocalLeases(lease_wait)
         # Insertion order is recency order: a written thread is moved to the end.
         self._threads: dict[str, _StoredThread] = {}
         self._lock = asyncio.Lock()
@@ -81,3 +88,10 @@ class MemoryThreadStore:
     async def delete(self, thread_id: str) -> bool:
         async with self._lock:
             return self._threads.pop(thread_id, None) is not None
+
+    @asynccontextmanager
+    async def lease(self, thread_id: str) -> AsyncIterator[None]:
+        """One turn at a time on ``thread_id`` in this process; raises
+        :class:`~plait.errors.ThreadBusyError` after ``lease_wait`` seconds."""
+        async with self._leases.lease(thread_id):
+            yield

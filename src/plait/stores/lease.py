@@ -1,0 +1,139 @@
+"""Turn leases: one turn at a time per thread, across coroutines, processes and machines.
+
+A turn enters ``store.lease(thread_id)`` before it loads the thread, so a second turn on a busy
+thread waits (at most ``lease_wait`` seconds) or, with ``lease_wait=0``, fails at once with
+:class:`~plait.errors.ThreadBusyError` — before any model call, so no tokens are spent and no
+tool runs twice. The lease is optional in the :class:`~plait.stores.base.ThreadStore` contract:
+:func:`thread_lease` gives a no-op for a store without ``lease``.
+
+============================  ================================================================
+store                         what its lease is
+============================  ================================================================
+``MemoryThreadStore``         an ``asyncio`` lock per thread (one process; gone with it)
+``SQLiteThreadStore``         none (no-op): optimistic versioning still turns an overlapping
+                              write into ``ThreadConflictError``
+``PostgresThreadStore``       a row with an expiry (``lease_ttl``, default 30 s) renewed every
+                              ``lease_ttl / 3`` while the turn runs; a worker that dies stops
+                              renewing and its threads free up when the lease expires
+============================  ================================================================
+
+Leases save wasted work; correctness never depends on them. Every write still names the version
+it expects, so a turn that lost its lease (a stalled worker) gets ``ThreadConflictError`` rather
+than overwriting the turn that took over.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
+
+from plait.errors import ConfigurationError, ThreadBusyError
+from plait.messages import new_id
+
+__all__ = ["DEFAULT_LEASE_TTL_S", "DEFAULT_LEASE_WAIT_S", "held_lease", "thread_lease"]
+
+DEFAULT_LEASE_WAIT_S = 30.0
+DEFAULT_LEASE_TTL_S = 30.0
+_MAX_POLL_S = 0.5
+
+
+def thread_lease(store: object, thread_id: str) -> AbstractAsyncContextManager[object]:
+    """``store.lease(thread_id)`` if the store has one, else a no-op context manager."""
+    lease: Callable[[str], AbstractAsyncContextManager[object]] | None = getattr(
+        store, "lease", None
+    )
+    return nullcontext() if lease is None else lease(thread_id)
+
+
+def check_lease_options(wait: float, ttl: float) -> None:
+    """Refuse a negative ``lease_wait`` or a ``lease_ttl`` under 0.3 s."""
+    if wait < 0:
+        raise ConfigurationError(f"lease_wait must be 0 (fail fast) or more, got {wait}.")
+    if ttl < 0.3:
+        raise ConfigurationError(
+            f"lease_ttl must be at least 0.3 s (it is renewed every ttl/3), got {ttl}."
+        )
+
+
+@asynccontextmanager
+async def held_lease(
+    thread_id: str,
+    *,
+    acquire: Callable[[str, str], Awaitable[bool]],
+    renew: Callable[[str, str], Awaitable[bool]],
+    release: Callable[[str, str], Awaitable[None]],
+    wait: float,
+    ttl: float,
+) -> AsyncIterator[str]:
+    """Hold an expiring lease on ``thread_id`` for the body; yields the owner token.
+
+    ``acquire(thread_id, owner)`` takes the lease if it is free or expired; it is polled with
+    backoff (up to 0.5 s apart) until ``wait`` seconds have passed, then
+    :class:`ThreadBusyError` is raised. While the body runs, ``renew`` extends it every
+    ``ttl / 3`` seconds (a failed renewal is retried at the next tick; a lease another owner took
+    over is not renewed again). On exit ``release`` frees it; if that fails the lease simply
+    expires.
+    """
+    owner = new_id()
+    started = time.monotonic()
+    delay = 0.01
+    while not await acquire(thread_id, owner):
+        remaining = wait - (time.monotonic() - started)
+        if remaining <= 0:
+            raise ThreadBusyError(thread_id, wait)
+        await asyncio.sleep(min(delay, remaining))
+        delay = min(delay * 2, _MAX_POLL_S)
+    heartbeat = asyncio.create_task(_keep_renewed(thread_id, owner, renew, ttl / 3))
+    try:
+        yield owner
+    finally:
+        heartbeat.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await heartbeat
+        with contextlib.suppress(Exception):
+            await release(thread_id, owner)
+
+
+async def _keep_renewed(
+    thread_id: str, owner: str, renew: Callable[[str, str], Awaitable[bool]], every: float
+) -> None:
+    while True:
+        await asyncio.sleep(every)
+        try:
+            if not await renew(thread_id, owner):
+                return
+        except Exception:
+            continue
+
+
+class LocalLeases:
+    """In-process leases: an ``asyncio.Lock`` per thread, waited on for at most ``wait`` s."""
+
+    def __init__(self, wait: float = DEFAULT_LEASE_WAIT_S) -> None:
+        check_lease_options(wait, DEFAULT_LEASE_TTL_S)
+        self.wait = wait
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._users: dict[str, int] = {}
+
+    @asynccontextmanager
+    async def lease(self, thread_id: str) -> AsyncIterator[None]:
+        lock = self._locks.setdefault(thread_id, asyncio.Lock())
+        self._users[thread_id] = self._users.get(thread_id, 0) + 1
+        try:
+            if lock.locked() and self.wait == 0:
+                raise ThreadBusyError(thread_id, 0)
+            try:
+                await asyncio.wait_for(lock.acquire(), self.wait)
+            except TimeoutError:
+                raise ThreadBusyError(thread_id, self.wait) from None
+            try:
+                yield
+            finally:
+                lock.release()
+        finally:
+            self._users[thread_id] -= 1
+            if self._users[thread_id] == 0:
+                del self._users[thread_id], self._locks[thread_id]
