@@ -44,7 +44,7 @@ start() {
   fi
   port="$(free_port)"
   as_owner "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 start \
-    -o "-k $dir -p $port -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200" \
+    -o "-k $dir -p $port -c listen_addresses=127.0.0.1 -c fsync=off -c full_page_writes=off -c max_connections=200" \
     >/dev/null || { cat "$dir/server.log" >&2; exit 1; }
   echo "$port" >"$dir/port"
   echo "export PLAIT_TEST_POSTGRES_URL=postgresql://postgres@127.0.0.1:$port/postgres"

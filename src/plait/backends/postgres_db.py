@@ -210,11 +210,6 @@ class PostgresDatabase:
                     return await fn(conn)
             except PlaitError:
                 raise
-            except psycopg.Error as exc:
-                lost = _connection_lost(exc)
-                if lost and attempt + 1 < attempts:
-                    continue
-                raise self._failure(exc, lost, error) from exc
             except PoolTimeout as exc:
                 raise error(
                     f"Got no connection to Postgres at {self.description} within "
@@ -222,6 +217,11 @@ class PostgresDatabase:
                     "is busy. Check that the server runs and the URL is right, or raise "
                     "max_size / pool_timeout."
                 ) from exc
+            except psycopg.Error as exc:
+                lost = _connection_lost(exc)
+                if lost and attempt + 1 < attempts:
+                    continue
+                raise self._failure(exc, lost, error) from exc
         raise AssertionError("unreachable")
 
     def _failure(self, exc: BaseException, lost: bool, error: type[PlaitError]) -> PlaitError:
@@ -264,7 +264,9 @@ class PostgresDatabase:
                     "a transaction; create the index without CONCURRENTLY."
                 )
 
-            async def apply(conn: AsyncConnection[Any], n: int = number, body: str = statement) -> bool:
+            async def apply(
+                conn: AsyncConnection[Any], n: int = number, body: str = statement
+            ) -> bool:
                 await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
                 cur = await conn.execute(s("SELECT 1 FROM {s}.plait_migrations WHERE v = %s"), (n,))
                 if await cur.fetchone() is not None:
@@ -287,7 +289,9 @@ class PostgresDatabase:
             row = await cur.fetchone()
             if row is None or not row[0]:
                 return 0
-            cur = await conn.execute(self.sql("SELECT COALESCE(MAX(v), 0) FROM {s}.plait_migrations"))
+            cur = await conn.execute(
+                self.sql("SELECT COALESCE(MAX(v), 0) FROM {s}.plait_migrations")
+            )
             row = await cur.fetchone()
             return int(row[0]) if row else 0
 
