@@ -140,7 +140,7 @@ async def worker(target: str, log_path: str, out: str, turns: int, threads: int,
     outcome["elapsed_s"] = time.perf_counter() - started
     outcome["append_s"] = store.append_s
     await close_store(store.store)
-    Path(out).write_text(json.dumps(outcome))
+    await asyncio.to_thread(Path(out).write_text, json.dumps(outcome))
 
 
 async def verify(
@@ -300,11 +300,13 @@ def main() -> None:
             print(json.dumps(report))
     if not args.json:
         print(
-            f"{'store':9} {'workers':>7} {'done':>5} {'turns/s':>8} {'p50 ms':>7} {'p99 ms':>7}  errors / problems"
+            f"{'store':9} {'workers':>7} {'done':>5} {'turns/s':>8} {'p50 ms':>7} "
+            f"{'p99 ms':>7}  errors / problems"
         )
         for r in reports:
             print(
-                f"{r['store']:9} {r['finished_workers']:>3}/{r['workers']:<3} {r['turns_completed']:>5} "
+                f"{r['store']:9} {r['finished_workers']:>3}/{r['workers']:<3} "
+                f"{r['turns_completed']:>5} "
                 f"{r['turns_per_s']:>8.1f} {r['append_p50_ms']:>7.2f} {r['append_p99_ms']:>7.2f}  "
                 f"{r['errors']} {len(r['problems'])} problems {r['problems'][:5]}"
             )

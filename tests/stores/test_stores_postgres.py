@@ -54,6 +54,15 @@ async def _terminate_other_backends() -> int:
         return int(row[0]) if row else 0
 
 
+async def _until_started(store: PostgresThreadStore, thread_id: str) -> None:
+    """Poll until a turn has persisted its input (the turn then holds the lease)."""
+    for _ in range(3000):
+        if (await store.load(thread_id)).version > 0:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("the first turn never started")
+
+
 async def test_setup_from_several_workers_at_once_applies_each_migration_once(schema: str) -> None:
     stores = [PostgresThreadStore(postgres_url(), schema=schema) for _ in range(4)]
     results = await asyncio.gather(*(s.setup() for s in stores))
@@ -123,8 +132,7 @@ async def test_a_second_turn_on_a_busy_thread_fails_fast_before_calling_the_mode
         return ModelResponse(content="second")
 
     first = asyncio.create_task(Agent(FunctionModel(slow), store=store).run("one", thread_id="t"))
-    while (await store.load("t")).version == 0:
-        await asyncio.sleep(0.01)
+    await _until_started(store, "t")
     other_worker = PostgresThreadStore(store.db, lease_wait=0)
     with pytest.raises(ThreadBusyError, match="another worker"):
         await Agent(FunctionModel(counted), store=other_worker).run("two", thread_id="t")
@@ -149,8 +157,7 @@ async def test_a_waiting_turn_runs_after_the_busy_one_and_sees_its_messages(
         return ModelResponse(content="second")
 
     first = asyncio.create_task(Agent(FunctionModel(slow), store=store).run("one", thread_id="t"))
-    while (await store.load("t")).version == 0:
-        await asyncio.sleep(0.01)
+    await _until_started(store, "t")
     waiter = PostgresThreadStore(store.db, lease_wait=10)
     waiting = asyncio.create_task(
         Agent(FunctionModel(second), store=waiter).run("two", thread_id="t")
@@ -199,7 +206,7 @@ async def test_a_worker_killed_mid_turn_frees_its_thread_when_the_lease_expires(
     store: PostgresThreadStore, schema: str
 ) -> None:
     await store.append("t", [UserMessage("before")], expected_version=0)
-    holder = subprocess.Popen(
+    holder = subprocess.Popen(  # noqa: ASYNC220 - a real process, so kill -9 is real
         [sys.executable, "-c", _HOLDER, postgres_url(), schema], stdout=subprocess.PIPE, text=True
     )
     try:

@@ -15,7 +15,6 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from plait.backends.sqlite import SQLiteBackend
 from plait.context import (
     OverflowRecoveryMiddleware,
     ResultEvictionMiddleware,
@@ -27,7 +26,6 @@ from plait.models.base import Model
 from plait.models.registry import MODEL_SPEC_FORMS, resolve_model
 from plait.runtime.agent import Agent
 from plait.skills import FilesystemSource
-from plait.stores.sqlite import SQLiteThreadStore
 
 __all__ = [
     "AgentOptions",
@@ -106,7 +104,7 @@ class AgentOptions:
     model: Model
     skills: Sequence[Path] = ()
     mode: Mode = Mode.DISCLOSURE
-    store: Path | None = None
+    store: str | Path | None = None
     system_prompt: str = DEFAULT_SYSTEM_PROMPT
     max_input_tokens: int = 100_000
     evict_over_tokens: int = 2_000
@@ -121,8 +119,11 @@ async def build_agent(options: AgentOptions) -> tuple[Agent, list[Closer]]:
     """The agent for ``options`` and, in order, what to await when done with it: finish the
     background history offload, dispose a skill manager, close the model's HTTP client, the
     results database and the thread store."""
-    store_path = options.store or default_store()
-    backend = SQLiteBackend(blob_path(store_path))
+    from plait.cli.db import aclose_store, open_backend, open_thread_store, store_target
+
+    target = store_target(str(options.store) if options.store is not None else None)
+    store = open_thread_store(target)
+    backend = open_backend(store, target)
     summarization = SummarizationMiddleware(options.max_input_tokens, backend=backend)
     # A skill's instructions are read whole (the spec's "exempt skill content from
     # compaction"): read_file results are never evicted.
@@ -142,7 +143,6 @@ async def build_agent(options: AgentOptions) -> tuple[Agent, list[Closer]]:
         if dispose is not None:
             closers.append(dispose)
     middleware.extend(options.extra_middleware)
-    store = SQLiteThreadStore(store_path)
     agent = Agent(
         options.model,
         middleware=middleware,
@@ -154,8 +154,8 @@ async def build_agent(options: AgentOptions) -> tuple[Agent, list[Closer]]:
         closers.append(aclose)
 
     async def close_files() -> None:
-        backend.close()
-        store.close()
+        await aclose_store(backend)
+        await aclose_store(store)
 
     closers.append(close_files)
     return agent, closers
