@@ -10,12 +10,15 @@ tool runs twice. The lease is optional in the :class:`~plait.stores.base.ThreadS
 store                         what its lease is
 ============================  ================================================================
 ``MemoryThreadStore``         an ``asyncio`` lock per thread (one process; gone with it)
-``SQLiteThreadStore``         none (no-op): optimistic versioning still turns an overlapping
-                              write into ``ThreadConflictError``
-``PostgresThreadStore``       a row with an expiry (``lease_ttl``, default 30 s) renewed every
-                              ``lease_ttl / 3`` while the turn runs; a worker that dies stops
-                              renewing and its threads free up when the lease expires
+``SQLiteThreadStore``         a row with an expiry in the same file (every process on the
+                              machine shares it; the wall clock is the one clock they share)
+``PostgresThreadStore``       a row with an expiry on the server's clock
 ============================  ================================================================
+
+Both table leases last ``lease_ttl`` (default 30 s) and are renewed every ``lease_ttl / 3`` while
+the turn runs; a worker that dies (even ``kill -9``) stops renewing, and its threads free up when
+the lease expires. A lease is a row, not a session lock, so it works through a transaction-mode
+pooler and survives a dropped connection.
 
 Leases save wasted work; correctness never depends on them. Every write still names the version
 it expects, so a turn that lost its lease (a stalled worker) gets ``ThreadConflictError`` rather
@@ -123,12 +126,15 @@ class LocalLeases:
         lock = self._locks.setdefault(thread_id, asyncio.Lock())
         self._users[thread_id] = self._users.get(thread_id, 0) + 1
         try:
-            if lock.locked() and self.wait == 0:
+            if not lock.locked():
+                await lock.acquire()  # free: taken without yielding to the loop
+            elif self.wait == 0:
                 raise ThreadBusyError(thread_id, 0)
-            try:
-                await asyncio.wait_for(lock.acquire(), self.wait)
-            except TimeoutError:
-                raise ThreadBusyError(thread_id, self.wait) from None
+            else:
+                try:
+                    await asyncio.wait_for(lock.acquire(), self.wait)
+                except TimeoutError:
+                    raise ThreadBusyError(thread_id, self.wait) from None
             try:
                 yield
             finally:

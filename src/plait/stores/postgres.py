@@ -153,9 +153,7 @@ class PostgresThreadStore:
 
         async def insert(conn: AsyncConnection[Any]) -> int:
             if expected_version == 0:
-                created = await conn.execute(
-                    self._q_create, (thread_id, state_json or "{}", token)
-                )
+                created = await conn.execute(self._q_create, (thread_id, state_json or "{}", token))
                 if created.rowcount == 1:
                     await self._insert_rows(conn, thread_id, 0, messages, rows)
                     return 1
