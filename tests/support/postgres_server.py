@@ -21,7 +21,7 @@ def _required(variable: str, what: str) -> str:
     url = os.environ.get(variable)
     if url:
         return url
-    reason = f"{what}: set {variable} (eval \"$(.ci/postgres.sh start)\" starts one)"
+    reason = f'{what}: set {variable} (eval "$(.ci/postgres.sh start)" starts one)'
     if os.environ.get("CI", "").lower() == "true":
         pytest.fail(f"CI=true but {variable} is not set; {reason}")
     pytest.skip(reason)

@@ -103,7 +103,7 @@ class PostgresBackend:
         async def upsert(conn: AsyncConnection[Any]) -> None:
             await conn.execute(query, (key, text, raw))
 
-        await self.db.run(upsert, error=BackendError)
+        await self.db.run(upsert, error=BackendError, single=True)
         return key
 
     async def read(self, path: str, offset: int = 0, limit: int | None = None) -> str:
@@ -124,7 +124,7 @@ class PostgresBackend:
             row = await (await conn.execute(query, params)).fetchone()
             return None if row is None else (row[0], row[1])
 
-        found = await self.db.run(select, error=BackendError)
+        found = await self.db.run(select, error=BackendError, single=True)
         if found is None:
             raise FileNotFoundError(f"No blob at {key!r} in the Postgres backend.")
         text, raw = found
@@ -140,7 +140,7 @@ class PostgresBackend:
         async def select(conn: AsyncConnection[Any]) -> bool:
             return await (await conn.execute(query, (key,))).fetchone() is not None
 
-        return await self.db.run(select, error=BackendError)
+        return await self.db.run(select, error=BackendError, single=True)
 
     async def ls(self, prefix: str = "") -> list[str]:
         root = virtual_prefix(prefix)
@@ -156,7 +156,7 @@ class PostgresBackend:
             cur = await conn.execute(query, (root, root, root + "/", root + "0"))
             return sorted(row[0] for row in await cur.fetchall())
 
-        return await self.db.run(select, error=BackendError)
+        return await self.db.run(select, error=BackendError, single=True)
 
     async def delete(self, path: str) -> bool:
         key = _key(path)
@@ -165,4 +165,4 @@ class PostgresBackend:
         async def remove(conn: AsyncConnection[Any]) -> bool:
             return (await conn.execute(query, (key,))).rowcount > 0
 
-        return await self.db.run(remove, error=BackendError)
+        return await self.db.run(remove, error=BackendError, single=True)

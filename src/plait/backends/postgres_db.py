@@ -189,8 +189,11 @@ class PostgresDatabase:
         *,
         error: type[PlaitError],
         retry: bool = True,
+        single: bool = False,
     ) -> T:
         """``fn(conn)`` inside one transaction, committed if it returns, rolled back if it raises.
+        With ``single=True``, ``fn`` runs exactly one statement, which autocommit makes atomic on
+        its own: no ``BEGIN``/``COMMIT`` round trips.
 
         A ``PlaitError`` from ``fn`` passes through unchanged; every psycopg or pool failure
         becomes ``error(message)`` saying what to do: the server unreachable or gone, the pool
@@ -206,8 +209,11 @@ class PostgresDatabase:
         attempts = 2 if retry else 1
         for attempt in range(attempts):
             try:
-                async with self.connection() as conn, conn.transaction():
-                    return await fn(conn)
+                async with self.connection() as conn:
+                    if single and conn.autocommit:
+                        return await fn(conn)
+                    async with conn.transaction():
+                        return await fn(conn)
             except PlaitError:
                 raise
             except PoolTimeout as exc:

@@ -94,25 +94,35 @@ class PostgresThreadStore:
         self.lease_wait = lease_wait
         self.lease_ttl = lease_ttl
         s = self.db.sql
-        self._q_head = s("SELECT version, state FROM {s}.plait_threads WHERE thread_id = %s")
-        self._q_rows = s("SELECT json FROM {s}.plait_messages WHERE thread_id = %s ORDER BY seq")
+        # One statement, so one snapshot: the messages always match the version read.
+        self._q_load = s(
+            "SELECT version, state, ARRAY(SELECT json FROM {s}.plait_messages m "
+            "WHERE m.thread_id = t.thread_id ORDER BY seq) FROM {s}.plait_threads t "
+            "WHERE thread_id = %s"
+        )
         self._q_lock = s(
-            "SELECT version, write_token FROM {s}.plait_threads WHERE thread_id = %s FOR UPDATE"
+            "SELECT version, write_token, (SELECT COALESCE(MAX(seq) + 1, 0) "
+            "FROM {s}.plait_messages WHERE thread_id = %s) "
+            "FROM {s}.plait_threads WHERE thread_id = %s FOR UPDATE"
         )
         self._q_create = s(
             "INSERT INTO {s}.plait_threads (thread_id, version, state, write_token) "
             "VALUES (%s, 1, %s, %s) ON CONFLICT (thread_id) DO NOTHING"
         )
+        # The version bump and the message rows in one statement (one round trip).
         self._q_bump = s(
-            "UPDATE {s}.plait_threads SET version = version + 1, state = COALESCE(%s, state), "
-            "write_token = %s, written = nextval('{s}.plait_thread_writes'), "
-            "updated_at = clock_timestamp() WHERE thread_id = %s"
-        )
-        self._q_next = s(
-            "SELECT COALESCE(MAX(seq) + 1, 0) FROM {s}.plait_messages WHERE thread_id = %s"
+            "WITH bump AS (UPDATE {s}.plait_threads SET version = version + 1, "
+            "state = COALESCE(%s, state), write_token = %s, "
+            "written = nextval('{s}.plait_thread_writes'), updated_at = clock_timestamp() "
+            "WHERE thread_id = %s RETURNING thread_id) "
+            "INSERT INTO {s}.plait_messages (thread_id, seq, id, json) "
+            "SELECT bump.thread_id, %s + u.n - 1, u.id, u.json FROM bump, "
+            "unnest(%s::text[], %s::text[]) WITH ORDINALITY AS u(id, json, n)"
         )
         self._q_insert = s(
-            "INSERT INTO {s}.plait_messages (thread_id, seq, id, json) VALUES (%s, %s, %s, %s)"
+            "INSERT INTO {s}.plait_messages (thread_id, seq, id, json) "
+            "SELECT %s, u.n - 1, u.id, u.json "
+            "FROM unnest(%s::text[], %s::text[]) WITH ORDINALITY AS u(id, json, n)"
         )
 
     async def setup(self) -> list[int]:
@@ -126,18 +136,17 @@ class PostgresThreadStore:
 
     async def load(self, thread_id: str) -> ThreadSnapshot:
         async def select(conn: AsyncConnection[Any]) -> ThreadSnapshot:
-            head = await (await conn.execute(self._q_head, (thread_id,))).fetchone()
+            head = await (await conn.execute(self._q_load, (thread_id,))).fetchone()
             if head is None:
                 return ThreadSnapshot(thread_id)
-            rows = await (await conn.execute(self._q_rows, (thread_id,))).fetchall()
             return ThreadSnapshot(
                 thread_id,
-                messages_from_json(thread_id, [row[0] for row in rows]),
+                messages_from_json(thread_id, head[2]),
                 state_from_json(head[1]),
                 int(head[0]),
             )
 
-        return await self.db.run(select, error=StoreError)
+        return await self.db.run(select, error=StoreError, single=True)
 
     async def append(
         self,
@@ -150,25 +159,24 @@ class PostgresThreadStore:
         rows = messages_to_json(thread_id, messages)
         state_json = None if state is None else state_to_json(thread_id, state)
         token = new_id()
+        ids = [message.id for message in messages]
 
         async def insert(conn: AsyncConnection[Any]) -> int:
             if expected_version == 0:
                 created = await conn.execute(self._q_create, (thread_id, state_json or "{}", token))
                 if created.rowcount == 1:
-                    await self._insert_rows(conn, thread_id, 0, messages, rows)
+                    if rows:
+                        await conn.execute(self._q_insert, (thread_id, ids, rows))
                     return 1
-            head = await (await conn.execute(self._q_lock, (thread_id,))).fetchone()
+            head = await (await conn.execute(self._q_lock, (thread_id, thread_id))).fetchone()
             version = 0 if head is None else int(head[0])
             if version == expected_version + 1 and head is not None and head[1] == token:
                 return version  # a retry after a commit whose acknowledgement was lost
-            if version != expected_version:
+            if version != expected_version or head is None:
                 raise ThreadConflictError(thread_id, expected_version, version)
-            cur = await conn.execute(self._q_next, (thread_id,))
-            next_row = await cur.fetchone()
-            await self._insert_rows(
-                conn, thread_id, int(next_row[0]) if next_row else 0, messages, rows
+            await conn.execute(
+                self._q_bump, (state_json, token, thread_id, int(head[2]), ids, rows)
             )
-            await conn.execute(self._q_bump, (state_json, token, thread_id))
             return version + 1
 
         return await self.db.run(insert, error=StoreError)
@@ -198,7 +206,7 @@ class PostgresThreadStore:
         async def select(conn: AsyncConnection[Any]) -> list[str]:
             return [row[0] for row in await (await conn.execute(query)).fetchall()]
 
-        return await self.db.run(select, error=StoreError)
+        return await self.db.run(select, error=StoreError, single=True)
 
     async def delete(self, thread_id: str) -> bool:
         s = self.db.sql
@@ -241,19 +249,19 @@ class PostgresThreadStore:
                 row = await (await conn.execute(q_take, (thread, owner, ttl))).fetchone()
                 return row is not None
 
-            return await self.db.run(take, error=StoreError)
+            return await self.db.run(take, error=StoreError, single=True)
 
         async def renew(thread: str, owner: str) -> bool:
             async def extend(conn: AsyncConnection[Any]) -> bool:
                 return (await conn.execute(q_renew, (ttl, thread, owner))).rowcount == 1
 
-            return await self.db.run(extend, error=StoreError)
+            return await self.db.run(extend, error=StoreError, single=True)
 
         async def release(thread: str, owner: str) -> None:
             async def free(conn: AsyncConnection[Any]) -> None:
                 await conn.execute(q_free, (thread, owner))
 
-            await self.db.run(free, error=StoreError)
+            await self.db.run(free, error=StoreError, single=True)
 
         async with held_lease(
             thread_id,
