@@ -12,6 +12,8 @@ from pathlib import Path
 import psycopg
 import pytest
 from postgres_server import postgres_url
+from test_cli_run import FIXTURES, sse_text
+from wire_server import WireServer
 
 from plait.backends.postgres import PostgresBackend
 from plait.messages import UserMessage
@@ -23,6 +25,8 @@ def plait(*args: str, home: Path, store: str | None = None) -> subprocess.Comple
     env.update({"PLAIT_HOME": str(home), "COLUMNS": "200", "NO_COLOR": "1"})
     if store is not None:
         env["PLAIT_STORE"] = store
+    for variable in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "PLAIT_MODEL"):
+        env.pop(variable, None)
     return subprocess.run(
         [sys.executable, "-c", "from plait.cli import main; main()", *args],
         capture_output=True,
@@ -87,3 +91,29 @@ async def test_threads_before_db_upgrade_says_to_run_it(database: str, tmp_path:
     assert result.returncode == 1
     assert "plait db upgrade" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_run_keeps_its_thread_in_postgres_and_continues_it(database: str, tmp_path: Path) -> None:
+    with WireServer(FIXTURES) as server:
+        _run_twice(database, server, tmp_path)
+
+
+def _run_twice(database: str, server: WireServer, tmp_path: Path) -> None:
+    assert plait("db", "upgrade", "--store", database, home=tmp_path).returncode == 0
+    spec = f"openai-compatible:test-model@{server.url}/v1"
+    server._replies.append(sse_text("Stored in Postgres."))
+    first = plait("run", "first", "--model", spec, home=tmp_path, store=database)
+    assert first.returncode == 0, first.stdout + first.stderr
+    thread = first.stdout.split("thread: ")[1].split()[0]
+    assert not (tmp_path / "threads.sqlite3").exists()
+    server._replies.append(sse_text("Continued."))
+    second = plait(
+        "run", "second", "--model", spec, "--thread", thread, "--store", database, home=tmp_path
+    )
+    assert second.returncode == 0, second.stdout + second.stderr
+    sent = [(m["role"], m.get("content")) for m in server.bodies()[1]["messages"]]
+    assert [m for m in sent if m[0] != "system"] == [
+        ("user", "first"),
+        ("assistant", "Stored in Postgres."),
+        ("user", "second"),
+    ]

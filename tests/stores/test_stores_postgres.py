@@ -309,3 +309,71 @@ async def test_store_and_backend_share_one_database(store: PostgresThreadStore) 
     assert await blobs.read("results/1.txt", 2, 3) == "ict"
     with pytest.raises(Exception, match="shorter names"):
         await blobs.write("k" * 3000, "too long a key")
+
+
+class CommitCutter:
+    """A TCP proxy to the test server that, once armed, forwards the next ``COMMIT``, waits for
+    the server's reply (so the commit happened) and drops the client's connection instead of
+    passing the reply on: a commit whose acknowledgement was lost."""
+
+    def __init__(self, target_port: int) -> None:
+        self.target_port = target_port
+        self.armed = False
+        self.cut = 0
+        self.server: asyncio.Server | None = None
+
+    async def start(self) -> int:
+        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        return int(self.server.sockets[0].getsockname()[1])
+
+    async def _serve(self, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
+        server_r, server_w = await asyncio.open_connection("127.0.0.1", self.target_port)
+
+        committing = False
+
+        async def upstream() -> None:
+            nonlocal committing
+            while data := await client_r.read(65536):
+                if self.armed and b"COMMIT" in data:
+                    self.armed = False
+                    committing = True
+                server_w.write(data)
+                await server_w.drain()
+
+        async def downstream() -> None:
+            while data := await server_r.read(65536):
+                if committing:  # the server committed; its reply is lost with the connection
+                    self.cut += 1
+                    client_w.transport.abort()
+                    return
+                client_w.write(data)
+                await client_w.drain()
+
+        try:
+            await asyncio.gather(upstream(), downstream(), return_exceptions=True)
+        finally:
+            server_w.close()
+            client_w.close()
+
+    async def aclose(self) -> None:
+        if self.server is not None:
+            self.server.close()
+
+
+async def test_a_lost_commit_acknowledgement_is_not_a_false_conflict(schema: str) -> None:
+    url = postgres_url()
+    port = int(url.rsplit(":", 1)[1].split("/")[0])
+    proxy = CommitCutter(port)
+    proxied = url.replace(f":{port}/", f":{await proxy.start()}/")
+    pg = PostgresThreadStore(proxied, schema=schema, max_size=1)
+    await pg.setup()
+    await pg.append("t", [UserMessage("first")], expected_version=0, state={"n": 1})
+    proxy.armed = True
+    version = await pg.append("t", [UserMessage("second")], expected_version=1, state={"n": 2})
+    assert proxy.cut == 1
+    assert version == 2
+    snapshot = await pg.load("t")
+    assert [m.text for m in snapshot.messages] == ["first", "second"]
+    assert (snapshot.version, snapshot.state) == (2, {"n": 2})
+    await pg.aclose()
+    await proxy.aclose()
