@@ -41,6 +41,7 @@ __all__ = ["DEFAULT_LEASE_TTL_S", "DEFAULT_LEASE_WAIT_S", "held_lease", "thread_
 DEFAULT_LEASE_WAIT_S = 30.0
 DEFAULT_LEASE_TTL_S = 30.0
 _MAX_POLL_S = 0.5
+_STOP_S = 5.0  # bound on stopping the renewals and releasing the lease at the end of a turn
 
 
 def thread_lease(store: object, thread_id: str) -> AbstractAsyncContextManager[object]:
@@ -77,8 +78,8 @@ async def held_lease(
     backoff (up to 0.5 s apart) until ``wait`` seconds have passed, then
     :class:`ThreadBusyError` is raised. While the body runs, ``renew`` extends it every
     ``ttl / 3`` seconds (a failed renewal is retried at the next tick; a lease another owner took
-    over is not renewed again). On exit ``release`` frees it; if that fails the lease simply
-    expires.
+    over is not renewed again). On exit ``release`` frees it (waiting at most 5 s); if that
+    fails the lease simply expires.
     """
     owner = new_id()
     started = time.monotonic()
@@ -94,10 +95,11 @@ async def held_lease(
         yield owner
     finally:
         heartbeat.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await heartbeat
+        # Bounded: a driver that turns the cancellation into its own error must not hold the
+        # turn here (the renewal loop also stops itself, see _keep_renewed).
+        await asyncio.wait([heartbeat], timeout=_STOP_S)
         with contextlib.suppress(Exception):
-            await release(thread_id, owner)
+            await asyncio.wait_for(release(thread_id, owner), _STOP_S)
 
 
 async def _keep_renewed(
@@ -109,6 +111,9 @@ async def _keep_renewed(
             if not await renew(thread_id, owner):
                 return
         except Exception:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                return  # cancelled mid-renewal and the driver reported it as an error
             continue
 
 
