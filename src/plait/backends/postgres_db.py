@@ -10,8 +10,9 @@ Connections come from a ``psycopg_pool.AsyncConnectionPool``, either built here 
 (then plait never closes it). A pool built here uses ``autocommit=True``, checks every connection
 as it is handed out (``check_connection``: one the server killed — idle timeout,
 ``pg_terminate_backend``, a restart — is replaced, not used), and recycles connections after
-``max_idle``/``max_lifetime``. Every statement that writes runs in an explicit transaction, so a
-connection lost mid-write leaves nothing half-written.
+``max_idle`` (5 min) / ``max_lifetime`` (30 min). A write of several statements runs in one
+explicit transaction (a single statement is atomic on its own), so a connection lost mid-write
+leaves nothing half-written.
 
 Behind a transaction-mode pooler (PgBouncer) pass ``prepared_statements=False``: psycopg then
 never prepares a statement on the server (``prepare_threshold=None``), which such a pooler cannot
@@ -117,7 +118,7 @@ class PostgresDatabase:
         self.prepared_statements = prepared_statements
         self._target = target
         self._owned = isinstance(target, str)
-        self._pool: AsyncConnectionPool[Any] | None = None if self._owned else target  # type: ignore[assignment]
+        self._pool: AsyncConnectionPool[Any] | None = None if isinstance(target, str) else target
         self._max_size = max_size
         self._timeout = pool_timeout
         self._opening = asyncio.Lock()
