@@ -4,6 +4,7 @@
     python bench/store_load.py --store /tmp/x.sqlite3      # the same run on SQLite
     python bench/store_load.py --store URL --kill 2         # kill -9 two random workers mid-run
     python bench/store_load.py --store URL --restart DIR    # restart the server (.ci/postgres.sh)
+    --schema NAME puts the Postgres tables in that schema (default public).
 
 Each worker process runs ``--turns`` turns on threads picked at random among ``--threads``. A
 turn is two dispatches: the model calls the ``record`` tool (which writes its call id to a side
@@ -44,12 +45,20 @@ LEASE_TTL_S = 2.0
 LEASE_WAIT_S = 20.0
 
 
+SCHEMA = os.environ.get("PLAIT_LOAD_SCHEMA", "public")
+
+
 def open_store(target: str, *, lease_wait: float = LEASE_WAIT_S) -> ThreadStore:
     if target.startswith("postgres"):
         from plait.stores.postgres import PostgresThreadStore
 
         return PostgresThreadStore(
-            target, lease_ttl=LEASE_TTL_S, lease_wait=lease_wait, max_size=4, pool_timeout=10
+            target,
+            schema=SCHEMA,
+            lease_ttl=LEASE_TTL_S,
+            lease_wait=lease_wait,
+            max_size=4,
+            pool_timeout=10,
         )
     from plait.stores.sqlite import SQLiteThreadStore
 
@@ -281,11 +290,15 @@ def main() -> None:
     parser.add_argument("--restart", default="", help="postgres.sh cluster DIR to restart mid-run")
     parser.add_argument("--fault-after", type=float, default=2.0)
     parser.add_argument("--verify", action="store_true")
+    parser.add_argument("--schema", default="", help="Postgres schema (default: public)")
     parser.add_argument("--json", action="store_true", help="print one JSON line per store")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--log", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.schema:
+        global SCHEMA
+        SCHEMA = os.environ["PLAIT_LOAD_SCHEMA"] = args.schema  # the workers inherit it
     if args.worker:
         asyncio.run(
             worker(args.store[0], args.log, args.worker, args.turns, args.threads, args.seed)
