@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from postgres_server import fresh_schema, postgres_url
+from postgres_server import fresh_schema, pgbouncer_url, postgres_url
 
 from plait.errors import ThreadBusyError, ThreadConflictError
 from plait.messages import AssistantMessage, ToolCall, ToolMessage, Usage, UserMessage
@@ -23,7 +23,7 @@ from plait.stores import (
 from plait.stores.lease import thread_lease
 
 
-@pytest.fixture(params=["memory", "sqlite", "postgres"])
+@pytest.fixture(params=["memory", "sqlite", "postgres", "postgres-pgbouncer"])
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[ThreadStore]:
     if request.param == "memory":
         yield MemoryThreadStore()
@@ -34,8 +34,13 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
     else:
         from plait.stores.postgres import PostgresThreadStore
 
+        # Through PgBouncer in transaction mode, without prepared statements.
+        bounced = request.param == "postgres-pgbouncer"
+        url = pgbouncer_url() if bounced else postgres_url()
         async with fresh_schema(postgres_url()) as schema:
-            pg_store = PostgresThreadStore(postgres_url(), schema=schema, max_size=4)
+            pg_store = PostgresThreadStore(
+                url, schema=schema, max_size=4, prepared_statements=not bounced
+            )
             await pg_store.setup()
             yield pg_store
             await pg_store.aclose()

@@ -31,6 +31,7 @@ def load(*args: str) -> dict[str, object]:
 
 def test_workers_sharing_sqlite_lose_and_duplicate_nothing(tmp_path: Path) -> None:
     report = load("--store", str(tmp_path / "threads.sqlite3"), "--turns", "12", "--verify")
+    assert report["finished_workers"] == 3
     assert report["turns_completed"] == 36
     assert report["errors"] == {}
 
@@ -38,6 +39,7 @@ def test_workers_sharing_sqlite_lose_and_duplicate_nothing(tmp_path: Path) -> No
 async def test_workers_sharing_postgres_lose_and_duplicate_nothing() -> None:
     async with fresh_schema(postgres_url()) as schema:
         report = load("--store", postgres_url(), "--schema", schema, "--turns", "12", "--verify")
+    assert report["finished_workers"] == 3
     assert report["turns_completed"] == 36
     assert report["errors"] == {}
 
