@@ -377,3 +377,12 @@ async def test_a_lost_commit_acknowledgement_is_not_a_false_conflict(schema: str
     assert (snapshot.version, snapshot.state) == (2, {"n": 2})
     await pg.aclose()
     await proxy.aclose()
+
+
+def test_a_store_built_from_a_url_works_across_event_loops(schema: str) -> None:
+    pg = PostgresThreadStore(postgres_url(), schema=schema)
+    asyncio.run(pg.setup())
+    assert asyncio.run(pg.append("t", [UserMessage("one")], expected_version=0)) == 1
+    assert asyncio.run(pg.append("t", [UserMessage("two")], expected_version=1)) == 2
+    assert [m.text for m in asyncio.run(pg.load("t")).messages] == ["one", "two"]
+    asyncio.run(pg.aclose())

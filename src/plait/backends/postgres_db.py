@@ -122,6 +122,7 @@ class PostgresDatabase:
         self._max_size = max_size
         self._timeout = pool_timeout
         self._opening = asyncio.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     @property
     def description(self) -> str:
@@ -135,9 +136,23 @@ class PostgresDatabase:
         return statement.replace("{s}", f'"{self.schema}"')
 
     async def pool(self) -> AsyncConnectionPool[Any]:
-        """The pool, opened on first call (waits at most ``pool_timeout`` for one connection)."""
-        if self._pool is not None:
+        """The pool, opened on first call (waits at most ``pool_timeout`` for one connection).
+
+        A pool belongs to the event loop that opened it. Used from a new loop (``run_sync``
+        twice, one ``asyncio.run`` per CLI command), a pool built from a URL is opened afresh
+        there (the old loop is gone, so are its connections' tasks); an application's pool
+        raises :class:`ConfigurationError` instead.
+        """
+        loop = asyncio.get_running_loop()
+        if self._pool is not None and self._loop in (None, loop):
             return self._pool
+        if not self._owned:
+            raise ConfigurationError(
+                "The application's Postgres pool was opened in another event loop; use the "
+                "store from the loop that owns the pool, or pass a URL instead."
+            )
+        if self._loop is not loop:
+            self._pool, self._loop, self._opening = None, loop, asyncio.Lock()
         async with self._opening:
             if self._pool is None:
                 self._pool = await self._open()
@@ -173,10 +188,12 @@ class PostgresDatabase:
         return pool
 
     async def aclose(self) -> None:
-        """Close the pool if plait built it; an application's pool is left open."""
+        """Close the pool if plait built it; an application's pool is left open. A pool whose
+        event loop has ended is only dropped (its connections went with that loop)."""
         if self._owned and self._pool is not None:
             pool, self._pool = self._pool, None
-            await pool.close()
+            if self._loop is asyncio.get_running_loop():
+                await pool.close()
 
     @asynccontextmanager
     async def connection(self) -> AsyncIterator[AsyncConnection[Any]]:
