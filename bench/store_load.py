@@ -1,7 +1,7 @@
 """Many worker processes, one thread store: load, kill -9 and server-restart faults.
 
     python bench/store_load.py --store postgresql://... [--workers 8 --turns 200 --threads 50]
-    python bench/store_load.py --store /tmp/x.sqlite3      # the same run on SQLite
+    python bench/store_load.py --store URL --store /tmp/x.sqlite3 --rounds 3  # vs SQLite
     python bench/store_load.py --store URL --kill 2         # kill -9 two random workers mid-run
     python bench/store_load.py --store URL --restart DIR    # restart the server (.ci/postgres.sh)
     --schema NAME puts the Postgres tables in that schema (default public).
@@ -13,7 +13,8 @@ thread: each message id stored once; every completed turn's messages stored exac
 executed twice for one call id; every call has its result and every result its call; every
 failure typed. With ``--verify`` (implied by faults) it then runs one more turn on every thread
 with a lease wait longer than the lease, proving each is usable. It prints turns/s and the p50/p99
-store latency per dispatch (one ``append``), and exits 1 if a check fails (tests use that).
+store latency per dispatch (one ``append``) and the p50 turn latency, as medians over
+``--rounds`` rounds in which the stores alternate; it exits 1 if a check fails (tests use that).
 """
 
 from __future__ import annotations
@@ -258,6 +259,7 @@ def run_load(args: argparse.Namespace) -> dict[str, Any]:
         )
     )
     appends = sorted(s for o in outcomes for s in o["append_s"])
+    turns = [s for o in outcomes for s in o["turn_s"]]
     errors: dict[str, int] = {}
     for outcome in outcomes:
         for name, count in outcome["errors"].items():
@@ -271,6 +273,7 @@ def run_load(args: argparse.Namespace) -> dict[str, Any]:
         "turns_per_s": completed / elapsed,
         "append_p50_ms": 1000 * statistics.median(appends) if appends else 0.0,
         "append_p99_ms": 1000 * appends[int(0.99 * (len(appends) - 1))] if appends else 0.0,
+        "turn_p50_ms": 1000 * statistics.median(turns) if turns else 0.0,
         "errors": errors,
         "problems": problems,
     }
@@ -290,6 +293,7 @@ def main() -> None:
     parser.add_argument("--restart", default="", help="postgres.sh cluster DIR to restart mid-run")
     parser.add_argument("--fault-after", type=float, default=2.0)
     parser.add_argument("--verify", action="store_true")
+    parser.add_argument("--rounds", type=int, default=1, help="stores interleaved, round by round")
     parser.add_argument("--schema", default="", help="Postgres schema (default: public)")
     parser.add_argument("--json", action="store_true", help="print one JSON line per store")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
@@ -304,26 +308,45 @@ def main() -> None:
             worker(args.store[0], args.log, args.worker, args.turns, args.threads, args.seed)
         )
         return
-    reports = []
-    for target in args.store:
-        single = argparse.Namespace(**{**vars(args), "store": target})
-        reports.append(run_load(single))
-    for report in reports:
-        if args.json:
-            print(json.dumps(report))
+    rounds: dict[str, list[dict[str, Any]]] = {target: [] for target in args.store}
+    for _ in range(args.rounds):
+        for target in args.store:
+            single = argparse.Namespace(**{**vars(args), "store": target})
+            rounds[target].append(run_load(single))
+            if args.json:
+                print(json.dumps(rounds[target][-1]))
     if not args.json:
+        print_table(rounds, args.rounds)
+    failed = any(r["problems"] for runs in rounds.values() for r in runs)
+    sys.exit(1 if failed else 0)
+
+
+def print_table(rounds: dict[str, list[dict[str, Any]]], count: int) -> None:
+    """One row per store: medians over the rounds (turns/s, the p50/p99 store latency per
+    dispatch, the p50 turn latency), errors and problems summed."""
+    print(f"medians of {count} round(s), stores interleaved round by round")
+    print(
+        f"{'store':9} {'workers':>7} {'turns':>6} {'turns/s':>8} {'append p50':>11} "
+        f"{'append p99':>11} {'turn p50':>9}  errors / problems"
+    )
+    for runs in rounds.values():
+        first = runs[0]
+        errors: dict[str, int] = {}
+        problems: list[str] = []
+        for r in runs:
+            problems += r["problems"]
+            for name, n in r["errors"].items():
+                errors[name] = errors.get(name, 0) + n
+
+        def median(key: str, rs: list[dict[str, Any]] = runs) -> float:
+            return float(statistics.median(r[key] for r in rs))
+
         print(
-            f"{'store':9} {'workers':>7} {'done':>5} {'turns/s':>8} {'p50 ms':>7} "
-            f"{'p99 ms':>7}  errors / problems"
+            f"{first['store']:9} {first['finished_workers']:>3}/{first['workers']:<3} "
+            f"{sum(r['turns_completed'] for r in runs):>6} {median('turns_per_s'):>8.1f} "
+            f"{median('append_p50_ms'):>8.2f} ms {median('append_p99_ms'):>8.2f} ms "
+            f"{median('turn_p50_ms'):>6.2f} ms  {errors} {len(problems)} problems {problems[:5]}"
         )
-        for r in reports:
-            print(
-                f"{r['store']:9} {r['finished_workers']:>3}/{r['workers']:<3} "
-                f"{r['turns_completed']:>5} "
-                f"{r['turns_per_s']:>8.1f} {r['append_p50_ms']:>7.2f} {r['append_p99_ms']:>7.2f}  "
-                f"{r['errors']} {len(r['problems'])} problems {r['problems'][:5]}"
-            )
-    sys.exit(1 if any(r["problems"] for r in reports) else 0)
 
 
 if __name__ == "__main__":
