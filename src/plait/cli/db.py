@@ -23,6 +23,7 @@ __all__ = [
     "db_app",
     "is_postgres_url",
     "open_backend",
+    "open_thread_store",
     "store_target",
 ]
 
