@@ -19,10 +19,10 @@ never prepares a statement on the server (``prepare_threshold=None``), which suc
 route ("prepared statement "_pg3_0" does not exist").
 
 Migrations are numbered and run only by :meth:`PostgresDatabase.setup` (``plait db upgrade``).
-Each runs in its own transaction after ``pg_advisory_xact_lock``, so several workers calling
-``setup()`` at once apply each migration exactly once; a transaction-level lock also works
-through PgBouncer. No migration may use ``CREATE INDEX CONCURRENTLY`` (it cannot run inside a
-transaction); the runner refuses one.
+Each runs in its own transaction after ``pg_advisory_xact_lock`` (waited for at most 120 s), so
+several workers calling ``setup()`` at once apply each migration exactly once; a
+transaction-level lock also works through PgBouncer. No migration may use
+``CREATE INDEX CONCURRENTLY`` (it cannot run inside a transaction); the runner refuses one.
 """
 
 from __future__ import annotations
@@ -83,6 +83,7 @@ MIGRATIONS: tuple[str, ...] = (
 )
 
 DEFAULT_POOL_TIMEOUT_S = 30.0
+MIGRATION_LOCK_TIMEOUT_S = 120.0
 DEFAULT_MAX_SIZE = 10
 
 
@@ -274,7 +275,7 @@ class PostgresDatabase:
         s = self.sql
 
         async def bootstrap(conn: AsyncConnection[Any]) -> None:
-            await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+            await _take_migration_lock(conn)
             await conn.execute(s("CREATE SCHEMA IF NOT EXISTS {s}"))
             await conn.execute(
                 s("CREATE TABLE IF NOT EXISTS {s}.plait_migrations (v integer PRIMARY KEY)")
@@ -291,7 +292,7 @@ class PostgresDatabase:
             async def apply(
                 conn: AsyncConnection[Any], n: int = number, body: str = statement
             ) -> bool:
-                await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+                await _take_migration_lock(conn)
                 cur = await conn.execute(s("SELECT 1 FROM {s}.plait_migrations WHERE v = %s"), (n,))
                 if await cur.fetchone() is not None:
                     return False
@@ -320,6 +321,13 @@ class PostgresDatabase:
             return int(row[0]) if row else 0
 
         return await self.run(select, error=error)
+
+
+async def _take_migration_lock(conn: AsyncConnection[Any]) -> None:
+    """The lock every ``setup()`` serialises on, waited for at most ``MIGRATION_LOCK_TIMEOUT_S``
+    (a lock timeout is then a ``StoreError``/``BackendError`` naming the server)."""
+    await conn.execute(f"SET LOCAL lock_timeout = '{MIGRATION_LOCK_TIMEOUT_S:g}s'")
+    await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
 
 
 def _connection_lost(exc: BaseException) -> bool:
