@@ -386,3 +386,39 @@ def test_a_store_built_from_a_url_works_across_event_loops(schema: str) -> None:
     assert asyncio.run(pg.append("t", [UserMessage("two")], expected_version=1)) == 2
     assert [m.text for m in asyncio.run(pg.load("t")).messages] == ["one", "two"]
     asyncio.run(pg.aclose())
+
+
+async def test_a_cancelled_append_settles_before_it_raises(store: PostgresThreadStore) -> None:
+    await store.append("t", [UserMessage("first")], expected_version=0)
+    released = False
+    async with await psycopg.AsyncConnection.connect(postgres_url()) as blocker:
+        await blocker.execute(
+            f'SELECT 1 FROM "{store.db.schema}".plait_threads WHERE thread_id = %s FOR UPDATE',
+            ("t",),
+        )
+        append = asyncio.create_task(store.append("t", [UserMessage("second")], expected_version=1))
+        await _until_waiting_on_a_lock()
+        append.cancel()
+        await asyncio.sleep(0.2)
+        assert not append.done()  # still settling: its write is in flight behind the lock
+        released = True
+        await blocker.commit()
+    with pytest.raises(asyncio.CancelledError):
+        await append
+    assert released
+    snapshot = await store.load("t")
+    assert [m.text for m in snapshot.messages] == ["first", "second"]
+    assert snapshot.version == 2
+
+
+async def _until_waiting_on_a_lock() -> None:
+    async with await psycopg.AsyncConnection.connect(postgres_url(), autocommit=True) as conn:
+        for _ in range(3000):
+            cur = await conn.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+            )
+            row = await cur.fetchone()
+            if row and row[0] > 0:
+                return
+            await asyncio.sleep(0.01)
+    raise AssertionError("the append never waited on the row lock")

@@ -11,6 +11,9 @@ the same version exactly one commits and the other raises
 :class:`~plait.errors.ThreadConflictError` with nothing written. The store never reloads and
 carries on: a stale write is always the caller's to handle.
 
+A cancelled ``append`` raises ``CancelledError`` only after its write has committed or rolled
+back (waiting at most ``SETTLE_TIMEOUT_S``, 30 s), never with the write still in flight.
+
 A connection the server drops mid-call is retried once on a fresh connection. For ``append``
 that is safe because each write carries a random ``write_token``: if the first attempt committed
 but its acknowledgement was lost, the retry finds its own token at the next version and returns
@@ -24,6 +27,7 @@ transaction-mode pooler and survives a dropped connection.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
@@ -50,7 +54,9 @@ if TYPE_CHECKING:
     from psycopg import AsyncConnection
     from psycopg_pool import AsyncConnectionPool
 
-__all__ = ["PostgresThreadStore"]
+__all__ = ["SETTLE_TIMEOUT_S", "PostgresThreadStore"]
+
+SETTLE_TIMEOUT_S = 30.0
 
 
 class PostgresThreadStore:
@@ -179,7 +185,17 @@ class PostgresThreadStore:
             )
             return version + 1
 
-        return await self.db.run(insert, error=StoreError)
+        # Cancellation settles (the ThreadStore.append contract): a cancelled caller gets its
+        # CancelledError only once the write has committed or rolled back, so its next write
+        # sees it; the wait is bounded by SETTLE_TIMEOUT_S.
+        work = asyncio.ensure_future(self.db.run(insert, error=StoreError))
+        try:
+            return await asyncio.shield(work)
+        except asyncio.CancelledError:
+            await asyncio.wait([work], timeout=SETTLE_TIMEOUT_S)
+            if work.done() and not work.cancelled():
+                work.exception()  # retrieved: the caller was cancelled, its result is moot
+            raise
 
     async def _insert_rows(
         self,
