@@ -126,7 +126,7 @@ async def one_run(middleware_count: int, guards: bool = True) -> float:
         TimedModel(),
         tools=[noop],
         middleware=[PassThrough() for _ in range(middleware_count)],
-        limits=Limits(max_dispatches=DISPATCHES),
+        limits=Limits(model_calls_per_turn=DISPATCHES),
         default_guards=guards,
     )
     Clock.inside = 0.0
@@ -216,7 +216,7 @@ async def skills_turn_us(root: Path | None) -> float:
     middleware: list[Middleware] = []
     if root is not None:
         middleware.append(SkillsMiddleware(sources=[root], tools=skill_tool))
-    limits = Limits(max_dispatches=SKILL_DISPATCHES)
+    limits = Limits(model_calls_per_turn=SKILL_DISPATCHES)
     path = str((root or Path("/none")).resolve() / "skill-00000" / "SKILL.md")
     first = ToolCall("read", "read_file", {"path": path})
     model = ShortTurnModel(SKILL_DISPATCHES, first)
@@ -308,7 +308,7 @@ def managed_row() -> tuple[str, str, str]:
             for i in range(3):
                 await manager.load(f"s{i}")
             middleware = list(manager.middleware)
-        limits = Limits(max_dispatches=dispatches)
+        limits = Limits(model_calls_per_turn=dispatches)
         agent = Agent(Model(), tools=[noop], middleware=middleware, limits=limits)
         Clock.inside = 0.0
         start = time.perf_counter()

@@ -28,14 +28,8 @@ from pathlib import Path
 
 import yaml
 
-from plait.skills import (
-    FilesystemSource,
-    SkillCatalog,
-    ValidationMode,
-    check_skill_md,
-    render_markdown,
-    render_xml,
-)
+from plait.skills import FilesystemSource, SkillCatalog, ValidationMode, check_skill_md
+from plait.skills.render import render_markdown, render_xml
 
 TARGETS_MS = {"cold": 300.0, "refresh": 20.0, "render_md": 10.0, "render_xml": 10.0}
 TARGET_PARSE_MS = 0.2

@@ -8,7 +8,7 @@ import asyncio
 import sys
 
 from plait import Agent, tool
-from plait.runtime import TextDeltaEvent
+from plait.runtime import TextDeltaReceived
 
 
 @tool
@@ -20,7 +20,7 @@ def word_count(text: str) -> int:
 async def main(spec: str) -> None:
     agent = Agent(spec, tools=[word_count], system_prompt="Use tools when they help.")
     async for event in agent.stream("How many words are in 'the quick brown fox'?"):
-        if isinstance(event, TextDeltaEvent):
+        if isinstance(event, TextDeltaReceived):
             print(event.text, end="", flush=True)
     print()
 

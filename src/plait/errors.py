@@ -9,7 +9,6 @@ from __future__ import annotations
 __all__ = [
     "ConfigurationError",
     "ContextOverflowError",
-    "DispatchLimitExceeded",
     "DispatchRejected",
     "LimitExceeded",
     "PlaitError",
@@ -102,7 +101,8 @@ class DispatchRejected(PlaitError):
 
 class LimitExceeded(TurnAborted):
     """A configured limit ended the turn. ``kind`` names the limit (``"model_calls_per_turn"``,
-    ``"tool_calls_total"``, ``"tokens_per_turn"``, …) and ``limit`` its value.
+    ``"tool_calls_total"``, ``"tokens_per_turn"``, …) and ``limit`` its value. The agent's own
+    :class:`~plait.runtime.Limits` and :class:`~plait.guards.LimitsMiddleware` both raise it.
 
     Raised only between dispatches, after the last dispatch's messages were persisted, so the
     thread stays valid: no tool call is left without its result.
@@ -113,19 +113,6 @@ class LimitExceeded(TurnAborted):
         self.limit = limit
         self.error = self
         PlaitError.__init__(self, message)
-
-
-class DispatchLimitExceeded(LimitExceeded):
-    """The turn used every dispatch its limits allow without a final answer."""
-
-    def __init__(self, limit: int) -> None:
-        super().__init__(
-            "max_dispatches",
-            limit,
-            f"The turn reached its limit of {limit} model calls without a final answer. "
-            "Raise Limits(max_dispatches=...) or check the tools for a loop; "
-            "every message so far is persisted and the thread stays valid.",
-        )
 
 
 class ThreadConflictError(PlaitError):

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, get_type_hints, overload
 
@@ -214,9 +214,6 @@ def tool(
         return FunctionTool(f, name=name, description=description, metadata=meta, blocking=blocking)
 
     return build(fn) if fn is not None else build
-
-
-AsyncToolFn = Callable[[dict[str, Any], ToolContext], Awaitable[Any]]
 
 
 class ToolRegistry:

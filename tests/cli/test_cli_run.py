@@ -191,6 +191,8 @@ def test_run_json_writes_one_event_per_line(server: WireServer, tmp_path: Path) 
     assert result.returncode == 0, result.stderr
     events = [json.loads(line) for line in result.stdout.splitlines()]
     kinds = [e["type"] for e in events]
-    assert kinds[0] == "turn_start" and kinds[-2:] == ["turn_end", "thread"]
-    assert "".join(e["text"] for e in events if e["type"] == "text_delta") == "JSON answer."
+    assert kinds[0] == "turn_started" and kinds[-2:] == ["turn_finished", "thread"]
+    assert (
+        "".join(e["text"] for e in events if e["type"] == "text_delta_received") == "JSON answer."
+    )
     assert events[-2]["output"] == "JSON answer." and len(events[-1]["thread_id"]) == 32

@@ -19,7 +19,6 @@ from plait import (
 )
 from plait.backends import MemoryBackend
 from plait.context import (
-    READ_TOOL_NAME,
     ContextOverflowRecovered,
     ContextOverflowUnrecoverable,
     HistorySummarized,
@@ -30,6 +29,7 @@ from plait.context import (
     TokenAccountant,
     find_orphans,
 )
+from plait.context.offload import READ_TOOL_NAME
 from plait.context.summarization import STATE_KEY
 from plait.stores.memory import MemoryThreadStore
 
@@ -185,5 +185,5 @@ async def test_summarization_events_stream_live() -> None:
     stream = history_agent.stream("four", thread_id="s")
     seen = [event.type async for event in stream]
     assert "history_summarized" in seen
-    assert seen.index("history_summarized") < seen.index("model_request")
+    assert seen.index("history_summarized") < seen.index("model_request_sent")
     assert stream.result is not None and stream.result.output == "d"

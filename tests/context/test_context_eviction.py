@@ -11,7 +11,6 @@ import pytest
 from plait import DispatchContext, ScriptedModel, ToolCall, ToolResult, TurnContext
 from plait.backends import MemoryBackend
 from plait.context import (
-    READ_TOOL_NAME,
     EvictedResultsPurged,
     EvictedResultUnavailable,
     EvictionFailed,
@@ -21,7 +20,7 @@ from plait.context import (
     RetentionPolicy,
     purge_thread,
 )
-from plait.context.offload import path_segment, preview, written_at
+from plait.context.offload import READ_TOOL_NAME, path_segment, preview, written_at
 from plait.context.retention import expired
 from plait.errors import ConfigurationError
 from plait.middleware.context import Event
@@ -244,13 +243,13 @@ def test_retention_policy_by_age_and_count() -> None:
         RetentionPolicy(max_age=0)
 
 
-async def test_sweep_expires_old_results_in_every_thread() -> None:
+async def test_apply_retention_expires_old_results_in_every_thread() -> None:
     backend = MemoryBackend()
     mw = ResultEvictionMiddleware(10, backend=backend)
     for thread in ("a", "b"):
         await evict(mw, "q" * 100, ctx=make_ctx(thread))
-    assert await mw.sweep() == []
-    deleted = await mw.sweep(now=10**11)  # far future: everything is older than 7 days
+    assert await mw.apply_retention() == []
+    deleted = await mw.apply_retention(now=10**11)  # far future: everything is older than 7 days
     assert len(deleted) == 2 and await backend.ls() == []
 
 

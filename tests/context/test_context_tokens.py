@@ -16,10 +16,8 @@ from plait.context import (
     TokenAccountant,
     TokenCounter,
     TokenizerUnavailable,
-    message_tokens,
-    tool_tokens,
 )
-from plait.context.tokens import MESSAGE_OVERHEAD_TOKENS
+from plait.context.tokens import MESSAGE_OVERHEAD_TOKENS, message_tokens, tool_tokens
 from plait.errors import ConfigurationError
 
 

@@ -32,7 +32,7 @@ from plait.context import (
     find_orphans,
 )
 from plait.context.summarization import STATE_KEY, SUMMARY_SOURCE
-from plait.errors import DispatchLimitExceeded
+from plait.errors import LimitExceeded
 from plait.models.base import ModelResponse
 from plait.runtime.agent import Limits
 from plait.stores.memory import MemoryThreadStore
@@ -157,7 +157,7 @@ def agent_with_everything(seed: int, problems: list[str]) -> tuple[Agent, Summar
         tools=[fetch],
         middleware=middleware,
         store=MemoryThreadStore(),
-        limits=Limits(max_dispatches=8),
+        limits=Limits(model_calls_per_turn=8),
         system_prompt="You are terse.",
         default_guards=False,
     )
@@ -182,7 +182,7 @@ async def test_no_request_ever_holds_an_orphan_with_every_strategy_combined() ->
                         pass
                 else:
                     await agent.run(turn_input, thread_id="t")
-            except (ContextOverflowUnrecoverable, DispatchLimitExceeded):
+            except (ContextOverflowUnrecoverable, LimitExceeded):
                 pass
         await summarization.drain()
     assert problems == []

@@ -17,7 +17,8 @@ from plait import (
     tool,
 )
 from plait.context.pairs import find_orphans
-from plait.guards import THREAD_MODEL_CALLS_KEY, LimitReached, LimitsMiddleware
+from plait.guards import LimitReached, LimitsMiddleware
+from plait.guards.limits import THREAD_MODEL_CALLS_KEY
 from plait.models import FunctionModel
 
 

@@ -19,14 +19,14 @@ from plait import (
 )
 from plait.guards import (
     RepetitionDetected,
-    RepetitionDetectedEvent,
     RepetitionDetector,
+    RepetitionError,
     ToolCallRejected,
     ToolCallRepaired,
     ToolCallValidator,
-    jaccard,
-    repair_json_object,
 )
+from plait.guards.repetition import jaccard
+from plait.guards.validator import repair_json_object
 
 ran: list[str] = []
 
@@ -159,7 +159,7 @@ def same_call_model(times: int) -> ScriptedModel:
 
 async def test_repetition_of_identical_calls_adds_a_note_once_latched() -> None:
     result = await Agent(same_call_model(5), tools=[lookup]).run("go")
-    fired = [e for e in result.events if isinstance(e, RepetitionDetectedEvent)]
+    fired = [e for e in result.events if isinstance(e, RepetitionDetected)]
     assert [(e.kind, e.count, e.dispatch) for e in fired] == [("tool_call", 3, 2)]
     notes = [
         m
@@ -179,7 +179,7 @@ async def test_repetition_error_policy_ends_the_turn_and_leaves_a_valid_thread()
         default_guards=False,
         model_hooks=[RepetitionDetector(policy="error")],
     )
-    with pytest.raises(RepetitionDetected, match="same tool call 3 times"):
+    with pytest.raises(RepetitionError, match="same tool call 3 times"):
         await agent.run("go", thread_id="t")
     snap = await agent.store.load("t")
     roles = [m.role for m in snap.messages]
@@ -203,7 +203,7 @@ async def test_a_user_message_breaks_a_run_of_identical_calls() -> None:
     events = []
     for text in ("1", "2", "3"):
         events += (await agent.run(text, thread_id="t")).events
-    assert not [e for e in events if isinstance(e, RepetitionDetectedEvent)]
+    assert not [e for e in events if isinstance(e, RepetitionDetected)]
 
 
 async def test_repetition_of_near_identical_text_fires_once() -> None:
@@ -214,7 +214,7 @@ async def test_repetition_of_near_identical_text_fires_once() -> None:
     fired = []
     for question in ("host?", "port?", "anything else?", "really?"):
         result = await agent.run(question, thread_id="t")
-        fired += [e.kind for e in result.events if isinstance(e, RepetitionDetectedEvent)]
+        fired += [e.kind for e in result.events if isinstance(e, RepetitionDetected)]
     assert fired == ["text"]  # the third near-identical answer fires; the fourth is latched
 
 
@@ -231,7 +231,7 @@ async def test_same_text_before_different_tool_calls_is_progress_not_repetition(
         model_hooks=[RepetitionDetector()],
     )
     result = await agent.run("go")
-    assert not [e for e in result.events if isinstance(e, RepetitionDetectedEvent)]
+    assert not [e for e in result.events if isinstance(e, RepetitionDetected)]
 
 
 def test_jaccard() -> None:

@@ -7,7 +7,7 @@ import pytest
 
 from plait import Agent, DispatchContext, Middleware, ScriptedModel, ToolCall, UserMessage, tool
 from plait.errors import LimitExceeded
-from plait.guards import LimitsMiddleware, RepetitionDetectedEvent
+from plait.guards import LimitsMiddleware, RepetitionDetected
 from plait.middleware import Next
 
 
@@ -20,7 +20,7 @@ def lookup(key: str) -> str:
 async def test_repetition_fires_once_per_run_even_after_its_own_note() -> None:
     script = [ToolCall(f"c{i}", "lookup", {"key": "k"}) for i in range(7)] + ["x"]
     result = await Agent(ScriptedModel(script), tools=[lookup]).run("go")
-    fired = [e for e in result.events if isinstance(e, RepetitionDetectedEvent)]
+    fired = [e for e in result.events if isinstance(e, RepetitionDetected)]
     assert [(e.kind, e.dispatch) for e in fired] == [("tool_call", 2)]
     notes = [
         m

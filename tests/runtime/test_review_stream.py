@@ -39,7 +39,7 @@ async def test_breaking_out_after_the_error_event_leaves_no_unretrieved_exceptio
 
     async def consume() -> None:
         async for event in agent.stream("hi"):
-            if event.type == "error":
+            if event.type == "error_occurred":
                 await asyncio.sleep(0.01)  # the turn task finishes meanwhile
                 break
 

@@ -22,7 +22,7 @@ from plait import (
 )
 from plait.messages import ToolResult
 from plait.middleware import ToolHandler
-from plait.runtime import ErrorEvent, ToolResultEvent
+from plait.runtime import ErrorOccurred, ToolCallFinished
 from plait.stores.memory import MemoryThreadStore
 
 
@@ -114,7 +114,7 @@ async def test_after_tool_call_returning_none_is_an_error_result_and_siblings_ke
     assert by_id["c1"].is_error
     assert "Forgetful.after_tool_call returned NoneType" in by_id["c1"].text
     assert by_id["c2"].data == "ok"
-    assert any(isinstance(e, ErrorEvent) for e in result.events)
+    assert any(isinstance(e, ErrorOccurred) for e in result.events)
 
 
 async def test_wrap_tool_call_returning_none_is_an_error_result() -> None:
@@ -169,7 +169,7 @@ async def test_calls_after_an_abort_do_not_run_and_do_not_bypass_before_tool_cal
     assert _paired(snap.messages)
     c2 = next(m for m in snap.messages if isinstance(m, ToolMessage) and m.tool_call_id == "c2")
     assert c2.is_error and "not run" in c2.text
-    skipped = [e for e in events if isinstance(e, ToolResultEvent) and e.call.id == "c2"]
+    skipped = [e for e in events if isinstance(e, ToolCallFinished) and e.call.id == "c2"]
     assert [e.skipped_by for e in skipped] == ["stopped"]
 
 

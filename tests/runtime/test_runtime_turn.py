@@ -10,9 +10,9 @@ from plait import (
     Agent,
     AssistantMessage,
     DispatchContext,
-    DispatchLimitExceeded,
     DispatchRejected,
     FunctionModel,
+    LimitExceeded,
     Limits,
     Message,
     Middleware,
@@ -31,14 +31,14 @@ from plait import (
 )
 from plait.middleware import Next
 from plait.runtime import (
-    DispatchEnd,
-    ErrorEvent,
-    ModelRequestEvent,
-    TextDeltaEvent,
-    ToolCallEvent,
-    ToolResultEvent,
-    TurnEnd,
-    TurnStart,
+    DispatchFinished,
+    ErrorOccurred,
+    ModelRequestSent,
+    TextDeltaReceived,
+    ToolCallFinished,
+    ToolCallStarted,
+    TurnFinished,
+    TurnStarted,
 )
 from plait.stores.memory import MemoryThreadStore
 
@@ -319,7 +319,7 @@ async def test_tool_that_raises_becomes_an_error_result_and_an_event() -> None:
     msg = result.new_messages[2]
     assert isinstance(msg, ToolMessage) and msg.is_error
     assert msg.data == "Tool 'broken' failed: Boom: disk on fire"
-    errors = [e for e in result.events if isinstance(e, ErrorEvent)]
+    errors = [e for e in result.events if isinstance(e, ErrorOccurred)]
     assert [(e.where, e.fatal) for e in errors] == [("tool:broken", False)]
 
 
@@ -328,9 +328,10 @@ async def test_dispatch_limit_ends_the_turn_with_a_clear_error_and_a_valid_threa
     model = FunctionModel(
         lambda r: ToolCall(f"c{len(r.messages)}", "add", {"a": len(r.messages), "b": 1})
     )
-    agent = Agent(model, tools=[add], store=store, limits=Limits(max_dispatches=3))
-    with pytest.raises(DispatchLimitExceeded, match="limit of 3 model calls"):
+    agent = Agent(model, tools=[add], store=store, limits=Limits(model_calls_per_turn=3))
+    with pytest.raises(LimitExceeded, match="limit of 3 model calls") as info:
         await agent.run("loop", thread_id="t")
+    assert (info.value.kind, info.value.limit) == ("model_calls_per_turn", 3)
     snap = await store.load("t")
     assert _roles(snap.messages) == ["user"] + ["assistant", "tool"] * 3
 
@@ -406,24 +407,24 @@ async def test_stream_yields_typed_events_live_in_order() -> None:
     stream = Agent(model, tools=[add]).stream("go", thread_id="t")
     events = [e async for e in stream]
     kinds = [type(e) for e in events]
-    assert kinds[0] is TurnStart and kinds[-1] is TurnEnd
-    assert kinds.count(ModelRequestEvent) == 2 and kinds.count(DispatchEnd) == 2
-    assert kinds.index(ToolCallEvent) < kinds.index(ToolResultEvent)
-    text = "".join(e.text for e in events if isinstance(e, TextDeltaEvent))
+    assert kinds[0] is TurnStarted and kinds[-1] is TurnFinished
+    assert kinds.count(ModelRequestSent) == 2 and kinds.count(DispatchFinished) == 2
+    assert kinds.index(ToolCallStarted) < kinds.index(ToolCallFinished)
+    text = "".join(e.text for e in events if isinstance(e, TextDeltaReceived))
     assert text == "four it is"
     assert stream.result is not None and stream.result.output == "four it is"
 
 
 async def test_stream_raises_the_turn_error_after_the_error_event() -> None:
     events = []
-    with pytest.raises(DispatchLimitExceeded):
+    with pytest.raises(LimitExceeded):
         async for e in Agent(
             ScriptedModel([ToolCall("c", "add", {"a": 1, "b": 1})]),
             tools=[add],
-            limits=Limits(max_dispatches=1),
+            limits=Limits(model_calls_per_turn=1),
         ).stream("go"):
             events.append(e)
-    assert isinstance(events[-1], ErrorEvent) and events[-1].fatal
+    assert isinstance(events[-1], ErrorOccurred) and events[-1].fatal
 
 
 async def test_breaking_out_of_a_stream_cancels_the_turn() -> None:
@@ -438,7 +439,7 @@ async def test_breaking_out_of_a_stream_cancels_the_turn() -> None:
 
     stream = Agent(ScriptedModel([ToolCall("c", "hang", {})]), tools=[hang]).stream("go")
     async for event in stream:
-        if isinstance(event, ToolCallEvent):
+        if isinstance(event, ToolCallStarted):
             break
     assert stream.result is None
 
@@ -529,8 +530,8 @@ async def test_turn_input_abort_is_reported_as_an_error_event_in_the_stream() ->
     with pytest.raises(TurnAborted):
         async for event in Agent(ScriptedModel([]), middleware=[Fail()]).stream("go"):
             events.append(event)
-    assert isinstance(events[0], TurnStart)
-    assert isinstance(events[-1], ErrorEvent) and events[-1].fatal
+    assert isinstance(events[0], TurnStarted)
+    assert isinstance(events[-1], ErrorOccurred) and events[-1].fatal
 
 
 async def test_empty_or_repeated_tool_call_ids_are_made_unique_before_anything_runs() -> None:

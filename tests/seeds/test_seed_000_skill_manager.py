@@ -29,24 +29,26 @@ from plait.messages import Message, dump_messages
 from plait.middleware import SEAMS, Next
 from plait.skills import MemorySource
 from plait.skills.managed import (
-    LIFECYCLE_TOOL_NAMES,
     ScriptConfig,
     SkillManager,
-    SkillsDispatchInput,
-    SkillsDispatchOutput,
-    SkillsTurnInput,
-    SkillsTurnOutput,
     SkillToolCollision,
-    SkillUpdateAvailable,
+    SkillUpdateFound,
     allow_all,
     create_skill_manager,
     create_skill_middleware_set,
-    placeholder,
     skills_dispatch_input_middleware,
     skills_dispatch_output_middleware,
     skills_turn_input_middleware,
     skills_turn_output_middleware,
 )
+from plait.skills.managed.hooks import (
+    SkillsDispatchInput,
+    SkillsDispatchOutput,
+    SkillsTurnInput,
+    SkillsTurnOutput,
+)
+from plait.skills.managed.records import placeholder
+from plait.skills.managed.tools import LIFECYCLE_TOOL_NAMES
 
 BODY = "PDF-BODY-7f3a: extract the text with pdf_extract, then summarise it."
 BODY_V2 = "PDF-BODY-V2-91c: a newer way to extract text."
@@ -391,7 +393,7 @@ async def test_turn_input_hydrates_tools_and_retrievables_and_auto_refresh_refre
     [entry] = manager.catalog()
     assert entry.version != old_version and entry.update_available
     assert entry.loaded_version == old_version  # refreshed the catalog, swapped nothing
-    assert any(isinstance(e, SkillUpdateAvailable) for e in result.events)
+    assert any(isinstance(e, SkillUpdateFound) for e in result.events)
 
 
 async def test_dispatch_input_removes_unloaded_tools_and_reasserts_after_mid_turn_load() -> None:

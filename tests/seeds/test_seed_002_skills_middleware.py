@@ -37,7 +37,7 @@ from plait.skills import (
     FilesystemSource,
     MemorySource,
     PinnedSkillNotFound,
-    SkillsLoaded,
+    SkillCatalogLoaded,
     SkillsMiddleware,
     SkillToolsWithdrawn,
 )
@@ -159,7 +159,7 @@ async def test_skills_loaded_once_per_thread_in_state_reset_to_none_reloads_ever
     assert source.discoveries == 1  # once per thread: the second run did not rescan
     assert "**crm**" in model.requests[1].system_prompt
     assert "**pdf**" not in model.requests[1].system_prompt
-    assert [e.reason for e in first.events if isinstance(e, SkillsLoaded)] == ["first"]
+    assert [e.reason for e in first.events if isinstance(e, SkillCatalogLoaded)] == ["first"]
 
     third = await agent.run("reload", thread_id="t", state={"skills_metadata": None})
     assert source.discoveries == 2
@@ -168,7 +168,7 @@ async def test_skills_loaded_once_per_thread_in_state_reset_to_none_reloads_ever
     loaded = [
         (e.reason, e.added, e.removed, e.changed)
         for e in third.events
-        if isinstance(e, SkillsLoaded)
+        if isinstance(e, SkillCatalogLoaded)
     ]
     assert loaded == [("reset", ["pdf"], ["crm"], ["style"])]
     state = (await agent.store.load("t")).state
@@ -198,7 +198,7 @@ async def test_reload_in_before_model_is_served_by_next_model_call_even_from_aft
     assert "- **pdf**: Fill PDF forms. — path: /skills/pdf/SKILL.md" in (
         model.requests[1].system_prompt
     )
-    reasons = [e.reason for e in result.events if isinstance(e, SkillsLoaded)]
+    reasons = [e.reason for e in result.events if isinstance(e, SkillCatalogLoaded)]
     assert reasons == ["first", "reset"]
     stored = await agent.store.load("t")
     assert stored.state["skills_metadata"]["count"] == 2
@@ -294,7 +294,7 @@ async def test_skill_tools_listed_space_separated_under_metadata_include_tools()
     ]
 
 
-# --- "Pass those tools as tools, either as an array or as a SkillToolResolver that looks them
+# --- "Pass those tools as tools, either as an array or as a ToolNameResolver that looks them
 #      up by name when a skill is read or pinned, so one name can stand for a family" ------
 
 

@@ -25,8 +25,8 @@ from plait.skills import (
     MemorySource,
     Precedence,
     PromptFormat,
-    SkillLoadProblem,
-    SkillsLoaded,
+    SkillCatalogLoaded,
+    SkillProblemFound,
     SkillsMiddleware,
 )
 from plait.skills.disclosure import DEFAULT_INSTRUCTIONS
@@ -171,13 +171,13 @@ async def test_load_diagnostics_reach_the_caller_as_events_and_the_model_as_a_no
         "description). 1 skill source failed to load: team. Tell the user if they ask for one "
         "of these."
     )
-    problems = [e for e in result.events if isinstance(e, SkillLoadProblem)]
+    problems = [e for e in result.events if isinstance(e, SkillProblemFound)]
     skipped = {(e.skill, e.diagnostic.code) for e in problems if e.skipped}
     assert skipped == {("bad-yaml", Code.INVALID_YAML), ("broken", Code.MISSING_DESCRIPTION)}
     others = {(e.source_id, e.skill, e.diagnostic.code) for e in problems if not e.skipped}
     assert ("team", None, Code.SOURCE_UNAVAILABLE) in others
     assert ("memory", "Mixed", Code.NAME_NOT_LOWERCASE) in others
-    loaded = [e for e in result.events if isinstance(e, SkillsLoaded)]
+    loaded = [e for e in result.events if isinstance(e, SkillCatalogLoaded)]
     assert [(e.skills, e.skipped) for e in loaded] == [(2, 2)]
 
 
@@ -227,7 +227,7 @@ async def test_a_new_process_reloads_a_thread_and_reports_it_restored() -> None:
     await agent.run("go", thread_id="t")
     restarted = Agent(model, middleware=[SkillsMiddleware(sources=[source])], store=agent.store)
     result = await restarted.run("go", thread_id="t")
-    assert [e.reason for e in result.events if isinstance(e, SkillsLoaded)] == ["restored"]
+    assert [e.reason for e in result.events if isinstance(e, SkillCatalogLoaded)] == ["restored"]
     assert model.requests[1].system_prompt == model.requests[0].system_prompt
 
 
@@ -239,7 +239,7 @@ async def test_max_threads_drops_the_least_recent_snapshot() -> None:
     await agent.run("go", thread_id="y")
     assert skills.snapshot("x") is None and skills.snapshot("y") is not None
     result = await agent.run("go", thread_id="x")
-    assert [e.reason for e in result.events if isinstance(e, SkillsLoaded)] == ["restored"]
+    assert [e.reason for e in result.events if isinstance(e, SkillCatalogLoaded)] == ["restored"]
 
 
 async def test_auto_refresh_picks_up_changes_before_each_turn_without_a_reset() -> None:
@@ -248,11 +248,11 @@ async def test_auto_refresh_picks_up_changes_before_each_turn_without_a_reset() 
     agent = Agent(model, middleware=[SkillsMiddleware(sources=[source], auto_refresh=True)])
     await agent.run("go", thread_id="t")
     unchanged = await agent.run("go", thread_id="t")
-    assert not [e for e in unchanged.events if isinstance(e, SkillsLoaded)]
+    assert not [e for e in unchanged.events if isinstance(e, SkillCatalogLoaded)]
     source.put("a", {"SKILL.md": md("a", "Edited.")})
     source.put("b", {"SKILL.md": md("b")})
     changed = await agent.run("go", thread_id="t")
-    loaded = [e for e in changed.events if isinstance(e, SkillsLoaded)]
+    loaded = [e for e in changed.events if isinstance(e, SkillCatalogLoaded)]
     assert [(e.reason, e.added, e.changed) for e in loaded] == [("auto_refresh", ["b"], ["a"])]
     assert "- **a**: Edited." in model.requests[2].system_prompt
     assert "**b**" in model.requests[2].system_prompt
@@ -300,6 +300,6 @@ async def test_a_name_collision_within_one_source_is_reported_for_the_losing_ski
     shadowed = [
         (e.source_id, e.skill)
         for e in result.events
-        if isinstance(e, SkillLoadProblem) and e.diagnostic.code is Code.NAME_SHADOWED
+        if isinstance(e, SkillProblemFound) and e.diagnostic.code is Code.NAME_SHADOWED
     ]
     assert shadowed == [("memory", "a")]

@@ -12,9 +12,8 @@ from plait.skills import (
     SkillMeta,
     ValidationMode,
     check_skill_md,
-    render_markdown,
-    render_xml,
 )
+from plait.skills.render import render_markdown, render_xml
 from plait.skills.sources import assess_skill_md
 
 FUZZ = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])

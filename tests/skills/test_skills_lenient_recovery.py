@@ -4,13 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from plait.skills import (
-    Code,
-    Severity,
-    SkillCheck,
-    check_skill_md,
-    first_paragraph,
-)
+from plait.skills import Code, Severity, SkillCheck, check_skill_md
+from plait.skills.lenient import first_paragraph
 
 
 def lenient(text: str, folder: str | None = "pdf-tools") -> SkillCheck:

@@ -25,15 +25,10 @@ from plait import (
 )
 from plait.messages import Message, dump_messages
 from plait.middleware import Next
-from plait.runtime import DispatchEnd
+from plait.runtime import DispatchFinished
 from plait.skills import MemorySource
-from plait.skills.managed import (
-    META_KEY,
-    SkillManager,
-    allow_all,
-    create_skill_manager,
-    placeholder,
-)
+from plait.skills.managed import SkillManager, allow_all, create_skill_manager
+from plait.skills.managed.records import META_KEY, placeholder
 from plait.stores.sqlite import SQLiteThreadStore
 
 BODY = "BODY-MARKER-5d21 follow these steps carefully."
@@ -126,7 +121,7 @@ async def test_dispatch_events_and_run_result_carry_placeholders_only() -> None:
     model = ScriptedModel([ToolCall("c1", "read_skill_body", {"handle": "pdf"}), "done"])
     result = await Agent(model, middleware=[*m.middleware]).run("go")
     assert BODY not in text(result.new_messages)
-    ends = [e for e in result.events if isinstance(e, DispatchEnd)]
+    ends = [e for e in result.events if isinstance(e, DispatchFinished)]
     assert all(BODY not in text(e.messages) for e in ends)
 
 

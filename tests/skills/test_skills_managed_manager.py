@@ -10,11 +10,10 @@ from typing import Any
 import pytest
 
 from plait import Agent, ScriptedModel, Tool, ToolCall, ToolContext, ToolMessage, tool
-from plait.skills import MemorySource, SkillEntry, SkillRef
+from plait.skills import MemorySource, SkillEntry, SkillNotFound, SkillRef
 from plait.skills.managed import (
     ErrorCode,
     InvalidSkillsConfig,
-    ManagedSkillNotFound,
     SkillAlreadyLoaded,
     SkillLoaded,
     SkillLoadFailed,
@@ -76,19 +75,19 @@ async def test_configuration_errors_are_invalid_config(tmp_path: Path) -> None:
 
 
 async def test_render_error_names_the_code() -> None:
-    assert render_error(ManagedSkillNotFound("Skill not found: x")) == (
-        "Error (NOT_FOUND): Skill not found: x"
+    assert render_error(SkillNotFound("x", ["pdf"], hint="Call list_skills.")) == (
+        "Error (NOT_FOUND): Skill 'x' not found. Known skills: pdf. Call list_skills."
     )
     codes = {cls.code for cls in SkillManagerError.__subclasses__()}
-    assert {"NOT_FOUND", "ALREADY_LOADED", "NOT_LOADED", "TOOL_COLLISION", "DENIED"} <= codes
+    assert {"ALREADY_LOADED", "NOT_LOADED", "TOOL_COLLISION", "DENIED"} <= codes
     assert {"SCRIPT_TIMEOUT", "SCRIPT_FAILED", "INVALID_CONFIG"} <= codes
 
 
 async def test_load_by_name_id_or_ref_and_the_errors_around_it() -> None:
     m = await make()
-    with pytest.raises(ManagedSkillNotFound) as info:
+    with pytest.raises(SkillNotFound) as info:
         await m.load("nope")
-    assert render_error(info.value).startswith("Error (NOT_FOUND): Skill not found: nope.")
+    assert render_error(info.value).startswith("Error (NOT_FOUND): Skill 'nope' not found.")
     assert "Known skills: pdf" in str(info.value)
     result = await m.load("memory:pdf")
     assert (result.skill, result.channel, result.tools) == ("pdf", "handle", ("pdf_extract",))
@@ -119,7 +118,7 @@ async def test_catalog_lists_losing_candidates_and_load_state() -> None:
 async def test_skills_hidden_from_the_model_load_only_from_application_code() -> None:
     hidden = skill_md("deploy", **{"disable-model-invocation": "true"})
     m = await make(source(pdf=skill_md("pdf"), deploy=hidden))
-    with pytest.raises(ManagedSkillNotFound):
+    with pytest.raises(SkillNotFound):
         await m.load("deploy", invoked_by_model=True)
     assert (await m.load("deploy")).skill == "deploy"
 
@@ -182,7 +181,7 @@ async def test_refresh_is_catalog_only_and_flags_updates() -> None:
     assert [str(r) for r in report.added] == ["memory:csv"]
     assert m.record("pdf").version == old and "One." in m.record("pdf").body
     assert (await m.refresh("pdf")).update_available == ("pdf",)
-    with pytest.raises(ManagedSkillNotFound):
+    with pytest.raises(SkillNotFound):
         await m.refresh("nope")
 
 
@@ -267,7 +266,10 @@ async def test_a_skill_removed_from_its_source_fails_refresh_and_stays_loaded() 
     await m.load("pdf")
     src.remove("pdf")
     [outcome] = await m.refresh_and_project()
-    assert outcome.status == "failed" and "no longer in its source" in (outcome.error or "")
+    assert (
+        outcome.status == "failed"
+        and "(NOT_FOUND) Skill 'memory:pdf' not found in its source" in (outcome.error or "")
+    )
     assert m.loaded() == ["pdf"]
 
 

@@ -7,12 +7,12 @@ from pathlib import Path
 from plait import Agent, ScriptedModel, ToolCall
 from plait.skills import MemorySource
 from plait.skills.managed import (
-    LOADED_STATE_KEY,
     RememberLoadedSkills,
     SkillRestoreFailed,
     allow_all,
     create_skill_manager,
 )
+from plait.skills.managed.persistence import LOADED_STATE_KEY
 from plait.stores import SQLiteThreadStore
 
 PDF = "---\nname: pdf\ndescription: Work with PDFs. Use for PDFs.\n---\nPDF-BODY\n"

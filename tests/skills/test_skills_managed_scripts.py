@@ -15,7 +15,6 @@ from plait import Agent, ScriptedModel, ToolCall, ToolMessage
 from plait.messages import Message
 from plait.skills import FilesystemSource, MemorySource
 from plait.skills.managed import (
-    TRUNCATION_MARKER,
     InvalidSkillsConfig,
     ScriptConfig,
     SkillManager,
@@ -24,7 +23,7 @@ from plait.skills.managed import (
     allow_all,
     create_skill_manager,
 )
-from plait.skills.managed.scripts import Workspace, run_script, script_tool_name
+from plait.skills.managed.scripts import TRUNCATION_MARKER, Workspace, run_script, script_tool_name
 
 SKILL_MD = "---\nname: tools\ndescription: Script tools. Use for tests.\n---\nRun the scripts.\n"
 

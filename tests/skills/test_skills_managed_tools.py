@@ -12,8 +12,6 @@ from plait import Agent, DispatchContext, ScriptedModel, ToolCall, ToolMessage, 
 from plait.messages import Message
 from plait.skills import MemorySource
 from plait.skills.managed import (
-    LIFECYCLE_TOOL_NAMES,
-    TOOL_NAME,
     ScriptConfig,
     SkillManager,
     SkillToolCollision,
@@ -21,6 +19,8 @@ from plait.skills.managed import (
     allow_all,
     create_skill_manager,
 )
+from plait.skills.managed.prepare import TOOL_NAME
+from plait.skills.managed.tools import LIFECYCLE_TOOL_NAMES
 
 
 def skill_md(name: str, body: str = "Body.", description: str = "") -> str:
@@ -128,7 +128,7 @@ async def test_not_found_and_not_loaded_reach_the_model_as_errors() -> None:
         ToolCall("c3", "read_skill_body", {"handle": "pdf"}),
         ToolCall("c4", "refresh_skills", {"skill": "pdf"}),
     )
-    assert out["c1"].text.startswith("Error (NOT_FOUND): Skill not found: nope. Known skills: ")
+    assert out["c1"].text.startswith("Error (NOT_FOUND): Skill 'nope' not found. Known skills: ")
     assert out["c2"].text.startswith("Error (NOT_LOADED): Skill not loaded: pdf.")
     assert out["c3"].text.startswith("Error (NOT_LOADED): Skill not loaded: pdf.")
     assert out["c4"].text.startswith("Error (NOT_LOADED):")

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from plait.skills import Code, Severity, SkillCheck, SkillMeta, check_skill_md, split_skill_md
+from plait.skills import Code, Severity, SkillCheck, SkillMeta, check_skill_md
 from plait.skills.frontmatter import Frontmatter, FrontmatterProblem, read_lenient
+from plait.skills.parser import split_skill_md
 
 BASIC = "---\nname: pdf\ndescription: Reads PDFs.\n---\n# PDF\n\nBody.\n"
 

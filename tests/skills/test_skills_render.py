@@ -8,15 +8,8 @@ from pathlib import Path
 import pytest
 import skills_ref
 
-from plait.skills import (
-    FilesystemSource,
-    PromptFormat,
-    SkillCatalog,
-    SkillEntry,
-    SkillMeta,
-    render_markdown,
-    render_xml,
-)
+from plait.skills import FilesystemSource, PromptFormat, SkillCatalog, SkillEntry, SkillMeta
+from plait.skills.render import render_markdown, render_xml
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "skills"
 

@@ -21,8 +21,8 @@ from plait.skills import (
     SkillNotFound,
     SkillSource,
     SkillSourceError,
-    content_version,
 )
+from plait.skills.model import content_version
 
 Writer = Callable[..., Path]
 

@@ -18,23 +18,23 @@ from rich.console import Console
 from rich.markup import escape
 
 from plait.context import ContextOverflowRecovered, HistorySummarized, ResultEvicted
-from plait.guards import RepetitionDetectedEvent, ToolCallRejected
+from plait.guards import RepetitionDetected, ToolCallRejected
 from plait.middleware.context import Event
 from plait.runtime.events import (
-    DispatchEnd,
-    ErrorEvent,
-    ModelRequestEvent,
-    ModelResponseEvent,
-    TextDeltaEvent,
-    ToolCallEvent,
-    ToolResultEvent,
-    TurnEnd,
-    TurnStart,
+    DispatchFinished,
+    ErrorOccurred,
+    ModelRequestSent,
+    ModelResponseReceived,
+    TextDeltaReceived,
+    ToolCallFinished,
+    ToolCallStarted,
+    TurnFinished,
+    TurnStarted,
 )
 from plait.skills.disclosure import (
-    SkillLoadProblem,
+    SkillCatalogLoaded,
     SkillPinned,
-    SkillsLoaded,
+    SkillProblemFound,
     SkillToolsDisclosed,
     SkillToolsWithdrawn,
 )
@@ -42,7 +42,7 @@ from plait.skills.managed import SkillLoaded, SkillUnloaded
 
 __all__ = ["EventPrinter", "JsonEventWriter", "fail", "report_error", "short"]
 
-_QUIET = (TurnStart, ModelRequestEvent, ModelResponseEvent, DispatchEnd, TurnEnd)
+_QUIET = (TurnStarted, ModelRequestSent, ModelResponseReceived, DispatchFinished, TurnFinished)
 
 
 def report_error(message: str) -> None:
@@ -86,11 +86,11 @@ def _names(values: Any) -> str:
 
 
 _BATTERY_LINES: dict[type[Event], Callable[[Any], str | None]] = {
-    SkillsLoaded: lambda e: _dim(
+    SkillCatalogLoaded: lambda e: _dim(
         f"◆ skills {e.reason}: {e.skills} available"
         + (f", {e.skipped} skipped (see diagnostics)" if e.skipped else "")
     ),
-    SkillLoadProblem: lambda e: (
+    SkillProblemFound: lambda e: (
         "[yellow]◆ skill problem[/yellow] "
         + escape(f"{e.skill or e.source_id}: {e.diagnostic.message}")
     ),
@@ -120,7 +120,7 @@ _BATTERY_LINES: dict[type[Event], Callable[[Any], str | None]] = {
     ToolCallRejected: lambda e: (
         f"[yellow]✗ rejected {escape(e.call.name)}:[/yellow] " + _dim(short(e.reason, 100))
     ),
-    RepetitionDetectedEvent: lambda e: f"[yellow]↻ repetition ({e.kind}, {e.count} times)[/yellow]",
+    RepetitionDetected: lambda e: f"[yellow]↻ repetition ({e.kind}, {e.count} times)[/yellow]",
 }
 
 
@@ -132,14 +132,14 @@ class EventPrinter:
         self.verbose = verbose
         self._in_text = False
         self._special: dict[type[Event], Callable[[Any], str | None]] = {
-            ToolCallEvent: self._tool_call,
-            ToolResultEvent: self._tool_result,
-            ErrorEvent: self._error,
+            ToolCallStarted: self._tool_call,
+            ToolCallFinished: self._tool_result,
+            ErrorOccurred: self._error,
             **_BATTERY_LINES,
         }
 
     def __call__(self, event: Event) -> None:
-        if isinstance(event, TextDeltaEvent):
+        if isinstance(event, TextDeltaReceived):
             self.console.print(escape(event.text), end="", soft_wrap=True, highlight=False)
             self._in_text = True
             return
@@ -161,12 +161,12 @@ class EventPrinter:
             self._in_text = False
 
     @staticmethod
-    def _tool_call(event: ToolCallEvent) -> str:
+    def _tool_call(event: ToolCallStarted) -> str:
         args = short(event.call.raw_args or event.call.args, 100)
         return f"[cyan]→ {escape(event.call.name)}[/cyan] [dim]{escape(args)}[/dim]"
 
     @staticmethod
-    def _tool_result(event: ToolResultEvent) -> str:
+    def _tool_result(event: ToolCallFinished) -> str:
         style = "red" if event.result.is_error else "green"
         mark = "✗" if event.result.is_error else "✓"
         return (
@@ -176,7 +176,7 @@ class EventPrinter:
         )
 
     @staticmethod
-    def _error(event: ErrorEvent) -> str | None:
+    def _error(event: ErrorOccurred) -> str | None:
         if event.fatal:
             return None  # the command reports the turn's error itself, on standard error
         return f"[red]! recovered in {escape(event.where)}:[/red] {escape(str(event.error))}"

@@ -31,18 +31,18 @@ from plait.backends.memory import MemoryBackend
 from plait.cli.console import EventPrinter
 from plait.cli.run import check_skills_folders
 from plait.context import (
-    READ_TOOL_NAME,
     HistorySummarized,
     ResultEvicted,
     ResultEvictionMiddleware,
     SummarizationMiddleware,
 )
+from plait.context.offload import READ_TOOL_NAME
 from plait.messages import ToolCall, ToolMessage, UserMessage
 from plait.middleware.context import Event
 from plait.models.base import ModelRequest, ModelResponse
 from plait.models.scripted import FunctionModel
 from plait.runtime.agent import Agent
-from plait.runtime.events import ModelRequestEvent, ToolCallEvent
+from plait.runtime.events import ModelRequestSent, ToolCallStarted
 from plait.skills import SkillsMiddleware
 from plait.skills.disclosure import SkillToolsDisclosed, SkillToolsWithdrawn
 from plait.tools import tool
@@ -171,7 +171,7 @@ class _Milestones:
     withdrawn: bool = False
 
     def see(self, event: Event) -> None:
-        if isinstance(event, ModelRequestEvent) and f"**{_SKILL}**" in event.request.system_prompt:
+        if isinstance(event, ModelRequestSent) and f"**{_SKILL}**" in event.request.system_prompt:
             self.catalog = True
         elif isinstance(event, SkillToolsDisclosed):
             self.unlocked = True
@@ -181,7 +181,7 @@ class _Milestones:
             self.summarized = True
         elif isinstance(event, SkillToolsWithdrawn):
             self.withdrawn = True
-        elif isinstance(event, ToolCallEvent) and event.call.name == "read_file":
+        elif isinstance(event, ToolCallStarted) and event.call.name == "read_file":
             self.read = True
 
     def rows(self) -> list[tuple[str, bool]]:

@@ -29,10 +29,10 @@ from plait.skills import (
     SkillEntry,
     SkillError,
     ValidationMode,
-    find_skill_md,
     validate_skill_dir,
 )
 from plait.skills.sources import SKILL_FILE_NAMES
+from plait.skills.validator import find_skill_md
 
 skills_app = typer.Typer(
     help="Validate, inspect and render Agent Skills (SKILL.md) folders.", no_args_is_help=True

@@ -25,10 +25,9 @@ from plait.context.events import (
     SummarizerFailed,
 )
 from plait.context.eviction import EvictedResultUnavailable, ResultEvictionMiddleware
-from plait.context.offload import EVICTED_ROOT, HISTORY_ROOT, READ_TOOL_NAME
 from plait.context.overflow import ContextOverflowUnrecoverable, OverflowRecoveryMiddleware
 from plait.context.pairs import Orphans, find_orphans, repair, safe_cut
-from plait.context.retention import DEFAULT_RETENTION, RetentionPolicy, purge_thread, sweep
+from plait.context.retention import RetentionPolicy, apply_retention, purge_thread
 from plait.context.summarization import (
     SummarizationInfo,
     SummarizationMiddleware,
@@ -47,16 +46,10 @@ from plait.context.tokens import (
     TokenAccountant,
     TokenCounter,
     TokenizerUnavailable,
-    message_tokens,
-    tool_tokens,
 )
 
 __all__ = [
     "CHARS_PER_TOKEN",
-    "DEFAULT_RETENTION",
-    "EVICTED_ROOT",
-    "HISTORY_ROOT",
-    "READ_TOOL_NAME",
     "CharEstimator",
     "ContextOverflowRecovered",
     "ContextOverflowUnrecoverable",
@@ -84,11 +77,9 @@ __all__ = [
     "TokenAccountant",
     "TokenCounter",
     "TokenizerUnavailable",
+    "apply_retention",
     "find_orphans",
-    "message_tokens",
     "purge_thread",
     "repair",
     "safe_cut",
-    "sweep",
-    "tool_tokens",
 ]

@@ -55,9 +55,9 @@ from plait.context.retention import (
     DEFAULT_RETENTION,
     PrunableBackend,
     RetentionPolicy,
+    apply_retention,
     enforce,
     purge,
-    sweep,
 )
 from plait.context.tokens import CHARS_PER_TOKEN, DEFAULT_COUNTER, TokenCounter
 from plait.errors import ConfigurationError, PlaitError
@@ -189,10 +189,10 @@ class ResultEvictionMiddleware(Middleware):
         """Delete every result this middleware evicted for ``thread_id``."""
         return await purge(self._require_prunable(), thread_prefix(self.root, thread_id))
 
-    async def sweep(self, *, now: float | None = None) -> list[str]:
+    async def apply_retention(self, *, now: float | None = None) -> list[str]:
         """Apply the retention policy to every thread; return the deleted paths."""
         policy = self.retention or DEFAULT_RETENTION
-        return await sweep(self._require_prunable(), policy, root=self.root, now=now)
+        return await apply_retention(self._require_prunable(), policy, root=self.root, now=now)
 
     def _require_prunable(self) -> PrunableBackend:
         if self._prunable is None:

@@ -7,7 +7,8 @@ one ``ls`` away and an evicted result's age is in its name:
 * :class:`RetentionPolicy` keeps at most ``max_per_thread`` evicted results per thread and none
   older than ``max_age`` seconds. :class:`~plait.context.ResultEvictionMiddleware` applies it to
   a thread after each eviction in that thread.
-* :func:`sweep` applies a policy to every thread under a root (run it from a scheduled job).
+* :func:`apply_retention` applies a policy to every thread under a root (run it from a
+  scheduled job).
 * :func:`purge_thread` deletes everything written for one thread (call it when the thread is
   deleted from the thread store).
 
@@ -30,11 +31,11 @@ __all__ = [
     "DEFAULT_RETENTION",
     "PrunableBackend",
     "RetentionPolicy",
+    "apply_retention",
     "enforce",
     "expired",
     "purge",
     "purge_thread",
-    "sweep",
 ]
 
 
@@ -110,7 +111,7 @@ async def enforce(
     return await _delete(backend, expired(await backend.ls(prefix), policy, now=now))
 
 
-async def sweep(
+async def apply_retention(
     backend: PrunableBackend,
     policy: RetentionPolicy,
     *,

@@ -8,28 +8,24 @@
 
 from plait.guards.events import (
     LimitReached,
-    RepetitionDetectedEvent,
+    RepetitionDetected,
     ToolCallRejected,
     ToolCallRepaired,
 )
-from plait.guards.limits import THREAD_MODEL_CALLS_KEY, LimitsMiddleware
-from plait.guards.repetition import RepetitionDetected, RepetitionDetector, jaccard
-from plait.guards.validator import ToolCallValidator, repair_json_object
+from plait.guards.limits import LimitsMiddleware
+from plait.guards.repetition import RepetitionDetector, RepetitionError
+from plait.guards.validator import ToolCallValidator
 from plait.runtime.model_hooks import ModelHook
 
 __all__ = [
-    "THREAD_MODEL_CALLS_KEY",
     "LimitReached",
     "LimitsMiddleware",
     "RepetitionDetected",
-    "RepetitionDetectedEvent",
     "RepetitionDetector",
+    "RepetitionError",
     "ToolCallRejected",
     "ToolCallRepaired",
     "ToolCallValidator",
-    "default_model_hooks",
-    "jaccard",
-    "repair_json_object",
 ]
 
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from plait.messages import ToolCall
 from plait.middleware.context import Event
 
-__all__ = ["LimitReached", "RepetitionDetectedEvent", "ToolCallRejected", "ToolCallRepaired"]
+__all__ = ["LimitReached", "RepetitionDetected", "ToolCallRejected", "ToolCallRepaired"]
 
 
 @dataclass(slots=True, kw_only=True)
@@ -31,7 +31,7 @@ class ToolCallRepaired(Event):
 
 
 @dataclass(slots=True, kw_only=True)
-class RepetitionDetectedEvent(Event):
+class RepetitionDetected(Event):
     """The model repeated itself ``count`` times (``kind`` is ``"tool_call"`` or ``"text"``)."""
 
     dispatch: int

@@ -12,9 +12,9 @@ messages (scanning back at most a window, so the cost does not grow with the his
 It fires once per episode (latched): exactly when a run reaches its threshold, not again while
 the run continues; a different response ends the episode. The ``policy`` decides what happens:
 ``"note"`` adds a message telling the model it is repeating itself (persisted after the tool
-results), ``"error"`` ends the turn with :class:`RepetitionDetected` (nothing of the repeated
+results), ``"error"`` ends the turn with :class:`RepetitionError` (nothing of the repeated
 dispatch is persisted, so no call is left without a result). Both emit
-:class:`~plait.guards.events.RepetitionDetectedEvent`.
+:class:`~plait.guards.events.RepetitionDetected`.
 """
 
 from __future__ import annotations
@@ -24,18 +24,18 @@ from collections.abc import Iterator, Sequence
 from typing import Literal
 
 from plait.errors import PlaitError
-from plait.guards.events import RepetitionDetectedEvent
+from plait.guards.events import RepetitionDetected
 from plait.messages import AssistantMessage, Message, ToolCall, UserMessage
 from plait.middleware.context import DispatchContext
 from plait.models.base import ModelResponse
 
-__all__ = ["RepetitionDetected", "RepetitionDetector", "jaccard"]
+__all__ = ["RepetitionDetector", "RepetitionError", "jaccard"]
 
 _WORD = re.compile(r"\w+")
 _NOTE_SOURCE = "repetition_guard"
 
 
-class RepetitionDetected(PlaitError):
+class RepetitionError(PlaitError):
     """The model repeated itself and the detector's policy is ``"error"``."""
 
     def __init__(self, kind: str, count: int) -> None:
@@ -153,10 +153,10 @@ class RepetitionDetector:
 
     def _fire(self, ctx: DispatchContext, kind: str, count: int) -> None:
         ctx.turn.emit(
-            RepetitionDetectedEvent(dispatch=ctx.index, kind=kind, count=count, policy=self.policy)
+            RepetitionDetected(dispatch=ctx.index, kind=kind, count=count, policy=self.policy)
         )
         if self.policy == "error":
-            raise RepetitionDetected(kind, count)
+            raise RepetitionError(kind, count)
         what = (
             "the same tool call with the same arguments"
             if kind == "tool_call"

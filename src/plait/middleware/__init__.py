@@ -2,7 +2,7 @@
 
 from plait.middleware.base import SEAMS, Middleware, ModelHandler, Next, SkipToolCall, ToolHandler
 from plait.middleware.context import DispatchContext, Event, EventSink, TurnContext
-from plait.middleware.stack import MiddlewareStack, SkippedCall
+from plait.middleware.stack import MiddlewareStack
 
 __all__ = [
     "SEAMS",
@@ -14,7 +14,6 @@ __all__ = [
     "ModelHandler",
     "Next",
     "SkipToolCall",
-    "SkippedCall",
     "ToolHandler",
     "TurnContext",
 ]

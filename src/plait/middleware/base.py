@@ -79,12 +79,15 @@ SEAMS = (
 class SkipToolCall(Exception):
     """Raise from ``before_tool_call`` to skip the call with ``message`` as its (error) result.
 
-    Returning ``None`` skips too, with a generic message naming the middleware.
+    Returning ``None`` skips too, with a generic message naming the middleware. The stack
+    returns the skip (``by`` set to the middleware's name) instead of the call, so the runtime
+    knows who skipped it.
     """
 
-    def __init__(self, message: str) -> None:
-        self.message = message
-        super().__init__(message)
+    def __init__(self, message: str | None = None, *, by: str = "") -> None:
+        self.by = by
+        self.message = message or f"Tool call skipped by middleware {by or '(unnamed)'}."
+        super().__init__(self.message)
 
 
 class Middleware:

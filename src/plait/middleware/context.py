@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from plait.messages import Message, ToolCall, ToolMessage, Usage
+from plait.messages import Message, ToolCall, Usage
 from plait.tools import ToolRegistry
 
 if TYPE_CHECKING:
@@ -29,7 +29,12 @@ __all__ = ["DispatchContext", "Event", "EventSink", "PersistFilter", "TurnContex
 class Event:
     """Base class of every event a turn emits; batteries define their own subclasses.
 
-    ``type`` is a stable string for logs and JSON (e.g. ``"tool_result"``).
+    Naming rule, for every event in plait: the subject, then what happened to it, in the past
+    (``TurnStarted``, ``ToolCallFinished``, ``HistorySummarized``, ``SkillSwapFailed``), never an
+    ``Event`` suffix. ``type`` is the class name in snake case (``"tool_call_finished"``), a
+    stable string for logs and JSON. Each layer or battery keeps its events in one ``events``
+    module (``plait.runtime.events``, ``plait.guards.events``, ``plait.context.events``,
+    ``plait.skills.disclosure.events``, ``plait.skills.managed.events``).
     """
 
     type: str = "event"
@@ -109,7 +114,6 @@ class DispatchContext:
     new_messages: list[Message] = field(default_factory=list)
     rejected_calls: dict[str, str] = field(default_factory=dict)
     followups: list[Message] = field(default_factory=list)
-    _state: str = "open"
     _error: BaseException | None = None
 
     @property
@@ -121,24 +125,14 @@ class DispatchContext:
         """The thread state (shortcut for ``ctx.turn.state``)."""
         return self.turn.state
 
-    def ack(self) -> None:
-        """Mark the dispatch as accepted. Optional: an un-nacked dispatch proceeds anyway."""
-        if self._state == "open":
-            self._state = "acked"
-
     def nack(self, error: BaseException) -> None:
         """Reject the dispatch with ``error``: nothing more runs and the turn ends with it."""
         if self._error is None:
-            self._state = "nacked"
             self._error = error
 
     @property
     def nacked(self) -> bool:
         return self._error is not None
-
-    @property
-    def acked(self) -> bool:
-        return self._state == "acked"
 
     @property
     def error(self) -> BaseException | None:
@@ -166,9 +160,6 @@ class DispatchContext:
         next to its result.
         """
         self.followups.append(message)
-
-    def tool_messages(self) -> list[ToolMessage]:
-        return [m for m in self.new_messages if isinstance(m, ToolMessage)]
 
     def tool_calls(self) -> list[ToolCall]:
         return list(self.response.tool_calls) if self.response is not None else []

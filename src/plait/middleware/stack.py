@@ -23,11 +23,9 @@ from plait.middleware.base import (
 from plait.middleware.context import DispatchContext, TurnContext
 from plait.models.base import ModelRequest, ModelResponse
 
-__all__ = ["MiddlewareStack", "SkippedCall"]
+__all__ = ["MiddlewareStack"]
 
-C = TypeVar("C", TurnContext, DispatchContext)
 T = TypeVar("T")
-Hook = Callable[[C, Next], Awaitable[None]]
 
 
 def _returned(value: object, expected: type[T], m: Middleware, hook: str) -> T:
@@ -39,16 +37,6 @@ def _returned(value: object, expected: type[T], m: Middleware, hook: str) -> T:
             "a seam must return the (possibly new) object it was given."
         )
     return value
-
-
-class SkippedCall:
-    """What :meth:`MiddlewareStack.run_before_tool_call` returns when a middleware skipped."""
-
-    __slots__ = ("by", "message")
-
-    def __init__(self, by: str, message: str | None = None) -> None:
-        self.by = by
-        self.message = message or f"Tool call skipped by middleware {by}."
 
 
 class MiddlewareStack:
@@ -157,17 +145,19 @@ class MiddlewareStack:
 
     async def run_before_tool_call(
         self, call: ToolCall, ctx: DispatchContext
-    ) -> ToolCall | SkippedCall:
-        """``before_tool_call`` first → last; a ``None`` stops the chain and skips the call."""
+    ) -> ToolCall | SkipToolCall:
+        """``before_tool_call`` first → last; a ``None`` or a raised :class:`SkipToolCall` stops
+        the chain and is returned as a ``SkipToolCall`` naming the middleware (``by``)."""
         for m in self._by_hook["before_tool_call"]:
             if ctx.stopped:
                 break
             try:
                 changed = await m.before_tool_call(call, ctx)
             except SkipToolCall as skip:
-                return SkippedCall(m.name, skip.message)
+                skip.by = m.name
+                return skip
             if changed is None:
-                return SkippedCall(m.name)
+                return SkipToolCall(by=m.name)
             call = changed
         return call
 

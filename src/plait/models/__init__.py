@@ -18,12 +18,11 @@ from plait.models.base import (
 )
 from plait.models.language_model import LanguageModelMiddleware, WrappedModel, wrap_model
 from plait.models.openai import OpenAIChatModel
-from plait.models.registry import MODEL_SPEC_FORMS, resolve_model
+from plait.models.registry import resolve_model
 from plait.models.retrying import Backoff
 from plait.models.scripted import FunctionModel, ScriptedModel, ScriptExhausted
 
 __all__ = [
-    "MODEL_SPEC_FORMS",
     "AnthropicModel",
     "Backoff",
     "CallClass",

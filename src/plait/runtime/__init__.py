@@ -2,34 +2,33 @@
 
 from plait.runtime.agent import Agent, Limits, RunInput, RunStream
 from plait.runtime.events import (
-    DispatchEnd,
-    ErrorEvent,
-    ModelRequestEvent,
-    ModelResponseEvent,
-    TextDeltaEvent,
-    ToolCallEvent,
-    ToolResultEvent,
-    TurnEnd,
-    TurnStart,
+    DispatchFinished,
+    ErrorOccurred,
+    ModelRequestSent,
+    ModelResponseReceived,
+    TextDeltaReceived,
+    ToolCallFinished,
+    ToolCallStarted,
+    TurnFinished,
+    TurnStarted,
 )
-from plait.runtime.tool_search import SEARCH_TOOLS_NAME, ToolSearch
+from plait.runtime.tool_search import ToolSearch
 from plait.runtime.turn import RunResult
 
 __all__ = [
-    "SEARCH_TOOLS_NAME",
     "Agent",
-    "DispatchEnd",
-    "ErrorEvent",
+    "DispatchFinished",
+    "ErrorOccurred",
     "Limits",
-    "ModelRequestEvent",
-    "ModelResponseEvent",
+    "ModelRequestSent",
+    "ModelResponseReceived",
     "RunInput",
     "RunResult",
     "RunStream",
-    "TextDeltaEvent",
-    "ToolCallEvent",
-    "ToolResultEvent",
+    "TextDeltaReceived",
+    "ToolCallFinished",
+    "ToolCallStarted",
     "ToolSearch",
-    "TurnEnd",
-    "TurnStart",
+    "TurnFinished",
+    "TurnStarted",
 ]

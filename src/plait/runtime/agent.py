@@ -46,15 +46,16 @@ RunInput = str | Message | Sequence[Message]
 
 @dataclass(slots=True, frozen=True)
 class Limits:
-    """Bounds on one turn. ``max_dispatches`` is the number of model calls before the turn ends
-    with :class:`~plait.errors.DispatchLimitExceeded`; ``max_concurrent_tools`` bounds how many
-    tool calls of one response run at once."""
+    """Bounds on one turn. ``model_calls_per_turn`` is the number of model calls before the turn
+    ends with :class:`~plait.errors.LimitExceeded` (``kind="model_calls_per_turn"``; the same
+    limit :class:`~plait.guards.LimitsMiddleware` can set lower, with an event);
+    ``max_concurrent_tools`` bounds how many tool calls of one response run at once."""
 
-    max_dispatches: int = 50
+    model_calls_per_turn: int = 50
     max_concurrent_tools: int = 8
 
     def __post_init__(self) -> None:
-        if self.max_dispatches < 1 or self.max_concurrent_tools < 1:
+        if self.model_calls_per_turn < 1 or self.max_concurrent_tools < 1:
             raise ConfigurationError("Limits must be at least 1.")
 
 
@@ -139,7 +140,7 @@ class Agent:
 
         ``state`` updates the thread state before the turn starts (e.g. ``{"skills_metadata":
         None}`` to reload skills). Raises the turn's error (``TurnAborted``,
-        ``DispatchRejected``, ``DispatchLimitExceeded``, a provider error, …) after persisting
+        ``DispatchRejected``, ``LimitExceeded``, a provider error, …) after persisting
         everything that completed.
         """
         events: list[Event] = []

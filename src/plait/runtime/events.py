@@ -15,83 +15,83 @@ from plait.middleware.context import Event
 from plait.models.base import ModelRequest
 
 __all__ = [
-    "DispatchEnd",
-    "ErrorEvent",
+    "DispatchFinished",
+    "ErrorOccurred",
     "Event",
-    "ModelRequestEvent",
-    "ModelResponseEvent",
-    "TextDeltaEvent",
-    "ToolCallEvent",
-    "ToolResultEvent",
-    "TurnEnd",
-    "TurnStart",
+    "ModelRequestSent",
+    "ModelResponseReceived",
+    "TextDeltaReceived",
+    "ToolCallFinished",
+    "ToolCallStarted",
+    "TurnFinished",
+    "TurnStarted",
 ]
 
 
 @dataclass(slots=True, kw_only=True)
-class TurnStart(Event):
+class TurnStarted(Event):
     thread_id: str
     input: list[Message]
-    type: str = "turn_start"
+    type: str = "turn_started"
 
 
 @dataclass(slots=True, kw_only=True)
-class ModelRequestEvent(Event):
+class ModelRequestSent(Event):
     """The request as sent to the model (after every ``before_model_call``)."""
 
     dispatch: int
     request: ModelRequest
-    type: str = "model_request"
+    type: str = "model_request_sent"
 
 
 @dataclass(slots=True, kw_only=True)
-class TextDeltaEvent(Event):
+class TextDeltaReceived(Event):
     """A chunk of the answer as the model streams it (``agent.stream`` only)."""
 
     dispatch: int
     text: str
-    type: str = "text_delta"
+    type: str = "text_delta_received"
 
 
 @dataclass(slots=True, kw_only=True)
-class ModelResponseEvent(Event):
+class ModelResponseReceived(Event):
     """The model's answer (after every ``after_model_call``)."""
 
     dispatch: int
     message: AssistantMessage
-    type: str = "model_response"
+    type: str = "model_response_received"
 
 
 @dataclass(slots=True, kw_only=True)
-class ToolCallEvent(Event):
+class ToolCallStarted(Event):
     dispatch: int
     call: ToolCall
-    type: str = "tool_call"
+    type: str = "tool_call_started"
 
 
 @dataclass(slots=True, kw_only=True)
-class ToolResultEvent(Event):
+class ToolCallFinished(Event):
     """A tool call's result. ``skipped_by`` names the middleware that skipped the call."""
 
     dispatch: int
     call: ToolCall
     result: ToolResult
     skipped_by: str | None = None
-    type: str = "tool_result"
+    type: str = "tool_call_finished"
 
 
 @dataclass(slots=True, kw_only=True)
-class DispatchEnd(Event):
+class DispatchFinished(Event):
     """A dispatch finished and its messages were persisted."""
 
     dispatch: int
     messages: list[Message]
     usage: Usage
-    type: str = "dispatch_end"
+    type: str = "dispatch_finished"
 
 
 @dataclass(slots=True, kw_only=True)
-class ErrorEvent(Event):
+class ErrorOccurred(Event):
     """Something failed. ``fatal`` errors end the turn; others were recovered from (a tool
     raised, a best-effort offload failed) and are reported so nothing fails silently."""
 
@@ -99,11 +99,11 @@ class ErrorEvent(Event):
     where: str
     fatal: bool = False
     details: dict[str, Any] = field(default_factory=dict)
-    type: str = "error"
+    type: str = "error_occurred"
 
 
 @dataclass(slots=True, kw_only=True)
-class TurnEnd(Event):
+class TurnFinished(Event):
     output: str
     usage: Usage
-    type: str = "turn_end"
+    type: str = "turn_finished"

@@ -43,10 +43,10 @@ from plait.errors import (
     ToolResolutionError,
 )
 from plait.messages import ToolCall, ToolMessage, ToolResult
-from plait.middleware.base import ToolHandler
+from plait.middleware.base import SkipToolCall, ToolHandler
 from plait.middleware.context import DispatchContext
-from plait.middleware.stack import MiddlewareStack, SkippedCall
-from plait.runtime.events import ErrorEvent, ToolCallEvent, ToolResultEvent
+from plait.middleware.stack import MiddlewareStack
+from plait.runtime.events import ErrorOccurred, ToolCallFinished, ToolCallStarted
 from plait.tools import ToolContext
 
 __all__ = ["run_tool_calls"]
@@ -99,7 +99,7 @@ def _executor(d: DispatchContext) -> ToolHandler:
             if not isinstance(exc, Exception) and _cancelled_from_outside():
                 raise
             error = ToolExecutionError(call.name, exc)
-            d.turn.emit(ErrorEvent(error=error, where=f"tool:{call.name}"))
+            d.turn.emit(ErrorOccurred(error=error, where=f"tool:{call.name}"))
             return ToolResult(call.id, str(error), is_error=True)
         return ToolResult(call.id, _jsonable(data))
 
@@ -110,16 +110,16 @@ async def _run_one(
     call: ToolCall, d: DispatchContext, stack: MiddlewareStack, handler: ToolHandler
 ) -> ToolMessage:
     emit = d.turn.emit
-    emit(ToolCallEvent(dispatch=d.index, call=call))
+    emit(ToolCallStarted(dispatch=d.index, call=call))
     skipped_by: str | None = None
     rejection = d.rejected_calls.get(call.id)
     if rejection is not None:
         result = ToolResult(call.id, rejection, is_error=True)
-        emit(ToolResultEvent(dispatch=d.index, call=call, result=result, skipped_by="rejected"))
+        emit(ToolCallFinished(dispatch=d.index, call=call, result=result, skipped_by="rejected"))
         return ToolMessage.from_result(result, call.name)
     try:
         decided = await stack.run_before_tool_call(call, d) if not d.stopped else None
-        if isinstance(decided, SkippedCall):
+        if isinstance(decided, SkipToolCall):
             skipped_by = decided.by
             result = ToolResult(call.id, decided.message, is_error=True)
         elif decided is None or d.stopped:
@@ -133,7 +133,7 @@ async def _run_one(
     except (Exception, asyncio.CancelledError) as exc:
         if not isinstance(exc, Exception) and _cancelled_from_outside():
             raise
-        emit(ErrorEvent(error=exc, where=f"tool_middleware:{call.name}"))
+        emit(ErrorOccurred(error=exc, where=f"tool_middleware:{call.name}"))
         result = ToolResult(
             call.id, f"Tool call failed in middleware: {type(exc).__name__}: {exc}", is_error=True
         )
@@ -142,7 +142,7 @@ async def _run_one(
     data = _jsonable(result.data)
     if result.tool_call_id != call.id or data is not result.data:
         result = ToolResult(call.id, data, result.is_error)
-    emit(ToolResultEvent(dispatch=d.index, call=call, result=result, skipped_by=skipped_by))
+    emit(ToolCallFinished(dispatch=d.index, call=call, result=result, skipped_by=skipped_by))
     return ToolMessage.from_result(result, call.name)
 
 

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from plait.errors import (
-    DispatchLimitExceeded,
     DispatchRejected,
+    LimitExceeded,
     ProviderError,
     ThreadConflictError,
     TurnAborted,
@@ -29,13 +29,13 @@ from plait.middleware.context import DispatchContext, Event, EventSink, TurnCont
 from plait.middleware.stack import MiddlewareStack
 from plait.models.base import ModelRequest, ModelResponse, ResponseComplete, TextDelta
 from plait.runtime.events import (
-    DispatchEnd,
-    ErrorEvent,
-    ModelRequestEvent,
-    ModelResponseEvent,
-    TextDeltaEvent,
-    TurnEnd,
-    TurnStart,
+    DispatchFinished,
+    ErrorOccurred,
+    ModelRequestSent,
+    ModelResponseReceived,
+    TextDeltaReceived,
+    TurnFinished,
+    TurnStarted,
 )
 from plait.runtime.model_hooks import run_model_hooks
 from plait.runtime.tool_calls import run_tool_calls
@@ -124,10 +124,10 @@ class Turn:
                 raise _aborted(ctx.error)
         except BaseException as exc:
             if isinstance(exc, Exception):
-                self.emit(ErrorEvent(error=exc, where="turn", fatal=True))
+                self.emit(ErrorOccurred(error=exc, where="turn", fatal=True))
                 await self._save_state(ctx, exc)
             raise
-        self.emit(TurnEnd(output=output, usage=ctx.usage))
+        self.emit(TurnFinished(output=output, usage=ctx.usage))
         return RunResult(output, self.thread_id, self.new_messages, ctx.usage, ctx.state)
 
     async def _save_state(self, ctx: TurnContext, error: Exception) -> None:
@@ -143,7 +143,7 @@ class Turn:
                 self.thread_id, [], expected_version=self.version, state=ctx.state
             )
         except Exception as exc:
-            self.emit(ErrorEvent(error=exc, where="save_state"))
+            self.emit(ErrorOccurred(error=exc, where="save_state"))
 
     async def _start(self) -> TurnContext:
         store = self.agent.store
@@ -168,14 +168,20 @@ class Turn:
             input=self.input,
             emit=self.emit,
         )
-        self.emit(TurnStart(thread_id=self.thread_id, input=self.input))
+        self.emit(TurnStarted(thread_id=self.thread_id, input=self.input))
         return ctx
 
     async def _dispatch_loop(self, ctx: TurnContext) -> str:
-        limit = self.agent.limits.max_dispatches
+        limit = self.agent.limits.model_calls_per_turn
         while True:
             if ctx.dispatch_count >= limit:
-                raise DispatchLimitExceeded(limit)
+                raise LimitExceeded(
+                    "model_calls_per_turn",
+                    limit,
+                    f"The turn reached its limit of {limit} model calls without a final answer. "
+                    "Raise Limits(model_calls_per_turn=...) or check the tools for a loop; "
+                    "every message so far is persisted and the thread stays valid.",
+                )
             d = DispatchContext(ctx, ctx.dispatch_count)
             ctx.dispatch_count += 1
             response = await self._dispatch(d)
@@ -208,7 +214,7 @@ class Turn:
         request = await stack.run_before_model_call(self.build_request(ctx), d)
         self._check(d)
         d.request = request
-        self.emit(ModelRequestEvent(dispatch=d.index, request=request))
+        self.emit(ModelRequestSent(dispatch=d.index, request=request))
         response = await stack.wrap_model(self._model_handler(d), d)(request)
         response = await stack.run_after_model_call(response, request, d)
         self._check(d)
@@ -218,7 +224,7 @@ class Turn:
         ctx.usage = ctx.usage + response.usage
         assistant = response.to_message()
         d.add_message(assistant)
-        self.emit(ModelResponseEvent(dispatch=d.index, message=assistant))
+        self.emit(ModelResponseReceived(dispatch=d.index, message=assistant))
         if response.tool_calls:
             limit = self.agent.limits.max_concurrent_tools
             for message in await run_tool_calls(response.tool_calls, d, stack, limit):
@@ -233,7 +239,7 @@ class Turn:
             self.thread_id, persisted, expected_version=self.version, state=ctx.state
         )
         self.new_messages.extend(persisted)
-        self.emit(DispatchEnd(dispatch=d.index, messages=persisted, usage=response.usage))
+        self.emit(DispatchFinished(dispatch=d.index, messages=persisted, usage=response.usage))
         self._check(d)
         return response
 
@@ -246,7 +252,7 @@ class Turn:
             final: ModelResponse | None = None
             async for event in model.stream(request):
                 if isinstance(event, TextDelta):
-                    self.emit(TextDeltaEvent(dispatch=d.index, text=event.text))
+                    self.emit(TextDeltaReceived(dispatch=d.index, text=event.text))
                 elif isinstance(event, ResponseComplete):
                     final = event.response
             if final is None:

@@ -6,19 +6,42 @@ Layers, bottom up:
   YAML; :mod:`.validator` checks it ``strict`` (``skills-ref``'s diagnostics) or ``lenient``
   (:mod:`.lenient`: recover what can honestly be recovered, warn about the rest).
 * :mod:`.sources` find skills: :class:`FilesystemSource`, :class:`MemorySource`,
-  :class:`BackendSource`, all behind the async :class:`SkillSource` protocol.
+  :class:`BackendSource`, all behind the async :class:`SkillSource` protocol (a custom source
+  yields :class:`SkillEntry` or :class:`DiscoveryProblem` items and answers ``stat`` with
+  :class:`SkillFileStat`).
 * :class:`SkillCatalog` orders sources, resolves name collisions, keeps diagnostics and
-  refreshes incrementally; :mod:`.render` turns it into a prompt section.
+  refreshes incrementally; :func:`render_prompt` turns it into a prompt section.
+* Two modes on top: :class:`SkillsMiddleware` (disclosure, :mod:`.disclosure`) and
+  :class:`SkillManager` (managed, :mod:`.managed`, whose full surface lives there).
+
+``__all__`` is what an application needs; helpers (the parser's pieces, the renderers per
+format, version hashing) stay importable from their modules.
 """
 
 from __future__ import annotations
 
 from plait.skills.catalog import Precedence, RefreshResult, SkillCatalog
 from plait.skills.diagnostics import Code, Diagnostic, Severity
+from plait.skills.disclosure import (
+    PinnedSkillNotFound,
+    SkillCatalogLoaded,
+    SkillPathError,
+    SkillPinned,
+    SkillProblemFound,
+    SkillsMiddleware,
+    SkillToolsDisclosed,
+    SkillToolsWithdrawn,
+    SkillToolUnresolved,
+    ToolNameResolver,
+)
 from plait.skills.errors import SkillError, SkillFileNotFound, SkillNotFound, SkillSourceError
-from plait.skills.lenient import first_paragraph, split_allowed_tools
+from plait.skills.managed import (
+    ScriptConfig,
+    SkillManager,
+    SkillManagerError,
+    create_skill_manager,
+)
 from plait.skills.model import (
-    SPEC_FIELDS,
     DiscoveryItem,
     DiscoveryProblem,
     Skill,
@@ -26,34 +49,12 @@ from plait.skills.model import (
     SkillFileStat,
     SkillMeta,
     SkillRef,
-    content_version,
 )
-from plait.skills.parser import SkillMarkdown, split_skill_md
-from plait.skills.render import (
-    DEFAULT_OVERFLOW_HINT,
-    PromptFormat,
-    render_markdown,
-    render_prompt,
-    render_xml,
-)
-from plait.skills.sources import (
-    BackendSource,
-    FilesystemSource,
-    MemorySource,
-    ScanStats,
-    SkillSource,
-)
-from plait.skills.validator import (
-    SkillCheck,
-    ValidationMode,
-    check_skill_md,
-    find_skill_md,
-    validate_skill_dir,
-)
+from plait.skills.render import PromptFormat, render_prompt
+from plait.skills.sources import BackendSource, FilesystemSource, MemorySource, SkillSource
+from plait.skills.validator import SkillCheck, ValidationMode, check_skill_md, validate_skill_dir
 
 __all__ = [
-    "DEFAULT_OVERFLOW_HINT",
-    "SPEC_FIELDS",
     "BackendSource",
     "Code",
     "Diagnostic",
@@ -61,79 +62,38 @@ __all__ = [
     "DiscoveryProblem",
     "FilesystemSource",
     "MemorySource",
+    "PinnedSkillNotFound",
     "Precedence",
     "PromptFormat",
     "RefreshResult",
-    "ScanStats",
+    "ScriptConfig",
     "Severity",
     "Skill",
     "SkillCatalog",
+    "SkillCatalogLoaded",
     "SkillCheck",
     "SkillEntry",
     "SkillError",
     "SkillFileNotFound",
     "SkillFileStat",
-    "SkillMarkdown",
+    "SkillManager",
+    "SkillManagerError",
     "SkillMeta",
     "SkillNotFound",
+    "SkillPathError",
+    "SkillPinned",
+    "SkillProblemFound",
     "SkillRef",
     "SkillSource",
     "SkillSourceError",
-    "ValidationMode",
-    "check_skill_md",
-    "content_version",
-    "find_skill_md",
-    "first_paragraph",
-    "render_markdown",
-    "render_prompt",
-    "render_xml",
-    "split_allowed_tools",
-    "split_skill_md",
-    "validate_skill_dir",
-]
-
-# Disclosure mode (SkillsMiddleware): imported last, it builds on everything above.
-from plait.skills.disclosure import (
-    PinnedSkillNotFound,
-    SkillLoadProblem,
-    SkillPathError,
-    SkillPinned,
-    SkillsLoaded,
-    SkillsMiddleware,
-    SkillSnapshot,
-    SkillToolResolver,
-    SkillToolsDisclosed,
-    SkillToolsWithdrawn,
-    SkillToolUnresolved,
-)
-
-__all__ += [
-    "PinnedSkillNotFound",
-    "SkillLoadProblem",
-    "SkillPathError",
-    "SkillPinned",
-    "SkillSnapshot",
-    "SkillToolResolver",
     "SkillToolUnresolved",
     "SkillToolsDisclosed",
     "SkillToolsWithdrawn",
-    "SkillsLoaded",
     "SkillsMiddleware",
-]
-
-# Managed mode (SkillManager): imported last, it builds on everything above.
-from plait.skills.managed import (  # noqa: E402 - after the disclosure block, on purpose
-    ScriptConfig,
-    SkillManager,
-    SkillManagerError,
-    SkillMiddlewareSet,
-    create_skill_manager,
-)
-
-__all__ += [
-    "ScriptConfig",
-    "SkillManager",
-    "SkillManagerError",
-    "SkillMiddlewareSet",
+    "ToolNameResolver",
+    "ValidationMode",
+    "check_skill_md",
     "create_skill_manager",
+    "render_prompt",
+    "validate_skill_dir",
 ]

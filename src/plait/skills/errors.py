@@ -10,6 +10,7 @@ from plait.errors import PlaitError
 __all__ = ["SkillError", "SkillFileNotFound", "SkillNotFound", "SkillSourceError"]
 
 _MAX_LISTED = 20
+_FIND_HINT = "Check the name (run 'plait skills list PATH') or add the folder that holds it."
 
 
 def _listing(names: list[str]) -> str:
@@ -27,13 +28,14 @@ class SkillError(PlaitError):
 class SkillNotFound(SkillError, LookupError):
     """No skill with that name (or id) is known; the message lists the known ones."""
 
-    def __init__(self, name: str, known: list[str], *, where: str = "") -> None:
+    def __init__(
+        self, name: str, known: list[str], *, where: str = "", hint: str = _FIND_HINT
+    ) -> None:
         self.name = name
         self.known = sorted(known)
         place = f" in {where}" if where else ""
         super().__init__(
-            f"Skill {name!r} not found{place}. Known skills: {_listing(self.known)}. "
-            "Check the name (run 'plait skills list PATH') or add the folder that holds it."
+            f"Skill {name!r} not found{place}. Known skills: {_listing(self.known)}. {hint}"
         )
 
 

@@ -45,10 +45,6 @@ class SkillMarkdown:
     leading_blank_lines: int
     invalid_utf8_line: int | None
 
-    @property
-    def has_frontmatter(self) -> bool:
-        return self.frontmatter is not None
-
 
 def decode_skill_md(data: bytes | str) -> tuple[str, bool, int | None]:
     """Decode SKILL.md bytes: ``(text, had_bom, line of the first invalid UTF-8 byte)``.

@@ -9,7 +9,7 @@
 * **Catalog.** Before every model call the thread's skills (name, description, SKILL.md path)
   follow the system prompt, within ``budget`` characters; past it, ``search_skills`` finds the
   rest. A skill that could not be loaded is named in one bounded note, and reported as
-  :class:`SkillLoadProblem` events. No skills: no catalog and no skill tools at all.
+  :class:`SkillProblemFound` events. No skills: no catalog and no skill tools at all.
 * **Reading.** The model reads a skill with ``read_file`` (the middleware's, unless the agent has
   its own): the whole file by default, pages only for huge files, confined to skill folders.
 * **Loading.** Once per thread, kept in the thread state under ``skills_metadata`` as a small
@@ -33,40 +33,32 @@ Gate dangerous tools with a guard or ``before_tool_call`` middleware, not with s
 from __future__ import annotations
 
 from plait.skills.disclosure.events import (
-    SkillLoadProblem,
+    SkillCatalogLoaded,
     SkillPinned,
-    SkillsLoaded,
+    SkillProblemFound,
     SkillToolsDisclosed,
     SkillToolsWithdrawn,
     SkillToolUnresolved,
 )
-from plait.skills.disclosure.middleware import DEFAULT_BUDGET, STATE_KEY, SkillsMiddleware
+from plait.skills.disclosure.middleware import STATE_KEY, SkillsMiddleware
 from plait.skills.disclosure.pins import PINNED_KEY, PinnedSkillNotFound
-from plait.skills.disclosure.read_file import DEFAULT_READ_MAX_CHARS, SkillPathError
-from plait.skills.disclosure.scan import PINNED_SOURCE, READ_TOOL_NAME
-from plait.skills.disclosure.search import SEARCH_TOOL_NAME
-from plait.skills.disclosure.skill_tools import ResolvedTools, SkillToolResolver
-from plait.skills.disclosure.snapshot import DEFAULT_INSTRUCTIONS, SkillSnapshot
+from plait.skills.disclosure.read_file import SkillPathError
+from plait.skills.disclosure.skill_tools import ResolvedTools, ToolNameResolver
+from plait.skills.disclosure.snapshot import DEFAULT_INSTRUCTIONS
 
 __all__ = [
-    "DEFAULT_BUDGET",
     "DEFAULT_INSTRUCTIONS",
-    "DEFAULT_READ_MAX_CHARS",
     "PINNED_KEY",
-    "PINNED_SOURCE",
-    "READ_TOOL_NAME",
-    "SEARCH_TOOL_NAME",
     "STATE_KEY",
     "PinnedSkillNotFound",
     "ResolvedTools",
-    "SkillLoadProblem",
+    "SkillCatalogLoaded",
     "SkillPathError",
     "SkillPinned",
-    "SkillSnapshot",
-    "SkillToolResolver",
+    "SkillProblemFound",
     "SkillToolUnresolved",
     "SkillToolsDisclosed",
     "SkillToolsWithdrawn",
-    "SkillsLoaded",
     "SkillsMiddleware",
+    "ToolNameResolver",
 ]

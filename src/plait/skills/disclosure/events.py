@@ -12,17 +12,17 @@ from plait.middleware.context import Event
 from plait.skills.diagnostics import Diagnostic
 
 __all__ = [
-    "SkillLoadProblem",
+    "SkillCatalogLoaded",
     "SkillPinned",
+    "SkillProblemFound",
     "SkillToolUnresolved",
     "SkillToolsDisclosed",
     "SkillToolsWithdrawn",
-    "SkillsLoaded",
 ]
 
 
 @dataclass(slots=True, kw_only=True)
-class SkillsLoaded(Event):
+class SkillCatalogLoaded(Event):
     """The thread's skills were (re)loaded before a model call.
 
     ``reason`` is ``"first"`` (new thread), ``"reset"`` (``skills_metadata`` was set to
@@ -38,11 +38,11 @@ class SkillsLoaded(Event):
     added: list[str] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
     changed: list[str] = field(default_factory=list)
-    type: str = "skills_loaded"
+    type: str = "skill_catalog_loaded"
 
 
 @dataclass(slots=True, kw_only=True)
-class SkillLoadProblem(Event):
+class SkillProblemFound(Event):
     """One warning or error found while loading: a skipped skill (``skipped=True``), a skill that
     loaded with a warning, or a source that failed. ``skill`` is the source-assigned id, when the
     problem is about one skill."""
@@ -52,7 +52,7 @@ class SkillLoadProblem(Event):
     skill: str | None
     diagnostic: Diagnostic
     skipped: bool
-    type: str = "skill_load_problem"
+    type: str = "skill_problem_found"
 
 
 @dataclass(slots=True, kw_only=True)

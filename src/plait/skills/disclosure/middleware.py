@@ -33,9 +33,9 @@ from plait.middleware.context import DispatchContext
 from plait.models.base import ModelRequest, ModelResponse
 from plait.skills.catalog import Precedence, SkillCatalog
 from plait.skills.disclosure.events import (
-    SkillLoadProblem,
+    SkillCatalogLoaded,
     SkillPinned,
-    SkillsLoaded,
+    SkillProblemFound,
     SkillToolsDisclosed,
     SkillToolsWithdrawn,
 )
@@ -43,7 +43,7 @@ from plait.skills.disclosure.pins import PINNED_KEY, pin_messages, pinned_names
 from plait.skills.disclosure.read_file import DEFAULT_READ_MAX_CHARS, build_read_tool
 from plait.skills.disclosure.scan import DisclosureScan
 from plait.skills.disclosure.search import build_search_tool
-from plait.skills.disclosure.skill_tools import SkillToolResolver, ToolPlan, TurnTools, as_resolver
+from plait.skills.disclosure.skill_tools import ToolNameResolver, ToolPlan, TurnTools, as_resolver
 from plait.skills.disclosure.snapshot import DEFAULT_INSTRUCTIONS, SkillSnapshot, take_snapshot
 from plait.skills.render import PromptFormat
 from plait.skills.sources.base import SkillSource
@@ -77,7 +77,7 @@ class SkillsMiddleware(Middleware):
 
     ``sources`` are skill sources (a path means a :class:`FilesystemSource`); on a name
     collision the later source wins (``precedence``). ``tools`` is a list of skill tools or a
-    :data:`SkillToolResolver`. ``budget`` bounds the skill list in characters (``None``: no
+    :data:`ToolNameResolver`. ``budget`` bounds the skill list in characters (``None``: no
     bound); past it, ``search_skills`` finds the rest. ``instructions`` precede the list
     (``None``: the list alone). ``auto_refresh``: ``True`` refreshes the catalog incrementally
     before each turn's first model call, a number of seconds before any model call once that
@@ -90,7 +90,7 @@ class SkillsMiddleware(Middleware):
         self,
         sources: Sequence[SkillSource | str | os.PathLike[str]],
         *,
-        tools: Sequence[Tool] | SkillToolResolver = (),
+        tools: Sequence[Tool] | ToolNameResolver = (),
         precedence: Precedence = Precedence.LAST_WINS,
         budget: int | None = DEFAULT_BUDGET,
         format: PromptFormat = PromptFormat.MARKDOWN,
@@ -258,7 +258,7 @@ class SkillsMiddleware(Middleware):
         new = {e.name: e.version for e in snapshot.entries}
         emit = ctx.turn.emit
         emit(
-            SkillsLoaded(
+            SkillCatalogLoaded(
                 thread_id=thread_id,
                 reason=reason,
                 skills=len(snapshot.entries),
@@ -270,7 +270,7 @@ class SkillsMiddleware(Middleware):
         )
         for problem in snapshot.problems:
             emit(
-                SkillLoadProblem(
+                SkillProblemFound(
                     thread_id=thread_id,
                     source_id=problem.source_id,
                     skill=problem.skill,

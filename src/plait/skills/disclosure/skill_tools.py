@@ -36,7 +36,7 @@ from plait.tools import Tool, ToolDefinition, ToolRegistry
 
 __all__ = [
     "ResolvedTools",
-    "SkillToolResolver",
+    "ToolNameResolver",
     "ToolPlan",
     "TurnTools",
     "as_resolver",
@@ -44,14 +44,14 @@ __all__ = [
 ]
 
 ResolvedTools: TypeAlias = Tool | Iterable[Tool] | None
-SkillToolResolver: TypeAlias = Callable[
+ToolNameResolver: TypeAlias = Callable[
     [str, DispatchContext], ResolvedTools | Awaitable[ResolvedTools]
 ]
 """Maps an ``include_tools`` name to the tool(s) it stands for (one name may be a family whose
 real names are known only at run time), or ``None`` when it knows no such name. May be async."""
 
 
-def as_resolver(tools: Sequence[Tool] | SkillToolResolver) -> SkillToolResolver:
+def as_resolver(tools: Sequence[Tool] | ToolNameResolver) -> ToolNameResolver:
     """A resolver for a list of tools (by exact name), or ``tools`` itself if it is callable."""
     if callable(tools) and not isinstance(tools, Sequence):
         return tools
@@ -112,7 +112,7 @@ class TurnTools:
         snapshot: SkillSnapshot,
         locations: tuple[str, ...],
         base: Sequence[Tool],
-        resolver: SkillToolResolver,
+        resolver: ToolNameResolver,
         ctx: DispatchContext,
     ) -> ToolPlan:
         """The tools to show for ``locations``; cached while nothing it depends on changed."""
@@ -156,7 +156,7 @@ class TurnTools:
                 self.owned[name] = tool
 
     async def _resolve(
-        self, name: str, skills: list[str], ctx: DispatchContext, resolver: SkillToolResolver
+        self, name: str, skills: list[str], ctx: DispatchContext, resolver: ToolNameResolver
     ) -> tuple[Tool, ...]:
         cached = self.resolved.get(name)
         if cached is not None:

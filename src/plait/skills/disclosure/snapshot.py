@@ -53,7 +53,7 @@ _NOTE_NAME_CHARS = 60
 
 @dataclass(frozen=True, slots=True)
 class LoadProblem:
-    """A warning or error of a load, with where it came from (see ``SkillLoadProblem``)."""
+    """A warning or error of a load, with where it came from (see ``SkillProblemFound``)."""
 
     source_id: str
     skill: str | None

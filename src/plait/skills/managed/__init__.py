@@ -7,6 +7,10 @@ and four pipeline hooks that project its skills onto every turn. See ``README.md
     agent = Agent(model, middleware=[*manager.middleware, *other_middleware])
     ...
     await manager.dispose()
+
+``__all__`` holds the manager, its configuration and results, the seed's hook factories, the
+typed errors and the events; internals (projection placeholders, tool wrappers, key and marker
+constants) stay importable from their modules.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from __future__ import annotations
 from plait.skills.managed.errors import (
     ErrorCode,
     InvalidSkillsConfig,
-    ManagedSkillNotFound,
+    ManagerError,
     SkillAlreadyLoaded,
     SkillGateDenied,
     SkillLoadFailed,
@@ -29,12 +33,16 @@ from plait.skills.managed.errors import (
     SkillToolInvalid,
     render_error,
 )
+from plait.skills.managed.events import (
+    SkillLoaded,
+    SkillRestoreFailed,
+    SkillSwapFailed,
+    SkillSwapped,
+    SkillUnloaded,
+    SkillUpdateFound,
+)
 from plait.skills.managed.hooks import (
     SkillMiddlewareSet,
-    SkillsDispatchInput,
-    SkillsDispatchOutput,
-    SkillsTurnInput,
-    SkillsTurnOutput,
     create_skill_middleware_set,
     skills_dispatch_input_middleware,
     skills_dispatch_output_middleware,
@@ -42,43 +50,21 @@ from plait.skills.managed.hooks import (
     skills_turn_output_middleware,
 )
 from plait.skills.managed.manager import SkillManager, create_skill_manager
-from plait.skills.managed.persistence import (
-    LOADED_STATE_KEY,
-    RememberLoadedSkills,
-    SkillRestoreFailed,
-)
-from plait.skills.managed.prepare import TOOL_NAME, SkillTools, SkillToolsResolver
+from plait.skills.managed.persistence import RememberLoadedSkills
+from plait.skills.managed.prepare import SkillTools, SkillToolsProvider
 from plait.skills.managed.records import (
-    META_KEY,
-    CatalogEntry,
     CatalogRefresh,
     Channel,
     LoadedSkill,
     LoadResult,
     ProjectedSkill,
     RefreshOutcome,
-    SkillLoaded,
-    SkillSwapFailed,
-    SkillSwapped,
-    SkillUnloaded,
-    SkillUpdateAvailable,
-    placeholder,
+    SkillStatus,
 )
-from plait.skills.managed.scripts import TRUNCATION_MARKER, ScriptConfig, ScriptRun
-from plait.skills.managed.tools import (
-    LIFECYCLE_TOOL_NAMES,
-    Gate,
-    SkillOwnedTool,
-    allow_all,
-)
+from plait.skills.managed.scripts import ScriptConfig
+from plait.skills.managed.tools import Gate, allow_all
 
 __all__ = [
-    "LIFECYCLE_TOOL_NAMES",
-    "LOADED_STATE_KEY",
-    "META_KEY",
-    "TOOL_NAME",
-    "TRUNCATION_MARKER",
-    "CatalogEntry",
     "CatalogRefresh",
     "Channel",
     "ErrorCode",
@@ -86,12 +72,11 @@ __all__ = [
     "InvalidSkillsConfig",
     "LoadResult",
     "LoadedSkill",
-    "ManagedSkillNotFound",
+    "ManagerError",
     "ProjectedSkill",
     "RefreshOutcome",
     "RememberLoadedSkills",
     "ScriptConfig",
-    "ScriptRun",
     "SkillAlreadyLoaded",
     "SkillGateDenied",
     "SkillLoadFailed",
@@ -101,28 +86,23 @@ __all__ = [
     "SkillManagerError",
     "SkillMiddlewareSet",
     "SkillNotLoaded",
-    "SkillOwnedTool",
     "SkillRefreshFailed",
     "SkillRestoreFailed",
     "SkillScriptFailed",
     "SkillScriptRejected",
     "SkillScriptTimeout",
+    "SkillStatus",
     "SkillSwapFailed",
     "SkillSwapped",
     "SkillToolCollision",
     "SkillToolInvalid",
     "SkillTools",
-    "SkillToolsResolver",
+    "SkillToolsProvider",
     "SkillUnloaded",
-    "SkillUpdateAvailable",
-    "SkillsDispatchInput",
-    "SkillsDispatchOutput",
-    "SkillsTurnInput",
-    "SkillsTurnOutput",
+    "SkillUpdateFound",
     "allow_all",
     "create_skill_manager",
     "create_skill_middleware_set",
-    "placeholder",
     "render_error",
     "skills_dispatch_input_middleware",
     "skills_dispatch_output_middleware",

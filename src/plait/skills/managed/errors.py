@@ -1,15 +1,16 @@
 """Typed errors of the managed skill mode, each with a stable ``code``.
 
 The model reads them through :func:`render_error` (``Error (NOT_FOUND): Skill 'x' not found.
-…``); application code catches the classes. Every class derives from
-:class:`SkillManagerError`, which derives from the format package's
-:class:`~plait.skills.errors.SkillError`.
+…``); application code catches the classes. Every class but :class:`SkillNotFound` (the
+skills package's own, raised by both modes) derives from :class:`SkillManagerError`; both derive
+from :class:`~plait.skills.errors.SkillError`. :data:`ManagerError` catches all of them.
 
 =================  ==========================  ===============================================
 code               class                       raised when
 =================  ==========================  ===============================================
 INVALID_CONFIG     InvalidSkillsConfig         ``create_skill_manager`` is misconfigured
-NOT_FOUND          ManagedSkillNotFound        no (model-visible) skill has that name
+NOT_FOUND          SkillNotFound               no (model-visible) skill has that name (the
+                                               skills package's error, shared by both modes)
 ALREADY_LOADED     SkillAlreadyLoaded          ``load`` of a skill that is loaded
 NOT_LOADED         SkillNotLoaded              ``unload``/``refresh``/a read of a skill that is not
 LOAD_FAILED        SkillLoadFailed             reading the body, resolving tools or building the
@@ -32,12 +33,12 @@ from __future__ import annotations
 from enum import StrEnum
 
 from plait.errors import ConfigurationError
-from plait.skills.errors import SkillError
+from plait.skills.errors import SkillError, SkillNotFound
 
 __all__ = [
     "ErrorCode",
     "InvalidSkillsConfig",
-    "ManagedSkillNotFound",
+    "ManagerError",
     "SkillAlreadyLoaded",
     "SkillGateDenied",
     "SkillLoadFailed",
@@ -50,6 +51,7 @@ __all__ = [
     "SkillScriptTimeout",
     "SkillToolCollision",
     "SkillToolInvalid",
+    "error_code",
     "render_error",
 ]
 
@@ -82,10 +84,6 @@ class SkillManagerError(SkillError):
 
 class InvalidSkillsConfig(SkillManagerError, ConfigurationError):
     code = ErrorCode.INVALID_CONFIG
-
-
-class ManagedSkillNotFound(SkillManagerError, LookupError):
-    code = ErrorCode.NOT_FOUND
 
 
 class SkillAlreadyLoaded(SkillManagerError):
@@ -132,6 +130,15 @@ class SkillManagerDisposed(SkillManagerError):
     code = ErrorCode.DISPOSED
 
 
-def render_error(err: SkillManagerError) -> str:
+ManagerError = (SkillManagerError, SkillNotFound)
+"""What the manager raises on purpose: catch this tuple to render every one for the model."""
+
+
+def error_code(err: SkillManagerError | SkillNotFound) -> ErrorCode:
+    """The stable code of ``err`` (``NOT_FOUND`` for :class:`SkillNotFound`)."""
+    return ErrorCode.NOT_FOUND if isinstance(err, SkillNotFound) else err.code
+
+
+def render_error(err: SkillManagerError | SkillNotFound) -> str:
     """The text a model reads for ``err``: ``Error (NOT_FOUND): Skill 'x' not found. …``."""
-    return f"Error ({err.code}): {err.message}"
+    return f"Error ({error_code(err)}): {err}"

@@ -23,29 +23,31 @@ from plait.skills.diagnostics import Code
 from plait.skills.errors import SkillNotFound
 from plait.skills.managed.errors import (
     InvalidSkillsConfig,
-    ManagedSkillNotFound,
+    ManagerError,
     SkillAlreadyLoaded,
     SkillManagerDisposed,
-    SkillManagerError,
     SkillNotLoaded,
     SkillToolCollision,
+    error_code,
+)
+from plait.skills.managed.events import (
+    SkillLoaded,
+    SkillSwapFailed,
+    SkillSwapped,
+    SkillUnloaded,
+    SkillUpdateFound,
 )
 from plait.skills.managed.hooks import SkillMiddlewareSet, create_skill_middleware_set
 from plait.skills.managed.prepare import Preparer, SkillTools
 from plait.skills.managed.projection import ProjectionTable
 from plait.skills.managed.records import (
-    CatalogEntry,
     CatalogRefresh,
     Channel,
     LoadedSkill,
     LoadResult,
     ProjectedSkill,
     RefreshOutcome,
-    SkillLoaded,
-    SkillSwapFailed,
-    SkillSwapped,
-    SkillUnloaded,
-    SkillUpdateAvailable,
+    SkillStatus,
 )
 from plait.skills.managed.scripts import ScriptConfig
 from plait.skills.managed.tools import LIFECYCLE_TOOL_NAMES, Gate, SkillOwnedTool, lifecycle_tools
@@ -109,23 +111,19 @@ class SkillManager:
         """Bumped by every change of the initialized set (load, unload, swap, dispose)."""
         return self._generation
 
-    @property
-    def skill_catalog(self) -> SkillCatalog:
-        return self._catalog
-
     def tools(self) -> tuple[Tool, ...]:
         """The lifecycle tools. The ``turn_input`` hook contributes them to every turn (through
         ``Middleware.tools()``), so there is nothing to add to the agent's tools."""
         return self._tools
 
-    def catalog(self) -> list[CatalogEntry]:
+    def catalog(self) -> list[SkillStatus]:
         """Every discovered skill, losing candidates included, with its load state."""
         loaded = {r.entry.ref: r for r in self._records.values()}
         out = []
         for entry in self._catalog.entries():
             record = loaded.get(entry.ref)
             out.append(
-                CatalogEntry(
+                SkillStatus(
                     entry.ref,
                     entry.name,
                     entry.description,
@@ -173,10 +171,7 @@ class SkillManager:
             entry = next((e for e in active if skill in (e.id, str(e.ref))), None)
         if entry is None or entry not in visible:
             names = [e.name for e in visible]
-            raise ManagedSkillNotFound(
-                f"Skill not found: {skill}. Known skills: {_listing(names)}. "
-                "Call list_skills to see what can be loaded."
-            )
+            raise SkillNotFound(skill, names, hint="Call list_skills to see what can be loaded.")
         return entry
 
     def _check_collisions(
@@ -314,7 +309,12 @@ class SkillManager:
             return RefreshOutcome(old.name, "unchanged", old.version, old.version)
         try:
             if entry is None:
-                raise ManagedSkillNotFound(f"Skill {old.entry.ref} is no longer in its source.")
+                raise SkillNotFound(
+                    str(old.entry.ref),
+                    [str(e.ref) for e in self._catalog.active()],
+                    where="its source any more",
+                    hint="The loaded version stays; unload it if the skill was removed.",
+                )
             new = await self._preparer.prepare(entry, old.channel)
             try:
                 if new.name != old.name and new.name in self._records:
@@ -323,10 +323,11 @@ class SkillManager:
             except BaseException:
                 new.release()
                 raise
-        except SkillManagerError as err:
+        except ManagerError as err:
             if turn is not None:
-                turn.emit(SkillSwapFailed(skill=old.name, version=old.version, error=err.message))
-            return RefreshOutcome(old.name, "failed", old.version, error=f"({err.code}) {err}")
+                turn.emit(SkillSwapFailed(skill=old.name, version=old.version, error=str(err)))
+            failure = f"({error_code(err)}) {err}"
+            return RefreshOutcome(old.name, "failed", old.version, error=failure)
         self._records = {
             (new.name if name == old.name else name): (new if r is old else r)
             for name, r in self._records.items()
@@ -388,7 +389,7 @@ class SkillManager:
                 _, newly = await self._refresh_catalog(None)
             for record, version in newly:
                 ctx.emit(
-                    SkillUpdateAvailable(
+                    SkillUpdateFound(
                         skill=record.name, loaded_version=record.version, available_version=version
                     )
                 )

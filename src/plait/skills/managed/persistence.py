@@ -7,36 +7,28 @@ middleware records the loaded skill names in the thread state after every dispat
 first turn a manager serves for a thread, loads them again before anything else runs.
 
 Only names are stored (never a body), and a skill that no longer loads is reported with a
-:class:`SkillRestoreFailed` event and skipped. Place it *before* the manager's hooks::
+:class:`~plait.skills.managed.events.SkillRestoreFailed` event and skipped. Place it *before*
+the manager's hooks::
 
     agent = Agent(model, middleware=[RememberLoadedSkills(manager), *manager.middleware])
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 from plait.middleware.base import Middleware, Next
-from plait.middleware.context import DispatchContext, Event, TurnContext
-from plait.skills.managed.errors import SkillManagerError
+from plait.middleware.context import DispatchContext, TurnContext
+from plait.skills.managed.errors import ManagerError
+from plait.skills.managed.events import SkillRestoreFailed
 
 if TYPE_CHECKING:
     from plait.skills.managed.manager import SkillManager
 
-__all__ = ["LOADED_STATE_KEY", "RememberLoadedSkills", "SkillRestoreFailed"]
+__all__ = ["LOADED_STATE_KEY", "RememberLoadedSkills"]
 
 LOADED_STATE_KEY: Final = "plait.skills.managed.loaded"
 """Thread-state key holding the names of the skills loaded when the last dispatch ended."""
-
-
-@dataclass(slots=True, kw_only=True)
-class SkillRestoreFailed(Event):
-    """A skill recorded as loaded on the thread could not be loaded again; it was skipped."""
-
-    skill: str
-    error: str
-    type: str = "skill_restore_failed"
 
 
 class RememberLoadedSkills(Middleware):
@@ -56,7 +48,7 @@ class RememberLoadedSkills(Middleware):
                     continue
                 try:
                     await self.manager.load(name, ctx)
-                except SkillManagerError as err:
+                except ManagerError as err:
                     ctx.emit(SkillRestoreFailed(skill=name, error=str(err)))
         await next()
 

@@ -22,15 +22,15 @@ from plait.skills.managed.tools import Gate, SkillOwnedTool, script_tool
 from plait.skills.model import SkillEntry
 from plait.tools import Tool
 
-__all__ = ["TOOL_NAME", "Preparer", "SkillTools", "SkillToolsResolver", "check_tool_names"]
+__all__ = ["TOOL_NAME", "Preparer", "SkillTools", "SkillToolsProvider", "check_tool_names"]
 
 TOOL_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$")
 """The rule every skill tool name must follow (it is also what providers accept)."""
 
-SkillToolsResolver = Callable[[SkillEntry], Sequence[Tool] | Awaitable[Sequence[Tool]]]
+SkillToolsProvider = Callable[[SkillEntry], Sequence[Tool] | Awaitable[Sequence[Tool]]]
 """Returns the Python tools a skill brings, given its catalog entry; called on every load."""
 
-SkillTools = Mapping[str, Sequence[Tool]] | SkillToolsResolver
+SkillTools = Mapping[str, Sequence[Tool]] | SkillToolsProvider
 """Skill-owned tools: a mapping from skill name to tools, or a resolver."""
 
 

@@ -1,5 +1,5 @@
 """Manager state: one :class:`LoadedSkill` per *initialized* skill, and the plain results the
-manager hands back (:class:`LoadResult`, :class:`ProjectedSkill`, :class:`CatalogEntry`, …).
+manager hands back (:class:`LoadResult`, :class:`ProjectedSkill`, :class:`SkillStatus`, …).
 
 A record owns what lives with the skill rather than the turn: its body, its wrapped tools, its
 workspace and the script processes running in it. It is *retired* when the skill is unloaded,
@@ -13,11 +13,10 @@ import asyncio
 import contextlib
 import os
 import signal
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
 from plait.messages import SystemMessage
-from plait.middleware.context import Event
 from plait.skills.managed.errors import SkillNotLoaded
 from plait.skills.managed.scripts import Workspace
 from plait.skills.model import SkillEntry, SkillRef
@@ -25,18 +24,13 @@ from plait.tools import Tool
 
 __all__ = [
     "META_KEY",
-    "CatalogEntry",
     "CatalogRefresh",
     "Channel",
     "LoadResult",
     "LoadedSkill",
     "ProjectedSkill",
     "RefreshOutcome",
-    "SkillLoaded",
-    "SkillSwapFailed",
-    "SkillSwapped",
-    "SkillUnloaded",
-    "SkillUpdateAvailable",
+    "SkillStatus",
     "placeholder",
 ]
 
@@ -218,7 +212,7 @@ class ProjectedSkill:
 
 
 @dataclass(frozen=True, slots=True)
-class CatalogEntry:
+class SkillStatus:
     """One discovered skill, losing candidates included (``shadowed_by`` set)."""
 
     ref: SkillRef
@@ -262,51 +256,3 @@ class RefreshOutcome:
             out["error"] = self.error
             out["note"] = "The old version stays loaded."
         return out
-
-
-# --- events (emitted through TurnContext.emit when the operation had a context) -------------
-
-
-@dataclass(slots=True, kw_only=True)
-class SkillLoaded(Event):
-    skill: str
-    version: str
-    tools: tuple[str, ...] = field(default_factory=tuple)
-    type: str = "skill_loaded"
-
-
-@dataclass(slots=True, kw_only=True)
-class SkillUnloaded(Event):
-    skill: str
-    version: str
-    type: str = "skill_unloaded"
-
-
-@dataclass(slots=True, kw_only=True)
-class SkillSwapped(Event):
-    """A loaded skill was swapped to a new version (prepared fully first)."""
-
-    skill: str
-    old_version: str
-    new_version: str
-    type: str = "skill_swapped"
-
-
-@dataclass(slots=True, kw_only=True)
-class SkillSwapFailed(Event):
-    """Preparing a new version failed; the old version stays loaded."""
-
-    skill: str
-    version: str
-    error: str
-    type: str = "skill_swap_failed"
-
-
-@dataclass(slots=True, kw_only=True)
-class SkillUpdateAvailable(Event):
-    """A catalog refresh found a newer version of a loaded skill (not swapped)."""
-
-    skill: str
-    loaded_version: str
-    available_version: str
-    type: str = "skill_update_available"

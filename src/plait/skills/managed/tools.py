@@ -17,7 +17,7 @@ skill tools, scripts yes        a loaded skill's own tools and ``run_<skill>_<sc
 same response wait for it, so a tool it registers resolves for them (late binding).
 
 A refusal, an unknown or unloaded skill, a script failure: every
-:class:`~plait.skills.managed.errors.SkillManagerError` reaches the model as the tool's result,
+:data:`~plait.skills.managed.errors.ManagerError` reaches the model as the tool's result,
 rendered by :func:`~plait.skills.managed.errors.render_error` (``Error (DENIED): …``). Any other
 exception a skill tool raises is reported by the runtime as a failed tool call.
 """
@@ -31,8 +31,8 @@ from typing import TYPE_CHECKING, Any
 from plait.errors import ToolError
 from plait.middleware.context import DispatchContext
 from plait.skills.managed.errors import (
+    ManagerError,
     SkillGateDenied,
-    SkillManagerError,
     SkillNotLoaded,
     SkillRefreshFailed,
     render_error,
@@ -110,11 +110,11 @@ class SkillOwnedTool(Tool):
         try:
             await call_gate(self.gate, ctx.dispatch, self.name, args)
             self.record.enter()
-        except SkillManagerError as err:
+        except ManagerError as err:
             raise ToolError(render_error(err)) from None
         try:
             return await self.inner.invoke(args, ctx)
-        except SkillManagerError as err:
+        except ManagerError as err:
             raise ToolError(render_error(err)) from None
         finally:
             self.record.exit()
@@ -156,7 +156,7 @@ def lifecycle_tools(manager: SkillManager) -> tuple[Tool, ...]:
         try:
             if refresh:
                 await manager.refresh()
-        except SkillManagerError as err:
+        except ManagerError as err:
             raise ToolError(render_error(err)) from None
         needle = (query or "").lower()
         shown = []
@@ -196,7 +196,7 @@ def lifecycle_tools(manager: SkillManager) -> tuple[Tool, ...]:
         try:
             await call_gate(manager.gate, ctx.dispatch, "load_skill", {"skill": skill})
             result = await manager.load(skill, ctx.dispatch, invoked_by_model=True)
-        except SkillManagerError as err:
+        except ManagerError as err:
             raise ToolError(render_error(err)) from None
         return result.describe()
 
@@ -205,7 +205,7 @@ def lifecycle_tools(manager: SkillManager) -> tuple[Tool, ...]:
         try:
             await call_gate(manager.gate, ctx.dispatch, "unload_skill", {"skill": skill})
             name = await manager.unload(skill, ctx.dispatch)
-        except SkillManagerError as err:
+        except ManagerError as err:
             raise ToolError(render_error(err)) from None
         return {"skill": name, "unloaded": True}
 
@@ -215,7 +215,7 @@ def lifecycle_tools(manager: SkillManager) -> tuple[Tool, ...]:
         try:
             await call_gate(manager.gate, ctx.dispatch, "refresh_skills", {"skill": skill})
             outcomes = await manager.refresh_and_project(ctx.dispatch, skill)
-        except SkillManagerError as err:
+        except ManagerError as err:
             raise ToolError(render_error(err)) from None
         if skill is not None and len(outcomes) == 1 and outcomes[0].error is not None:
             failed = SkillRefreshFailed(f"{outcomes[0].error} The old version stays loaded.")
@@ -227,7 +227,7 @@ def lifecycle_tools(manager: SkillManager) -> tuple[Tool, ...]:
         gave (or the skill's name). They stay in context for this turn only."""
         try:
             return manager.read_body(handle, ctx)
-        except SkillManagerError as err:
+        except ManagerError as err:
             raise ToolError(render_error(err)) from None
 
     return (
