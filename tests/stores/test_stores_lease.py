@@ -94,3 +94,39 @@ def test_bad_lease_options_are_refused(wait: float, ttl: float) -> None:
     if ttl >= 0.3:
         with pytest.raises(ConfigurationError, match="lease_wait"):
             MemoryThreadStore(lease_wait=wait)
+
+
+async def test_local_leases_hand_over_in_arrival_order_and_skip_waiters_that_gave_up() -> None:
+    from plait.stores.lease import LocalLeases
+
+    leases = LocalLeases(wait=5)
+    order: list[str] = []
+    holder_in = asyncio.Event()
+    release_holder = asyncio.Event()
+
+    async def holder() -> None:
+        async with leases.lease("t"):
+            holder_in.set()
+            await release_holder.wait()
+            order.append("holder")
+
+    async def waiter(name: str) -> None:
+        async with leases.lease("t"):
+            order.append(name)
+
+    first = asyncio.create_task(holder())
+    await holder_in.wait()
+    quitter = asyncio.create_task(waiter("quitter"))
+    second = asyncio.create_task(waiter("second"))
+    third = asyncio.create_task(waiter("third"))
+    await asyncio.sleep(0)
+    quitter.cancel()
+    await asyncio.sleep(0)
+    release_holder.set()
+    await asyncio.gather(first, second, third)
+    assert quitter.cancelled()
+    assert order == ["holder", "second", "third"]
+    async with LocalLeases(wait=0).lease("t"):
+        pass  # every lease was released: a fresh table is free, and so is this one
+    async with leases.lease("t"):
+        pass

@@ -9,7 +9,7 @@ tool runs twice. The lease is optional in the :class:`~plait.stores.base.ThreadS
 ============================  ================================================================
 store                         what its lease is
 ============================  ================================================================
-``MemoryThreadStore``         an ``asyncio`` lock per thread (one process; gone with it)
+``MemoryThreadStore``         a FIFO of waiting turns per busy thread (one process)
 ``SQLiteThreadStore``         a row with an expiry in the same file (every process on the
                               machine shares it; the wall clock is the one clock they share)
 ``PostgresThreadStore``       a row with an expiry on the server's clock
@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 
@@ -118,33 +119,60 @@ async def _keep_renewed(
 
 
 class LocalLeases:
-    """In-process leases: an ``asyncio.Lock`` per thread, waited on for at most ``wait`` s."""
+    """In-process leases: a FIFO of waiters per busy thread, each waiting at most ``wait`` s.
+
+    A free thread is taken without yielding to the event loop and without allocating a lock
+    (about 1 µs: every turn on a memory store pays it). On release the lease passes straight to
+    the longest waiter, so no turn can overtake one that was already waiting.
+    """
 
     def __init__(self, wait: float = DEFAULT_LEASE_WAIT_S) -> None:
         check_lease_options(wait, DEFAULT_LEASE_TTL_S)
         self.wait = wait
-        self._locks: dict[str, asyncio.Lock] = {}
-        self._users: dict[str, int] = {}
+        self._busy: dict[str, deque[asyncio.Future[None]]] = {}
 
-    @asynccontextmanager
-    async def lease(self, thread_id: str) -> AsyncIterator[None]:
-        lock = self._locks.setdefault(thread_id, asyncio.Lock())
-        self._users[thread_id] = self._users.get(thread_id, 0) + 1
+    def lease(self, thread_id: str) -> _LocalLease:
+        return _LocalLease(self, thread_id)
+
+    async def acquire(self, thread_id: str) -> None:
+        waiters = self._busy.get(thread_id)
+        if waiters is None:
+            self._busy[thread_id] = deque()
+            return
+        if self.wait == 0:
+            raise ThreadBusyError(thread_id, 0)
+        handed = asyncio.get_running_loop().create_future()
+        waiters.append(handed)
         try:
-            if not lock.locked():
-                await lock.acquire()  # free: taken without yielding to the loop
-            elif self.wait == 0:
-                raise ThreadBusyError(thread_id, 0)
+            await asyncio.wait_for(asyncio.shield(handed), self.wait)
+        except BaseException as exc:
+            if handed.done() and not handed.cancelled():
+                self.release(thread_id)  # handed over as we gave up: pass it on
             else:
-                try:
-                    await asyncio.wait_for(lock.acquire(), self.wait)
-                except TimeoutError:
-                    raise ThreadBusyError(thread_id, self.wait) from None
-            try:
-                yield
-            finally:
-                lock.release()
-        finally:
-            self._users[thread_id] -= 1
-            if self._users[thread_id] == 0:
-                del self._users[thread_id], self._locks[thread_id]
+                handed.cancel()
+            if isinstance(exc, TimeoutError):
+                raise ThreadBusyError(thread_id, self.wait) from None
+            raise
+
+    def release(self, thread_id: str) -> None:
+        waiters = self._busy[thread_id]
+        while waiters:
+            handed = waiters.popleft()
+            if not handed.done():
+                handed.set_result(None)
+                return
+        del self._busy[thread_id]
+
+
+class _LocalLease:
+    __slots__ = ("leases", "thread_id")
+
+    def __init__(self, leases: LocalLeases, thread_id: str) -> None:
+        self.leases = leases
+        self.thread_id = thread_id
+
+    async def __aenter__(self) -> None:
+        await self.leases.acquire(self.thread_id)
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        self.leases.release(self.thread_id)
