@@ -20,7 +20,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
-from plait.backends.sqlite import SQLiteFile
+from plait.backends.sqlite import SQLITE_MAX_VALUE_BYTES, SQLiteFile
 from plait.errors import ThreadConflictError
 from plait.messages import Message
 from plait.stores.base import (
@@ -67,9 +67,12 @@ class SQLiteThreadStore:
     """A :class:`~plait.stores.base.ThreadStore` in the SQLite file at ``path``.
 
     The file and its parent directory are created on first use; ``":memory:"`` gives a private
-    in-memory database. A damaged or foreign file raises :class:`~plait.stores.base.StoreError`
-    on the first call that touches it. ``close()`` releases the connection (the next call
-    reopens it).
+    in-memory database. A damaged file raises :class:`~plait.stores.base.StoreError` on the
+    first call that touches it; so does a file that is not plait's, which is left unchanged.
+    One message (as JSON) or the thread state is at most ``max_value_bytes`` bytes (default
+    :data:`~plait.backends.sqlite.SQLITE_MAX_VALUE_BYTES`); an append with a larger one raises
+    ``StoreError`` saying so and writes nothing. ``close()`` releases the connection (the next
+    call reopens it).
 
     Turns on one thread are serialised across processes sharing the file by :meth:`lease`:
     ``lease_wait`` (default 30 s; 0 fails fast) bounds the wait for a busy thread, ``lease_ttl``
@@ -80,11 +83,14 @@ class SQLiteThreadStore:
         self,
         path: str | os.PathLike[str],
         *,
+        max_value_bytes: int = SQLITE_MAX_VALUE_BYTES,
         lease_wait: float = DEFAULT_LEASE_WAIT_S,
         lease_ttl: float = DEFAULT_LEASE_TTL_S,
     ) -> None:
         check_lease_options(lease_wait, lease_ttl)
-        self._db = SQLiteFile(path, schema=_SCHEMA, error=StoreError)
+        self._db = SQLiteFile(
+            path, schema=_SCHEMA, error=StoreError, max_value_bytes=max_value_bytes
+        )
         self.lease_wait = lease_wait
         self.lease_ttl = lease_ttl
 
