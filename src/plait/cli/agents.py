@@ -8,14 +8,12 @@ to the same data directory as the thread store.
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from plait.backends.sqlite import SQLiteBackend
 from plait.context import (
     OverflowRecoveryMiddleware,
     ResultEvictionMiddleware,
@@ -27,7 +25,9 @@ from plait.models.base import Model
 from plait.models.registry import MODEL_SPEC_FORMS, resolve_model
 from plait.runtime.agent import Agent
 from plait.skills import FilesystemSource
-from plait.stores.sqlite import SQLiteThreadStore
+
+if TYPE_CHECKING:
+    from plait.skills.managed import ScriptConfig
 
 __all__ = [
     "AgentOptions",
@@ -36,7 +36,6 @@ __all__ = [
     "NoProviderConfigured",
     "build_agent",
     "choose_model",
-    "data_dir",
 ]
 
 DEFAULT_SYSTEM_PROMPT = (
@@ -50,6 +49,13 @@ class Mode(StrEnum):
     MANAGED = "managed"
 
 
+class SandboxChoice(StrEnum):
+    """What runs skill scripts (``--sandbox``): bubblewrap, or (explicitly) nothing."""
+
+    BWRAP = "bwrap"
+    NONE = "none"
+
+
 class NoProviderConfigured(ConfigurationError):
     """No ``--model`` was given and no provider key is in the environment."""
 
@@ -61,28 +67,6 @@ class NoProviderConfigured(ConfigurationError):
             f"{forms} (e.g. --model openai-compatible:llama3.1@http://localhost:11434/v1). "
             "To see plait work with no provider at all, run: plait demo"
         )
-
-
-def data_dir() -> Path:
-    """Where the CLI keeps threads and offloaded results: ``$PLAIT_HOME``, else the platform's
-    user data directory (``$XDG_DATA_HOME/plait`` or ``~/.local/share/plait``;
-    ``%LOCALAPPDATA%\\plait`` on Windows)."""
-    if home := os.environ.get("PLAIT_HOME"):
-        return Path(home)
-    if sys.platform == "win32" and (local := os.environ.get("LOCALAPPDATA")):
-        return Path(local) / "plait"
-    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(base) / "plait"
-
-
-def default_store() -> Path:
-    """The SQLite file ``run``/``chat`` keep threads in unless ``--store`` says otherwise."""
-    return data_dir() / "threads.sqlite3"
-
-
-def blob_path(store: Path) -> Path:
-    """Where evicted results and offloaded history of the threads in ``store`` go."""
-    return store.with_name(store.stem + "-blobs.sqlite3")
 
 
 def choose_model(spec: str | None) -> Model:
@@ -106,11 +90,12 @@ class AgentOptions:
     model: Model
     skills: Sequence[Path] = ()
     mode: Mode = Mode.DISCLOSURE
-    store: Path | None = None
+    store: str | Path | None = None
     system_prompt: str = DEFAULT_SYSTEM_PROMPT
     max_input_tokens: int = 100_000
     evict_over_tokens: int = 2_000
     allow_scripts: bool = False
+    sandbox: SandboxChoice = SandboxChoice.BWRAP
     extra_middleware: list[Middleware] = field(default_factory=list)
     mcp: dict[str, Any] = field(default_factory=dict)
     """MCP servers, ``{name: settings}`` (see :func:`plait.mcp.servers_from_mapping`)."""
@@ -124,8 +109,11 @@ async def build_agent(options: AgentOptions) -> tuple[Agent, list[Closer]]:
     background history offload, close a skill manager, close the MCP servers, the model's
     HTTP client, the results database and the thread store. MCP servers connect on the first
     turn."""
-    store_path = options.store or default_store()
-    backend = SQLiteBackend(blob_path(store_path))
+    from plait.cli.db import open_backend, open_thread_store, store_target
+
+    target = store_target(str(options.store) if options.store is not None else None)
+    store = open_thread_store(target)
+    backend = open_backend(store, target)
     summarization = SummarizationMiddleware(options.max_input_tokens, backend=backend)
     # A skill's instructions are read whole (the spec's "exempt skill content from
     # compaction"): read_file results are never evicted.
@@ -151,7 +139,6 @@ async def build_agent(options: AgentOptions) -> tuple[Agent, list[Closer]]:
         toolset = McpToolset(servers_from_mapping(options.mcp))
         middleware.append(toolset)
         closers.append(toolset.aclose)
-    store = SQLiteThreadStore(store_path)
     agent = Agent(
         options.model,
         middleware=middleware,
@@ -169,7 +156,7 @@ async def _skills(
         from plait.skills.disclosure import SkillsMiddleware
 
         return [SkillsMiddleware(sources=sources)], None
-    from plait.skills.managed import RememberLoadedSkills, ScriptConfig, create_skill_manager
+    from plait.skills.managed import RememberLoadedSkills, create_skill_manager
 
     async def allow(ctx: Any, tool: str, args: Any) -> None:
         return None  # the person at the terminal asked for managed mode; no further gate
@@ -177,7 +164,16 @@ async def _skills(
     manager = await create_skill_manager(
         sources=sources,
         gate=allow,
-        scripts=ScriptConfig() if options.allow_scripts else None,
+        scripts=_script_config(options) if options.allow_scripts else None,
     )
     # Each `plait run` is a new process with a new manager: the thread remembers what was loaded.
     return [RememberLoadedSkills(manager), *manager.middleware], manager.aclose
+
+
+def _script_config(options: AgentOptions) -> ScriptConfig:
+    from plait.sandbox import BubblewrapSandbox, Sandbox, UnsandboxedRunner
+    from plait.skills.managed import ScriptConfig
+
+    none = options.sandbox is SandboxChoice.NONE
+    sandbox: Sandbox = UnsandboxedRunner() if none else BubblewrapSandbox()
+    return ScriptConfig(sandbox=sandbox)

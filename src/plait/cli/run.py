@@ -16,10 +16,12 @@ from plait.cli.agents import (
     AgentOptions,
     Closer,
     Mode,
+    SandboxChoice,
     build_agent,
     choose_model,
 )
 from plait.cli.console import EventPrinter, JsonEventWriter, fail, report_error
+from plait.cli.db import STORE_HELP
 from plait.errors import ConfigurationError, PlaitError
 from plait.messages import new_id
 from plait.runtime.agent import Agent
@@ -61,13 +63,19 @@ ThreadOption = Annotated[
         "--thread", help="Continue this existing thread (see: plait threads list). Default: new."
     ),
 ]
-StoreOption = Annotated[
-    Path | None,
-    typer.Option("--store", help="SQLite file for threads (default: the user data directory)."),
-]
+StoreOption = Annotated[str | None, typer.Option("--store", help=STORE_HELP)]
 ScriptsOption = Annotated[
     bool,
     typer.Option("--allow-scripts", help="Managed mode: let skills' scripts/ run as tools."),
+]
+SandboxOption = Annotated[
+    SandboxChoice,
+    typer.Option(
+        "--sandbox",
+        help="What runs skill scripts (with --allow-scripts): bwrap = bubblewrap, no network, "
+        "writes only in the skill's workspace (fails if bwrap does not work here); none = "
+        "unsandboxed, as your user.",
+    ),
 ]
 TokensOption = Annotated[
     int, typer.Option("--max-input-tokens", min=1, help="Summarize history beyond this budget.")
@@ -96,8 +104,9 @@ def _options(
     model: str | None,
     skills: list[Path] | None,
     mode: Mode,
-    store: Path | None,
+    store: str | None,
     allow_scripts: bool,
+    sandbox: SandboxChoice,
     max_input_tokens: int,
     system_prompt: str | None,
     console: Console,
@@ -115,6 +124,7 @@ def _options(
         mode=mode,
         store=store,
         allow_scripts=allow_scripts,
+        sandbox=sandbox,
         max_input_tokens=max_input_tokens,
         system_prompt=DEFAULT_SYSTEM_PROMPT if system_prompt is None else system_prompt,
         mcp=servers,
@@ -197,6 +207,7 @@ def run(
     thread: ThreadOption = None,
     store: StoreOption = None,
     allow_scripts: ScriptsOption = False,
+    sandbox: SandboxOption = SandboxChoice.BWRAP,
     max_input_tokens: TokensOption = 100_000,
     system_prompt: SystemOption = None,
     mcp: McpOption = None,
@@ -208,7 +219,16 @@ def run(
     if not task.strip():
         fail("The task is empty: say what the agent should do.", 2)
     options = _options(
-        model, skills, mode, store, allow_scripts, max_input_tokens, system_prompt, console, mcp
+        model,
+        skills,
+        mode,
+        store,
+        allow_scripts,
+        sandbox,
+        max_input_tokens,
+        system_prompt,
+        console,
+        mcp,
     )
     thread_id = thread or new_id()
 
@@ -248,6 +268,7 @@ def chat(
     thread: ThreadOption = None,
     store: StoreOption = None,
     allow_scripts: ScriptsOption = False,
+    sandbox: SandboxOption = SandboxChoice.BWRAP,
     max_input_tokens: TokensOption = 100_000,
     system_prompt: SystemOption = None,
     mcp: McpOption = None,
@@ -256,7 +277,16 @@ def chat(
     """An interactive session. Ctrl-C cancels the running turn; Ctrl-D or /exit ends the session."""
     console = Console(highlight=False)
     options = _options(
-        model, skills, mode, store, allow_scripts, max_input_tokens, system_prompt, console, mcp
+        model,
+        skills,
+        mode,
+        store,
+        allow_scripts,
+        sandbox,
+        max_input_tokens,
+        system_prompt,
+        console,
+        mcp,
     )
     thread_id = thread or new_id()
     printer = EventPrinter(console, verbose=verbose)
