@@ -4,6 +4,7 @@ filters, results of every content kind, timeouts, crashes and restarts."""
 from __future__ import annotations
 
 import asyncio
+import sys
 from typing import Any
 
 import pytest
@@ -191,3 +192,11 @@ async def test_an_http_server_killed_mid_call_fails_the_call_and_reconnects_late
         http_process.start()
         assert await _call(server, "echo", text="back") == "back"
         assert server.restarts == 1
+
+
+def test_without_the_sdk_a_server_is_a_config_error_naming_the_extra(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(sys.modules, "mcp", None)  # what an environment without the extra sees
+    with pytest.raises(McpConfigError, match=r"pip install 'plait\[mcp\]'"):
+        McpServer("s", command=STDIO)

@@ -95,6 +95,7 @@ class McpServer:
         max_tools: int = DEFAULT_MAX_TOOLS,
         max_result_chars: int = DEFAULT_MAX_RESULT_CHARS,
     ) -> None:
+        _require_sdk(name)
         self.name = name
         self.prefix = _check_prefix(name if prefix is None else prefix, name)
         self.transport = _transport(name, command, url, env, cwd, headers)
@@ -205,6 +206,18 @@ class McpServer:
                 )
             tools[name] = McpTool(self, item, name)
         return list(tools.values())
+
+
+def _require_sdk(server: str) -> None:
+    """Fail at construction, not at the first call, when the ``mcp`` extra is missing."""
+    import importlib.util
+
+    try:
+        found = importlib.util.find_spec("mcp") is not None
+    except ValueError:  # in sys.modules as None: imports of it are blocked
+        found = False
+    if not found:
+        raise McpConfigError(f"MCP server {server!r} needs the MCP SDK: pip install 'plait[mcp]'.")
 
 
 def _check_prefix(prefix: str, server: str) -> str:
