@@ -1,0 +1,15 @@
+"""OpenTelemetry GenAI spans and metrics (a battery; needs the ``plait[otel]`` extra).
+
+:class:`GenAITelemetry` is orchestrator middleware: ``invoke_agent``, ``chat`` and
+``execute_tool`` spans, middleware actions as span events, and the
+``gen_ai.client.token.usage`` / ``gen_ai.client.operation.duration`` histograms. It depends on
+``opentelemetry-api`` only; the SDK and exporters are the application's. See README.md here.
+"""
+
+from __future__ import annotations
+
+from plait.telemetry.middleware import GenAITelemetry
+from plait.telemetry.model import ModelTelemetry
+from plait.telemetry.semconv import CAPTURE_CONTENT_ENV, SEMCONV_VERSION
+
+__all__ = ["CAPTURE_CONTENT_ENV", "SEMCONV_VERSION", "GenAITelemetry", "ModelTelemetry"]
