@@ -9,6 +9,7 @@ import pytest
 from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanKind, StatusCode
+from otel_memory import Otel
 
 from plait import (
     Agent,
@@ -24,8 +25,6 @@ from plait import (
 from plait.errors import ConfigurationError
 from plait.telemetry import GenAITelemetry
 from plait.telemetry.semconv import capture_content_from_env
-
-from otel_memory import Otel
 
 
 @tool
@@ -196,8 +195,15 @@ async def test_telemetry_pins_itself_outermost(otel: Otel) -> None:
 
 @pytest.mark.parametrize(
     ("value", "on"),
-    [("", False), ("true", True), ("SPAN_ONLY", True), ("span_and_event", True),
-     ("NO_CONTENT", False), ("EVENT_ONLY", False), ("false", False)],
+    [
+        ("", False),
+        ("true", True),
+        ("SPAN_ONLY", True),
+        ("span_and_event", True),
+        ("NO_CONTENT", False),
+        ("EVENT_ONLY", False),
+        ("false", False),
+    ],
 )
 def test_the_content_switch_reads_the_standard_variable(value: str, on: bool) -> None:
     env = {"OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": value}
@@ -211,8 +217,8 @@ def test_an_unknown_content_switch_value_is_a_configuration_error() -> None:
 
 
 def test_json_content_helpers_clip_but_stay_valid_json() -> None:
-    from plait.telemetry.content import input_messages
     from plait.messages import UserMessage
+    from plait.telemetry.content import input_messages
 
     text = input_messages([UserMessage("x" * 50)], max_chars=10)
     parts = json.loads(text)[0]["parts"]

@@ -180,15 +180,10 @@ class Instruments:
         if response is not None and response.model:
             metric["gen_ai.response.model"] = response.model
         if error_type is not None:
-            self.duration.record(
-                time.perf_counter() - start, {**metric, "error.type": error_type}
-            )
+            self.duration.record(time.perf_counter() - start, {**metric, "error.type": error_type})
             return
         self.duration.record(time.perf_counter() - start, metric)
         usage = response.usage if response is not None else None
         if usage is not None and (usage.input_tokens or usage.output_tokens):
             self.token_usage.record(usage.input_tokens, {**metric, "gen_ai.token.type": "input"})
-            self.token_usage.record(
-                usage.output_tokens, {**metric, "gen_ai.token.type": "output"}
-            )
-
+            self.token_usage.record(usage.output_tokens, {**metric, "gen_ai.token.type": "output"})

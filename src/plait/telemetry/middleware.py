@@ -190,7 +190,7 @@ class GenAITelemetry(Middleware):
     async def wrap_model_call(
         self, request: ModelRequest, ctx: DispatchContext, call_next: ModelHandler
     ) -> ModelResponse:
-        turn = ctx.turn.scratch.get(self)
+        turn: _TurnTelemetry | None = ctx.turn.scratch.get(self)
         if turn is None:
             return await call_next(request)
         return await turn.instruments.chat(
@@ -204,7 +204,7 @@ class GenAITelemetry(Middleware):
     async def wrap_tool_call(
         self, call: ToolCall, ctx: DispatchContext, call_next: ToolHandler
     ) -> ToolResult:
-        turn = ctx.turn.scratch.get(self)
+        turn: _TurnTelemetry | None = ctx.turn.scratch.get(self)
         if turn is None:
             return await call_next(call)
         instruments: Instruments = turn.instruments
