@@ -6,6 +6,7 @@ interleaved round by round; an added cost is the median over rounds of the paire
 with ``default agent`` (same round).
 
 * ``default agent``: ``Agent(...)`` with no telemetry (today);
+* ``enabled=False``: ``GenAITelemetry(enabled=False)`` in the list (no hook in the chain);
 * ``telemetry off``: ``GenAITelemetry()`` in the list but no SDK installed (the API's proxy
   providers): each turn pays the flag check in ``turn_input`` and a dict lookup per wrapper;
 * ``on, no-op exporter``: an SDK ``TracerProvider`` with a ``SimpleSpanProcessor`` whose
@@ -33,7 +34,7 @@ from overhead import Config, agent_config, measure, paired
 
 from plait.telemetry import GenAITelemetry
 
-TARGETS = {"telemetry off": 1.0, "on, no-op exporter": 60.0, "on + content": 60.0}
+TARGETS = {"enabled=False": 1.0, "telemetry off": 1.0, "on, no-op exporter": 60.0, "on + content": 60.0}
 
 
 class DropSpans(SpanExporter):
@@ -66,6 +67,7 @@ def main() -> None:
 
     configs: dict[str, Config] = {
         "default agent": agent_config(list),
+        "enabled=False": agent_config(lambda: [GenAITelemetry(enabled=False)]),
         "telemetry off": agent_config(lambda: [GenAITelemetry()]),
         "on, no-op exporter": agent_config(lambda: [on(False)]),
         "on + content": agent_config(lambda: [on(True)]),

@@ -18,8 +18,9 @@ Spans (names, kinds and attributes in the package README):
   repairs, overflow recovery, limits, skills) becomes a span event ``plait.<event type>`` on the
   span current when it was emitted.
 
-Off is cheap: with no SDK tracer or meter provider installed (or ``enabled=False``) each hook
-costs one flag check (``turn_input``) or one dict lookup (the wrappers).
+Off is cheap: with no SDK tracer or meter provider installed each turn costs one check in
+``turn_input`` and each model or tool call one dict lookup in a pass-through wrapper; with
+``enabled=False`` (decided when the agent is built) none of its hooks is in the chain.
 """
 
 from __future__ import annotations
@@ -138,6 +139,10 @@ class GenAITelemetry(Middleware):
             )
         self._cached = (tracer_provider, meter_provider, found)
         return found
+
+    def overrides(self, hook: str) -> bool:
+        """With ``enabled=False`` no hook is in the agent's chain at all: zero cost per turn."""
+        return self.enabled and super().overrides(hook)
 
     def instrument(self, model: Model) -> Model:
         """``model`` wrapped so that each call it makes outside the agent's own model calls (a
