@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from opentelemetry.sdk.trace import ReadableSpan
 from otel_memory import Otel
 
@@ -180,3 +181,30 @@ async def test_skill_disclosure_shows_as_events_on_the_turn(otel: Otel) -> None:
     assert catalog.attributes is not None and catalog.attributes["plait.skills"] == 1
     read = otel.one("execute_tool read_file")
     assert read.parent is not None and read.parent.span_id == root.context.span_id
+
+
+async def test_an_instrumented_model_streams_live_inside_its_chat_span(otel: Otel) -> None:
+    telemetry = otel.telemetry()
+    model = telemetry.instrument(
+        ScriptedModel([ModelResponse(content="one two three", usage=Usage(output_tokens=3))])
+    )
+    request = ModelRequest(messages=[])
+    seen_open: list[bool] = []
+    async for event in model.stream(request):
+        seen_open.append(otel.spans() == [])  # the span is still open while events arrive
+        last = event
+    assert all(seen_open) and len(seen_open) > 2
+    span = otel.one("chat scripted")
+    assert attrs(span)["gen_ai.usage.output_tokens"] == 3
+    assert span.parent is None
+    assert last.type == "response_complete"
+
+
+async def test_an_instrumented_models_failure_marks_its_span(otel: Otel) -> None:
+    def fail(request: ModelRequest) -> str:
+        raise ContextOverflowError("too long", provider="fake", status=400)
+
+    model = otel.telemetry().instrument(FunctionModel(fail))
+    with pytest.raises(ContextOverflowError):
+        await model.generate(ModelRequest(messages=[]))
+    assert attrs(otel.one("chat function"))["error.type"] == "ContextOverflowError"

@@ -28,7 +28,7 @@ from plait.telemetry.semconv import (
     usage_attributes,
 )
 
-__all__ = ["ContentCursor", "Instruments"]
+__all__ = ["ChatCall", "ContentCursor", "Instruments", "fail"]
 
 
 @dataclass(slots=True)
@@ -60,6 +60,15 @@ def fail(span: Span, exc: BaseException) -> None:
 
 
 @dataclass(slots=True)
+class ChatCall:
+    """One open ``chat`` span: the span, its metric attributes and its start time."""
+
+    span: Span
+    attributes: dict[str, Any]
+    start: float
+
+
+@dataclass(slots=True)
 class Instruments:
     """A tracer and the two histograms; ``capture_content`` and ``max_chars`` govern content."""
 
@@ -85,26 +94,24 @@ class Instruments:
                 explicit_bucket_boundaries_advisory=list(DURATION_BUCKETS),
             )
 
-    async def chat(
+    def start_chat(
         self,
         request: ModelRequest,
         model: Any,
-        call: Callable[[ModelRequest], Awaitable[ModelResponse]],
         *,
         conversation_id: str | None = None,
         cursor: ContentCursor | None = None,
-    ) -> ModelResponse:
-        """``call(request)`` inside a ``chat {model}`` span, then the metrics.
+    ) -> ChatCall:
+        """Open a ``chat {model}`` CLIENT span (not made current) and start the clock.
 
         With content capture on and the span recording, ``gen_ai.input.messages`` holds only the
         messages ``cursor`` has not seen (all of them without a cursor) and
         ``gen_ai.system_instructions`` only a system prompt that changed.
         """
         model_name = request.model or getattr(model, "name", "unknown")
-        provider = provider_name(model)
         attributes: dict[str, Any] = {
             "gen_ai.operation.name": "chat",
-            "gen_ai.provider.name": provider,
+            "gen_ai.provider.name": provider_name(model),
             "gen_ai.request.model": model_name,
         }
         if conversation_id:
@@ -118,21 +125,46 @@ class Instruments:
         )
         if self.capture_content and span.is_recording():
             self._record_input(span, request, cursor or ContentCursor())
-        token = otel_context.attach(trace.set_span_in_context(span))
-        start = time.perf_counter()
+        return ChatCall(span, attributes, time.perf_counter())
+
+    def finish_chat(
+        self,
+        chat: ChatCall,
+        response: ModelResponse | None = None,
+        error: BaseException | None = None,
+    ) -> None:
+        """End ``chat``'s span with ``response`` or ``error``, then record the metrics."""
+        span = chat.span
+        if error is not None:
+            fail(span, error)
+        elif response is not None and span.is_recording():
+            self._record_output(span, response)
+        span.end()
+        self._record_duration(
+            chat.start, chat.attributes, None if error is None else _error_type(error), response
+        )
+
+    async def chat(
+        self,
+        request: ModelRequest,
+        model: Any,
+        call: Callable[[ModelRequest], Awaitable[ModelResponse]],
+        *,
+        conversation_id: str | None = None,
+        cursor: ContentCursor | None = None,
+    ) -> ModelResponse:
+        """``call(request)`` inside a ``chat`` span made current for the call (see
+        :meth:`start_chat`), then the metrics."""
+        chat = self.start_chat(request, model, conversation_id=conversation_id, cursor=cursor)
+        token = otel_context.attach(trace.set_span_in_context(chat.span))
         try:
             response = await call(request)
         except BaseException as exc:
             otel_context.detach(token)
-            fail(span, exc)
-            span.end()
-            self._record_duration(start, attributes, _error_type(exc))
+            self.finish_chat(chat, error=exc)
             raise
         otel_context.detach(token)
-        if span.is_recording():
-            self._record_output(span, response)
-        span.end()
-        self._record_duration(start, attributes, None, response)
+        self.finish_chat(chat, response)
         return response
 
     def _record_input(self, span: Span, request: ModelRequest, cursor: ContentCursor) -> None:

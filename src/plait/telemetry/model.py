@@ -3,14 +3,14 @@
 A battery that calls a model itself (``ModelSummarizer``) does not go through the agent's
 ``wrap_model_call``; wrap that model with :meth:`GenAITelemetry.instrument` and each of its calls
 gets a ``chat {model}`` span under whatever span is current (the turn's ``invoke_agent``, or the
-``chat`` span of the agent call whose overflow caused it).
+``chat`` span of the agent call whose overflow caused it). A stream is relayed event by event;
+its span ends when the stream does.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 
-from plait.messages import Usage
 from plait.models.base import Model, ModelRequest, ModelResponse, ResponseComplete, StreamEvent
 from plait.models.language_model import DoGenerate, DoStream, LanguageModelMiddleware
 from plait.telemetry.instruments import Instruments
@@ -45,16 +45,16 @@ class ModelTelemetry(LanguageModelMiddleware):
             async for event in do_stream():
                 yield event
             return
-        events: list[StreamEvent] = []
-
-        async def call(_: ModelRequest) -> ModelResponse:
-            final = ModelResponse(usage=Usage())
+        # A stream's span is not made current: a context attached across ``yield`` would leak
+        # into the consumer. It ends with the stream, or with the error that ended it.
+        chat = instruments.start_chat(request, model)
+        final: ModelResponse | None = None
+        try:
             async for event in do_stream():
-                events.append(event)
                 if isinstance(event, ResponseComplete):
                     final = event.response
-            return final
-
-        await instruments.chat(request, model, call)
-        for event in events:
-            yield event
+                yield event
+        except BaseException as exc:
+            instruments.finish_chat(chat, error=exc)
+            raise
+        instruments.finish_chat(chat, final)
