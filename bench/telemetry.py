@@ -34,7 +34,12 @@ from overhead import Config, agent_config, measure, paired
 
 from plait.telemetry import GenAITelemetry
 
-TARGETS = {"enabled=False": 1.0, "telemetry off": 1.0, "on, no-op exporter": 60.0, "on + content": 60.0}
+TARGETS = {
+    "enabled=False": 1.0,
+    "telemetry off": 1.0,
+    "on, no-op exporter": 60.0,
+    "on + content": 60.0,
+}
 
 
 class DropSpans(SpanExporter):
