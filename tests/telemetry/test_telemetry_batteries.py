@@ -208,3 +208,27 @@ async def test_an_instrumented_models_failure_marks_its_span(otel: Otel) -> None
     with pytest.raises(ContextOverflowError):
         await model.generate(ModelRequest(messages=[]))
     assert attrs(otel.one("chat function"))["error.type"] == "ContextOverflowError"
+
+
+async def test_the_summarizer_call_an_overflow_causes_nests_under_that_chat(otel: Otel) -> None:
+    telemetry = otel.telemetry()
+    summarizer = ModelSummarizer(telemetry.instrument(ScriptedModel(["the summary"])))
+    summarization = SummarizationMiddleware(100_000, keep_messages=2, summarizer=summarizer)
+    recovery = OverflowRecoveryMiddleware(summarization=summarization, max_input_tokens=100_000)
+    overflow_on = {4}
+    calls: list[int] = []
+
+    def answer(request: ModelRequest) -> str:
+        calls.append(len(request.messages))
+        if len(calls) in overflow_on:
+            raise ContextOverflowError("prompt is too long", provider="fake", status=400)
+        return "ok"
+
+    agent = Agent(FunctionModel(answer), middleware=[telemetry, recovery, summarization])
+    for n in range(4):
+        await agent.run(f"question {n} " * 20, thread_id="t")
+    overflowed = otel.named("chat function")[3]
+    [summary_call] = otel.named("chat scripted")
+    assert summary_call.parent is not None
+    assert summary_call.parent.span_id == overflowed.context.span_id
+    assert "plait.context_overflow_recovered" in [e.name for e in overflowed.events]
