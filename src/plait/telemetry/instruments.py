@@ -34,15 +34,36 @@ __all__ = ["ChatCall", "ContentCursor", "Instruments", "fail"]
 @dataclass(slots=True)
 class ContentCursor:
     """What the previous model call of this turn already recorded, so the next one records only
-    what is new: message ids seen, and the system prompt last recorded."""
+    what is new: message ids seen, the previous request's messages, the system prompt last
+    recorded."""
 
     seen: set[str] = field(default_factory=set)
     system_prompt: str | None = None
+    previous: list[Message] | None = None
 
     def new_messages(self, messages: list[Message]) -> list[Message]:
-        """The messages of ``messages`` not recorded before, in order; marks them recorded."""
-        fresh = [m for m in messages if m.id not in self.seen]
-        self.seen.update(m.id for m in fresh)
+        """The messages of ``messages`` not recorded before, in order; marks them recorded.
+
+        The part shared with the previous request (the same message objects from the start:
+        history only grows within a turn) is found by bisection, so a call costs O(log n) plus
+        the new messages, not O(history). When the first message differs (a summary replaced the
+        history) every message is checked against the ids seen.
+        """
+        start = 0
+        previous = self.previous
+        if previous and messages and messages[0] is previous[0]:
+            low, high = 1, min(len(previous), len(messages))
+            while low < high:
+                middle = (low + high + 1) // 2
+                if messages[middle - 1] is previous[middle - 1]:
+                    low = middle
+                else:
+                    high = middle - 1
+            start = low
+        self.previous = messages
+        seen = self.seen
+        fresh = [m for m in messages[start:] if m.id not in seen]
+        seen.update(m.id for m in fresh)
         return fresh
 
 
