@@ -238,3 +238,34 @@ def test_the_content_cursor_returns_only_new_messages_and_rescans_after_a_summar
     summary = SystemMessage("summary of m0..m47")
     compacted = [summary, *history[48:], grown[50], note]
     assert cursor.new_messages(compacted) == [summary]
+
+
+async def test_a_provider_retry_is_an_event_on_the_chat_span(otel: Otel) -> None:
+    from dataclasses import dataclass
+
+    from plait.telemetry import record_retry
+
+    @dataclass
+    class Notice:
+        error: BaseException
+        delay: float
+        retry: int
+        max_retries: int
+
+    def flaky(request: ModelRequest) -> str:
+        # What an adapter's retry loop does before its backoff sleep.
+        record_retry(Notice(ProviderError("busy", provider="fake", status=529), 0.5, 1, 2))
+        return "ok"
+
+    await Agent(FunctionModel(flaky), middleware=[otel.telemetry()]).run("hi")
+    [event] = otel.one("chat ").events
+    assert event.name == "plait.provider_retry"
+    assert dict(event.attributes or {}) == {
+        "plait.retry": 1,
+        "plait.max_retries": 2,
+        "plait.delay": 0.5,
+        "error.type": "ProviderError",
+        "plait.status": 529,
+    }
+    record_retry(Notice(RuntimeError("x"), 0.1, 1, 1))  # no recording span: nothing happens
+    assert len(otel.spans()) == 2

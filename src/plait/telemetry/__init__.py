@@ -10,6 +10,13 @@ from __future__ import annotations
 
 from plait.telemetry.middleware import GenAITelemetry
 from plait.telemetry.model import ModelTelemetry
+from plait.telemetry.retries import record_retry
 from plait.telemetry.semconv import CAPTURE_CONTENT_ENV, SEMCONV_VERSION
 
-__all__ = ["CAPTURE_CONTENT_ENV", "SEMCONV_VERSION", "GenAITelemetry", "ModelTelemetry"]
+__all__ = [
+    "CAPTURE_CONTENT_ENV",
+    "SEMCONV_VERSION",
+    "GenAITelemetry",
+    "ModelTelemetry",
+    "record_retry",
+]
