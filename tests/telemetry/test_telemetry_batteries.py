@@ -232,3 +232,20 @@ async def test_the_summarizer_call_an_overflow_causes_nests_under_that_chat(otel
     assert summary_call.parent is not None
     assert summary_call.parent.span_id == overflowed.context.span_id
     assert "plait.context_overflow_recovered" in [e.name for e in overflowed.events]
+
+
+async def test_content_capture_works_the_same_when_streaming(otel: Otel) -> None:
+    model = ScriptedModel([ToolCall("c1", "lookup", {"key": "k"}), "all done"])
+    agent = Agent(model, tools=[lookup], middleware=[otel.telemetry(capture_content=True)])
+    async for _ in agent.stream("stream please"):
+        pass
+    first, second = otel.named("chat ")
+    assert roles(first) == ["user"] and roles(second) == ["assistant", "tool"]
+    output = json.loads(str(attrs(second)["gen_ai.output.messages"]))
+    assert output == [
+        {
+            "role": "assistant",
+            "parts": [{"type": "text", "content": "all done"}],
+            "finish_reason": "stop",
+        }
+    ]
