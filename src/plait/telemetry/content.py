@@ -80,11 +80,19 @@ def input_messages(messages: Iterable[Message], max_chars: int = MAX_CONTENT_CHA
 def output_messages(response: ModelResponse, max_chars: int = MAX_CONTENT_CHARS) -> str:
     """``gen_ai.output.messages``: the response as one assistant message with its finish
     reason."""
-    message = {
-        "role": "assistant",
-        "parts": _parts(response.to_message(), max_chars),
-        "finish_reason": response.finish_reason,
-    }
+    parts: list[dict[str, Any]] = []
+    if response.content:
+        parts.append({"type": "text", "content": _clip(response.content, max_chars)})
+    parts.extend(
+        {
+            "type": "tool_call",
+            "id": call.id,
+            "name": call.name,
+            "arguments": to_json(call.args, max_chars),
+        }
+        for call in response.tool_calls
+    )
+    message = {"role": "assistant", "parts": parts, "finish_reason": response.finish_reason}
     return json.dumps([message], ensure_ascii=False, separators=(",", ":"))
 
 
