@@ -269,3 +269,22 @@ async def test_a_provider_retry_is_an_event_on_the_chat_span(otel: Otel) -> None
     }
     record_retry(Notice(RuntimeError("x"), 0.1, 1, 1))  # no recording span: nothing happens
     assert len(otel.spans()) == 2
+
+
+def test_without_the_api_installed_the_import_says_which_extra_to_install() -> None:
+    import subprocess
+    import sys
+
+    program = (
+        "import sys\n"
+        "sys.modules['opentelemetry'] = None\n"
+        "from plait.errors import ConfigurationError\n"
+        "try:\n"
+        "    import plait.telemetry\n"
+        "except ConfigurationError as exc:\n"
+        "    print(exc)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert "pip install 'plait[otel]'" in done.stdout

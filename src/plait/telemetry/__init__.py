@@ -8,6 +8,16 @@
 
 from __future__ import annotations
 
+from plait.errors import ConfigurationError
+
+try:
+    import opentelemetry.trace  # noqa: F401
+except ImportError as exc:  # pragma: no cover - exercised in a subprocess by the tests
+    raise ConfigurationError(
+        "plait.telemetry needs the OpenTelemetry API: pip install 'plait[otel]' "
+        "(and the OpenTelemetry SDK with an exporter to send spans anywhere)."
+    ) from exc
+
 from plait.telemetry.middleware import GenAITelemetry
 from plait.telemetry.model import ModelTelemetry
 from plait.telemetry.retries import record_retry
