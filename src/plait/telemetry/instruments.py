@@ -122,6 +122,7 @@ class Instruments:
         *,
         conversation_id: str | None = None,
         cursor: ContentCursor | None = None,
+        provider: str | None = None,
     ) -> ChatCall:
         """Open a ``chat {model}`` CLIENT span (not made current) and start the clock.
 
@@ -132,7 +133,7 @@ class Instruments:
         model_name = request.model or getattr(model, "name", "unknown")
         attributes: dict[str, Any] = {
             "gen_ai.operation.name": "chat",
-            "gen_ai.provider.name": provider_name(model),
+            "gen_ai.provider.name": provider or provider_name(model),
             "gen_ai.request.model": model_name,
         }
         if conversation_id:
@@ -173,10 +174,13 @@ class Instruments:
         *,
         conversation_id: str | None = None,
         cursor: ContentCursor | None = None,
+        provider: str | None = None,
     ) -> ModelResponse:
         """``call(request)`` inside a ``chat`` span made current for the call (see
         :meth:`start_chat`), then the metrics."""
-        chat = self.start_chat(request, model, conversation_id=conversation_id, cursor=cursor)
+        chat = self.start_chat(
+            request, model, conversation_id=conversation_id, cursor=cursor, provider=provider
+        )
         token = otel_context.attach(trace.set_span_in_context(chat.span))
         try:
             response = await call(request)

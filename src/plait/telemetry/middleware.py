@@ -83,6 +83,8 @@ def _real_metrics(provider: MeterProvider) -> bool:
 class _TurnTelemetry:
     instruments: Instruments
     cursor: ContentCursor
+    model: object
+    provider: str
 
 
 class GenAITelemetry(Middleware):
@@ -156,12 +158,13 @@ class GenAITelemetry(Middleware):
             await next()
             return
         model_name = getattr(ctx.model, "name", "unknown")
+        provider = provider_name(ctx.model)
         span = instruments.tracer.start_span(
             f"invoke_agent {self.agent_name}",
             kind=SpanKind.INTERNAL,
             attributes={
                 "gen_ai.operation.name": "invoke_agent",
-                "gen_ai.provider.name": provider_name(ctx.model),
+                "gen_ai.provider.name": provider,
                 "gen_ai.agent.name": self.agent_name,
                 "gen_ai.conversation.id": ctx.thread_id,
                 "gen_ai.request.model": model_name,
@@ -170,7 +173,9 @@ class GenAITelemetry(Middleware):
         token = otel_context.attach(trace.set_span_in_context(span))
         fresh = {id(m) for m in ctx.input}
         history = {m.id for m in ctx.messages if id(m) not in fresh}
-        ctx.scratch[self] = _TurnTelemetry(instruments, ContentCursor(seen=history))
+        ctx.scratch[self] = _TurnTelemetry(
+            instruments, ContentCursor(seen=history), ctx.model, provider
+        )
         downstream = ctx.emit
         capture = instruments.capture_content
 
@@ -204,6 +209,8 @@ class GenAITelemetry(Middleware):
             call_next,
             conversation_id=ctx.turn.thread_id,
             cursor=turn.cursor,
+            # Computed once a turn, unless middleware swapped the turn's model since.
+            provider=turn.provider if ctx.turn.model is turn.model else None,
         )
 
     async def wrap_tool_call(
