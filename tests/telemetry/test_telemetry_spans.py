@@ -187,10 +187,15 @@ async def test_telemetry_pins_itself_outermost(otel: Otel) -> None:
     eviction = ResultEvictionMiddleware(backend=MemoryBackend())
     agent = Agent(script(), middleware=[eviction, otel.telemetry()])
     order = [line.split(". ", 1)[1] for line in agent.describe().splitlines()]
-    assert order.index("GenAITelemetry [outermost]: turn_input, wrap_model_call, wrap_tool_call")
-    assert [m.name for m in agent.middleware].index("GenAITelemetry") < [
-        m.name for m in agent.middleware
-    ].index("ResultEvictionMiddleware")
+    assert order[2] == "GenAITelemetry [outermost]: turn_input, wrap_model_call, wrap_tool_call"
+    assert [line.split(" ", 1)[0] for line in order] == [
+        "RepetitionDetector",
+        "ToolCallValidator",
+        "GenAITelemetry",
+        "ResultEvictionMiddleware:",
+    ]
+    off = Agent(script(), middleware=[otel.telemetry(enabled=False)])
+    assert "GenAITelemetry [outermost]: tools only" in off.describe()
 
 
 @pytest.mark.parametrize(
