@@ -293,3 +293,8 @@ def test_without_the_api_installed_the_import_says_which_extra_to_install() -> N
         [sys.executable, "-c", program], capture_output=True, text=True, timeout=60, check=True
     )
     assert "pip install 'plait[otel]'" in done.stdout
+
+
+def test_a_content_bound_below_one_is_a_configuration_error() -> None:
+    with pytest.raises(ConfigurationError, match="max_content_chars"):
+        GenAITelemetry(max_content_chars=0)

@@ -35,6 +35,7 @@ from opentelemetry.metrics import MeterProvider, NoOpMeterProvider
 from opentelemetry.trace import NoOpTracerProvider, ProxyTracerProvider, SpanKind, TracerProvider
 
 from plait.__about__ import __version__
+from plait.errors import ConfigurationError
 from plait.messages import ToolCall, ToolResult
 from plait.middleware.base import Middleware, ModelHandler, Next, ToolHandler
 from plait.middleware.context import DispatchContext, Event, TurnContext
@@ -110,6 +111,11 @@ class GenAITelemetry(Middleware):
         max_content_chars: int = MAX_CONTENT_CHARS,
         enabled: bool = True,
     ) -> None:
+        if max_content_chars < 1:
+            raise ConfigurationError(
+                f"max_content_chars must be at least 1 (got {max_content_chars}); it bounds "
+                "each text recorded when content capture is on."
+            )
         self.agent_name = agent_name
         self.enabled = enabled
         self.capture_content = (
@@ -171,13 +177,13 @@ class GenAITelemetry(Middleware):
             },
         )
         token = otel_context.attach(trace.set_span_in_context(span))
-        fresh = {id(m) for m in ctx.input}
-        history = {m.id for m in ctx.messages if id(m) not in fresh}
-        ctx.scratch[self] = _TurnTelemetry(
-            instruments, ContentCursor(seen=history), ctx.model, provider
-        )
-        downstream = ctx.emit
         capture = instruments.capture_content
+        cursor = ContentCursor()
+        if capture:  # the stored history counts as recorded: a turn records what it adds
+            fresh = {id(m) for m in ctx.input}
+            cursor.seen.update(m.id for m in ctx.messages if id(m) not in fresh)
+        ctx.scratch[self] = _TurnTelemetry(instruments, cursor, ctx.model, provider)
+        downstream = ctx.emit
 
         def tee(event: Event) -> None:
             if event.type not in _AS_SPANS or _skipped_call(event):
