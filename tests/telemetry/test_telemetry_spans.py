@@ -231,17 +231,17 @@ def test_json_content_helpers_clip_but_stay_valid_json() -> None:
 
 
 def test_the_content_cursor_returns_only_new_messages_and_rescans_after_a_summary() -> None:
-    from plait.messages import SystemMessage, UserMessage
+    from plait.messages import Message, SystemMessage, UserMessage
     from plait.telemetry.instruments import ContentCursor
 
-    history = [UserMessage(f"m{i}") for i in range(50)]
+    history: list[Message] = [UserMessage(f"m{i}") for i in range(50)]
     note = UserMessage("projected")
     cursor = ContentCursor()
     assert cursor.new_messages([*history, note]) == [*history, note]
-    grown = [*history, UserMessage("new one"), note]
+    grown: list[Message] = [*history, UserMessage("new one"), note]
     assert [m.text for m in cursor.new_messages(grown)] == ["new one"]
     summary = SystemMessage("summary of m0..m47")
-    compacted = [summary, *history[48:], grown[50], note]
+    compacted: list[Message] = [summary, *history[48:], grown[50], note]
     assert cursor.new_messages(compacted) == [summary]
 
 
