@@ -30,9 +30,16 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from plait.errors import ConfigurationError
+from plait.skills.catalog import SkillCatalog
 from plait.skills.model import SkillEntry, SkillRef
 
-__all__ = ["DEFAULT_MAX_QUERY_CHARS", "LexicalRanker", "SkillRanker", "terms"]
+__all__ = [
+    "DEFAULT_MAX_QUERY_CHARS",
+    "CatalogRanking",
+    "LexicalRanker",
+    "SkillRanker",
+    "terms",
+]
 
 DEFAULT_MAX_QUERY_CHARS = 4_000
 """Characters of a query that are read; the rest is ignored (a pasted file is not a query)."""
@@ -265,3 +272,20 @@ class LexicalRanker:
         for doc in self._by_key.values():
             for term, tf in doc.terms.items():
                 self._postings[term][doc.key] = self._bm25(tf, doc.length)
+
+
+class CatalogRanking:
+    """A ranker kept in step with a catalog's active, model-invocable skills: re-indexed
+    (incrementally, see :meth:`SkillRanker.update`) whenever the catalog's generation moved."""
+
+    def __init__(self, catalog: SkillCatalog, ranker: SkillRanker | None = None) -> None:
+        self.catalog = catalog
+        self.ranker: SkillRanker = ranker if ranker is not None else LexicalRanker()
+        self._generation = -1
+
+    def rank(self, query: str, limit: int) -> list[SkillEntry]:
+        """The best ``limit`` active skills for ``query`` (see :meth:`SkillRanker.rank`)."""
+        if self._generation != self.catalog.generation:
+            self.ranker.update([e for e in self.catalog.active() if e.meta.model_invocable])
+            self._generation = self.catalog.generation
+        return self.ranker.rank(query, limit)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from plait.errors import ConfigurationError
 from plait.middleware.context import DispatchContext, TurnContext
@@ -55,6 +56,9 @@ from plait.skills.model import SkillEntry
 from plait.skills.sources.base import SkillSource
 from plait.tools import Tool, ToolContext, ToolRegistry
 
+if TYPE_CHECKING:
+    from plait.skills.ranking import CatalogRanking, SkillRanker
+
 __all__ = ["SkillManager", "create_skill_manager"]
 
 _CHANNELS = ("handle", "inline")
@@ -83,8 +87,11 @@ class SkillManager:
         auto_refresh: bool = False,
         skill_tools: SkillTools | None = None,
         dispose_timeout: float = 5.0,
+        ranker: SkillRanker | None = None,
     ) -> None:
         self._catalog = catalog
+        self.ranker = ranker
+        self._ranking: CatalogRanking | None = None
         self.gate = gate
         self.default_channel: Channel = default_channel
         self.scripts = scripts
@@ -136,6 +143,17 @@ class SkillManager:
                 )
             )
         return out
+
+    def search(self, query: str, limit: int = 20) -> list[SkillStatus]:
+        """The ``limit`` active, model-invocable skills most relevant to ``query``, best first,
+        by ``ranker`` (default :class:`~plait.skills.ranking.LexicalRanker`, built on first use).
+        """
+        if self._ranking is None:
+            from plait.skills.ranking import CatalogRanking  # only when someone searches
+
+            self._ranking = CatalogRanking(self._catalog, self.ranker)
+        statuses = {status.ref: status for status in self.catalog()}
+        return [statuses[e.ref] for e in self._ranking.rank(query, limit) if e.ref in statuses]
 
     def loaded(self) -> list[str]:
         """The initialized skills (manager state; independent of any context), by name."""
@@ -432,6 +450,7 @@ async def create_skill_manager(
     skill_tools: SkillTools | None = None,
     precedence: Precedence = Precedence.FIRST_WINS,
     dispose_timeout: float | None = None,
+    ranker: SkillRanker | None = None,
 ) -> SkillManager:
     """Check the configuration, discover every source, and return a manager.
 
@@ -439,6 +458,7 @@ async def create_skill_manager(
     required (``gate(ctx, tool_name, args)``, sync or async, raise to refuse; see
     :func:`~plait.skills.managed.tools.allow_all`). ``skill_tools`` gives skills Python tools
     (``{skill_name: [Tool, …]}`` or a resolver). ``scripts`` turns ``scripts/`` files into tools.
+    ``ranker`` orders ``list_skills(query=...)`` (:meth:`SkillManager.search`).
     Raises :class:`InvalidSkillsConfig` for a bad configuration or a source that fails.
     """
     if not sources:
@@ -478,4 +498,5 @@ async def create_skill_manager(
         auto_refresh=auto_refresh,
         skill_tools=skill_tools,
         dispose_timeout=dispose_timeout,
+        ranker=ranker,
     )
