@@ -13,19 +13,21 @@ methods; ``examples/skills_ranker.py`` shows a toy one.
 changed skill re-indexes the whole catalog, and it needs numpy at import; see bench/README.md.
 
 Tokens (:func:`terms`): words split at ``-``, ``_``, ``.``, ``/``, digits-letters and camelCase
-boundaries (``pdfForms`` → ``pdf forms``), case-folded, accents removed, English stop words
-dropped and a light English suffix stemmer applied (``merging``/``merges``/``merge`` → ``merg``);
+boundaries (``pdfForms`` → ``pdf forms``; ``PDFs`` stays one word), case-folded, accents
+removed, English stop words dropped and the Snowball stemmer of the ranker's language applied (``snowballstemmer``;
+``merging``/``merges``/``merge`` → ``merg``);
 runs of Chinese, Japanese or Korean characters become overlapping character bigrams, so text
 without spaces still matches. Every bound is documented on the constructor.
 """
 
 from __future__ import annotations
 
+import functools
 import heapq
 import math
 import re
 import unicodedata
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -38,6 +40,7 @@ __all__ = [
     "CatalogRanking",
     "LexicalRanker",
     "SkillRanker",
+    "stemmer",
     "terms",
 ]
 
@@ -46,7 +49,7 @@ DEFAULT_MAX_QUERY_CHARS = 4_000
 
 _MAX_TEXT_CHARS = 4_000
 _WORD = re.compile(r"[^\W_]+")
-_CAMEL = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+|[^\W_0-9A-Za-z]+")
+_CAMEL = re.compile(r"[A-Z]{2,}s(?![a-z])|[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+|[^\W_0-9A-Za-z]+")
 _CJK_RUN = re.compile(r"([\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]+)")
 _COMBINING = re.compile(r"[\u0300-\u036f]")
 _STOP_WORDS = (
@@ -59,46 +62,44 @@ _STOP_WORDS = (
     "whom why will with would you your yours"
 )
 _STOP = frozenset(_STOP_WORDS.split())
-_SUFFIXES = (
-    "ations",
-    "ation",
-    "ion",
-    "ate",
-    "ings",
-    "ing",
-    "edly",
-    "ed",
-    "ers",
-    "er",
-    "ly",
-    "ment",
-)
+_STEM_CACHE = 100_000
 
 
-def _stem(word: str) -> str:
-    """A light English stemmer: plural and common verb/noun suffixes, then a final ``e``."""
-    if len(word) <= 3 or not word.isascii() or not word.isalpha():
-        return word
-    if word.endswith("ies") and len(word) > 4:
-        word = word[:-3] + "y"
-    elif word.endswith("sses"):
-        word = word[:-2]
-    elif word.endswith("s") and not word.endswith(("ss", "us", "is")):
-        word = word[:-1]
-    for suffix in _SUFFIXES:
-        if word.endswith(suffix) and len(word) - len(suffix) >= 4:
-            word = word[: -len(suffix)]
-            break
-    if word.endswith("e") and len(word) > 4:
-        word = word[:-1]
-    return word
+@functools.cache
+def stemmer(language: str = "english") -> Callable[[str], str]:
+    """The Snowball stemmer of ``language`` (any of ``snowballstemmer.algorithms()``), with a
+    cache of up to 100,000 words (cleared when full). Raises :class:`ConfigurationError` for an
+    unknown language."""
+    import snowballstemmer  # with the ranker only: never when every skill fits the budget
+
+    try:
+        algorithm = snowballstemmer.stemmer(language)
+    except KeyError:
+        raise ConfigurationError(
+            f"No Snowball stemmer for {language[:50]!r}; use one of "
+            f"{', '.join(snowballstemmer.algorithms())}."
+        ) from None
+    stem_word = algorithm.stemWord
+    cache: dict[str, str] = {}
+
+    def stem(word: str) -> str:
+        found = cache.get(word)
+        if found is None:
+            found = stem_word(word) if len(word) > 3 and word.isalpha() else word
+            if len(cache) >= _STEM_CACHE:
+                cache.clear()
+            cache[word] = found
+        return found
+
+    return stem
 
 
 def _pieces(word: str) -> Iterator[str]:
     """One word's tokens: camelCase and digit boundaries split, CJK runs as bigrams."""
     for piece in _CAMEL.findall(word):
         if piece.isascii():
-            yield piece.lower()
+            plural_acronym = len(piece) > 2 and piece[-1] == "s" and piece[:-1].isupper()
+            yield piece[:-1].lower() if plural_acronym else piece.lower()
             continue
         for index, part in enumerate(_CJK_RUN.split(piece)):
             if not part:
@@ -111,11 +112,13 @@ def _pieces(word: str) -> Iterator[str]:
                 yield from (part[i : i + 2] for i in range(len(part) - 1))
 
 
-def terms(text: str, *, max_chars: int = _MAX_TEXT_CHARS) -> list[str]:
-    """The index terms of ``text`` (its first ``max_chars`` characters), in order, repeats kept.
+def terms(text: str, *, language: str = "english", max_chars: int = _MAX_TEXT_CHARS) -> list[str]:
+    """The index terms of ``text`` (its first ``max_chars`` characters), in order, repeats kept,
+    stemmed for ``language`` (see :func:`stemmer`).
 
     ``"Fill PDF-forms via fillPdfForm"`` → ``["fill", "pdf", "form", "fill", "pdf", "form"]``.
     """
+    stem = stemmer(language)
     text = text[:max_chars]
     if not text.isascii():
         text = unicodedata.normalize("NFC", _COMBINING.sub("", unicodedata.normalize("NFKD", text)))
@@ -124,7 +127,7 @@ def terms(text: str, *, max_chars: int = _MAX_TEXT_CHARS) -> list[str]:
         plain = word.isascii() and word.isalpha() and word.islower()
         for piece in (word,) if plain else _pieces(word):
             if piece not in _STOP and (len(piece) > 1 or not piece.isascii()):
-                out.append(_stem(piece))
+                out.append(stem(piece))
     return out
 
 
@@ -157,8 +160,9 @@ class LexicalRanker:
 
     ``k1`` and ``b`` are the BM25 parameters (defaults 1.2 and 0.75). A query reads its first
     ``max_query_chars`` characters and at most ``max_query_terms`` distinct terms (the first
-    ones); a skill's name and description are read to 4,000 characters each. Not thread-safe:
-    one event loop uses it.
+    ones); a skill's name and description are read to 4,000 characters each. ``language`` picks
+    the Snowball stemmer (``"english"``; ``"german"``, ``"russian"``, ... for catalogs written in
+    another language). Not thread-safe: one event loop uses it.
     """
 
     def __init__(
@@ -169,6 +173,7 @@ class LexicalRanker:
         b: float = 0.75,
         max_query_chars: int = DEFAULT_MAX_QUERY_CHARS,
         max_query_terms: int = 64,
+        language: str = "english",
     ) -> None:
         if name_weight <= 0 or k1 < 0 or not 0 <= b <= 1 or max_query_chars < 1:
             raise ConfigurationError(
@@ -179,6 +184,8 @@ class LexicalRanker:
             raise ConfigurationError("LexicalRanker needs max_query_terms >= 1.")
         self.name_weight, self.k1, self.b = name_weight, k1, b
         self.max_query_chars, self.max_query_terms = max_query_chars, max_query_terms
+        stemmer(language)  # an unknown language fails here, not at the first query
+        self.language = language
         self._docs: dict[tuple[SkillRef, str], _Doc] = {}
         self._by_key: dict[int, _Doc] = {}
         self._order: dict[int, int] = {}
@@ -220,7 +227,9 @@ class LexicalRanker:
         """See :meth:`SkillRanker.rank`. Cost: the postings of the query's distinct terms."""
         if limit < 1 or not self._docs:
             return []
-        wanted = list(dict.fromkeys(terms(query, max_chars=self.max_query_chars)))
+        wanted = list(
+            dict.fromkeys(terms(query, language=self.language, max_chars=self.max_query_chars))
+        )
         count = len(self._docs)
         scores: dict[int, float] = {}
         get = scores.get
@@ -240,9 +249,9 @@ class LexicalRanker:
 
     def _new_doc(self, entry: SkillEntry) -> _Doc:
         weights: dict[str, float] = {}
-        for term in terms(entry.name):
+        for term in terms(entry.name, language=self.language):
             weights[term] = weights.get(term, 0.0) + self.name_weight
-        for term in terms(entry.description):
+        for term in terms(entry.description, language=self.language):
             weights[term] = weights.get(term, 0.0) + 1.0
         self._next_key += 1
         return _Doc(self._next_key, entry, weights, sum(weights.values()))
