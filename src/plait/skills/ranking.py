@@ -15,8 +15,9 @@ changed skill re-indexes the whole catalog, and it needs numpy at import; see be
 Tokens (:func:`terms`): words split at ``-``, ``_``, ``.``, ``/``, digits-letters and camelCase
 boundaries (``pdfForms`` → ``pdf forms``; ``PDFs`` stays one word), case-folded, accents
 removed, English stop words dropped and the Snowball stemmer of the ranker's language applied
-(``snowballstemmer``: ``merging``/``merges``/``merge`` → ``merg``); runs of Chinese, Japanese or Korean characters become overlapping character bigrams, so text
-without spaces still matches. Every bound is documented on the constructor.
+(``snowballstemmer``: ``merging``/``merges``/``merge`` → ``merg``); runs of Chinese,
+Japanese or Korean characters become overlapping character bigrams, so text without spaces
+still matches. Every bound is documented on the constructor.
 """
 
 from __future__ import annotations
