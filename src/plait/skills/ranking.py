@@ -193,6 +193,8 @@ class LexicalRanker:
         self._total_length = 0.0
         self._norm_avg = 0.0
         self._next_key = 0
+        self.indexed = 0
+        """Entries (re)indexed since this ranker was made: a refresh adds only the changed."""
 
     def __len__(self) -> int:
         return len(self._docs)
@@ -217,8 +219,7 @@ class LexicalRanker:
         self._docs = keep
         for doc in added:
             self._add(doc)
-        if added or len(keep) != len(self._order):
-            self._order = {doc.key: i for i, doc in enumerate(keep.values())}
+        self._order = {doc.key: i for i, doc in enumerate(keep.values())}
         mean = self._total_length / len(keep) if keep else 0.0
         if not self._norm_avg or abs(mean - self._norm_avg) > 0.1 * self._norm_avg:
             self._reweight(mean)
@@ -254,6 +255,7 @@ class LexicalRanker:
         for term in terms(entry.description, language=self.language):
             weights[term] = weights.get(term, 0.0) + 1.0
         self._next_key += 1
+        self.indexed += 1
         return _Doc(self._next_key, entry, weights, sum(weights.values()))
 
     def _bm25(self, tf: float, length: float) -> float:
