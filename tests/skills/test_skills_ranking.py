@@ -127,7 +127,7 @@ def test_other_languages_stem_with_their_own_stemmer() -> None:
 
 
 def test_bad_settings_are_configuration_errors_that_say_what_to_pass() -> None:
-    with pytest.raises(ConfigurationError, match="use one of .*english"):
+    with pytest.raises(ConfigurationError, match=r"use one of .*english"):
         LexicalRanker(language="klingon")
     with pytest.raises(ConfigurationError, match="0 <= b <= 1"):
         LexicalRanker(b=2)
