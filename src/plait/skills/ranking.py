@@ -24,16 +24,18 @@ from __future__ import annotations
 
 import functools
 import heapq
+import itertools
 import math
 import re
 import unicodedata
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Protocol, cast, runtime_checkable
 
 from plait.errors import ConfigurationError
 from plait.skills.catalog import SkillCatalog
-from plait.skills.model import SkillEntry, SkillRef
+from plait.skills.model import SkillEntry
 
 __all__ = [
     "DEFAULT_MAX_QUERY_CHARS",
@@ -48,6 +50,7 @@ DEFAULT_MAX_QUERY_CHARS = 4_000
 """Characters of a query that are read; the rest is ignored (a pasted file is not a query)."""
 
 _MAX_TEXT_CHARS = 4_000
+_IN_PLACE_CHANGES = 64
 _WORD = re.compile(r"[^\W_]+")
 _CAMEL = re.compile(r"[A-Z]{2,}s(?![a-z])|[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+|[^\W_0-9A-Za-z]+")
 _CJK_RUN = re.compile(r"([\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]+)")
@@ -118,17 +121,36 @@ def terms(text: str, *, language: str = "english", max_chars: int = _MAX_TEXT_CH
 
     ``"Fill PDF-forms via fillPdfForm"`` → ``["fill", "pdf", "form", "fill", "pdf", "form"]``.
     """
-    stem = stemmer(language)
+    words = _word_terms(language)
     text = text[:max_chars]
     if not text.isascii():
         text = unicodedata.normalize("NFC", _COMBINING.sub("", unicodedata.normalize("NFKD", text)))
-    out: list[str] = []
-    for word in _WORD.findall(text):
+    return list(itertools.chain.from_iterable(map(words.__getitem__, _WORD.findall(text))))
+
+
+class _WordTerms(dict[str, tuple[str, ...]]):
+    """word → its terms, computed on first use; at most ``_STEM_CACHE`` words (then cleared)."""
+
+    def __init__(self, language: str) -> None:
+        super().__init__()
+        self.stem = stemmer(language)
+
+    def __missing__(self, word: str) -> tuple[str, ...]:
         plain = word.isascii() and word.isalpha() and word.islower()
-        for piece in (word,) if plain else _pieces(word):
-            if piece not in _STOP and (len(piece) > 1 or not piece.isascii()):
-                out.append(stem(piece))
-    return out
+        found = tuple(
+            self.stem(piece)
+            for piece in ((word,) if plain else _pieces(word))
+            if piece not in _STOP and (len(piece) > 1 or not piece.isascii())
+        )
+        if len(self) >= _STEM_CACHE:
+            self.clear()
+        self[word] = found
+        return found
+
+
+@functools.cache
+def _word_terms(language: str) -> _WordTerms:
+    return _WordTerms(language)
 
 
 @runtime_checkable
@@ -153,6 +175,7 @@ class _Doc:
     entry: SkillEntry
     terms: dict[str, float]
     length: float
+    position: int = 0
 
 
 class LexicalRanker:
@@ -186,9 +209,9 @@ class LexicalRanker:
         self.max_query_chars, self.max_query_terms = max_query_chars, max_query_terms
         stemmer(language)  # an unknown language fails here, not at the first query
         self.language = language
-        self._docs: dict[tuple[SkillRef, str], _Doc] = {}
+        self._docs: dict[tuple[str, str, str], _Doc] = {}
+        self._entries: list[SkillEntry] = []
         self._by_key: dict[int, _Doc] = {}
-        self._order: dict[int, int] = {}
         self._postings: dict[str, dict[int, float]] = {}
         self._total_length = 0.0
         self._norm_avg = 0.0
@@ -200,29 +223,70 @@ class LexicalRanker:
         return len(self._docs)
 
     def update(self, entries: Sequence[SkillEntry]) -> None:
-        """See :meth:`SkillRanker.update`. Cost: one dict lookup per entry, plus indexing the
-        new or changed ones (and a pass over the index when the mean length drifts by 10%)."""
-        keep: dict[tuple[SkillRef, str], _Doc] = {}
+        """See :meth:`SkillRanker.update`. Cost: an identity check per entry when at most a few
+        changed in place (a typical refresh), else one dict lookup per entry; plus indexing the
+        new or changed ones (and a pass over the index when the mean length drifts by 10%).
+        An entry whose ``(ref, version)`` repeats an earlier one in ``entries`` is ignored."""
+        entries = list(entries)
+        if self._replace_in_place(entries):
+            mean = self._total_length / len(self._docs)
+            if abs(mean - self._norm_avg) > 0.1 * self._norm_avg:
+                self._reweight(mean)
+        else:
+            self._update_all(entries)
+        self._entries = entries
+
+    def _replace_in_place(self, entries: list[SkillEntry]) -> bool:
+        """The fast path: the same skills at the same positions, a few of them new objects."""
+        last = self._entries
+        if len(entries) != len(last) or not last:
+            return False
+        moved = [i for i, (a, b) in enumerate(zip(entries, last, strict=True)) if a is not b]
+        if len(moved) > _IN_PLACE_CHANGES:
+            return False
+        swaps = []
+        for i in moved:
+            old, new = last[i], entries[i]
+            if (old.source_id, old.id) != (new.source_id, new.id):
+                return False
+            swaps.append((i, (old.source_id, old.id, old.version), new))
+        for position, ident, entry in swaps:
+            doc = self._docs.pop(ident)
+            fresh = (entry.source_id, entry.id, entry.version)
+            if fresh != ident:
+                self._remove(doc)
+                doc = self._new_doc(entry)
+                self._add(doc)
+            doc.entry, doc.position = entry, position
+            self._docs[fresh] = doc
+        return True
+
+    def _update_all(self, entries: list[SkillEntry]) -> None:
+        docs = self._docs
+        keep: dict[tuple[str, str, str], _Doc] = {}
         added: list[_Doc] = []
-        for entry in entries:
-            ident = (entry.ref, entry.version)
-            doc = self._docs.get(ident) or keep.get(ident)
+        for position, entry in enumerate(entries):
+            ident = (entry.source_id, entry.id, entry.version)
+            doc = docs.get(ident)
             if doc is None:
+                if ident in keep:
+                    continue
                 doc = self._new_doc(entry)
                 added.append(doc)
-            elif doc.entry is not entry:
-                doc.entry = entry
+            doc.entry = entry
+            doc.position = position
             keep[ident] = doc
-        for ident, doc in self._docs.items():
-            if ident not in keep:
-                self._remove(doc)
+        if len(keep) - len(added) != len(docs):  # some were removed or changed
+            for ident, doc in docs.items():
+                if ident not in keep:
+                    self._remove(doc)
         self._docs = keep
+        total = self._total_length + sum(doc.length for doc in added)
+        mean = total / len(keep) if keep else 0.0
+        if not self._norm_avg or abs(mean - self._norm_avg) > 0.1 * self._norm_avg:
+            self._reweight(mean)  # the docs kept; the added are weighed at the new mean below
         for doc in added:
             self._add(doc)
-        self._order = {doc.key: i for i, doc in enumerate(keep.values())}
-        mean = self._total_length / len(keep) if keep else 0.0
-        if not self._norm_avg or abs(mean - self._norm_avg) > 0.1 * self._norm_avg:
-            self._reweight(mean)
 
     def rank(self, query: str, limit: int) -> list[SkillEntry]:
         """See :meth:`SkillRanker.rank`. Cost: the postings of the query's distinct terms."""
@@ -242,31 +306,37 @@ class LexicalRanker:
             idf = math.log(1.0 + (count - df + 0.5) / (df + 0.5))
             for key, weight in postings.items():
                 scores[key] = get(key, 0.0) + idf * weight
-        order = self._order
-        best = heapq.nsmallest(limit, scores.items(), key=lambda kv: (-kv[1], order[kv[0]]))
-        return [self._by_key[key].entry for key, _ in best]
+        docs = self._by_key
+        best = heapq.nsmallest(limit, scores.items(), key=lambda kv: (-kv[1], docs[kv[0]].position))
+        return [docs[key].entry for key, _ in best]
 
     # --- index maintenance --------------------------------------------------------------------
 
     def _new_doc(self, entry: SkillEntry) -> _Doc:
-        weights: dict[str, float] = {}
+        counts = Counter(terms(entry.description, language=self.language))
+        weights = cast("dict[str, float]", counts)  # ints are floats to the arithmetic below
         for term in terms(entry.name, language=self.language):
             weights[term] = weights.get(term, 0.0) + self.name_weight
-        for term in terms(entry.description, language=self.language):
-            weights[term] = weights.get(term, 0.0) + 1.0
         self._next_key += 1
         self.indexed += 1
         return _Doc(self._next_key, entry, weights, sum(weights.values()))
 
-    def _bm25(self, tf: float, length: float) -> float:
-        norm = self.k1 * (1.0 - self.b + self.b * length / (self._norm_avg or length or 1.0))
-        return tf * (self.k1 + 1.0) / (tf + norm)
+    def _norm(self, doc: _Doc) -> float:
+        """BM25's length normalisation of ``doc`` at the current mean length."""
+        return self.k1 * (
+            1.0 - self.b + self.b * doc.length / (self._norm_avg or doc.length or 1.0)
+        )
 
     def _add(self, doc: _Doc) -> None:
         self._by_key[doc.key] = doc
         self._total_length += doc.length
+        postings = self._postings
+        key, scale, norm = doc.key, self.k1 + 1.0, self._norm(doc)
         for term, tf in doc.terms.items():
-            self._postings.setdefault(term, {})[doc.key] = self._bm25(tf, doc.length)
+            found = postings.get(term)
+            if found is None:
+                found = postings[term] = {}
+            found[key] = tf * scale / (tf + norm)
 
     def _remove(self, doc: _Doc) -> None:
         del self._by_key[doc.key]
@@ -280,9 +350,12 @@ class LexicalRanker:
     def _reweight(self, mean: float) -> None:
         """Recompute every posting's BM25 term weight for the new mean length."""
         self._norm_avg = mean
+        postings = self._postings
+        scale = self.k1 + 1.0
         for doc in self._by_key.values():
+            key, norm = doc.key, self._norm(doc)
             for term, tf in doc.terms.items():
-                self._postings[term][doc.key] = self._bm25(tf, doc.length)
+                postings[term][key] = tf * scale / (tf + norm)
 
 
 class CatalogRanking:

@@ -318,8 +318,15 @@ class SkillsMiddleware(Middleware):
         reason: str,
     ) -> None:
         thread_id = ctx.turn.thread_id
-        old = {e.name: e.version for e in previous.entries} if previous is not None else {}
-        new = {e.name: e.version for e in snapshot.entries}
+        added: list[str] = []
+        removed: list[str] = []
+        changed: list[str] = []
+        if previous is not None and previous is not snapshot:  # a first load has nothing to diff
+            old = {e.name: e.version for e in previous.entries}
+            new = {e.name: e.version for e in snapshot.entries}
+            added = [n for n in new if n not in old]
+            removed = [n for n in old if n not in new]
+            changed = [n for n, v in new.items() if old.get(n, v) != v]
         emit = ctx.turn.emit
         emit(
             SkillCatalogLoaded(
@@ -327,9 +334,9 @@ class SkillsMiddleware(Middleware):
                 reason=reason,
                 skills=len(snapshot.entries),
                 skipped=snapshot.skipped,
-                added=[n for n in new if previous is not None and n not in old],
-                removed=[n for n in old if n not in new],
-                changed=[n for n, v in new.items() if old.get(n, v) != v],
+                added=added,
+                removed=removed,
+                changed=changed,
             )
         )
         for problem in snapshot.problems:
