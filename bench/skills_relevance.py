@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib.util
+import json
 import statistics
 import subprocess
 import sys
@@ -59,8 +60,9 @@ def write_catalog(root: Path, count: int) -> list[str]:
     for name, description in generate_skills(count - 4):
         folder = root / name
         folder.mkdir()
+        quoted = json.dumps(description)  # a YAML double-quoted scalar: the ": " stays text
         (folder / "SKILL.md").write_text(
-            f"---\nname: {name}\ndescription: {description}\n---\n\n# {name}\n\nSteps.\n"
+            f"---\nname: {name}\ndescription: {quoted}\n---\n\n# {name}\n\nSteps.\n"
         )
         names.append(name)
     for example in EXAMPLES.iterdir():
