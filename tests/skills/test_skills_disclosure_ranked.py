@@ -151,4 +151,4 @@ def test_a_catalog_within_its_budget_never_imports_the_ranker() -> None:
 
 def test_the_default_ranker_is_the_lexical_one() -> None:
     skills = SkillsMiddleware([catalog(1)], budget=100)
-    assert isinstance(skills._ranked().ranker, LexicalRanker)
+    assert isinstance(skills.ranker, LexicalRanker)

@@ -139,3 +139,26 @@ def test_bad_settings_are_configuration_errors_that_say_what_to_pass() -> None:
 
 def test_the_lexical_ranker_implements_the_protocol() -> None:
     assert isinstance(LexicalRanker(), SkillRanker)
+
+
+def test_a_refresh_that_changes_one_skill_in_place_reindexes_only_that_one() -> None:
+    entries = [entry(f"s{i}", f"Batch {i:03d}.") for i in range(100)]
+    ranker = LexicalRanker()
+    ranker.update(entries)
+    changed = replace(entries[40], version="v2", meta=SkillMeta("s40", "Walrus feeding."))
+    same_version = replace(entries[41], meta=SkillMeta("s41", "Batch 041, same file."))
+    ranker.update([*entries[:40], changed, same_version, *entries[42:]])
+    assert ranker.indexed == 101  # the new version only; an equal version is not re-read
+    assert names(ranker.rank("walrus", 5)) == ["s40"]
+    assert names(ranker.rank("040", 5)) == []
+    assert ranker.rank("041", 1)[0] is same_version  # results are the entries last given
+    ranker.update(entries)
+    assert names(ranker.rank("040", 5)) == ["s40"] and ranker.rank("walrus", 5) == []
+
+
+def test_a_repeated_skill_is_indexed_once() -> None:
+    twice = entry("pdf", "Fills PDF forms.")
+    ranker = LexicalRanker()
+    ranker.update([twice, twice, entry("csv", "Reads CSV.")])
+    assert len(ranker) == 2
+    assert names(ranker.rank("pdf forms", 5)) == ["pdf"]

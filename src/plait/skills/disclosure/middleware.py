@@ -148,6 +148,12 @@ class SkillsMiddleware(Middleware):
         )
         self.search_tool = build_search_tool(self._tool_snapshot, self._ranked)
 
+    @property
+    def ranker(self) -> SkillRanker:
+        """The ranker that orders the list past the budget and answers ``search_skills`` (the
+        default :class:`~plait.skills.ranking.LexicalRanker` is built on first access)."""
+        return self._ranked().ranker
+
     def _ranked(self) -> RankedListing:
         """The ranked listing, built (and the default ranker imported) on first need."""
         if self._listing is None:
