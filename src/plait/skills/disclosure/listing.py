@@ -12,9 +12,10 @@ budget, :class:`RankedListing` orders the thread's listed skills for each user t
 4. **the rest** in catalog order.
 
 The budget cuts this order where it stops fitting and the last line says how many more exist, as
-before. The order is computed on the turn's first model call and kept for the turn, so the
-system prompt (and a provider's prompt cache of it) does not change between the model calls of
-one turn; the same messages and catalog always give the same list.
+before. The order is computed on the turn's first model call and kept for the turn (only a new
+catalog snapshot within the turn, from a reset or ``auto_refresh`` seconds, computes it again),
+so the system prompt (and a provider's prompt cache of it) does not change between the model
+calls of one turn; the same messages and catalog always give the same list.
 """
 
 from __future__ import annotations
