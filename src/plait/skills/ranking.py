@@ -13,7 +13,8 @@ methods; ``examples/skills_ranker.py`` shows a toy one.
 changed skill re-indexes the whole catalog, and it needs numpy at import; see bench/README.md.
 
 Tokens (:func:`terms`): words split at ``-``, ``_``, ``.``, ``/``, digits-letters and camelCase
-boundaries (``pdfForms`` → ``pdf forms``; ``PDFs`` stays one word), case-folded, accents
+boundaries (``pdfForms`` → ``pdf forms``; ``PDFs`` stays one word; a word of letters and
+digits is also kept whole: ``k8s``, ``s3``, ``utf8``), case-folded, accents
 removed, English stop words dropped and the Snowball stemmer of the ranker's language applied
 (``snowballstemmer``: ``merging``/``merges``/``merge`` → ``merg``); runs of Chinese,
 Japanese or Korean characters become overlapping character bigrams, so text without spaces
@@ -142,6 +143,8 @@ class _WordTerms(dict[str, tuple[str, ...]]):
             for piece in ((word,) if plain else _pieces(word))
             if piece not in _STOP and (len(piece) > 1 or not piece.isascii())
         )
+        if not plain and not word.isalpha() and not word.isdigit():  # k8s, s3, utf8, a11y
+            found = (word.casefold(), *found)
         if len(self) >= _STEM_CACHE:
             self.clear()
         self[word] = found
