@@ -16,7 +16,6 @@ members appear under the class that defines them.
 
 from __future__ import annotations
 
-import ast
 import difflib
 import enum
 import importlib
@@ -187,24 +186,6 @@ def test_every_public_module_declares_all_and_every_name_resolves() -> None:
         assert len(set(exported)) == len(exported), f"{module.__name__}.__all__ repeats a name"
         for name in exported:
             assert hasattr(module, name), f"{module.__name__}.__all__ lists missing {name!r}"
-
-
-def test_plait_exports_batteries_lazily_and_to_type_checkers() -> None:
-    tree = ast.parse(Path(plait.__file__).read_text(encoding="utf-8"))
-    typed = {
-        alias.asname or alias.name
-        for node in tree.body
-        if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING"
-        for stmt in node.body
-        if isinstance(stmt, ast.ImportFrom)
-        for alias in stmt.names
-    }
-    lazy: dict[str, str] = vars(plait)["_LAZY"]
-    assert typed == set(lazy), "the TYPE_CHECKING imports and _LAZY must list the same names"
-    assert set(lazy) <= set(plait.__all__)
-    for name, module in lazy.items():
-        assert getattr(plait, name) is getattr(importlib.import_module(module), name)
-        assert name in dir(plait)
 
 
 if __name__ == "__main__":

@@ -4,14 +4,12 @@ The names most programs need are importable from here; everything else lives in 
 package (``plait.models``, ``plait.middleware``, ``plait.stores``, ``plait.skills``, …).
 
 The batteries (skills, context management, limits, stores, backends) are exported here too, but
-loaded on first use (PEP 562 ``__getattr__``), so ``import plait`` stays cheap; type checkers and
-IDEs see them through the ``TYPE_CHECKING`` imports below.
+loaded on first use, like every name here but the errors and ``__version__``
+(:mod:`plait.lazy`): ``import plait`` loads four small modules; type checkers and IDEs see the
+names through the ``TYPE_CHECKING`` imports below.
 """
 
 from __future__ import annotations
-
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
 
 from plait.__about__ import __version__
 from plait.errors import (
@@ -28,30 +26,11 @@ from plait.errors import (
     ToolResolutionError,
     TurnAborted,
 )
-from plait.messages import (
-    AssistantMessage,
-    Message,
-    SystemMessage,
-    TextPart,
-    ToolCall,
-    ToolMessage,
-    ToolResult,
-    Usage,
-    UserMessage,
-)
-from plait.middleware import DispatchContext, Event, Middleware, MiddlewareStack, TurnContext
-from plait.models import (
-    FunctionModel,
-    LanguageModelMiddleware,
-    Model,
-    ModelRequest,
-    ModelResponse,
-    ScriptedModel,
-    wrap_model,
-)
-from plait.runtime import Agent, Limits, RunResult, RunStream
-from plait.tools import Tool, ToolContext, ToolDefinition, ToolRegistry, tool
+from plait.lazy import lazy_exports
 
+# Not typing.TYPE_CHECKING: importing typing (and re with it) would double `import plait`'s
+# cost. Type checkers treat any name TYPE_CHECKING as true.
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     from plait.backends import LocalBackend, MemoryBackend, SQLiteBackend
     from plait.context import (
@@ -60,46 +39,33 @@ if TYPE_CHECKING:
         SummarizationMiddleware,
     )
     from plait.guards import LimitsMiddleware
+    from plait.messages import (
+        AssistantMessage,
+        Message,
+        SystemMessage,
+        TextPart,
+        ToolCall,
+        ToolMessage,
+        ToolResult,
+        Usage,
+        UserMessage,
+    )
+    from plait.middleware import DispatchContext, Event, Middleware, MiddlewareStack, TurnContext
+    from plait.models import (
+        FunctionModel,
+        LanguageModelMiddleware,
+        Model,
+        ModelRequest,
+        ModelResponse,
+        ScriptedModel,
+        wrap_model,
+    )
+    from plait.runtime import Agent, Limits, RunResult, RunStream
     from plait.runtime.model_hooks import ModelHook
     from plait.skills import FilesystemSource, SkillsMiddleware
     from plait.skills.managed import SkillManager, create_skill_manager
     from plait.stores import MemoryThreadStore, SQLiteThreadStore, ThreadStore
-
-_LAZY = {
-    "FilesystemSource": "plait.skills",
-    "LimitsMiddleware": "plait.guards",
-    "LocalBackend": "plait.backends",
-    "MemoryBackend": "plait.backends",
-    "MemoryThreadStore": "plait.stores",
-    "ModelHook": "plait.runtime.model_hooks",
-    "OverflowRecoveryMiddleware": "plait.context",
-    "ResultEvictionMiddleware": "plait.context",
-    "SQLiteBackend": "plait.backends",
-    "SQLiteThreadStore": "plait.stores",
-    "SkillManager": "plait.skills.managed",
-    "SkillsMiddleware": "plait.skills",
-    "SummarizationMiddleware": "plait.context",
-    "ThreadStore": "plait.stores",
-    "create_skill_manager": "plait.skills.managed",
-}
-"""Battery names exported lazily: name -> the module that defines or re-exports it."""
-
-
-if not TYPE_CHECKING:  # type checkers see the imports above, not a catch-all __getattr__
-
-    def __getattr__(name: str) -> Any:
-        """Load a battery name on first access (then it is an ordinary module attribute)."""
-        module = _LAZY.get(name)
-        if module is None:
-            raise AttributeError(f"module 'plait' has no attribute {name!r}")
-        value = getattr(import_module(module), name)
-        globals()[name] = value
-        return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
-
+    from plait.tools import Tool, ToolContext, ToolDefinition, ToolRegistry, tool
 
 __all__ = [
     "Agent",
@@ -161,3 +127,76 @@ __all__ = [
     "tool",
     "wrap_model",
 ]
+
+# Hidden from type checkers, which then check every name against the imports above.
+if not TYPE_CHECKING:
+    __getattr__, __dir__ = lazy_exports(
+        __name__,
+        {
+            "plait.messages": (
+                "AssistantMessage",
+                "Message",
+                "SystemMessage",
+                "TextPart",
+                "ToolCall",
+                "ToolMessage",
+                "ToolResult",
+                "Usage",
+                "UserMessage",
+            ),
+            "plait.middleware": (
+                "DispatchContext",
+                "Event",
+                "Middleware",
+                "MiddlewareStack",
+                "TurnContext",
+            ),
+            "plait.models": (
+                "FunctionModel",
+                "LanguageModelMiddleware",
+                "Model",
+                "ModelRequest",
+                "ModelResponse",
+                "ScriptedModel",
+                "wrap_model",
+            ),
+            "plait.runtime": (
+                "Agent",
+                "Limits",
+                "RunResult",
+                "RunStream",
+            ),
+            "plait.tools": (
+                "Tool",
+                "ToolContext",
+                "ToolDefinition",
+                "ToolRegistry",
+                "tool",
+            ),
+            "plait.backends": (
+                "LocalBackend",
+                "MemoryBackend",
+                "SQLiteBackend",
+            ),
+            "plait.context": (
+                "OverflowRecoveryMiddleware",
+                "ResultEvictionMiddleware",
+                "SummarizationMiddleware",
+            ),
+            "plait.guards": ("LimitsMiddleware",),
+            "plait.runtime.model_hooks": ("ModelHook",),
+            "plait.skills": (
+                "FilesystemSource",
+                "SkillsMiddleware",
+            ),
+            "plait.skills.managed": (
+                "SkillManager",
+                "create_skill_manager",
+            ),
+            "plait.stores": (
+                "MemoryThreadStore",
+                "SQLiteThreadStore",
+                "ThreadStore",
+            ),
+        },
+    )

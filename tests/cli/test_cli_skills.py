@@ -11,7 +11,7 @@ import pytest
 import skills_ref
 from typer.testing import CliRunner
 
-from plait.cli import app
+from plait.cli.app import app
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "skills"
 runner = CliRunner()

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from plait import Agent, ScriptedModel
 from plait.backends import MemoryBackend
-from plait.cli import app
+from plait.cli.app import app
 from plait.paths import PathEscapeError
 from plait.skills import (
     BackendSource,

@@ -15,11 +15,18 @@ Every backend normalises paths with :func:`plait.paths.normalize_virtual_path` (
 ``FileNotFoundError`` naming the path for a missing blob, and lists recursively, sorted.
 """
 
-from plait.backends.base import Backend, BackendError, BackendReadSurface, BackendWriteSurface
-from plait.backends.fsspec import FsspecBackend
-from plait.backends.local import LocalBackend
-from plait.backends.memory import MemoryBackend
-from plait.backends.sqlite import SQLiteBackend
+from __future__ import annotations
+
+from plait.lazy import lazy_exports
+
+TYPE_CHECKING = False  # not typing's: importing this package must not import typing
+
+if TYPE_CHECKING:
+    from plait.backends.base import Backend, BackendError, BackendReadSurface, BackendWriteSurface
+    from plait.backends.fsspec import FsspecBackend
+    from plait.backends.local import LocalBackend
+    from plait.backends.memory import MemoryBackend
+    from plait.backends.sqlite import SQLiteBackend
 
 __all__ = [
     "Backend",
@@ -31,3 +38,21 @@ __all__ = [
     "MemoryBackend",
     "SQLiteBackend",
 ]
+
+# Hidden from type checkers, which then check every name against the imports above.
+if not TYPE_CHECKING:
+    __getattr__, __dir__ = lazy_exports(
+        __name__,
+        {
+            "plait.backends.base": (
+                "Backend",
+                "BackendError",
+                "BackendReadSurface",
+                "BackendWriteSurface",
+            ),
+            "plait.backends.fsspec": ("FsspecBackend",),
+            "plait.backends.local": ("LocalBackend",),
+            "plait.backends.memory": ("MemoryBackend",),
+            "plait.backends.sqlite": ("SQLiteBackend",),
+        },
+    )

@@ -9,13 +9,14 @@ import typer
 
 from plait.__about__ import __version__
 from plait.cli.demo import demo
+from plait.cli.root import HELP
 from plait.cli.run import chat, run
 from plait.cli.skills import skills_app
 from plait.cli.threads import threads_app
 
 app = typer.Typer(
     name="plait",
-    help="Run LLM agents built from middleware, with Agent Skills and context management.",
+    help=HELP,
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,

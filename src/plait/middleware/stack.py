@@ -30,7 +30,10 @@ T = TypeVar("T")
 
 def _returned(value: object, expected: type[T], m: Middleware, hook: str) -> T:
     """``value`` if a seam returned the right type; otherwise a :class:`ConfigurationError`
-    naming the middleware, instead of an ``AttributeError`` somewhere downstream."""
+    naming the middleware, instead of an ``AttributeError`` somewhere downstream.
+
+    Callers test the exact type inline first (a call per seam per middleware adds up) and come
+    here only for a subclass or a wrong value."""
     if not isinstance(value, expected):
         raise ConfigurationError(
             f"{m.name}.{hook} returned {type(value).__name__}, not a {expected.__name__}; "
@@ -91,6 +94,8 @@ class MiddlewareStack:
         )
 
     async def run_dispatch_input(self, ctx: DispatchContext) -> None:
+        if not self._by_hook["dispatch_input"]:
+            return  # per model call: skip building an empty chain
         await _pipeline(
             [m.dispatch_input for m in self._by_hook["dispatch_input"]],
             ctx,
@@ -99,6 +104,8 @@ class MiddlewareStack:
         )
 
     async def run_dispatch_output(self, ctx: DispatchContext) -> None:
+        if not self._by_hook["dispatch_output"]:
+            return
         await _pipeline(
             [m.dispatch_output for m in self._by_hook["dispatch_output"]],
             ctx,
@@ -115,8 +122,11 @@ class MiddlewareStack:
         for m in self._by_hook["before_model_call"]:
             if ctx.stopped:
                 break
-            request = _returned(
-                await m.before_model_call(request, ctx), ModelRequest, m, "before_model_call"
+            changed = await m.before_model_call(request, ctx)
+            request = (
+                changed
+                if type(changed) is ModelRequest
+                else _returned(changed, ModelRequest, m, "before_model_call")
             )
         return request
 
@@ -133,11 +143,11 @@ class MiddlewareStack:
         for m in reversed(self._by_hook["after_model_call"]):
             if ctx.stopped:
                 break
-            response = _returned(
-                await m.after_model_call(response, request, ctx),
-                ModelResponse,
-                m,
-                "after_model_call",
+            changed = await m.after_model_call(response, request, ctx)
+            response = (
+                changed
+                if type(changed) is ModelResponse
+                else _returned(changed, ModelResponse, m, "after_model_call")
             )
         return response
 
@@ -174,8 +184,11 @@ class MiddlewareStack:
         for m in self._by_hook["after_tool_call"]:
             if ctx.stopped:
                 break
-            result = _returned(
-                await m.after_tool_call(call, result, ctx), ToolResult, m, "after_tool_call"
+            changed = await m.after_tool_call(call, result, ctx)
+            result = (
+                changed
+                if type(changed) is ToolResult
+                else _returned(changed, ToolResult, m, "after_tool_call")
             )
         return result
 
@@ -183,6 +196,8 @@ class MiddlewareStack:
 def _bind_model(m: Middleware, inner: ModelHandler, ctx: DispatchContext) -> ModelHandler:
     async def handler(request: ModelRequest) -> ModelResponse:
         response = await m.wrap_model_call(request, ctx, inner)
+        if type(response) is ModelResponse:
+            return response
         return _returned(response, ModelResponse, m, "wrap_model_call")
 
     return handler
@@ -191,6 +206,8 @@ def _bind_model(m: Middleware, inner: ModelHandler, ctx: DispatchContext) -> Mod
 def _bind_tool(m: Middleware, inner: ToolHandler, ctx: DispatchContext) -> ToolHandler:
     async def handler(call: ToolCall) -> ToolResult:
         result = await m.wrap_tool_call(call, ctx, inner)
+        if type(result) is ToolResult:
+            return result
         return _returned(result, ToolResult, m, "wrap_tool_call")
 
     return handler

@@ -4,23 +4,30 @@ Provider adapters live in :mod:`plait.models.openai` and :mod:`plait.models.anth
 extras); :func:`plait.models.registry.resolve_model` turns a spec string into a model.
 """
 
-from plait.models.anthropic import AnthropicModel
-from plait.models.base import (
-    CallClass,
-    Model,
-    ModelRequest,
-    ModelResponse,
-    ResponseComplete,
-    StreamEvent,
-    TextDelta,
-    ToolCallDelta,
-    collect_stream,
-)
-from plait.models.language_model import LanguageModelMiddleware, WrappedModel, wrap_model
-from plait.models.openai import OpenAIChatModel
-from plait.models.registry import resolve_model
-from plait.models.retrying import Backoff
-from plait.models.scripted import FunctionModel, ScriptedModel, ScriptExhausted
+from __future__ import annotations
+
+from plait.lazy import lazy_exports
+
+TYPE_CHECKING = False  # not typing's: importing this package must not import typing
+
+if TYPE_CHECKING:
+    from plait.models.anthropic import AnthropicModel
+    from plait.models.base import (
+        CallClass,
+        Model,
+        ModelRequest,
+        ModelResponse,
+        ResponseComplete,
+        StreamEvent,
+        TextDelta,
+        ToolCallDelta,
+        collect_stream,
+    )
+    from plait.models.language_model import LanguageModelMiddleware, WrappedModel, wrap_model
+    from plait.models.openai import OpenAIChatModel
+    from plait.models.registry import resolve_model
+    from plait.models.retrying import Backoff
+    from plait.models.scripted import FunctionModel, ScriptedModel, ScriptExhausted
 
 __all__ = [
     "AnthropicModel",
@@ -43,3 +50,36 @@ __all__ = [
     "resolve_model",
     "wrap_model",
 ]
+
+# Hidden from type checkers, which then check every name against the imports above.
+if not TYPE_CHECKING:
+    __getattr__, __dir__ = lazy_exports(
+        __name__,
+        {
+            "plait.models.anthropic": ("AnthropicModel",),
+            "plait.models.base": (
+                "CallClass",
+                "Model",
+                "ModelRequest",
+                "ModelResponse",
+                "ResponseComplete",
+                "StreamEvent",
+                "TextDelta",
+                "ToolCallDelta",
+                "collect_stream",
+            ),
+            "plait.models.language_model": (
+                "LanguageModelMiddleware",
+                "WrappedModel",
+                "wrap_model",
+            ),
+            "plait.models.openai": ("OpenAIChatModel",),
+            "plait.models.registry": ("resolve_model",),
+            "plait.models.retrying": ("Backoff",),
+            "plait.models.scripted": (
+                "FunctionModel",
+                "ScriptedModel",
+                "ScriptExhausted",
+            ),
+        },
+    )

@@ -34,8 +34,6 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
-from pydantic_core import to_jsonable_python
-
 from plait.errors import (
     ToolArgumentsError,
     ToolError,
@@ -57,6 +55,8 @@ _SCALARS = (str, int, float, bool, type(None))
 def _jsonable(data: Any) -> Any:
     if isinstance(data, _SCALARS):
         return data
+    from pydantic_core import to_jsonable_python  # not at import: pydantic_core costs ~30 ms
+
     try:
         return to_jsonable_python(data)
     except Exception:

@@ -20,39 +20,49 @@ format, version hashing) stay importable from their modules.
 
 from __future__ import annotations
 
-from plait.skills.catalog import Precedence, RefreshResult, SkillCatalog
-from plait.skills.diagnostics import Code, Diagnostic, Severity
-from plait.skills.disclosure import (
-    PinnedSkillNotFound,
-    SkillCatalogLoaded,
-    SkillPathError,
-    SkillPinned,
-    SkillProblemFound,
-    SkillsMiddleware,
-    SkillToolsDisclosed,
-    SkillToolsWithdrawn,
-    SkillToolUnresolved,
-    ToolNameResolver,
-)
-from plait.skills.errors import SkillError, SkillFileNotFound, SkillNotFound, SkillSourceError
-from plait.skills.managed import (
-    ScriptConfig,
-    SkillManager,
-    SkillManagerError,
-    create_skill_manager,
-)
-from plait.skills.model import (
-    DiscoveryItem,
-    DiscoveryProblem,
-    Skill,
-    SkillEntry,
-    SkillFileStat,
-    SkillMeta,
-    SkillRef,
-)
-from plait.skills.render import PromptFormat, render_prompt
-from plait.skills.sources import BackendSource, FilesystemSource, MemorySource, SkillSource
-from plait.skills.validator import SkillCheck, ValidationMode, check_skill_md, validate_skill_dir
+from plait.lazy import lazy_exports
+
+TYPE_CHECKING = False  # not typing's: importing this package must not import typing
+
+if TYPE_CHECKING:
+    from plait.skills.catalog import Precedence, RefreshResult, SkillCatalog
+    from plait.skills.diagnostics import Code, Diagnostic, Severity
+    from plait.skills.disclosure import (
+        PinnedSkillNotFound,
+        SkillCatalogLoaded,
+        SkillPathError,
+        SkillPinned,
+        SkillProblemFound,
+        SkillsMiddleware,
+        SkillToolsDisclosed,
+        SkillToolsWithdrawn,
+        SkillToolUnresolved,
+        ToolNameResolver,
+    )
+    from plait.skills.errors import SkillError, SkillFileNotFound, SkillNotFound, SkillSourceError
+    from plait.skills.managed import (
+        ScriptConfig,
+        SkillManager,
+        SkillManagerError,
+        create_skill_manager,
+    )
+    from plait.skills.model import (
+        DiscoveryItem,
+        DiscoveryProblem,
+        Skill,
+        SkillEntry,
+        SkillFileStat,
+        SkillMeta,
+        SkillRef,
+    )
+    from plait.skills.render import PromptFormat, render_prompt
+    from plait.skills.sources import BackendSource, FilesystemSource, MemorySource, SkillSource
+    from plait.skills.validator import (
+        SkillCheck,
+        ValidationMode,
+        check_skill_md,
+        validate_skill_dir,
+    )
 
 __all__ = [
     "BackendSource",
@@ -97,3 +107,70 @@ __all__ = [
     "render_prompt",
     "validate_skill_dir",
 ]
+
+# Hidden from type checkers, which then check every name against the imports above.
+if not TYPE_CHECKING:
+    __getattr__, __dir__ = lazy_exports(
+        __name__,
+        {
+            "plait.skills.catalog": (
+                "Precedence",
+                "RefreshResult",
+                "SkillCatalog",
+            ),
+            "plait.skills.diagnostics": (
+                "Code",
+                "Diagnostic",
+                "Severity",
+            ),
+            "plait.skills.disclosure": (
+                "PinnedSkillNotFound",
+                "SkillCatalogLoaded",
+                "SkillPathError",
+                "SkillPinned",
+                "SkillProblemFound",
+                "SkillsMiddleware",
+                "SkillToolsDisclosed",
+                "SkillToolsWithdrawn",
+                "SkillToolUnresolved",
+                "ToolNameResolver",
+            ),
+            "plait.skills.errors": (
+                "SkillError",
+                "SkillFileNotFound",
+                "SkillNotFound",
+                "SkillSourceError",
+            ),
+            "plait.skills.managed": (
+                "ScriptConfig",
+                "SkillManager",
+                "SkillManagerError",
+                "create_skill_manager",
+            ),
+            "plait.skills.model": (
+                "DiscoveryItem",
+                "DiscoveryProblem",
+                "Skill",
+                "SkillEntry",
+                "SkillFileStat",
+                "SkillMeta",
+                "SkillRef",
+            ),
+            "plait.skills.render": (
+                "PromptFormat",
+                "render_prompt",
+            ),
+            "plait.skills.sources": (
+                "BackendSource",
+                "FilesystemSource",
+                "MemorySource",
+                "SkillSource",
+            ),
+            "plait.skills.validator": (
+                "SkillCheck",
+                "ValidationMode",
+                "check_skill_md",
+                "validate_skill_dir",
+            ),
+        },
+    )

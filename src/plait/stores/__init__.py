@@ -7,13 +7,22 @@ store                    what it is for
 ``SQLiteThreadStore``    the embedded default: one file, WAL, safe across processes
 =======================  ========================================================================
 
-Both keep the same JSON (``dump_messages`` rows and a JSON state object), so a value one store
-refuses the other refuses too, with a :class:`ThreadDataError` naming it.
+SQLite keeps JSON (``dump_messages`` rows and a JSON state object); the memory store keeps
+private copies and uses the same codec for anything that is not plain JSON, so a value one store
+refuses the other refuses too, with a :class:`ThreadDataError` naming it, and both give back the
+same values.
 """
 
-from plait.stores.base import StoreError, ThreadDataError, ThreadSnapshot, ThreadStore
-from plait.stores.memory import MemoryThreadStore
-from plait.stores.sqlite import SQLiteThreadStore
+from __future__ import annotations
+
+from plait.lazy import lazy_exports
+
+TYPE_CHECKING = False  # not typing's: importing this package must not import typing
+
+if TYPE_CHECKING:
+    from plait.stores.base import StoreError, ThreadDataError, ThreadSnapshot, ThreadStore
+    from plait.stores.memory import MemoryThreadStore
+    from plait.stores.sqlite import SQLiteThreadStore
 
 __all__ = [
     "MemoryThreadStore",
@@ -23,3 +32,19 @@ __all__ = [
     "ThreadSnapshot",
     "ThreadStore",
 ]
+
+# Hidden from type checkers, which then check every name against the imports above.
+if not TYPE_CHECKING:
+    __getattr__, __dir__ = lazy_exports(
+        __name__,
+        {
+            "plait.stores.base": (
+                "StoreError",
+                "ThreadDataError",
+                "ThreadSnapshot",
+                "ThreadStore",
+            ),
+            "plait.stores.memory": ("MemoryThreadStore",),
+            "plait.stores.sqlite": ("SQLiteThreadStore",),
+        },
+    )

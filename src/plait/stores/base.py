@@ -14,8 +14,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from pydantic_core import PydanticSerializationError
-
 from plait.errors import PlaitError
 from plait.messages import Message, dump_messages, load_messages
 
@@ -122,6 +120,8 @@ def messages_to_json(thread_id: str, messages: Sequence[Message]) -> list[str]:
 
     Raises :class:`ThreadDataError` naming the message whose data cannot be serialised.
     """
+    from pydantic_core import PydanticSerializationError  # loaded by dump_messages anyway
+
     rows: list[str] = []
     for index, message in enumerate(messages):
         try:
