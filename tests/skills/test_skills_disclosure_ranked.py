@@ -7,7 +7,9 @@ import sys
 from collections.abc import Sequence
 
 from plait import Agent, ScriptedModel, ToolCall
+from plait.messages import AssistantMessage, UserMessage
 from plait.skills import MemorySource, SkillEntry, SkillsMiddleware
+from plait.skills.disclosure.listing import CONTEXT_CHARS, turn_queries
 from plait.skills.ranking import LexicalRanker
 
 
@@ -152,3 +154,22 @@ def test_a_catalog_within_its_budget_never_imports_the_ranker() -> None:
 def test_the_default_ranker_is_the_lexical_one() -> None:
     skills = SkillsMiddleware([catalog(1)], budget=100)
     assert isinstance(skills.ranker, LexicalRanker)
+
+
+def test_turn_queries_are_the_newest_user_text_then_recent_context() -> None:
+    pinned = UserMessage("pinned body", metadata={"source": "pinned_skill"})
+    messages = [
+        UserMessage("oldest"),
+        UserMessage("one"),
+        AssistantMessage("earlier answer"),
+        UserMessage("two"),
+        UserMessage("three"),
+        AssistantMessage("latest answer"),
+        UserMessage("newest"),
+        pinned,
+    ]
+    assert turn_queries(messages) == ("newest", "latest answer\nthree\ntwo\none")
+    assert turn_queries([]) == ("", "")
+    long = UserMessage("x" * 10_000)
+    newest, context = turn_queries([long, long])
+    assert len(newest) == len(context) == CONTEXT_CHARS
