@@ -295,7 +295,9 @@ async def measure(size: int, cases: int, runs: int, with_bm25s: bool) -> None:
         await catalog.load()
         set_ = generate_cases(names, cases) + EXAMPLE_CASES
         got = quality(catalog, set_)
+        every = len(catalog.render(PromptFormat.MARKDOWN))
         print(f"\n## {size:,} skills, {len(set_)} requests\n")
+        print(f"(listing every skill, as deepagents does, would take {every:,} characters)\n")
         rows = [["figure", "ranked (new)", "catalog order / substring (today)", "target"]]
         for budget in BUDGETS:
             key = f"recall_{budget // 1000}k"
