@@ -9,8 +9,11 @@ from collections.abc import Sequence
 from plait import Agent, ScriptedModel, ToolCall
 from plait.messages import AssistantMessage, UserMessage
 from plait.skills import MemorySource, SkillEntry, SkillsMiddleware
-from plait.skills.disclosure.listing import CONTEXT_CHARS, turn_queries
+from plait.skills.catalog import SkillCatalog
+from plait.skills.disclosure.listing import CONTEXT_CHARS, RankedListing, turn_queries
+from plait.skills.disclosure.snapshot import take_snapshot
 from plait.skills.ranking import LexicalRanker
+from plait.skills.render import PromptFormat
 
 
 def md(name: str, description: str) -> str:
@@ -173,3 +176,18 @@ def test_turn_queries_are_the_newest_user_text_then_recent_context() -> None:
     long = UserMessage("x" * 10_000)
     newest, context = turn_queries([long, long])
     assert len(newest) == len(context) == CONTEXT_CHARS
+
+
+async def test_the_order_puts_relevant_skills_first_and_keeps_every_other_once() -> None:
+    skills = SkillCatalog([catalog(50)])
+    await skills.load()
+    snapshot = take_snapshot(skills, format=PromptFormat.MARKDOWN, budget=500, instructions=None)
+    listing = RankedListing(LexicalRanker(), always_listed=["skill-0007"])
+    order = listing.order(snapshot, [UserMessage("zebra grooming")], ())
+    assert order is not None
+    names = [e.name for e in order]
+    assert names[:2] == ["skill-0007", "zebra-care"]  # always listed, then relevant
+    assert sorted(names) == sorted(e.name for e in snapshot.listed)
+    assert len(order) == len(snapshot.listed) == 53
+    assert order[1].name == "zebra-care" and [e.name for e in order[:2]] == names[:2]
+    assert listing.order(snapshot, [UserMessage("hello")], ()) is None

@@ -20,8 +20,8 @@ calls of one turn; the same messages and catalog always give the same list.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, overload
 
 from plait.messages import AssistantMessage, Message, UserMessage
 from plait.skills.disclosure.scan import PINNED_SOURCE
@@ -42,6 +42,35 @@ CONTEXT_MESSAGES = 3
 
 CONTEXT_CHARS = 4_000
 """Characters of each query that are used (the newest message's, the recent context's)."""
+
+
+class _Ordered(Sequence[SkillEntry]):
+    """``head``, then the other ``listed`` skills in catalog order, produced as they are read:
+    the renderer stops where the budget is full, so a 10,000-skill catalog is never copied.
+    Every ``head`` entry is one of ``listed``; ``seen`` holds their ids."""
+
+    def __init__(
+        self, head: list[SkillEntry], listed: Sequence[SkillEntry], seen: set[int]
+    ) -> None:
+        self._head, self._listed, self._seen = head, listed, seen
+        self._all: list[SkillEntry] | None = None
+
+    def __len__(self) -> int:
+        return len(self._listed)
+
+    def __iter__(self) -> Iterator[SkillEntry]:
+        yield from self._head
+        seen = self._seen
+        yield from (e for e in self._listed if id(e) not in seen)
+
+    @overload
+    def __getitem__(self, index: int) -> SkillEntry: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[SkillEntry]: ...
+    def __getitem__(self, index: int | slice) -> SkillEntry | Sequence[SkillEntry]:
+        if self._all is None:
+            self._all = list(self)
+        return self._all[index]
 
 
 def turn_queries(messages: Sequence[Message]) -> tuple[str, str]:
@@ -99,7 +128,7 @@ class RankedListing:
 
     def order(
         self, snapshot: SkillSnapshot, messages: Sequence[Message], kept: Sequence[str]
-    ) -> list[SkillEntry] | None:
+    ) -> Sequence[SkillEntry] | None:
         """The listed skills in prompt order, or ``None`` when catalog order stands (nothing
         kept, nothing relevant). ``kept`` are SKILL.md locations disclosed in the messages."""
         self.index(snapshot)
@@ -120,7 +149,7 @@ class RankedListing:
                 take(self._own(snapshot, self.ranker.rank(query, RANK_DEPTH)))
         if not head:
             return None
-        return head + [e for e in snapshot.listed if id(e) not in seen]
+        return _Ordered(head, snapshot.listed, seen)
 
     def render(
         self,
