@@ -190,4 +190,4 @@ async def test_the_order_puts_relevant_skills_first_and_keeps_every_other_once()
     assert sorted(names) == sorted(e.name for e in snapshot.listed)
     assert len(order) == len(snapshot.listed) == 53
     assert order[1].name == "zebra-care" and [e.name for e in order[:2]] == names[:2]
-    assert listing.order(snapshot, [UserMessage("hello")], ()) is None
+    assert RankedListing(LexicalRanker()).order(snapshot, [UserMessage("hello")], ()) is None
