@@ -20,7 +20,7 @@ def md(name: str, description: str) -> str:
     return f"---\nname: {name}\ndescription: {description}\n---\nBody.\n"
 
 
-def catalog(count: int = 200) -> MemorySource:
+def catalog(count: int = 200, *, flagged: bool = False) -> MemorySource:
     """``count`` filler skills, then three distinct ones that catalog order (sorted by id, as
     MemorySource lists) puts last."""
     skills = {
@@ -30,6 +30,9 @@ def catalog(count: int = 200) -> MemorySource:
     skills["zebra-care"] = {"SKILL.md": md("zebra-care", "Feeds and grooms zebras at the zoo.")}
     skills["tax-forms"] = {"SKILL.md": md("tax-forms", "Fills yearly tax returns and receipts.")}
     skills["trail-gpx"] = {"SKILL.md": md("trail-gpx", "Plots GPS tracks from hiking trips.")}
+    if flagged:  # metadata.always: listed past the budget whatever the request
+        text = "---\nname: uv-always\ndescription: House rules.\nmetadata:\n  always: 'true'\n---\n"
+        skills["uv-always"] = {"SKILL.md": text}
     return MemorySource(skills)
 
 
@@ -70,13 +73,13 @@ async def test_read_pinned_and_always_listed_skills_stay_in_the_list() -> None:
     read = ToolCall("r1", "read_file", {"path": "/skills/trail-gpx/SKILL.md"})
     model = ScriptedModel([read, "read it", "ok"])
     skills = SkillsMiddleware(
-        [catalog()], budget=2_000, instructions=None, always_listed=["skill-0150"]
+        [catalog(flagged=True)], budget=2_000, instructions=None, always_listed=["skill-0150"]
     )
     agent = Agent(model, middleware=[skills])
     await agent.run("show my hike", thread_id="t")
     await agent.run("now my zebras need grooming", thread_id="t")
     names = listed(model.requests[2].system_prompt)
-    assert names[:3] == ["trail-gpx", "skill-0150", "zebra-care"]
+    assert names[:4] == ["trail-gpx", "skill-0150", "uv-always", "zebra-care"]
     assert names.count("trail-gpx") == 1
 
 
@@ -179,15 +182,19 @@ def test_turn_queries_are_the_newest_user_text_then_recent_context() -> None:
 
 
 async def test_the_order_puts_relevant_skills_first_and_keeps_every_other_once() -> None:
-    skills = SkillCatalog([catalog(50)])
+    skills = SkillCatalog([catalog(50, flagged=True)])
     await skills.load()
     snapshot = take_snapshot(skills, format=PromptFormat.MARKDOWN, budget=500, instructions=None)
     listing = RankedListing(LexicalRanker(), always_listed=["skill-0007"])
     order = listing.order(snapshot, [UserMessage("zebra grooming")], ())
     assert order is not None
     names = [e.name for e in order]
-    assert names[:2] == ["skill-0007", "zebra-care"]  # always listed, then relevant
+    assert names[:3] == ["skill-0007", "uv-always", "zebra-care"]  # always, then relevant
     assert sorted(names) == sorted(e.name for e in snapshot.listed)
-    assert len(order) == len(snapshot.listed) == 53
-    assert order[1].name == "zebra-care" and [e.name for e in order[:2]] == names[:2]
-    assert RankedListing(LexicalRanker()).order(snapshot, [UserMessage("hello")], ()) is None
+    assert len(order) == len(snapshot.listed) == 54
+    assert order[2].name == "zebra-care" and [e.name for e in order[:2]] == names[:2]
+    assert listing.order(snapshot, [UserMessage("hello")], ()) is not None  # always-listed
+    plain = SkillCatalog([catalog(50)])
+    await plain.load()
+    bare = take_snapshot(plain, format=PromptFormat.MARKDOWN, budget=500, instructions=None)
+    assert RankedListing(LexicalRanker()).order(bare, [UserMessage("hello")], ()) is None

@@ -5,7 +5,8 @@ section) and nothing here runs; :mod:`plait.skills.ranking` is not even imported
 budget, :class:`RankedListing` orders the thread's listed skills for each user turn:
 
 1. **kept**: skills pinned or read in the request's messages (most recent first), then the
-   middleware's ``always_listed`` names;
+   middleware's ``always_listed`` names, then skills whose SKILL.md sets
+   ``metadata: {always: "true"}``;
 2. **relevant to the newest user message** (up to ``RANK_DEPTH`` by the ranker);
 3. **relevant to recent context**: the previous ``CONTEXT_MESSAGES`` user messages and the
    latest assistant text (up to ``RANK_DEPTH``);
@@ -42,6 +43,10 @@ CONTEXT_MESSAGES = 3
 
 CONTEXT_CHARS = 4_000
 """Characters of each query that are used (the newest message's, the recent context's)."""
+
+
+def _flag(value: object) -> bool:
+    return value is True or (isinstance(value, str) and value.strip().lower() == "true")
 
 
 class _Ordered(Sequence[SkillEntry]):
@@ -114,6 +119,7 @@ class RankedListing:
         self.ranker = ranker
         self.always_listed = tuple(always_listed)
         self._indexed: SkillSnapshot | None = None
+        self._flagged: tuple[SkillSnapshot, tuple[SkillEntry, ...]] | None = None
 
     def index(self, snapshot: SkillSnapshot) -> None:
         """Bring the ranker's index up to ``snapshot`` if it is newer than the indexed one."""
@@ -143,6 +149,7 @@ class RankedListing:
 
         take([snapshot.by_location.get(location) for location in reversed(kept)])
         take([snapshot.by_name.get(name) for name in self.always_listed])
+        take(self._always_flagged(snapshot))
         newest, context = turn_queries(messages)
         for query in (newest, context):
             if query:
@@ -169,6 +176,14 @@ class RankedListing:
         parts = [listing, snapshot.note] if snapshot.note else [listing]
         head = [instructions] if instructions else []
         return "\n\n".join([*head, "\n".join(parts)])
+
+    def _always_flagged(self, snapshot: SkillSnapshot) -> tuple[SkillEntry, ...]:
+        """Skills whose SKILL.md says ``metadata: {always: "true"}``, found once per snapshot."""
+        cached = self._flagged
+        if cached is None or cached[0] is not snapshot:
+            flagged = tuple(e for e in snapshot.listed if _flag(e.meta.metadata.get("always")))
+            cached = self._flagged = (snapshot, flagged)
+        return cached[1]
 
     @staticmethod
     def _own(snapshot: SkillSnapshot, found: list[SkillEntry]) -> list[SkillEntry]:
