@@ -198,3 +198,13 @@ async def test_the_order_puts_relevant_skills_first_and_keeps_every_other_once()
     await plain.load()
     bare = take_snapshot(plain, format=PromptFormat.MARKDOWN, budget=500, instructions=None)
     assert RankedListing(LexicalRanker()).order(bare, [UserMessage("hello")], ()) is None
+
+
+async def test_the_ranked_list_keeps_the_xml_format_and_its_overflow_element() -> None:
+    model = ScriptedModel(["ok"])
+    skills = SkillsMiddleware([catalog()], budget=2_000, format=PromptFormat.XML, instructions=None)
+    await Agent(model, middleware=[skills]).run("my zebras need grooming")
+    prompt = model.requests[0].system_prompt
+    assert prompt.startswith("<available_skills>\n<skill>\n<name>\nzebra-care\n</name>")
+    assert '<more_skills count="' in prompt and prompt.endswith("</available_skills>")
+    assert len(prompt) <= 2_000
