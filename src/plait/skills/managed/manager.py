@@ -146,8 +146,7 @@ class SkillManager:
 
     def search(self, query: str, limit: int = 20) -> list[SkillStatus]:
         """The ``limit`` active, model-invocable skills most relevant to ``query``, best first,
-        by ``ranker`` (default :class:`~plait.skills.ranking.LexicalRanker`, built on first use).
-        """
+        by ``ranker`` (default: a ``LexicalRanker``, built on first use)."""
         if self._ranking is None:
             from plait.skills.ranking import CatalogRanking  # only when someone searches
 
