@@ -163,3 +163,13 @@ def test_a_repeated_skill_is_indexed_once() -> None:
     ranker.update([twice, twice, entry("csv", "Reads CSV.")])
     assert len(ranker) == 2
     assert names(ranker.rank("pdf forms", 5)) == ["pdf"]
+
+
+def test_a_common_word_only_reorders_what_a_rarer_word_found() -> None:
+    ranker = LexicalRanker()
+    common = [entry(f"csv-{i}", "Reads csv files.") for i in range(20)]
+    ranker.update(
+        [*common, entry("geo", "Reads shapefiles."), entry("geo-csv", "Shapefiles, csv.")]
+    )
+    assert names(ranker.rank("csv shapefiles", 5)) == ["geo-csv", "geo"]
+    assert len(ranker.rank("csv", 50)) == 21  # alone, a common word still finds its skills

@@ -54,6 +54,7 @@ DEFAULT_MAX_QUERY_CHARS = 4_000
 
 _MAX_TEXT_CHARS = 4_000
 _IN_PLACE_CHANGES = 64
+_COMMON = 8  # a query word in more than 1/8 of the skills is "common" (see LexicalRanker.rank)
 _WORD = re.compile(r"[^\W_]+")
 _CAMEL = re.compile(r"[A-Z]{2,}s(?![a-z])|[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+|[^\W_0-9A-Za-z]+")
 _CJK_RUN = re.compile(r"([\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]+)")
@@ -294,21 +295,28 @@ class LexicalRanker:
             self._add(doc)
 
     def rank(self, query: str, limit: int) -> list[SkillEntry]:
-        """See :meth:`SkillRanker.rank`. Cost: the postings of the query's distinct terms."""
+        """See :meth:`SkillRanker.rank`. Cost: the postings of the query's distinct terms, rarest
+        first; a word found in more than an eighth of the skills ("file", "data") only adds to
+        the skills a rarer word of the query already found, unless none did."""
         if limit < 1 or not self._docs:
             return []
         wanted = list(
             dict.fromkeys(terms(query, language=self.language, max_chars=self.max_query_chars))
         )
         count = len(self._docs)
+        found = [(p, t) for t in wanted[: self.max_query_terms] if (p := self._postings.get(t))]
+        found.sort(key=lambda pair: len(pair[0]))  # rarest first; stable: ties in query order
         scores: dict[int, float] = {}
         get = scores.get
-        for term in wanted[: self.max_query_terms]:
-            postings = self._postings.get(term)
-            if not postings:
-                continue
+        for postings, _ in found:
             df = len(postings)
             idf = math.log(1.0 + (count - df + 0.5) / (df + 0.5))
+            if scores and df * _COMMON > count:
+                for key in scores:  # a common word only re-orders what rarer words found
+                    weight = postings.get(key)
+                    if weight is not None:
+                        scores[key] += idf * weight
+                continue
             for key, weight in postings.items():
                 scores[key] = get(key, 0.0) + idf * weight
         docs = self._by_key
