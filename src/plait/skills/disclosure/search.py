@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from plait.errors import quoted
 from plait.skills.disclosure.listing import RankedListing
 from plait.skills.disclosure.snapshot import SkillSnapshot
 from plait.skills.render import markdown_line
@@ -23,8 +24,6 @@ SEARCH_TOOL_NAME = "search_skills"
 MAX_RESULTS = 50
 """The most results one search returns, whatever ``limit`` asks."""
 
-_ECHO_CHARS = 200
-
 
 def search_skills(
     listing: RankedListing, snapshot: SkillSnapshot, query: str, limit: int = 10
@@ -34,9 +33,9 @@ def search_skills(
         return "Give a few keywords, e.g. search_skills(query='pdf forms')."
     best = listing.search(snapshot, query, max(1, min(limit, MAX_RESULTS)))
     if not best:
-        return f"No skill matches {query[:_ECHO_CHARS]!r}. Try other or fewer keywords."
+        return f"No skill matches {quoted(query)}. Try other or fewer keywords."
     lines = [markdown_line(entry) for entry in best]
-    return f"Best matches for {query[:_ECHO_CHARS]!r}, best first:\n" + "\n".join(lines)
+    return f"Best matches for {quoted(query)}, best first:\n" + "\n".join(lines)
 
 
 def build_search_tool(
