@@ -6,7 +6,10 @@ import subprocess
 import sys
 from collections.abc import Sequence
 
+import pytest
+
 from plait import Agent, ScriptedModel, ToolCall
+from plait.errors import ConfigurationError
 from plait.messages import AssistantMessage, UserMessage
 from plait.skills import MemorySource, SkillEntry, SkillsMiddleware
 from plait.skills.catalog import SkillCatalog
@@ -208,3 +211,12 @@ async def test_the_ranked_list_keeps_the_xml_format_and_its_overflow_element() -
     assert prompt.startswith("<available_skills>\n<skill>\n<name>\nzebra-care\n</name>")
     assert '<more_skills count="' in prompt and prompt.endswith("</available_skills>")
     assert len(prompt) <= 2_000
+
+
+def test_a_ranker_without_the_protocol_methods_is_a_configuration_error() -> None:
+    with pytest.raises(ConfigurationError, match=r"update\(entries\) and rank\(query, limit\)"):
+        SkillsMiddleware([catalog(1)], ranker=object())  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="refresh_interval >= 0"):
+        SkillsMiddleware([catalog(1)], refresh_interval=-1)
+    with pytest.raises(ConfigurationError, match="not one string"):
+        SkillsMiddleware([catalog(1)], always_listed="pdf")

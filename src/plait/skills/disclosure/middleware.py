@@ -122,6 +122,13 @@ class SkillsMiddleware(Middleware):
                 "SkillsMiddleware needs read_max_chars >= 1000, max_threads >= 1 and a "
                 "positive budget (or budget=None)."
             )
+        if ranker is not None and not all(
+            callable(getattr(ranker, name, None)) for name in ("update", "rank")
+        ):
+            raise ConfigurationError(
+                f"ranker must have update(entries) and rank(query, limit) methods (the "
+                f"plait.skills.SkillRanker protocol); got {type(ranker).__name__}."
+            )
         if not refresh_interval >= 0 or isinstance(always_listed, str):
             raise ConfigurationError(
                 "SkillsMiddleware needs refresh_interval >= 0 (seconds; 0 refreshes for every "

@@ -63,6 +63,7 @@ __all__ = ["SkillManager", "create_skill_manager"]
 
 _CHANNELS = ("handle", "inline")
 _MAX_LISTED = 20
+_RANKER = ("update", "rank")  # the SkillRanker protocol's methods
 
 
 def _turn(ctx: TurnContext | DispatchContext | None) -> TurnContext | None:
@@ -477,6 +478,8 @@ async def create_skill_manager(
         )
     if scripts is not None:
         scripts.check()
+    if ranker is not None and not all(callable(getattr(ranker, m, None)) for m in _RANKER):
+        raise InvalidSkillsConfig("ranker needs update(entries) and rank(query, limit) methods.")
     if dispose_timeout is not None and dispose_timeout < 0:
         raise InvalidSkillsConfig("dispose_timeout must be >= 0 seconds.")
     try:
