@@ -10,7 +10,7 @@ import pytest
 
 from plait import Agent, ScriptedModel, ToolCall
 from plait.errors import ConfigurationError
-from plait.messages import AssistantMessage, UserMessage
+from plait.messages import AssistantMessage, Message, ToolMessage, UserMessage
 from plait.skills import MemorySource, SkillEntry, SkillsMiddleware
 from plait.skills.catalog import SkillCatalog
 from plait.skills.disclosure.listing import CONTEXT_CHARS, RankedListing, turn_queries
@@ -118,7 +118,9 @@ async def test_a_plugged_in_ranker_chooses_the_list_and_answers_search_skills() 
     skills = SkillsMiddleware([catalog()], budget=2_000, instructions=None, ranker=ranker)
     result = await Agent(model, middleware=[skills]).run("z")
     assert listed(model.requests[0].system_prompt)[0] == "zebra-care"
-    assert result.new_messages[2].data.splitlines()[1].startswith("- **tax-forms**")
+    found = result.new_messages[2]
+    assert isinstance(found, ToolMessage)
+    assert found.text.splitlines()[1].startswith("- **tax-forms**")
     assert ranker.updates == 1
 
 
@@ -127,7 +129,7 @@ async def test_search_skills_ranks_by_relevance_best_first() -> None:
         [ToolCall("c1", "search_skills", {"query": "grooming a zebra", "limit": 2}), "ok"]
     )
     await Agent(model, middleware=[SkillsMiddleware([catalog()], budget=2_000)]).run("go")
-    lines = model.requests[1].messages[-1].text.splitlines()  # type: ignore[attr-defined]
+    lines = model.requests[1].messages[-1].text.splitlines()
     assert lines[0] == "Best matches for 'grooming a zebra', best first:"
     assert lines[1].startswith("- **zebra-care**: Feeds and grooms zebras")
     assert len(lines) == 2
@@ -167,7 +169,7 @@ def test_the_default_ranker_is_the_lexical_one() -> None:
 
 def test_turn_queries_are_the_newest_user_text_then_recent_context() -> None:
     pinned = UserMessage("pinned body", metadata={"source": "pinned_skill"})
-    messages = [
+    messages: list[Message] = [
         UserMessage("oldest"),
         UserMessage("one"),
         AssistantMessage("earlier answer"),
