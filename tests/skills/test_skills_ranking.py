@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
 from plait.errors import ConfigurationError
 from plait.skills import SkillEntry, SkillMeta
-from plait.skills.ranking import LexicalRanker, SkillRanker, stemmer, terms
+from plait.skills.ranking import LexicalRanker, SkillRanker, skill_headings, stemmer, terms
 
 
 def entry(name: str, description: str, version: str = "v1") -> SkillEntry:
@@ -173,3 +174,22 @@ def test_a_common_word_only_reorders_what_a_rarer_word_found() -> None:
     )
     assert sorted(names(ranker.rank("csv shapefiles", 5))) == ["geo", "geo-csv"]
     assert len(ranker.rank("csv", 50)) == 21  # alone, a common word still finds its skills
+
+
+def test_headings_are_an_optional_third_field(tmp_path: Path) -> None:
+    skill = tmp_path / "deploy" / "SKILL.md"
+    skill.parent.mkdir()
+    skill.write_text(
+        "---\nname: deploy\ndescription: Ships it.\n# not a heading\n---\n# Rollback\n"
+    )
+    local = SkillEntry("fs", "deploy", "v1", str(skill), SkillMeta("deploy", "Ships it."))
+    virtual = entry("other", "Ships it too.")
+    assert skill_headings(local) == "Rollback"
+    assert skill_headings(virtual) == ""
+    plain, headed = LexicalRanker(), LexicalRanker(extra_text=skill_headings)
+    for ranker in (plain, headed):
+        ranker.update([local, virtual])
+    assert plain.rank("rollback", 5) == []
+    assert names(headed.rank("rollback", 5)) == ["deploy"]
+    with pytest.raises(ConfigurationError, match="extra_weight > 0"):
+        LexicalRanker(extra_weight=0)

@@ -1,7 +1,8 @@
 """Ranking skills by relevance to a text: the :class:`SkillRanker` protocol and the default
 :class:`LexicalRanker` (BM25F over name and description).
 
-A ranker holds an index of the catalog's skills. :meth:`SkillRanker.update` makes the index hold
+A ranker holds an index of the catalog's skills (name, description and, optionally, headings:
+:func:`skill_headings`). :meth:`SkillRanker.update` makes the index hold
 exactly the given entries and re-indexes only those whose ``(ref, version)`` changed;
 :meth:`SkillRanker.rank` returns the best entries for a query, best first. Both disclosure mode
 (which skills the prompt lists, ``search_skills``) and managed mode (``list_skills(query=...)``)
@@ -45,6 +46,7 @@ __all__ = [
     "CatalogRanking",
     "LexicalRanker",
     "SkillRanker",
+    "skill_headings",
     "stemmer",
     "terms",
 ]
@@ -159,6 +161,23 @@ def _word_terms(language: str) -> _WordTerms:
     return _WordTerms(language)
 
 
+def skill_headings(entry: SkillEntry, *, max_bytes: int = 65_536) -> str:
+    """The Markdown headings of ``entry``'s SKILL.md, one per line, when its location is a
+    readable local file (``""`` otherwise: a virtual or remote location, an unreadable file).
+    Reads at most ``max_bytes``; the YAML frontmatter is skipped. For
+    ``LexicalRanker(extra_text=skill_headings)``."""
+    try:
+        with open(entry.location, "rb") as file:
+            text = file.read(max_bytes).decode("utf-8", errors="replace")
+    except (OSError, ValueError):
+        return ""
+    lines = text.splitlines()
+    if lines and lines[0].strip() == "---":
+        closing = next((i for i, line in enumerate(lines[1:], 1) if line.strip() == "---"), 0)
+        lines = lines[closing + 1 :]
+    return "\n".join(line.lstrip("#").strip() for line in lines if line.startswith("#"))
+
+
 @runtime_checkable
 class SkillRanker(Protocol):
     """Ranks a catalog's skills by relevance to a query. Implementations must be deterministic:
@@ -191,7 +210,10 @@ class LexicalRanker:
     ``max_query_chars`` characters and at most ``max_query_terms`` distinct terms (the first
     ones); a skill's name and description are read to 4,000 characters each. ``language`` picks
     the Snowball stemmer (``"english"``; ``"german"``, ``"russian"``, ... for catalogs written in
-    another language). Not thread-safe: one event loop uses it.
+    another language). ``extra_text(entry)``, if given, adds a third field of weight
+    ``extra_weight`` (0.5), read to 4,000 characters: :func:`skill_headings` indexes the headings
+    of local SKILL.md files (one bounded read per new or changed skill). Not thread-safe: one
+    event loop uses it.
     """
 
     def __init__(
@@ -203,7 +225,11 @@ class LexicalRanker:
         max_query_chars: int = DEFAULT_MAX_QUERY_CHARS,
         max_query_terms: int = 64,
         language: str = "english",
+        extra_text: Callable[[SkillEntry], str] | None = None,
+        extra_weight: float = 0.5,
     ) -> None:
+        if extra_weight <= 0:
+            raise ConfigurationError("LexicalRanker needs extra_weight > 0.")
         if name_weight <= 0 or k1 < 0 or not 0 <= b <= 1 or max_query_chars < 1:
             raise ConfigurationError(
                 "LexicalRanker needs name_weight > 0, k1 >= 0, 0 <= b <= 1 and "
@@ -215,6 +241,7 @@ class LexicalRanker:
         self.max_query_chars, self.max_query_terms = max_query_chars, max_query_terms
         stemmer(language)  # an unknown language fails here, not at the first query
         self.language = language
+        self.extra_text, self.extra_weight = extra_text, extra_weight
         self._docs: dict[tuple[str, str, str], _Doc] = {}
         self._entries: list[SkillEntry] = []
         self._by_key: dict[int, _Doc] = {}
@@ -330,6 +357,9 @@ class LexicalRanker:
         weights = cast("dict[str, float]", counts)  # ints are floats to the arithmetic below
         for term in terms(entry.name, language=self.language):
             weights[term] = weights.get(term, 0.0) + self.name_weight
+        if self.extra_text is not None:
+            for term in terms(self.extra_text(entry), language=self.language):
+                weights[term] = weights.get(term, 0.0) + self.extra_weight
         self._next_key += 1
         self.indexed += 1
         return _Doc(self._next_key, entry, weights, sum(weights.values()))
