@@ -16,6 +16,7 @@ from plait.cli.agents import (
     AgentOptions,
     Closer,
     Mode,
+    SandboxChoice,
     build_agent,
     choose_model,
 )
@@ -69,6 +70,15 @@ ScriptsOption = Annotated[
     bool,
     typer.Option("--allow-scripts", help="Managed mode: let skills' scripts/ run as tools."),
 ]
+SandboxOption = Annotated[
+    SandboxChoice,
+    typer.Option(
+        "--sandbox",
+        help="What runs skill scripts (with --allow-scripts): bwrap = bubblewrap, no network, "
+        "writes only in the skill's workspace (fails if bwrap does not work here); none = "
+        "unsandboxed, as your user.",
+    ),
+]
 TokensOption = Annotated[
     int, typer.Option("--max-input-tokens", min=1, help="Summarize history beyond this budget.")
 ]
@@ -76,7 +86,9 @@ SystemOption = Annotated[
     str | None,
     typer.Option("--system-prompt", help="The agent's system prompt (default: a generic one)."),
 ]
-VerboseOption = Annotated[bool, typer.Option("--verbose", "-v", help="Show every event.")]
+VerboseOption = Annotated[
+    bool, typer.Option("--verbose", "-v", help="Show the middleware order and every event.")
+]
 JsonOption = Annotated[
     bool, typer.Option("--json", help="Write every event as a JSON line instead (for scripts).")
 ]
@@ -88,6 +100,7 @@ def _options(
     mode: Mode,
     store: Path | None,
     allow_scripts: bool,
+    sandbox: SandboxChoice,
     max_input_tokens: int,
     system_prompt: str | None,
     console: Console,
@@ -103,6 +116,7 @@ def _options(
         mode=mode,
         store=store,
         allow_scripts=allow_scripts,
+        sandbox=sandbox,
         max_input_tokens=max_input_tokens,
         system_prompt=DEFAULT_SYSTEM_PROMPT if system_prompt is None else system_prompt,
     )
@@ -149,6 +163,11 @@ async def _turn(
         printer.finish()
 
 
+def _print_order(console: Console, agent: Agent) -> None:
+    """``-v``: the agent's resolved middleware order, before the first turn."""
+    console.print(f"[dim]middleware, in order:\n{escape(agent.describe())}[/dim]")
+
+
 async def _close(agent: Agent, closers: list[Closer]) -> None:
     for close in closers:
         await close()
@@ -162,6 +181,7 @@ def run(
     thread: ThreadOption = None,
     store: StoreOption = None,
     allow_scripts: ScriptsOption = False,
+    sandbox: SandboxOption = SandboxChoice.BWRAP,
     max_input_tokens: TokensOption = 100_000,
     system_prompt: SystemOption = None,
     verbose: VerboseOption = False,
@@ -172,7 +192,7 @@ def run(
     if not task.strip():
         fail("The task is empty: say what the agent should do.", 2)
     options = _options(
-        model, skills, mode, store, allow_scripts, max_input_tokens, system_prompt, console
+        model, skills, mode, store, allow_scripts, sandbox, max_input_tokens, system_prompt, console
     )
     thread_id = thread or new_id()
 
@@ -180,6 +200,8 @@ def run(
 
     async def main() -> None:
         agent, closers = await _open(options, thread or None)
+        if verbose and not json_lines:
+            _print_order(console, agent)
         try:
             await _turn(agent, task, thread_id, printer)
         finally:
@@ -210,6 +232,7 @@ def chat(
     thread: ThreadOption = None,
     store: StoreOption = None,
     allow_scripts: ScriptsOption = False,
+    sandbox: SandboxOption = SandboxChoice.BWRAP,
     max_input_tokens: TokensOption = 100_000,
     system_prompt: SystemOption = None,
     verbose: VerboseOption = False,
@@ -217,7 +240,7 @@ def chat(
     """An interactive session. Ctrl-C cancels the running turn; Ctrl-D or /exit ends the session."""
     console = Console(highlight=False)
     options = _options(
-        model, skills, mode, store, allow_scripts, max_input_tokens, system_prompt, console
+        model, skills, mode, store, allow_scripts, sandbox, max_input_tokens, system_prompt, console
     )
     thread_id = thread or new_id()
     printer = EventPrinter(console, verbose=verbose)
@@ -229,6 +252,8 @@ def chat(
         except PlaitError as exc:
             fail(str(exc), 2 if isinstance(exc, UnknownThread) else 1)
         _thread_line(console, f"plait chat — thread {thread_id}. Ctrl-D or /exit to leave.")
+        if verbose:
+            _print_order(console, agent)
         try:
             _chat_loop(runner, agent, thread_id, printer, console)
         finally:

@@ -41,7 +41,14 @@ if TYPE_CHECKING:
         SkillToolUnresolved,
         ToolNameResolver,
     )
-    from plait.skills.errors import SkillError, SkillFileNotFound, SkillNotFound, SkillSourceError
+    from plait.skills.errors import (
+        SkillError,
+        SkillFileNotFound,
+        SkillFileTooLarge,
+        SkillFileUnreadable,
+        SkillNotFound,
+        SkillSourceError,
+    )
     from plait.skills.managed import (
         ScriptConfig,
         SkillManager,
@@ -90,6 +97,8 @@ __all__ = [
     "SkillError",
     "SkillFileNotFound",
     "SkillFileStat",
+    "SkillFileTooLarge",
+    "SkillFileUnreadable",
     "SkillManager",
     "SkillManagerError",
     "SkillMeta",
@@ -143,6 +152,8 @@ if not TYPE_CHECKING:
             "plait.skills.errors": (
                 "SkillError",
                 "SkillFileNotFound",
+                "SkillFileTooLarge",
+                "SkillFileUnreadable",
                 "SkillNotFound",
                 "SkillSourceError",
             ),
