@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 
 import pytest
 
@@ -53,7 +54,7 @@ class Boom(Exception):
     pass
 
 
-def _roles(messages: list[object]) -> list[str]:
+def _roles(messages: Sequence[Message]) -> list[str]:
     return [m.role for m in messages]
 
 
