@@ -8,7 +8,9 @@ argv/stdout encoding) still spawn a process.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,7 +36,29 @@ def run_plait(
     env: Mapping[str, str] | None = None,
 ) -> Completed:
     """``plait *args`` with ``PLAIT_HOME=home``, no provider variables, ``NO_COLOR`` and
-    ``COLUMNS=columns``; ``env`` adds variables. The environment is restored afterwards."""
+    ``COLUMNS=columns``; ``env`` adds variables. The environment is restored afterwards.
+
+    Called from a coroutine (an async test), the command runs in a worker thread, since it starts
+    its own event loop; the caller's loop is blocked meanwhile (at most ``_DEADLINE`` seconds).
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return _invoke(args, home, columns, stdin, env)
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(_invoke, args, home, columns, stdin, env).result(timeout=_DEADLINE)
+
+
+_DEADLINE = 120.0
+
+
+def _invoke(
+    args: tuple[str, ...],
+    home: Path,
+    columns: int,
+    stdin: str | None,
+    env: Mapping[str, str] | None,
+) -> Completed:
     from plait.cli.app import app
 
     variables: dict[str, str | None] = dict.fromkeys(_PROVIDER_VARIABLES)
