@@ -226,29 +226,37 @@ async def _pipeline(
     :class:`ConfigurationError` (which fails the pipeline) rather than running every later hook
     again.
     """
-    count = len(hooks)
+    if hooks:
+        await _next(hooks, 0, ctx, stopped, fail)()
 
-    async def step(i: int) -> None:
-        if i >= count or stopped():
+
+def _next(
+    hooks: list[Callable[[Any, Next], Awaitable[None]]],
+    i: int,
+    ctx: Any,
+    stopped: Callable[[], bool],
+    fail: Callable[[BaseException], None],
+) -> Next:
+    """The ``next`` that runs ``hooks[i]`` (given to ``hooks[i - 1]``): it awaits the hook
+    itself, so a level costs the hook's coroutine and its ``next``'s, nothing more."""
+    called = False
+
+    async def next_() -> None:
+        nonlocal called
+        if called:
+            raise ConfigurationError(
+                f"{_hook_name(hooks[i - 1])} called next() more than once; "
+                "a pipeline hook awaits next() at most once."
+            )
+        called = True
+        if i >= len(hooks) or stopped():
             return
-        called = False
-
-        async def next_() -> None:
-            nonlocal called
-            if called:
-                raise ConfigurationError(
-                    f"{_hook_name(hooks[i])} called next() more than once; "
-                    "a pipeline hook awaits next() at most once."
-                )
-            called = True
-            await step(i + 1)
-
         try:
-            await hooks[i](ctx, next_)
+            await hooks[i](ctx, _next(hooks, i + 1, ctx, stopped, fail))
         except Exception as exc:
             fail(exc)
 
-    await step(0)
+    return next_
 
 
 def _hook_name(hook: Callable[..., Any]) -> str:
