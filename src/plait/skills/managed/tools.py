@@ -100,6 +100,7 @@ class SkillOwnedTool(Tool):
         metadata = {**d.metadata, "skill": record.name, "skill_version": record.version}
         super().__init__(ToolDefinition(d.name, d.description, d.parameters, metadata))
         self.inner = inner
+        self.timeout = inner.timeout  # the tool's own deadline, not the agent-wide default
         self.record = record
         self.gate = gate
         self.owner = owner
