@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from plait import Agent, ScriptedModel, ToolCall, ToolMessage
+from plait import Agent, Limits, ScriptedModel, ToolCall, ToolMessage
 from plait.messages import Message
 from plait.sandbox import UnsandboxedRunner
 from plait.skills import FilesystemSource, MemorySource
@@ -290,3 +290,21 @@ async def test_bad_script_config_is_invalid_config(config: ScriptConfig) -> None
     with pytest.raises(InvalidSkillsConfig) as info:
         await manager(scripts=config)
     assert info.value.code == "INVALID_CONFIG"
+
+
+async def test_a_script_may_run_past_the_agents_tool_timeout_up_to_its_own() -> None:
+    # The script's own deadline (timeout_seconds, bounded by max_timeout) governs it; the
+    # agent-wide Limits.tool_timeout must not cut a script the model was allowed to run longer.
+    nap = "import time\ntime.sleep(0.5)\nprint('rested')\n"
+    m = await manager(
+        source(**{"scripts/nap.py": nap}),
+        scripts=ScriptConfig(timeout=20, sandbox=UnsandboxedRunner()),
+    )
+    await m.load("tools")
+    model = ScriptedModel([ToolCall("c1", "run_tools_nap", {}), "done"])
+    agent = Agent(model, middleware=[*m.middleware], limits=Limits(tool_timeout=0.05))
+    result = await agent.run("go")
+    [message] = [x for x in result.new_messages if isinstance(x, ToolMessage)]
+    assert "rested" in message.text
+    assert not message.is_error
+    await m.aclose()

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Mapping
 from typing import Any
 
 import pytest
 
-from plait import Agent, DispatchContext, ScriptedModel, ToolCall, ToolMessage, tool
+from plait import Agent, DispatchContext, Limits, ScriptedModel, ToolCall, ToolMessage, tool
 from plait.messages import Message
 from plait.skills import MemorySource
 from plait.skills.managed import (
@@ -284,3 +285,22 @@ async def test_script_tool_colliding_with_a_skill_tool_is_a_duplicate() -> None:
     with pytest.raises(SkillToolInvalid, match="two tools named 'run_pdf_extract'"):
         await m.load("pdf")
     assert m.loaded() == []
+
+
+async def test_a_skill_tool_keeps_its_own_timeout() -> None:
+    # A skill's tool declares how long it may run; wrapping it for the registry (gate, in-flight
+    # count) must not replace that with the agent-wide Limits.tool_timeout.
+    @tool(timeout=30)
+    async def slow_extract(path: str) -> str:
+        """Extract slowly."""
+        await asyncio.sleep(0.3)
+        return f"slow text of {path}"
+
+    m = await make(skill_tools={"pdf": [slow_extract]})
+    await m.load("pdf")
+    model = ScriptedModel([ToolCall("c1", "slow_extract", {"path": "a.pdf"}), "done"])
+    agent = Agent(model, middleware=[*m.middleware], limits=Limits(tool_timeout=0.05))
+    result = await agent.run("go")
+    [message] = [x for x in result.new_messages if isinstance(x, ToolMessage)]
+    assert (message.text, message.is_error) == ("slow text of a.pdf", False)
+    await m.aclose()

@@ -235,3 +235,30 @@ async def test_a_cancelled_append_raises_only_once_its_write_has_landed(tmp_path
     finally:
         await writer.aclose()
         await reader.aclose()
+
+
+async def test_a_turn_cancelled_while_taking_its_lease_leaves_the_thread_free(
+    tmp_path: Path,
+) -> None:
+    """Taking the lease is a settled write: a cancellation that arrives meanwhile surfaces
+    only after the row is in. The lease must then be freed, not left to expire (``lease_ttl``)
+    while the next turn on the thread waits for it."""
+    store = SQLiteThreadStore(tmp_path / "t.db", lease_wait=0)
+    other = SQLiteThreadStore(tmp_path / "t.db", lease_wait=0)
+
+    async def turn() -> None:
+        async with store.lease("t"):
+            await asyncio.sleep(0)
+
+    try:
+        for _ in range(20):
+            task = asyncio.create_task(turn())
+            await asyncio.sleep(0)  # the lease's write is now in its worker thread
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            async with other.lease("t"):  # ThreadBusyError if the cancelled take kept it
+                pass
+    finally:
+        await store.aclose()
+        await other.aclose()

@@ -80,12 +80,13 @@ async def held_lease(
     :class:`ThreadBusyError` is raised. While the body runs, ``renew`` extends it every
     ``ttl / 3`` seconds (a failed renewal is retried at the next tick; a lease another owner took
     over is not renewed again). On exit ``release`` frees it (waiting at most 5 s); if that
-    fails the lease simply expires.
+    fails the lease simply expires. A cancellation that lands while ``acquire`` runs also
+    releases, since a store whose writes settle may have taken the lease by then.
     """
     owner = new_id()
     started = time.monotonic()
     delay = 0.01
-    while not await acquire(thread_id, owner):
+    while not await _take(thread_id, owner, acquire, release):
         remaining = wait - (time.monotonic() - started)
         if remaining <= 0:
             raise ThreadBusyError(thread_id, wait)
@@ -101,6 +102,22 @@ async def held_lease(
         await asyncio.wait([heartbeat], timeout=_STOP_S)
         with contextlib.suppress(Exception):
             await asyncio.wait_for(release(thread_id, owner), _STOP_S)
+
+
+async def _take(
+    thread_id: str,
+    owner: str,
+    acquire: Callable[[str, str], Awaitable[bool]],
+    release: Callable[[str, str], Awaitable[None]],
+) -> bool:
+    """``acquire``; if cancelled meanwhile, free what it may have taken (bounded, best effort)
+    before the cancellation goes on: a store's writes settle, so the row can be in."""
+    try:
+        return await acquire(thread_id, owner)
+    except asyncio.CancelledError:
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(release(thread_id, owner), _STOP_S)
+        raise
 
 
 async def _keep_renewed(

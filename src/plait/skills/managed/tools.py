@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from plait.errors import ToolError
 from plait.middleware.context import DispatchContext
-from plait.sandbox import BubblewrapSandbox, Sandbox, UnsandboxedRunner
+from plait.sandbox import KILL_GRACE_SECONDS, BubblewrapSandbox, Sandbox, UnsandboxedRunner
 from plait.skills.managed.errors import (
     ManagerError,
     SkillGateDenied,
@@ -101,6 +101,7 @@ class SkillOwnedTool(Tool):
         metadata = {**d.metadata, "skill": record.name, "skill_version": record.version}
         super().__init__(ToolDefinition(d.name, d.description, d.parameters, metadata))
         self.inner = inner
+        self.timeout = inner.timeout  # the tool's own deadline, not the agent-wide default
         self.record = record
         self.gate = gate
         self.owner = owner
@@ -148,8 +149,14 @@ def script_tool(record: LoadedSkill, path: str, config: ScriptConfig, name: str)
         f"and the combined stdout/stderr (at most {config.max_output_bytes} bytes). "
         f"timeout_seconds defaults to {config.timeout:g} (max {config.max_timeout:g})."
     )
+    # The script's own deadline (timeout_seconds, at most max_timeout, then the kill) governs
+    # it, so the agent-wide Limits.tool_timeout does not cut a run the model was allowed.
     return FunctionTool(
-        run, name=name, description=description, metadata={"sandbox": config.sandbox.name}
+        run,
+        name=name,
+        description=description,
+        metadata={"sandbox": config.sandbox.name},
+        timeout=config.max_timeout + 2 * KILL_GRACE_SECONDS,
     )
 
 
