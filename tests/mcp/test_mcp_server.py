@@ -8,9 +8,8 @@ import sys
 from typing import Any
 
 import pytest
-from mcp_server import STDIO
+from mcp_server import STDIO, HttpServerProcess
 
-from conftest import HttpServerProcess
 from plait.errors import ToolError, ToolTimeoutError
 from plait.mcp import McpConfigError, McpServer
 

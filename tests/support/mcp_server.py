@@ -9,9 +9,12 @@ from __future__ import annotations
 import asyncio
 import base64
 import os
+import socket
+import subprocess
 import sys
 import time
 
+import httpx
 from mcp.server.fastmcp import Context, FastMCP, Image
 from mcp.types import (
     EmbeddedResource,
@@ -127,6 +130,48 @@ async def grow(ctx: Context) -> str:  # type: ignore[type-arg]
     server.add_tool(extra)
     await ctx.session.send_tool_list_changed()
     return "grown"
+
+
+HTTP_START_TIMEOUT = 30.0
+"""Seconds a test waits for the HTTP server to answer."""
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+class HttpServerProcess:
+    """A FastMCP HTTP server process on a fixed port that a test can kill and start again."""
+
+    def __init__(self) -> None:
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}/mcp"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, __file__, "http", str(self.port)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + HTTP_START_TIMEOUT
+        while True:
+            try:
+                httpx.get(self.url, timeout=1.0)
+                return
+            except httpx.TransportError:
+                if self.process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("the test MCP HTTP server did not start") from None
+                time.sleep(0.1)
+
+    def kill(self) -> None:
+        if self.process is not None:
+            self.process.kill()
+            self.process.wait(timeout=10)
+            self.process = None
 
 
 def main() -> None:
