@@ -16,6 +16,7 @@ from typing import Any, NoReturn
 import typer
 from rich.console import Console
 from rich.markup import escape
+from rich.text import Text
 
 from plait.context import ContextOverflowRecovered, HistorySummarized, ResultEvicted
 from plait.guards import RepetitionDetected, ToolCallRejected
@@ -40,14 +41,20 @@ from plait.skills.disclosure import (
 )
 from plait.skills.managed import SkillLoaded, SkillUnloaded
 
-__all__ = ["EventPrinter", "JsonEventWriter", "fail", "report_error", "short"]
+__all__ = ["EventPrinter", "JsonEventWriter", "fail", "report_error", "report_note", "short"]
 
 _QUIET = (TurnStarted, ModelRequestSent, ModelResponseReceived, DispatchFinished, TurnFinished)
 
 
 def report_error(message: str) -> None:
-    """Print ``message`` in red on standard error (where a shell user expects errors)."""
-    Console(stderr=True, highlight=False).print(f"[red]{escape(message)}[/red]")
+    """Print ``message`` in red on standard error (where a shell user expects errors), as
+    written: never read as markup or emoji codes (a server's ``:x:`` stays ``:x:``)."""
+    Console(stderr=True, highlight=False, emoji=False).print(Text(message, style="red"))
+
+
+def report_note(message: str) -> None:
+    """Print ``message`` in yellow on standard error, as written."""
+    Console(stderr=True, highlight=False, emoji=False).print(Text(message, style="yellow"))
 
 
 def fail(message: str, code: int = 1) -> NoReturn:

@@ -1,31 +1,53 @@
-"""``plait run`` (one turn) and ``plait chat`` (an interactive session)."""
+"""``plait run`` (one turn) and ``plait chat`` (an interactive session).
+
+Settings come from the flags, then the config files and environment (:mod:`plait.cli.config`);
+what the terminal shows while a turn runs is :mod:`plait.cli.display`'s.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.markup import escape
+from rich.text import Text
 
-from plait.cli.agents import (
-    DEFAULT_SYSTEM_PROMPT,
-    AgentOptions,
-    Closer,
-    Mode,
-    build_agent,
-    choose_model,
-)
-from plait.cli.console import EventPrinter, JsonEventWriter, fail, report_error
-from plait.errors import ConfigurationError, PlaitError
+from plait.cli.agents import AgentOptions, Closer, Mode, build_agent
+from plait.cli.console import JsonEventWriter, fail, report_error, report_note, short
+from plait.cli.display import TurnDisplay, make_console
+from plait.cli.options import Flags, Resolved, agent_options, merged_settings
+from plait.errors import ConfigurationError, ContextOverflowError, PlaitError
 from plait.messages import new_id
+from plait.models.registry import MODEL_SPEC_FORMS
 from plait.runtime.agent import Agent
 from plait.skills.sources import SKILL_FILE_NAMES
 
-__all__ = ["UnknownThread", "chat", "check_skills_folders", "run"]
+__all__ = [
+    "THREAD_INFO_KEY",
+    "NoThreadToContinue",
+    "UnknownThread",
+    "chat",
+    "check_skills_folders",
+    "run",
+]
+
+
+THREAD_INFO_KEY = "plait_cli"
+"""Thread state the CLI writes at each turn: ``{"model": spec, "updated": ISO time}``, which
+``plait threads list`` shows."""
+
+
+class NoThreadToContinue(ConfigurationError):
+    """``-c/--continue`` with no thread in the store yet."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "There is no conversation to continue yet. Leave out -c/--continue to start one."
+        )
 
 
 class UnknownThread(ConfigurationError):
@@ -42,18 +64,35 @@ class UnknownThread(ConfigurationError):
 
 SkillsOption = Annotated[
     list[Path] | None,
-    typer.Option("--skills", help="A skills folder (repeatable); earlier folders win clashes."),
+    typer.Option(
+        "--skills",
+        help="A skills folder (repeatable), before the configured and standard ones; earlier "
+        "folders win name clashes.",
+    ),
+]
+NoDefaultSkillsOption = Annotated[
+    bool,
+    typer.Option(
+        "--no-default-skills",
+        help="Skip the standard folders (./.agents/skills, ./.claude/skills, ~/.agents/skills, "
+        "~/.claude/skills, $PLAIT_HOME/skills).",
+    ),
 ]
 ModelOption = Annotated[
     str | None,
     typer.Option(
         "--model",
-        help="openai:<model>, anthropic:<model> or openai-compatible:<model>@<base_url>. "
-        "Default: $PLAIT_MODEL, else whichever of OPENAI_API_KEY / ANTHROPIC_API_KEY is set.",
+        help="The model, one of:\n\n"
+        + "\n\n".join(f"{form}" for form in MODEL_SPEC_FORMS)
+        + "\n\nDefault: model in plait.toml, $PLAIT_MODEL, else whichever of OPENAI_API_KEY / "
+        "ANTHROPIC_API_KEY is set.",
     ),
 ]
 ModeOption = Annotated[
-    Mode, typer.Option("--mode", help="disclosure: catalog + read_file; managed: load_skill.")
+    Mode | None,
+    typer.Option(
+        "--mode", help="disclosure: catalog + read_file; managed: load_skill. Default: disclosure."
+    ),
 ]
 ThreadOption = Annotated[
     str | None,
@@ -61,8 +100,11 @@ ThreadOption = Annotated[
         "--thread", help="Continue this existing thread (see: plait threads list). Default: new."
     ),
 ]
+ContinueOption = Annotated[
+    bool, typer.Option("--continue", "-c", help="Continue the most recent thread.")
+]
 StoreOption = Annotated[
-    Path | None,
+    str | None,
     typer.Option("--store", help="SQLite file for threads (default: the user data directory)."),
 ]
 ScriptsOption = Annotated[
@@ -70,11 +112,25 @@ ScriptsOption = Annotated[
     typer.Option("--allow-scripts", help="Managed mode: let skills' scripts/ run as tools."),
 ]
 TokensOption = Annotated[
-    int, typer.Option("--max-input-tokens", min=1, help="Summarize history beyond this budget.")
+    int | None,
+    typer.Option(
+        "--max-input-tokens", min=1, help="Summarize history beyond this budget. Default: 100000."
+    ),
 ]
 SystemOption = Annotated[
     str | None,
     typer.Option("--system-prompt", help="The agent's system prompt (default: a generic one)."),
+]
+TimeoutOption = Annotated[
+    float | None,
+    typer.Option(
+        "--timeout",
+        min=0.001,
+        help="Seconds one model call may take, retries included (default: 600).",
+    ),
+]
+PlainOption = Annotated[
+    bool, typer.Option("--plain", help="Print answers as plain text, not rendered Markdown.")
 ]
 VerboseOption = Annotated[bool, typer.Option("--verbose", "-v", help="Show every event.")]
 JsonOption = Annotated[
@@ -82,33 +138,24 @@ JsonOption = Annotated[
 ]
 
 
-def _options(
-    model: str | None,
-    skills: list[Path] | None,
-    mode: Mode,
-    store: Path | None,
-    allow_scripts: bool,
-    max_input_tokens: int,
-    system_prompt: str | None,
-    console: Console,
-) -> AgentOptions:
+def _resolve(flags: Flags, display: TurnDisplay | None) -> Resolved:
+    """The merged settings turned into the agent's options; a bad config, a missing provider or
+    a missing skills folder is a message and exit 2."""
     try:
-        chosen = choose_model(model)
+        settings = merged_settings(flags)
+        resolved = agent_options(settings, on_retry=display.retry if display else None)
     except ConfigurationError as exc:
         fail(str(exc), 2)
-    check_skills_folders(skills or [], console)
-    return AgentOptions(
-        model=chosen,
-        skills=skills or [],
-        mode=mode,
-        store=store,
-        allow_scripts=allow_scripts,
-        max_input_tokens=max_input_tokens,
-        system_prompt=DEFAULT_SYSTEM_PROMPT if system_prompt is None else system_prompt,
-    )
+    check_skills_folders(list(resolved.options.skills))
+    if resolved.mcp:
+        names = ", ".join(sorted(resolved.mcp))
+        report_note(
+            f"MCP servers configured ({names}) are not connected: this plait has no MCP support."
+        )
+    return resolved
 
 
-def check_skills_folders(folders: list[Path], console: Console) -> None:
+def check_skills_folders(folders: list[Path]) -> None:
     """Exit 2 with a message unless every path is a folder or a SKILL.md file."""
     for folder in folders:
         if not folder.exists():
@@ -123,27 +170,40 @@ def check_skills_folders(folders: list[Path], console: Console) -> None:
 
 def _thread_line(console: Console, text: str) -> None:
     """One dim line naming the thread; never wrapped inside the id, so it can be copied."""
-    console.print(f"[dim]{escape(text)}[/dim]", soft_wrap=True)
+    console.print(Text(text, style="dim"), soft_wrap=True)
 
 
-async def _open(options: AgentOptions, thread: str | None) -> tuple[Agent, list[Closer]]:
-    """:func:`build_agent`, then check that ``thread`` (when given) exists; on failure, close
-    what was built and raise (:class:`UnknownThread`, or the store's error)."""
+async def _open(
+    options: AgentOptions, thread: str | None, latest: bool
+) -> tuple[Agent, list[Closer], str | None]:
+    """:func:`build_agent`, then the thread to continue: ``thread`` (which must exist), the most
+    recent one when ``latest``, else ``None`` (a new thread). On failure, close what was built
+    and raise (:class:`UnknownThread`, :class:`NoThreadToContinue`, or the store's error)."""
     agent, closers = await build_agent(options)
     try:
         if thread is not None and (await agent.store.load(thread)).version == 0:
             raise UnknownThread(thread)
+        if latest:
+            threads = await agent.store.list_threads()
+            if not threads:
+                raise NoThreadToContinue()
+            thread = threads[0]
     except BaseException:
         await _close(agent, closers)
         raise
-    return agent, closers
+    return agent, closers, thread
 
 
 async def _turn(
-    agent: Agent, text: str, thread_id: str, printer: EventPrinter | JsonEventWriter
+    agent: Agent,
+    text: str,
+    thread_id: str,
+    printer: TurnDisplay | JsonEventWriter,
+    spec: str,
 ) -> None:
+    state = {THREAD_INFO_KEY: {"model": spec, "updated": datetime.now(UTC).isoformat()}}
     try:
-        async for event in agent.stream(text, thread_id=thread_id):
+        async for event in agent.stream(text, thread_id=thread_id, state=state):
             printer(event)
     finally:
         printer.finish()
@@ -154,90 +214,150 @@ async def _close(agent: Agent, closers: list[Closer]) -> None:
         await close()
 
 
+def _thread_choice(thread: str | None, continue_: bool) -> None:
+    if thread is not None and continue_:
+        fail("Give --thread ID or -c/--continue, not both.", 2)
+
+
+def _error_message(exc: PlaitError) -> str:
+    """The error as the person at the terminal can act on it (an overflow names CLI flags)."""
+    if isinstance(exc, ContextOverflowError):
+        return (
+            "The conversation no longer fits the model's context window, even after "
+            "summarizing. Start a new thread (leave out -c/--thread), lower --max-input-tokens "
+            "(or limits.max_input_tokens in plait.toml), or choose a model with a larger window "
+            f"(--model). The provider said: {short(str(exc), 300)}"
+        )
+    return str(exc)
+
+
 def run(
     task: Annotated[str, typer.Argument(help="What the agent should do.")],
     skills: SkillsOption = None,
+    no_default_skills: NoDefaultSkillsOption = False,
     model: ModelOption = None,
-    mode: ModeOption = Mode.DISCLOSURE,
+    mode: ModeOption = None,
     thread: ThreadOption = None,
+    continue_: ContinueOption = False,
     store: StoreOption = None,
     allow_scripts: ScriptsOption = False,
-    max_input_tokens: TokensOption = 100_000,
+    max_input_tokens: TokensOption = None,
     system_prompt: SystemOption = None,
+    timeout: TimeoutOption = None,
+    plain: PlainOption = False,
     verbose: VerboseOption = False,
     json_lines: JsonOption = False,
 ) -> None:
     """Run one turn: stream the answer and show tool calls, skills and context events."""
-    console = Console(highlight=False)
+    console = make_console()
     if not task.strip():
         fail("The task is empty: say what the agent should do.", 2)
-    options = _options(
-        model, skills, mode, store, allow_scripts, max_input_tokens, system_prompt, console
+    _thread_choice(thread, continue_)
+    flags = Flags(
+        model,
+        skills or [],
+        no_default_skills,
+        mode,
+        store,
+        allow_scripts,
+        max_input_tokens,
+        system_prompt,
+        timeout,
+        plain,
     )
+    display = None if json_lines else TurnDisplay(console, verbose=verbose)
+    resolved = _resolve(flags, display)
+    if display is not None:
+        display.markdown = display.live and not resolved.plain
+        display.price = resolved.price
+    printer: TurnDisplay | JsonEventWriter = display or JsonEventWriter()
     thread_id = thread or new_id()
 
-    printer = JsonEventWriter() if json_lines else EventPrinter(console, verbose=verbose)
-
     async def main() -> None:
-        agent, closers = await _open(options, thread or None)
+        nonlocal thread_id
+        agent, closers, found = await _open(resolved.options, thread, continue_)
+        thread_id = found or thread_id
         try:
-            await _turn(agent, task, thread_id, printer)
+            await _turn(agent, task, thread_id, printer, resolved.spec)
         finally:
             await _close(agent, closers)
 
     try:
         asyncio.run(main())
-    except UnknownThread as exc:
+    except (UnknownThread, NoThreadToContinue) as exc:
         fail(str(exc), 2)
     except PlaitError as exc:
-        report_error(str(exc))
+        report_error(_error_message(exc))
         _thread_line(console, f"thread: {thread_id}")
         raise typer.Exit(1) from None
     except KeyboardInterrupt:
-        console.print("[yellow](cancelled; what was already saved is kept)[/yellow]")
-        _thread_line(console, f"thread: {thread_id} (continue with --thread {thread_id})")
+        console.print(Text("(cancelled; what was already saved is kept)", style="yellow"))
+        _thread_line(console, f"thread: {thread_id} (continue with -c or --thread {thread_id})")
         raise typer.Exit(130) from None
     if isinstance(printer, JsonEventWriter):
         printer.emit({"type": "thread", "thread_id": thread_id})
         return
-    _thread_line(console, f"thread: {thread_id} (continue with --thread {thread_id})")
+    _thread_line(console, f"thread: {thread_id} (continue with -c or --thread {thread_id})")
 
 
 def chat(
     skills: SkillsOption = None,
+    no_default_skills: NoDefaultSkillsOption = False,
     model: ModelOption = None,
-    mode: ModeOption = Mode.DISCLOSURE,
+    mode: ModeOption = None,
     thread: ThreadOption = None,
+    continue_: ContinueOption = False,
     store: StoreOption = None,
     allow_scripts: ScriptsOption = False,
-    max_input_tokens: TokensOption = 100_000,
+    max_input_tokens: TokensOption = None,
     system_prompt: SystemOption = None,
+    timeout: TimeoutOption = None,
+    plain: PlainOption = False,
     verbose: VerboseOption = False,
 ) -> None:
     """An interactive session. Ctrl-C cancels the running turn; Ctrl-D or /exit ends the session."""
-    console = Console(highlight=False)
-    options = _options(
-        model, skills, mode, store, allow_scripts, max_input_tokens, system_prompt, console
+    console = make_console()
+    _thread_choice(thread, continue_)
+    flags = Flags(
+        model,
+        skills or [],
+        no_default_skills,
+        mode,
+        store,
+        allow_scripts,
+        max_input_tokens,
+        system_prompt,
+        timeout,
+        plain,
     )
-    thread_id = thread or new_id()
-    printer = EventPrinter(console, verbose=verbose)
+    display = TurnDisplay(console, verbose=verbose)
+    resolved = _resolve(flags, display)
+    display.markdown = display.live and not resolved.plain
+    display.price = resolved.price
     with contextlib.suppress(ImportError):
         import readline  # noqa: F401  (line editing and history for input())
     with asyncio.Runner() as runner:
         try:
-            agent, closers = runner.run(_open(options, thread or None))
+            agent, closers, found = runner.run(_open(resolved.options, thread, continue_))
         except PlaitError as exc:
-            fail(str(exc), 2 if isinstance(exc, UnknownThread) else 1)
+            expected = isinstance(exc, UnknownThread | NoThreadToContinue)
+            fail(str(exc), 2 if expected else 1)
+        thread_id = found or new_id()
         _thread_line(console, f"plait chat — thread {thread_id}. Ctrl-D or /exit to leave.")
         try:
-            _chat_loop(runner, agent, thread_id, printer, console)
+            _chat_loop(runner, agent, thread_id, display, console, resolved.spec)
         finally:
             runner.run(_close(agent, closers))
     _thread_line(console, f"thread: {thread_id}")
 
 
 def _chat_loop(
-    runner: asyncio.Runner, agent: Agent, thread_id: str, printer: EventPrinter, console: Console
+    runner: asyncio.Runner,
+    agent: Agent,
+    thread_id: str,
+    display: TurnDisplay,
+    console: Console,
+    spec: str,
 ) -> None:
     while True:
         try:
@@ -253,8 +373,8 @@ def _chat_loop(
         if not text:
             continue
         try:
-            runner.run(_turn(agent, text, thread_id, printer))
+            runner.run(_turn(agent, text, thread_id, display, spec))
         except KeyboardInterrupt:
-            console.print("[yellow](turn cancelled; what was already saved is kept)[/yellow]")
+            console.print(Text("(turn cancelled; what was already saved is kept)", style="yellow"))
         except PlaitError as exc:
-            report_error(str(exc))
+            report_error(_error_message(exc))
