@@ -97,7 +97,7 @@ def show(
         return
     console = Console(highlight=False, emoji=False)
     files = ", ".join(map(str, settings.files)) or "none found"
-    console.print(Text(f"config files: {files}", style="dim"))
+    console.print(Text(f"config files: {files}", style="dim"), soft_wrap=True)
     for key, value, origin in rows:
         line = Text(f"{key} = ")
         line.append(json.dumps(value, default=str, ensure_ascii=False))

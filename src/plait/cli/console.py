@@ -49,12 +49,17 @@ _QUIET = (TurnStarted, ModelRequestSent, ModelResponseReceived, DispatchFinished
 def report_error(message: str) -> None:
     """Print ``message`` in red on standard error (where a shell user expects errors), as
     written: never read as markup or emoji codes (a server's ``:x:`` stays ``:x:``)."""
-    Console(stderr=True, highlight=False, emoji=False).print(Text(message, style="red"))
+    # soft_wrap: the terminal wraps, so a long path or URL is never cut in two by a newline.
+    Console(stderr=True, highlight=False, emoji=False).print(
+        Text(message, style="red"), soft_wrap=True
+    )
 
 
 def report_note(message: str) -> None:
     """Print ``message`` in yellow on standard error, as written."""
-    Console(stderr=True, highlight=False, emoji=False).print(Text(message, style="yellow"))
+    Console(stderr=True, highlight=False, emoji=False).print(
+        Text(message, style="yellow"), soft_wrap=True
+    )
 
 
 def fail(message: str, code: int = 1) -> NoReturn:
