@@ -120,6 +120,11 @@ class TurnDisplay:
             self.printer.finish()
             self.console.print(Text(usage_line(event.usage, self.price), style="dim"))
 
+    @property
+    def spinning(self) -> bool:
+        """Whether the spinner is showing (only ever on a terminal)."""
+        return self._status is not None
+
     def retry(self, notice: RetryNotice) -> None:
         """One yellow line for a retry of the model call; the spinner resumes after it."""
         spinning = self._status is not None

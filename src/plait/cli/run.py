@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.text import Text
 
 from plait.cli.agents import AgentOptions, Closer, Mode, build_agent
-from plait.cli.console import JsonEventWriter, fail, report_error, report_note, short
+from plait.cli.console import JsonEventWriter, fail, report_error, report_note
 from plait.cli.display import TurnDisplay, make_console
 from plait.cli.options import Flags, Resolved, agent_options, merged_settings
 from plait.errors import ConfigurationError, ContextOverflowError, PlaitError
@@ -27,6 +27,7 @@ from plait.runtime.agent import Agent
 from plait.skills.sources import SKILL_FILE_NAMES
 
 __all__ = [
+    "MODEL_EPILOG",
     "THREAD_INFO_KEY",
     "NoThreadToContinue",
     "UnknownThread",
@@ -82,10 +83,8 @@ ModelOption = Annotated[
     str | None,
     typer.Option(
         "--model",
-        help="The model, one of:\n\n"
-        + "\n\n".join(f"{form}" for form in MODEL_SPEC_FORMS)
-        + "\n\nDefault: model in plait.toml, $PLAIT_MODEL, else whichever of OPENAI_API_KEY / "
-        "ANTHROPIC_API_KEY is set.",
+        help="The model: a spec, in one of the forms listed below. Default: model in plait.toml, "
+        "$PLAIT_MODEL, else whichever of OPENAI_API_KEY / ANTHROPIC_API_KEY is set.",
     ),
 ]
 ModeOption = Annotated[
@@ -136,6 +135,14 @@ VerboseOption = Annotated[bool, typer.Option("--verbose", "-v", help="Show every
 JsonOption = Annotated[
     bool, typer.Option("--json", help="Write every event as a JSON line instead (for scripts).")
 ]
+
+
+MODEL_EPILOG = "--model spec forms:\n\n" + "\n\n".join(
+    f"  {form}"
+    for form in (*MODEL_SPEC_FORMS, "e.g. openai-compatible:llama3.1@http://localhost:11434/v1")
+)
+"""The end of ``run --help`` / ``chat --help``: every model spec form on its own line, whole at 80
+columns (an option's help column is too narrow for them)."""
 
 
 def _resolve(flags: Flags, display: TurnDisplay | None) -> Resolved:
@@ -226,7 +233,7 @@ def _error_message(exc: PlaitError) -> str:
             "The conversation no longer fits the model's context window, even after "
             "summarizing. Start a new thread (leave out -c/--thread), lower --max-input-tokens "
             "(or limits.max_input_tokens in plait.toml), or choose a model with a larger window "
-            f"(--model). The provider said: {short(str(exc), 300)}"
+            "(--model)."
         )
     return str(exc)
 
