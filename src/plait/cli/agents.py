@@ -25,7 +25,7 @@ from plait.errors import ConfigurationError
 from plait.middleware.base import Middleware
 from plait.models.base import Model
 from plait.models.registry import MODEL_SPEC_FORMS, resolve_model
-from plait.runtime.agent import Agent
+from plait.runtime.agent import Agent, Limits
 from plait.skills import FilesystemSource
 from plait.stores.sqlite import SQLiteThreadStore
 
@@ -111,6 +111,7 @@ class AgentOptions:
     max_input_tokens: int = 100_000
     evict_over_tokens: int = 2_000
     allow_scripts: bool = False
+    limits: Limits | None = None
     extra_middleware: list[Middleware] = field(default_factory=list)
 
 
@@ -148,6 +149,7 @@ async def build_agent(options: AgentOptions) -> tuple[Agent, list[Closer]]:
         middleware=middleware,
         system_prompt=options.system_prompt,
         store=store,
+        limits=options.limits,
     )
     aclose = getattr(options.model, "aclose", None)
     if aclose is not None:

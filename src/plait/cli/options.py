@@ -22,6 +22,7 @@ from plait.pricing import PRICES, Price, price_for
 if TYPE_CHECKING:
     from plait.models.base import Model
     from plait.models.retrying import RetryNotice
+    from plait.runtime.agent import Limits
 
 __all__ = ["Flags", "Resolved", "agent_options", "merged_settings", "model_spec"]
 
@@ -122,9 +123,10 @@ def agent_options(
         model=chosen,
         skills=[folder.path for folder in folders],
         mode=Mode(settings.get("mode")),
-        store=settings.get("store"),
+        store=_store(settings.get("store")),
         allow_scripts=bool(settings.get("allow_scripts")),
         max_input_tokens=int(settings.get("limits.max_input_tokens")),
+        limits=_limits(settings),
         system_prompt=DEFAULT_SYSTEM_PROMPT if prompt is None else prompt,
     )
     return Resolved(
@@ -135,6 +137,18 @@ def agent_options(
         plain=bool(settings.get("plain")),
         mcp=settings.section("mcp"),
     )
+
+
+def _store(value: str | None) -> Path | None:
+    return None if value is None else Path(value)
+
+
+def _limits(settings: Settings) -> Limits | None:
+    """``[limits]`` as the agent's :class:`~plait.runtime.agent.Limits` (``None``: defaults)."""
+    from plait.runtime.agent import Limits
+
+    calls = settings.get("limits.model_calls_per_turn")
+    return None if calls is None else Limits(model_calls_per_turn=calls)
 
 
 def _resolve(resolve_model: Callable[..., Model], spec: str, timeout: float | None) -> Model:
