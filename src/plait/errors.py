@@ -19,7 +19,43 @@ __all__ = [
     "ToolExecutionError",
     "ToolResolutionError",
     "TurnAborted",
+    "clipped",
+    "quoted",
 ]
+
+MAX_QUOTED_CHARS = 200
+"""How many characters of an outside value (a tool name, arguments, a path, a skill name from the
+model) an error message repeats, by default."""
+
+
+def clipped(text: str, limit: int = MAX_QUOTED_CHARS) -> str:
+    """``text`` itself if it has at most ``limit`` characters, else its first ``limit``
+    characters followed by ``…(+N characters)``. ``limit`` below 1 is treated as 1."""
+    limit = max(1, limit)
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}…(+{len(text) - limit} characters)"
+
+
+def quoted(value: object, limit: int = MAX_QUOTED_CHARS) -> str:
+    """``value`` quoted for an error message, showing at most ``limit`` of its characters.
+
+    A string is quoted as ``repr`` would; any other value is converted with ``str`` first. Text
+    longer than ``limit`` keeps its first ``limit`` characters, quoted, followed by
+    ``…(+N characters)``, so a message never repeats megabytes a model sent. Escapes added by
+    ``repr`` (``\\x00``, ``\\ud800``) apply to the kept characters only, so the result has at
+    most ``4 * limit + 30`` characters. ``limit`` below 1 is treated as 1.
+    """
+    text = value if isinstance(value, str) else str(value)
+    limit = max(1, limit)
+    if len(text) <= limit:
+        return repr(text)
+    return f"{text[:limit]!r}…(+{len(text) - limit} characters)"
+
+
+_MAX_PROBLEMS = 10
+_MAX_PROBLEM_CHARS = 2 * MAX_QUOTED_CHARS
+_MAX_ERROR_CHARS = 1000
 
 
 class PlaitError(Exception):
@@ -41,7 +77,7 @@ class ToolResolutionError(PlaitError):
         self.name = name
         self.available = sorted(available)
         listed = ", ".join(self.available) if self.available else "(none)"
-        super().__init__(f"Unknown tool {name!r}. Available tools: {listed}.")
+        super().__init__(f"Unknown tool {quoted(name)}. Available tools: {listed}.")
 
 
 class ToolArgumentsError(PlaitError):
@@ -50,17 +86,19 @@ class ToolArgumentsError(PlaitError):
     def __init__(self, tool: str, problems: list[str]) -> None:
         self.tool = tool
         self.problems = problems
-        detail = "; ".join(problems)
+        shown = [clipped(problem, _MAX_PROBLEM_CHARS) for problem in problems[:_MAX_PROBLEMS]]
+        if len(problems) > _MAX_PROBLEMS:
+            shown.append(f"and {len(problems) - _MAX_PROBLEMS} more problems")
+        detail = "; ".join(shown)
         super().__init__(
-            f"Invalid arguments for tool {tool!r}: {detail}. "
+            f"Invalid arguments for tool {quoted(tool)}: {detail}. "
             "Call the tool again with arguments that match its schema."
         )
 
     @classmethod
     def not_an_object(cls, tool: str, raw: str) -> ToolArgumentsError:
         """The error for argument text that is not a JSON object (quoted, bounded)."""
-        shown = raw if len(raw) <= 200 else raw[:200] + "…"
-        return cls(tool, [f"arguments are not a JSON object: {shown!r}"])
+        return cls(tool, [f"arguments are not a JSON object: {quoted(raw)}"])
 
 
 class ToolError(PlaitError):
@@ -78,7 +116,10 @@ class ToolExecutionError(PlaitError):
     def __init__(self, tool: str, error: BaseException) -> None:
         self.tool = tool
         self.error = error
-        super().__init__(f"Tool {tool!r} failed: {type(error).__name__}: {error}")
+        super().__init__(
+            f"Tool {quoted(tool)} failed: {type(error).__name__}: "
+            f"{clipped(str(error), _MAX_ERROR_CHARS)}"
+        )
 
 
 class TurnAborted(PlaitError):

@@ -12,9 +12,23 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from plait.errors import PlaitError
+from plait.errors import PlaitError, quoted
 
-__all__ = ["PathEscapeError", "confine", "normalize_virtual_path"]
+__all__ = [
+    "MAX_PATH_CHARS",
+    "MAX_PATH_DEPTH",
+    "PathEscapeError",
+    "confine",
+    "normalize_virtual_path",
+]
+
+MAX_PATH_DEPTH = 128
+"""The most segments a virtual path may have (``a/b/c`` has 3). Deeper paths are refused before
+any filesystem sees them: walking thousands of levels overflows recursive directory code."""
+
+MAX_PATH_CHARS = 16_384
+"""The longest virtual path accepted, in characters. A filesystem may refuse shorter ones
+(Linux's ``PATH_MAX`` is 4096 bytes); backends report that as their own error."""
 
 
 class PathEscapeError(PlaitError, ValueError):
@@ -24,7 +38,7 @@ class PathEscapeError(PlaitError, ValueError):
         self.path = path
         self.reason = reason
         super().__init__(
-            f"Path {path!r} is not allowed: {reason}. Use a path relative to the root, "
+            f"Path {quoted(path)} is not allowed: {reason}. Use a path relative to the root, "
             "without '..' segments."
         )
 
@@ -33,15 +47,21 @@ def normalize_virtual_path(path: str) -> str:
     """Canonical form of a root-relative POSIX path.
 
     A leading ``/`` is accepted and dropped (``/a/b`` means ``a/b`` under the root); backslashes
-    are treated as separators. ``..`` anywhere, NUL bytes and an empty path are refused.
+    are treated as separators. ``..`` anywhere, NUL bytes, an empty path, a path longer than
+    :data:`MAX_PATH_CHARS` characters and one deeper than :data:`MAX_PATH_DEPTH` segments are
+    refused with :class:`PathEscapeError`.
     """
     if "\x00" in path:
         raise PathEscapeError(path, "it contains a NUL byte")
+    if len(path) > MAX_PATH_CHARS:
+        raise PathEscapeError(path, f"it is longer than {MAX_PATH_CHARS} characters")
     parts = [p for p in path.replace("\\", "/").split("/") if p not in ("", ".")]
     if any(p == ".." for p in parts):
         raise PathEscapeError(path, "it contains a '..' segment")
     if not parts:
         raise PathEscapeError(path, "it is empty")
+    if len(parts) > MAX_PATH_DEPTH:
+        raise PathEscapeError(path, f"it is nested deeper than {MAX_PATH_DEPTH} levels")
     return "/".join(parts)
 
 

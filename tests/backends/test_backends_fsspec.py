@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+import tempfile
 import uuid
 from pathlib import Path
 from typing import Any
@@ -11,7 +13,7 @@ from typing import Any
 import fsspec
 import pytest
 
-from plait.backends import BackendError, FsspecBackend
+from plait.backends import BackendError, FsspecBackend, LocalBackend
 from plait.paths import PathEscapeError
 
 
@@ -139,3 +141,60 @@ async def test_backends_on_different_roots_do_not_see_each_other() -> None:
     await first.write("only-here", "x")
     assert await second.ls() == []
     assert not await second.exists("only-here")
+
+
+@pytest.mark.parametrize("depth", [129, 3000])
+async def test_a_path_nested_thousands_deep_is_a_typed_error(tmp_path: Path, depth: int) -> None:
+    deep = "/".join(["a"] * depth)
+    for backend in (FsspecBackend(memory_url()), FsspecBackend(f"file://{tmp_path}")):
+        with pytest.raises(PathEscapeError, match=r"nested deeper than 128|longer than 16384"):
+            await backend.write(deep, "x")
+        with pytest.raises(PathEscapeError, match=r"nested deeper than 128|longer than 16384"):
+            await backend.read(deep)
+        with pytest.raises(PathEscapeError, match=r"nested deeper than 128|longer than 16384"):
+            await backend.ls(deep)
+    assert names(tmp_path) == []
+
+
+async def test_a_path_128_levels_deep_still_works(tmp_path: Path) -> None:
+    deep = "/".join(["a"] * 128)
+    backend = FsspecBackend(f"file://{tmp_path}")
+    await backend.write(deep, "x")
+    assert await backend.read(deep) == "x"
+    assert await backend.ls() == [deep]
+
+
+@pytest.mark.parametrize("kind", ["fsspec", "local"])
+async def test_a_tree_nested_thousands_deep_under_the_root_is_a_backend_error(kind: str) -> None:
+    # Not under tmp_path: pytest's own cleanup (shutil.rmtree) would overflow on this tree.
+    tmp_path = Path(tempfile.mkdtemp())
+    fd = os.open(tmp_path, os.O_RDONLY)
+    try:
+        for _ in range(1500):  # made with dir_fd: the full path is longer than PATH_MAX
+            os.mkdir("d", dir_fd=fd)
+            inner = os.open("d", os.O_RDONLY, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+    finally:
+        os.close(fd)
+    try:
+        with pytest.raises(BackendError, match="nested too deep to walk"):
+            backend = (
+                FsspecBackend(f"file://{tmp_path}") if kind == "fsspec" else LocalBackend(tmp_path)
+            )
+            await backend.ls()
+    finally:
+        remove_chain(tmp_path / "d")
+        os.rmdir(tmp_path)
+
+
+def remove_chain(top: Path) -> None:
+    """Remove a chain of nested ``d`` folders one level at a time (shutil.rmtree recurses)."""
+    while top.exists():
+        inner = top / "d"
+        if inner.exists():
+            inner.rename(top.with_name("next"))
+            top.rmdir()
+            top.with_name("next").rename(top)
+        else:
+            top.rmdir()

@@ -236,3 +236,11 @@ async def test_a_page_near_the_end_of_a_big_file_is_read_without_loading_it_all(
         tracemalloc.stop()
     assert page == "end"
     assert peak < size // 2
+
+
+async def test_a_path_too_long_or_too_deep_is_refused_before_any_io(tmp_path: Path) -> None:
+    backend = LocalBackend(tmp_path / "root")
+    for path in ("/".join(["a"] * 5000), "b" * 20_000):
+        with pytest.raises(PathEscapeError, match=r"nested deeper|longer than 16384"):
+            await backend.write(path, "x")
+    assert not (tmp_path / "root").exists()

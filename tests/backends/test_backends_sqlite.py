@@ -84,3 +84,97 @@ async def test_a_failing_write_transaction_rolls_back_and_raises_unchanged(
     db.close()
     assert await backend.read("f") == "old"
     backend.close()
+
+
+def file_state(path: Path) -> tuple[bytes, list[str]]:
+    """The file's bytes and the names beside it (a WAL switch would add -wal/-shm files)."""
+    return path.read_bytes(), sorted(p.name for p in path.parent.iterdir())
+
+
+def make_db(path: Path, *statements: str) -> None:
+    conn = sqlite3.connect(path)
+    for statement in statements:
+        conn.execute(statement)
+    conn.commit()
+    conn.close()
+
+
+FOREIGN_FILES = {
+    "another application's tables": ("CREATE TABLE users (id INTEGER, name TEXT)",),
+    "a blobs table with other columns": ("CREATE TABLE blobs (path TEXT, data BLOB)",),
+    "another application id": (
+        "PRAGMA application_id = 1234",
+        "CREATE TABLE blobs (path TEXT PRIMARY KEY, content TEXT, updated_at REAL)",
+    ),
+    "a plait stamp on a table of other columns": (
+        "PRAGMA application_id = 1885692265",
+        "CREATE TABLE blobs (path TEXT, data BLOB)",
+    ),
+}
+
+
+@pytest.mark.parametrize("statements", FOREIGN_FILES.values(), ids=FOREIGN_FILES.keys())
+async def test_a_sqlite_file_that_is_not_plaits_is_refused_unchanged(
+    tmp_path: Path, statements: tuple[str, ...]
+) -> None:
+    path = tmp_path / "other.db"
+    make_db(path, *statements)
+    before = file_state(path)
+    backend = SQLiteBackend(path)
+    with pytest.raises(BackendError, match=r"is not a plait SQLite database.*left it unchanged"):
+        await backend.write("a", "x")
+    with pytest.raises(BackendError, match="is not a plait SQLite database"):
+        await backend.read("a")
+    backend.close()
+    assert file_state(path) == before
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
+    conn.close()
+
+
+async def test_a_plait_file_from_before_the_stamp_is_accepted_and_stamped(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    make_db(
+        path,
+        "CREATE TABLE blobs (path TEXT PRIMARY KEY, content TEXT NOT NULL, "
+        "updated_at REAL NOT NULL)",
+        "INSERT INTO blobs VALUES ('a', 'old text', 0)",
+    )
+    backend = SQLiteBackend(path)
+    assert await backend.read("a") == "old text"
+    backend.close()
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA application_id").fetchone()[0] == 0x706C6169
+    conn.close()
+
+
+async def test_a_store_and_a_backend_can_share_one_new_file(tmp_path: Path) -> None:
+    from plait.messages import UserMessage
+    from plait.stores import SQLiteThreadStore
+
+    path = tmp_path / "shared.db"
+    backend, store = SQLiteBackend(path), SQLiteThreadStore(path)
+    await backend.write("a", "blob")
+    await store.append("t", [UserMessage("hi")], expected_version=0)
+    assert await backend.read("a") == "blob"
+    assert [m.text for m in (await store.load("t")).messages] == ["hi"]
+    backend.close()
+    store.close()
+
+
+async def test_a_blob_over_the_value_limit_says_so_and_keeps_the_old_one(tmp_path: Path) -> None:
+    backend = SQLiteBackend(tmp_path / "b.db", max_value_bytes=1000)
+    await backend.write("a", "old")
+    with pytest.raises(BackendError) as raised:
+        await backend.write("a", "x" * 2000)
+    message = str(raised.value)
+    assert "larger than its limit of 1,000 bytes" in message
+    assert "damaged" not in message
+    assert await backend.read("a") == "old"
+    backend.close()
+
+
+@pytest.mark.parametrize("limit", [0, 2_000_000_000])
+def test_a_value_limit_outside_sqlites_range_is_refused(tmp_path: Path, limit: int) -> None:
+    with pytest.raises(BackendError, match="max_value_bytes must be between 1 and"):
+        SQLiteBackend(tmp_path / "b.db", max_value_bytes=limit)

@@ -157,9 +157,12 @@ async def test_read_tool_is_confined_to_this_threads_evicted_results() -> None:
     mw = ResultEvictionMiddleware(10, backend=backend)
     (tool,) = mw.tools()
     ctx = make_ctx("mine")
-    for path in ("secrets.txt", "large_tool_results/other/1-x", "large_tool_results/mine"):
+    for path in ("secrets.txt", "large_tool_results/other/1-x", "large_tool_results/other"):
         with pytest.raises(EvictedResultUnavailable):
             await read(tool, ctx, path=path)
+    assert await read(tool, ctx, path="large_tool_results/mine") == (
+        "[large_tool_results/mine: 0 files; read one by its path]\n(empty)"
+    )
     with pytest.raises(ValueError, match=r"\.\."):
         await read(tool, ctx, path="large_tool_results/mine/../../secrets.txt")
     with pytest.raises(EvictedResultUnavailable, match="retention"):

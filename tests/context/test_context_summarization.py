@@ -302,3 +302,63 @@ async def test_offload_failure_is_an_event_and_the_pass_still_happens() -> None:
     assert isinstance(request.messages[0], SystemMessage)
     (failed,) = [e for e in events if isinstance(e, HistoryOffloadFailed)]
     assert "bucket gone" in str(failed.error)
+
+
+@pytest.mark.parametrize("projected", [1, 3])
+async def test_keep_messages_counts_persisted_history_only_whatever_is_projected(
+    projected: int,
+) -> None:
+    history = conversation(6)
+    newest = UserMessage("the newest question")
+    history.append(newest)
+    bodies = [
+        UserMessage(f"skill body {i} " * 40, metadata={"source": "pinned_skill"})
+        for i in range(projected)
+    ]
+    summarizer = RecordingSummarizer()
+    ctx = make_ctx(history)
+    mw = SummarizationMiddleware(200, keep_messages=1, summarizer=summarizer)
+    request = await run(mw, ctx, extra=bodies)
+    assert request.messages[1:] == [newest, *bodies]
+    ((_, folded),) = summarizer.calls
+    assert newest not in folded
+    assert mw_record_covered(ctx) == len(history) - 1
+
+
+async def test_a_tool_result_read_this_dispatch_is_kept_with_its_call() -> None:
+    history = conversation(4)
+    call = AssistantMessage("", tool_calls=[ToolCall("c1", "load_skill", {"name": "pdf"})])
+    result = ToolMessage("c1", "load_skill", "Loaded skill 'pdf'.")
+    history += [UserMessage("use the pdf skill"), call, result]
+    body = UserMessage("PDF SKILL BODY " * 40, metadata={"source": "skill_body"})
+    ctx = make_ctx(history)
+    request = await run(SummarizationMiddleware(200, keep_messages=2), ctx, extra=[body])
+    assert request.messages[-3:] == [call, result, body]
+
+
+async def test_managed_mode_the_models_own_skill_body_read_reaches_it_unfolded() -> None:
+    from plait import Agent
+    from plait.skills import MemorySource
+    from plait.skills.managed import allow_all, create_skill_manager
+
+    body = "BODY-MARKER-77 follow these steps."
+    md = f"---\nname: pdf\ndescription: PDF work. Use for PDFs.\n---\n{body}\n"
+    manager = await create_skill_manager(
+        sources=[MemorySource({"pdf": {"SKILL.md": md}})], gate=allow_all
+    )
+    await manager.load("pdf")
+    model = ScriptedModel(
+        [f"answer {i} " + "a" * 400 for i in range(4)]
+        + [ToolCall("c1", "read_skill_body", {"handle": "pdf"}), "done"]
+    )
+    summarization = SummarizationMiddleware(400, keep_messages=1)
+    agent = Agent(model, middleware=[summarization, *manager.middleware])
+    for i in range(5):
+        await agent.run(f"question {i} " + "q" * 400, thread_id="t")
+    after_read = model.requests[-1]
+    assert any(
+        isinstance(m, SystemMessage) and m.metadata.get("source") == SUMMARY_SOURCE
+        for m in after_read.messages
+    )
+    assert body in "\n".join(m.text for m in after_read.messages)
+    await manager.dispose()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import sqlite3
 import sys
 import textwrap
@@ -183,4 +184,33 @@ async def test_in_memory_database_works_for_one_store(tmp_path: Path) -> None:
     await store.append("t", [UserMessage("x")], expected_version=0)
     assert (await store.load("t")).version == 1
     assert await SQLiteThreadStore(":memory:").load("t") == ThreadSnapshot("t")
+    store.close()
+
+
+async def test_a_database_of_another_application_is_refused_unchanged(tmp_path: Path) -> None:
+    path = tmp_path / "app.db"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE threads (id INTEGER PRIMARY KEY, title TEXT)")
+    conn.commit()
+    conn.close()
+    before = path.read_bytes()
+    store = SQLiteThreadStore(path)
+    with pytest.raises(StoreError, match=r"not a plait SQLite database.*tables: threads"):
+        await store.load("t")
+    with pytest.raises(StoreError, match="not a plait SQLite database"):
+        await store.append("t", [UserMessage("hi")], expected_version=0)
+    store.close()
+    assert path.read_bytes() == before
+    assert sorted(os.listdir(tmp_path)) == ["app.db"]
+
+
+async def test_a_message_over_the_value_limit_is_a_store_error_not_damage(tmp_path: Path) -> None:
+    store = SQLiteThreadStore(tmp_path / "t.db", max_value_bytes=10_000)
+    await store.append("t", [UserMessage("small")], expected_version=0)
+    with pytest.raises(StoreError) as raised:
+        await store.append("t", [UserMessage("x" * 20_000)], expected_version=1)
+    assert "larger than its limit of 10,000 bytes" in str(raised.value)
+    assert "damaged" not in str(raised.value)
+    snapshot = await store.load("t")
+    assert ([m.text for m in snapshot.messages], snapshot.version) == (["small"], 1)
     store.close()

@@ -37,6 +37,7 @@ from plait.backends.local import (
     temp_name,
     text_read_errors,
 )
+from plait.errors import quoted
 from plait.paths import confine
 
 if TYPE_CHECKING:
@@ -107,7 +108,7 @@ class FsspecBackend(BlockingBackend):
         try:
             if self.fs.isdir(full):
                 raise BackendError(
-                    f"Cannot write {key!r}: a directory is there; write to a path inside it."
+                    f"Cannot write {quoted(key)}: a directory is there; write to a path inside it."
                 )
             if self._atomic_put:
                 self.fs.pipe_file(full, data)

@@ -22,13 +22,14 @@ import errno
 import os
 import secrets
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO
+from typing import IO, Any, TypeVar
 
 from plait.backends.base import BackendError
 from plait.backends.memory import check_page, encode_text, virtual_prefix
+from plait.errors import quoted
 from plait.paths import confine, normalize_virtual_path
 
 __all__ = [
@@ -41,6 +42,8 @@ __all__ = [
     "temp_name",
     "text_read_errors",
 ]
+
+T = TypeVar("T")
 
 _TEMP_PREFIX = ".plait-"
 _TEMP_SUFFIX = ".tmp"
@@ -85,7 +88,7 @@ def os_failure(path: str, action: str, exc: OSError) -> BackendError:
     code = exc.errno or _ERRNO_OF_TYPE.get(type(exc), 0)
     advice = _ADVICE.get(code, "check the backend root's permissions and free space")
     cause = exc.strerror or type(exc).__name__
-    return BackendError(f"Cannot {action} {path!r}: {cause}; {advice}.")
+    return BackendError(f"Cannot {action} {quoted(path)}: {cause}; {advice}.")
 
 
 def confine_on_disk(root: Path, key: str, action: str) -> Path:
@@ -94,7 +97,7 @@ def confine_on_disk(root: Path, key: str, action: str) -> Path:
     try:
         return confine(root, key)
     except RuntimeError as exc:  # Python 3.11 reports a symlink loop as RuntimeError
-        raise BackendError(f"Cannot {action} {key!r}: {exc}; remove the loop.") from exc
+        raise BackendError(f"Cannot {action} {quoted(key)}: {exc}; remove the loop.") from exc
     except OSError as exc:
         raise os_failure(key, action, exc) from exc
 
@@ -106,14 +109,14 @@ def text_read_errors(key: str, where: str) -> Iterator[None]:
     try:
         yield
     except (FileNotFoundError, NotADirectoryError):
-        raise FileNotFoundError(f"No file at {key!r} under {where}.") from None
+        raise FileNotFoundError(f"No file at {quoted(key)} under {where}.") from None
     except IsADirectoryError:
         raise FileNotFoundError(
-            f"{key!r} is a directory under {where}, not a file; list it with ls()."
+            f"{quoted(key)} is a directory under {where}, not a file; list it with ls()."
         ) from None
     except UnicodeDecodeError as exc:
         raise BackendError(
-            f"Cannot read {key!r}: it is not UTF-8 text ({exc.reason} at byte {exc.start}); "
+            f"Cannot read {quoted(key)}: it is not UTF-8 text ({exc.reason} at byte {exc.start}); "
             "this backend only reads files it could have written."
         ) from exc
     except OSError as exc:
@@ -132,6 +135,19 @@ def read_text_page(stream: IO[str], offset: int, limit: int | None) -> str:
     return stream.read() if limit is None else stream.read(limit)
 
 
+async def _in_thread(fn: Callable[..., T], *args: Any) -> T:
+    """``fn(*args)`` in a worker thread. Paths are bounded (:data:`~plait.paths.MAX_PATH_DEPTH`),
+    but a tree someone else nested thousands deep under the root can still overflow recursive
+    directory code (``os.walk``, fsspec's ``find``): that is a ``BackendError``, not a crash."""
+    try:
+        return await asyncio.to_thread(fn, *args)
+    except RecursionError as exc:
+        raise BackendError(
+            "The backend root holds directories nested too deep to walk; "
+            "flatten or remove them, or list a deeper prefix."
+        ) from exc
+
+
 class BlockingBackend(ABC):
     """The async surface of a backend whose storage calls block (files, fsspec).
 
@@ -145,22 +161,22 @@ class BlockingBackend(ABC):
         """Store ``content`` at ``path`` atomically; returns the normalised path."""
         key = normalize_virtual_path(path)
         data = encode_text(key, content)
-        await asyncio.to_thread(self._write, key, data)
+        await _in_thread(self._write, key, data)
         return key
 
     async def read(self, path: str, offset: int = 0, limit: int | None = None) -> str:
         key = normalize_virtual_path(path)
         check_page(offset, limit)
-        return await asyncio.to_thread(self._read, key, offset, limit)
+        return await _in_thread(self._read, key, offset, limit)
 
     async def exists(self, path: str) -> bool:
-        return await asyncio.to_thread(self._exists, normalize_virtual_path(path))
+        return await _in_thread(self._exists, normalize_virtual_path(path))
 
     async def ls(self, prefix: str = "") -> list[str]:
-        return await asyncio.to_thread(self._ls, virtual_prefix(prefix))
+        return await _in_thread(self._ls, virtual_prefix(prefix))
 
     async def delete(self, path: str) -> bool:
-        return await asyncio.to_thread(self._delete, normalize_virtual_path(path))
+        return await _in_thread(self._delete, normalize_virtual_path(path))
 
     @abstractmethod
     def _write(self, key: str, data: bytes) -> None: ...
@@ -192,7 +208,7 @@ class LocalBackend(BlockingBackend):
         try:
             if target.is_dir():
                 raise BackendError(
-                    f"Cannot write {key!r}: a directory is there; write to a path inside it."
+                    f"Cannot write {quoted(key)}: a directory is there; write to a path inside it."
                 )
             target.parent.mkdir(parents=True, exist_ok=True)
             temp = target.parent / temp_name()

@@ -14,6 +14,7 @@ reject exactly the same paths, pages and texts:
 from __future__ import annotations
 
 from plait.backends.base import BackendError
+from plait.errors import quoted
 from plait.paths import normalize_virtual_path
 
 __all__ = ["MemoryBackend", "check_page", "encode_text", "virtual_prefix"]
@@ -41,7 +42,7 @@ def encode_text(path: str, content: str) -> bytes:
         return content.encode("utf-8")
     except UnicodeEncodeError as exc:
         raise BackendError(
-            f"Cannot write {path!r}: the text has a lone surrogate "
+            f"Cannot write {quoted(path)}: the text has a lone surrogate "
             f"({content[exc.start]!r} at index {exc.start}), which is not valid Unicode. "
             "Encode the data first (e.g. json.dumps) or replace invalid characters."
         ) from exc
@@ -75,7 +76,7 @@ class MemoryBackend:
         try:
             text = self._blobs[key]
         except KeyError:
-            raise FileNotFoundError(f"No blob at {key!r} in the memory backend.") from None
+            raise FileNotFoundError(f"No blob at {quoted(key)} in the memory backend.") from None
         return text[offset:] if limit is None else text[offset : offset + limit]
 
     async def exists(self, path: str) -> bool:

@@ -22,14 +22,22 @@ from typing import TypeVar
 
 from plait.backends.base import BackendError
 from plait.backends.memory import check_page, encode_text, virtual_prefix
-from plait.errors import PlaitError
+from plait.errors import PlaitError, quoted
 from plait.paths import normalize_virtual_path
 
-__all__ = ["SQLiteBackend", "SQLiteFile"]
+__all__ = ["SQLITE_MAX_VALUE_BYTES", "SQLiteBackend", "SQLiteFile"]
 
 T = TypeVar("T")
 
 _BUSY_TIMEOUT_S = 30.0
+
+
+_APPLICATION_ID = 0x706C6169
+"""``PRAGMA application_id`` of every SQLite file plait creates (the bytes ``b"plai"``)."""
+
+SQLITE_MAX_VALUE_BYTES = 1_000_000_000
+"""The default bound on one stored value (a message row, a blob): SQLite's own
+``SQLITE_LIMIT_LENGTH``."""
 
 
 class SQLiteFile:
@@ -43,15 +51,37 @@ class SQLiteFile:
 
     The file (and its parent directory) is created on first use, not in the constructor, so no
     disk I/O happens on the event loop. ``":memory:"`` gives a private in-memory database.
-    Every ``sqlite3`` error becomes ``error(message)``: a damaged or foreign file, a lock held
-    past the timeout, a read-only directory.
+
+    A file that is not plait's is never modified: before anything is written (the journal mode
+    included), the first call checks that the file is empty, carries plait's
+    ``application_id``, or (a file from before the stamp) already holds one of this component's
+    tables with its columns; anything else raises ``error`` naming the tables found. A file that is
+    plait's gets the stamp, WAL mode and any missing tables (a thread store and a blob backend
+    may share one file).
+
+    One value (a message row, a blob) is at most ``max_value_bytes`` bytes (default
+    :data:`SQLITE_MAX_VALUE_BYTES`, SQLite's own limit); a larger one raises ``error`` saying
+    so, with nothing written. Every other ``sqlite3`` error becomes ``error(message)`` too: a
+    damaged file, a lock held past the timeout, a read-only directory.
     """
 
     def __init__(
-        self, path: str | os.PathLike[str], *, schema: str, error: type[PlaitError]
+        self,
+        path: str | os.PathLike[str],
+        *,
+        schema: str,
+        error: type[PlaitError],
+        max_value_bytes: int = SQLITE_MAX_VALUE_BYTES,
     ) -> None:
+        if not 1 <= max_value_bytes <= SQLITE_MAX_VALUE_BYTES:
+            raise error(
+                f"max_value_bytes must be between 1 and {SQLITE_MAX_VALUE_BYTES:,} "
+                f"(SQLite's limit), got {max_value_bytes}."
+            )
         self.path = str(path)
+        self.max_value_bytes = max_value_bytes
         self._schema = schema
+        self._tables = _tables_of(schema)
         self._error = error
         self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
@@ -102,6 +132,7 @@ class SQLiteFile:
             self.path, timeout=_BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
         )
         try:
+            conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, self.max_value_bytes)
             self._prepare(conn)
         except BaseException:
             conn.close()
@@ -110,21 +141,63 @@ class SQLiteFile:
         return conn
 
     def _prepare(self, conn: sqlite3.Connection) -> None:
-        # Two processes switching a new file to WAL at once can get "locked" immediately:
-        # SQLite skips the busy handler when waiting could deadlock. Retry until the timeout.
+        self._check_ownership(conn)  # a plain read first: a foreign file is never locked
+        # Two processes preparing a new file at once can get "locked" immediately: SQLite skips
+        # the busy handler when waiting could deadlock. Retry until the timeout.
         deadline = time.monotonic() + _BUSY_TIMEOUT_S
         while True:
             try:
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    self._check_ownership(conn)
+                    conn.execute(f"PRAGMA application_id = {_APPLICATION_ID}")
+                    for statement in _statements(self._schema):
+                        conn.execute(statement)
+                    conn.execute("COMMIT")
+                except BaseException:
+                    if conn.in_transaction:
+                        conn.rollback()
+                    raise
                 conn.execute("PRAGMA journal_mode=WAL")
-                conn.executescript(self._schema)
                 return
             except sqlite3.OperationalError as exc:
                 if "locked" not in str(exc) or time.monotonic() > deadline:
                     raise
                 time.sleep(0.01)
 
+    def _check_ownership(self, conn: sqlite3.Connection) -> None:
+        """Raise ``error`` unless the file is empty, stamped by plait, or already holds some of
+        this component's tables with their columns (a file made before the stamp)."""
+        (app_id,) = conn.execute("PRAGMA application_id").fetchone()
+        names = [
+            str(row[0])
+            for row in conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+            )
+        ]
+        if app_id == 0 and not names:
+            return
+        present = {name: _columns(conn, name) for name in names if name in self._tables}
+        mismatched = [t for t, cols in present.items() if not self._tables[t] <= cols]
+        if app_id == _APPLICATION_ID and not mismatched:
+            return
+        if app_id == 0 and present and not mismatched:
+            return  # made before the stamp; tables added since are created below
+        found = ", ".join(sorted(names)[:20]) or "(no tables)"
+        raise self._error(
+            f"{self.path!r} is not a plait SQLite database (application_id {app_id}, tables: "
+            f"{found}); plait left it unchanged. Point plait at a new file or at one it created."
+        )
+
     def _failure(self, exc: sqlite3.Error) -> PlaitError:
         cause = str(exc)
+        if getattr(exc, "sqlite_errorname", "") == "SQLITE_TOOBIG" or "too big" in cause:
+            return self._error(
+                f"SQLite database {self.path!r} refused a value larger than its limit of "
+                f"{self.max_value_bytes:,} bytes ({cause}); nothing was written. Store large "
+                "data through a backend (ResultEvictionMiddleware evicts large tool results) "
+                f"or raise max_value_bytes (at most {SQLITE_MAX_VALUE_BYTES:,})."
+            )
         if "locked" in cause or "busy" in cause:
             advice = (
                 f"another process held the write lock for more than {_BUSY_TIMEOUT_S:.0f} s; "
@@ -138,6 +211,27 @@ class SQLiteFile:
                 "start from a new path, or restore a backup"
             )
         return self._error(f"SQLite database {self.path!r} failed ({cause}): {advice}.")
+
+
+def _statements(schema: str) -> list[str]:
+    """The statements of a schema script (``;``-separated; plait's schemas hold no literals)."""
+    return [part.strip() for part in schema.split(";") if part.strip()]
+
+
+def _columns(conn: sqlite3.Connection, table: str) -> set[str]:
+    return {str(row[1]) for row in conn.execute(f"PRAGMA table_info({table})")}
+
+
+def _tables_of(schema: str) -> dict[str, set[str]]:
+    """Each table the schema creates, with its columns (read from a scratch in-memory
+    database, so the schema text stays the one source of truth)."""
+    scratch = sqlite3.connect(":memory:")
+    try:
+        scratch.executescript(schema)
+        rows = scratch.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
+        return {str(name): _columns(scratch, str(name)) for (name,) in rows}
+    finally:
+        scratch.close()
 
 
 _BLOB_SCHEMA = """
@@ -157,7 +251,7 @@ def _sqlite_key(key: str) -> str:
         key.encode("utf-8")
     except UnicodeEncodeError as exc:
         raise BackendError(
-            f"Cannot use the path {key!r} in the SQLite backend: it has a lone surrogate "
+            f"Cannot use the path {quoted(key)} in the SQLite backend: it has a lone surrogate "
             f"({key[exc.start]!r} at index {exc.start}), which SQLite cannot store. "
             "Use a path that is valid Unicode."
         ) from exc
@@ -167,11 +261,18 @@ def _sqlite_key(key: str) -> str:
 class SQLiteBackend:
     """A :class:`~plait.backends.base.Backend` storing every blob as a row of one SQLite file.
 
-    Paths are plain keys: ``a`` and ``a/b`` can both hold text (unlike a filesystem).
+    Paths are plain keys: ``a`` and ``a/b`` can both hold text (unlike a filesystem). One blob
+    is at most ``max_value_bytes`` bytes of UTF-8 (default :data:`SQLITE_MAX_VALUE_BYTES`); a
+    larger write raises :class:`BackendError` and leaves the old blob in place. A file that is
+    not plait's is refused unchanged (see :class:`SQLiteFile`).
     """
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
-        self._db = SQLiteFile(path, schema=_BLOB_SCHEMA, error=BackendError)
+    def __init__(
+        self, path: str | os.PathLike[str], *, max_value_bytes: int = SQLITE_MAX_VALUE_BYTES
+    ) -> None:
+        self._db = SQLiteFile(
+            path, schema=_BLOB_SCHEMA, error=BackendError, max_value_bytes=max_value_bytes
+        )
 
     @property
     def path(self) -> str:
@@ -222,7 +323,9 @@ class SQLiteBackend:
 
         text = await self._db.read(select)
         if text is None:
-            raise FileNotFoundError(f"No blob at {key!r} in the SQLite backend {self.path!r}.")
+            raise FileNotFoundError(
+                f"No blob at {quoted(key)} in the SQLite backend {self.path!r}."
+            )
         return text
 
     async def exists(self, path: str) -> bool:

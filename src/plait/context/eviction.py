@@ -20,9 +20,10 @@ the write fails                            ``{_truncated, preview, estimated_tok
 =========================================  ==================================================
 
 ``is_error`` is preserved. The persisted thread holds the reference, not the blob. If the backend
-can read, the middleware contributes ``read_evicted_result(path, offset, limit)`` to every turn:
-character pages of a result evicted in the *same thread* (other paths are refused), each page
-naming the next offset. That tool's own results are never evicted (no evict/read loop). If the
+can read, the middleware contributes ``read_evicted_result(path, offset, limit)`` to every turn
+(:mod:`~plait.context.reader`, shared with summarization on the same backend): character pages
+of a result evicted in the *same thread* (other threads' paths are refused), each page naming the
+next offset. That tool's own results are never evicted (no evict/read loop). If the
 backend can list and delete, the :class:`~plait.context.retention.RetentionPolicy` is applied to
 the thread after each eviction.
 """
@@ -30,27 +31,25 @@ the thread after each eviction.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Protocol, runtime_checkable
 
 from plait.backends.base import BackendWriteSurface
 from plait.context.events import (
     EvictedResultsPurged,
-    EvictionFailed,
-    ResultEvicted,
     RetentionFailed,
 )
 from plait.context.offload import (
     EVICTED_ROOT,
     READ_TOOL_NAME,
     evicted_path,
-    eviction_reference,
     is_offloaded,
+    offload_result,
     persistable,
     preview,
     serialize_result,
     thread_prefix,
-    truncation_reference,
 )
+from plait.context.ratio import RatioMeter
+from plait.context.reader import EvictedResultUnavailable, PageReader, shared_reader
 from plait.context.retention import (
     DEFAULT_RETENTION,
     PrunableBackend,
@@ -59,24 +58,19 @@ from plait.context.retention import (
     enforce,
     purge,
 )
-from plait.context.tokens import CHARS_PER_TOKEN, DEFAULT_COUNTER, TokenCounter
-from plait.errors import ConfigurationError, PlaitError
+from plait.context.tokens import (
+    CHARS_PER_TOKEN,
+    TokenCounter,
+    thread_counter,
+)
+from plait.errors import ConfigurationError
 from plait.messages import ToolCall, ToolMessage, ToolResult
 from plait.middleware.base import Middleware
 from plait.middleware.context import DispatchContext
 from plait.paths import normalize_virtual_path
-from plait.tools import FunctionTool, Tool, ToolContext
+from plait.tools import Tool
 
 __all__ = ["READ_TOOL_NAME", "EvictedResultUnavailable", "ResultEvictionMiddleware"]
-
-
-class EvictedResultUnavailable(PlaitError):
-    """``read_evicted_result`` was asked for a path it may not or cannot read."""
-
-
-@runtime_checkable
-class _Reader(Protocol):
-    async def read(self, path: str, offset: int = 0, limit: int | None = None) -> str: ...
 
 
 class ResultEvictionMiddleware(Middleware):
@@ -111,14 +105,18 @@ class ResultEvictionMiddleware(Middleware):
             )
         self.max_tokens = max_tokens
         self.backend = backend
-        self.counter: TokenCounter = counter or DEFAULT_COUNTER
+        self.counter: TokenCounter | None = counter
+        self.ratio_meter = RatioMeter()
         self.root = normalize_virtual_path(root)
         self.preview_lines = max(0, preview_lines)
         self.preview_line_chars = max(16, preview_line_chars)
         self.page_chars = page_chars or max(1000, max_tokens * CHARS_PER_TOKEN)
         self.retention = retention
-        reader = backend if read_tool and isinstance(backend, _Reader) else None
-        self._read_tool = None if reader is None else self._build_read_tool(reader)
+        self._read_tool: Tool | None = None
+        if read_tool and isinstance(backend, PageReader):
+            reader = shared_reader(backend, self.page_chars)
+            reader.allow(self.root)
+            self._read_tool = reader.tool
         self.excluded_tools = frozenset(excluded_tools) | {READ_TOOL_NAME}
         self._prunable = backend if isinstance(backend, PrunableBackend) else None
 
@@ -130,46 +128,39 @@ class ResultEvictionMiddleware(Middleware):
     ) -> ToolResult:
         if call.name in self.excluded_tools or is_offloaded(result.data):
             return result
+        if self.counter is None:
+            self.ratio_meter.record(ctx)
         filters = ctx.turn.persist_filters
         if filters and not persistable(ToolMessage.from_result(result, call.name), filters):
             return result  # projected content (a skill body): never written to a backend
         text = serialize_result(result.data)
-        tokens = self.counter.count(text)
+        tokens = thread_counter(ctx.turn.state, self.counter).count(text)
         if tokens <= self.max_tokens:
             return result
         turn = ctx.turn
-        path = evicted_path(self.root, turn.thread_id, call.id)
-        try:
-            await self.backend.write(path, text)
-        except Exception as exc:
-            turn.emit(
-                EvictionFailed(
-                    tool=call.name, call_id=call.id, path=path, estimated_tokens=tokens, error=exc
-                )
-            )
-            budget = self.max_tokens * CHARS_PER_TOKEN // 2
-            reason = f"could not be saved ({type(exc).__name__}: {exc})"
-            data = truncation_reference(
-                text=text, estimated_tokens=tokens, max_chars=budget, reason=reason
-            )
-            return ToolResult(result.tool_call_id, data, result.is_error)
-        shown = preview(
+        data, evicted = await offload_result(
+            self.backend,
+            text=text,
+            estimated_tokens=tokens,
+            tool=call.name,
+            call_id=call.id,
+            path=evicted_path(self.root, turn.thread_id, call.id),
+            budget_chars=self.max_tokens * CHARS_PER_TOKEN // 2,
+            preview_text=self._preview,
+            reader=READ_TOOL_NAME if self._read_tool is not None else None,
+            emit=turn.emit,
+        )
+        if evicted:
+            await self._retain(ctx)
+        return ToolResult(result.tool_call_id, data, result.is_error)
+
+    def _preview(self, text: str) -> str:
+        return preview(
             text,
             head_lines=self.preview_lines,
             tail_lines=self.preview_lines,
             line_chars=self.preview_line_chars,
         )
-        reader = READ_TOOL_NAME if self._read_tool is not None else None
-        data = eviction_reference(
-            text=text, path=path, estimated_tokens=tokens, preview_text=shown, reader=reader
-        )
-        turn.emit(
-            ResultEvicted(
-                tool=call.name, call_id=call.id, path=path, estimated_tokens=tokens, chars=len(text)
-            )
-        )
-        await self._retain(ctx)
-        return ToolResult(result.tool_call_id, data, result.is_error)
 
     async def _retain(self, ctx: DispatchContext) -> None:
         if self._prunable is None or self.retention is None:
@@ -201,38 +192,3 @@ class ResultEvictionMiddleware(Middleware):
                 "use a full backend (MemoryBackend, LocalBackend, SQLiteBackend)."
             )
         return self._prunable
-
-    def _build_read_tool(self, reader: _Reader) -> Tool:
-        root, page = self.root, self.page_chars
-        cap = page * 4
-
-        async def read_evicted_result(
-            path: str, offset: int = 0, limit: int = page, *, ctx: ToolContext
-        ) -> str:
-            """Read part of a tool result that was too large to show in full, by its
-            full_result_path. offset and limit count characters; each page starts with a header
-            giving the next offset. Read only the parts you need."""
-            key = normalize_virtual_path(path)
-            if not key.startswith(thread_prefix(root, ctx.turn.thread_id) + "/"):
-                raise EvictedResultUnavailable(
-                    f"{path!r} is not an evicted result of this conversation; pass the "
-                    "full_result_path of an evicted result exactly as given."
-                )
-            if offset < 0 or limit < 1:
-                raise EvictedResultUnavailable("offset must be >= 0 and limit >= 1.")
-            limit = min(limit, cap)
-            try:
-                chunk = await reader.read(key, offset, limit + 1)
-            except FileNotFoundError:
-                raise EvictedResultUnavailable(
-                    f"No evicted result at {key!r}: it was deleted by the retention policy or "
-                    "never written. Call the original tool again if you still need it."
-                ) from None
-            more, chunk = len(chunk) > limit, chunk[:limit]
-            if not chunk and offset > 0:
-                return f"[{key}: offset {offset} is past the end of the result]"
-            end = offset + len(chunk)
-            tail = f"more follows; next offset {end}" if more else "end of result"
-            return f"[{key}: characters {offset}-{end}; {tail}]\n{chunk}"
-
-        return FunctionTool(read_evicted_result, name=READ_TOOL_NAME)

@@ -18,11 +18,16 @@ import json
 import re
 import secrets
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 from plait.backends.base import BackendWriteSurface
-from plait.context.events import HistoryOffloaded, HistoryOffloadFailed
+from plait.context.events import (
+    EvictionFailed,
+    HistoryOffloaded,
+    HistoryOffloadFailed,
+    ResultEvicted,
+)
 from plait.messages import Message, ToolMessage, dump_messages
 from plait.middleware.context import EventSink, PersistFilter
 from plait.paths import normalize_virtual_path
@@ -36,6 +41,7 @@ __all__ = [
     "head_tail",
     "history_path",
     "is_offloaded",
+    "offload_result",
     "path_segment",
     "persistable",
     "preview",
@@ -219,6 +225,59 @@ def truncation_reference(
             "middle is lost. Call the tool again with narrower arguments if you need it."
         ),
     }
+
+
+async def offload_result(
+    backend: BackendWriteSurface | None,
+    *,
+    text: str,
+    estimated_tokens: int,
+    tool: str,
+    call_id: str,
+    path: str,
+    budget_chars: int,
+    preview_text: Callable[[str], str],
+    reader: str | None,
+    emit: EventSink,
+) -> tuple[dict[str, Any], bool]:
+    """Move an oversized result's ``text`` out of the context: write it to ``path`` and return
+    ``(eviction reference, True)`` after a ``ResultEvicted`` event; or, without a backend or when
+    the write fails (an ``EvictionFailed`` event), ``(truncation reference, False)`` whose
+    preview keeps at most ``budget_chars`` of the start and end. Never raises for the write."""
+    if backend is None:
+        reason = "was cut to fit the model's context window"
+        return truncation_reference(
+            text=text, estimated_tokens=estimated_tokens, max_chars=budget_chars, reason=reason
+        ), False
+    try:
+        await backend.write(path, text)
+    except Exception as exc:
+        emit(
+            EvictionFailed(
+                tool=tool, call_id=call_id, path=path, estimated_tokens=estimated_tokens, error=exc
+            )
+        )
+        reason = f"could not be saved ({type(exc).__name__}: {exc})"
+        return truncation_reference(
+            text=text, estimated_tokens=estimated_tokens, max_chars=budget_chars, reason=reason
+        ), False
+    emit(
+        ResultEvicted(
+            tool=tool,
+            call_id=call_id,
+            path=path,
+            estimated_tokens=estimated_tokens,
+            chars=len(text),
+        )
+    )
+    reference = eviction_reference(
+        text=text,
+        path=path,
+        estimated_tokens=estimated_tokens,
+        preview_text=preview_text(text),
+        reader=reader,
+    )
+    return reference, True
 
 
 async def write_history(

@@ -31,29 +31,32 @@ summarization middleware leaves alone a request that does not start with the thr
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Final
 
 from plait.backends.base import BackendWriteSurface
-from plait.context.events import ContextOverflowRecovered, EvictionFailed, ResultEvicted
+from plait.context.events import ContextOverflowRecovered
 from plait.context.eviction import ResultEvictionMiddleware
 from plait.context.offload import (
     EVICTED_ROOT,
     READ_TOOL_NAME,
     evicted_path,
-    eviction_reference,
     is_offloaded,
+    offload_result,
     persistable,
     preview,
     serialize_result,
-    truncation_reference,
 )
+from plait.context.ratio import RatioMeter
+from plait.context.reader import PageReader, shared_reader
 from plait.context.summarization import SummarizationMiddleware
-from plait.context.tokens import CHARS_PER_TOKEN, TokenAccountant, TokenCounter
+from plait.context.tokens import CHARS_PER_TOKEN, TokenAccountant, TokenCounter, thread_counter
 from plait.errors import ConfigurationError, ContextOverflowError
 from plait.messages import Message, ToolMessage
 from plait.middleware.base import Middleware, ModelHandler
 from plait.middleware.context import DispatchContext
 from plait.models.base import ModelRequest, ModelResponse
+from plait.tools import Tool
 
 __all__ = ["OVERFLOW_SOURCE", "ContextOverflowUnrecoverable", "OverflowRecoveryMiddleware"]
 
@@ -111,9 +114,22 @@ class OverflowRecoveryMiddleware(Middleware):
         self.max_input_tokens = max_input_tokens
         self.target_ratio = target_ratio
         self.result_tokens = result_tokens
+        self.counter = counter
         self.accountant = TokenAccountant(counter)
+        self.ratio_meter = RatioMeter()
         self.state_key = state_key
         self._replacements: dict[str, ToolMessage] = {}
+        self._read_tools: tuple[Tool, ...] = ()
+        wants_tool = eviction is None or bool(eviction.tools())
+        if wants_tool and isinstance(self.backend, PageReader):
+            reader = shared_reader(self.backend, max(1000, result_tokens * CHARS_PER_TOKEN))
+            reader.allow(self.root)
+            self._read_tools = (reader.tool,)
+
+    def tools(self) -> Sequence[Tool]:
+        """``read_evicted_result`` over ``backend`` (results evicted here and, with a private
+        summary, the history it folds), when the backend can read."""
+        return self._read_tools
 
     async def before_model_call(self, request: ModelRequest, ctx: DispatchContext) -> ModelRequest:
         recorded = ctx.turn.state.get(self.state_key)
@@ -152,7 +168,10 @@ class OverflowRecoveryMiddleware(Middleware):
         self, request: ModelRequest, ctx: DispatchContext, call_next: ModelHandler
     ) -> ModelResponse:
         try:
-            return await call_next(request)
+            response = await call_next(request)
+            if self.counter is None:
+                self.ratio_meter.record_call(ctx.turn.state, request, response)
+            return response
         except ContextOverflowUnrecoverable:
             raise
         except ContextOverflowError as first:
@@ -176,6 +195,9 @@ class OverflowRecoveryMiddleware(Middleware):
         )
 
     async def _compact(self, request: ModelRequest, ctx: DispatchContext) -> ModelRequest | None:
+        # At the thread's measured characters per token, once a provider reported usage.
+        self.accountant = TokenAccountant(thread_counter(ctx.turn.state, self.counter))
+
         def size(r: ModelRequest) -> int:
             return self.accountant.request(
                 r.messages,
@@ -199,7 +221,7 @@ class OverflowRecoveryMiddleware(Middleware):
         self.accountant.reset()
         if summarized is None and evicted == 0:
             return None
-        self.summarization.accountant.reset()
+        self.summarization.reset_estimates()
         ctx.turn.emit(
             ContextOverflowRecovered(
                 original_tokens=before,
@@ -243,44 +265,16 @@ class OverflowRecoveryMiddleware(Middleware):
 
     async def _shrink(self, message: ToolMessage, ctx: DispatchContext) -> dict[str, Any]:
         text = serialize_result(message.data)
-        tokens = self.accountant.counter.count(text)
-        budget = self.result_tokens * CHARS_PER_TOKEN
-        if self.backend is None:
-            reason = "was cut to fit the model's context window"
-            return truncation_reference(
-                text=text, estimated_tokens=tokens, max_chars=budget, reason=reason
-            )
-        turn = ctx.turn
-        path = evicted_path(self.root, turn.thread_id, message.tool_call_id)
-        try:
-            await self.backend.write(path, text)
-        except Exception as exc:
-            turn.emit(
-                EvictionFailed(
-                    tool=message.name,
-                    call_id=message.tool_call_id,
-                    path=path,
-                    estimated_tokens=tokens,
-                    error=exc,
-                )
-            )
-            reason = f"could not be saved ({type(exc).__name__}: {exc})"
-            return truncation_reference(
-                text=text, estimated_tokens=tokens, max_chars=budget, reason=reason
-            )
-        turn.emit(
-            ResultEvicted(
-                tool=message.name,
-                call_id=message.tool_call_id,
-                path=path,
-                estimated_tokens=tokens,
-                chars=len(text),
-            )
-        )
-        return eviction_reference(
+        data, _ = await offload_result(
+            self.backend,
             text=text,
-            path=path,
-            estimated_tokens=tokens,
-            preview_text=preview(text),
+            estimated_tokens=self.accountant.counter.count(text),
+            tool=message.name,
+            call_id=message.tool_call_id,
+            path=evicted_path(self.root, ctx.turn.thread_id, message.tool_call_id),
+            budget_chars=self.result_tokens * CHARS_PER_TOKEN,
+            preview_text=preview,
             reader=READ_TOOL_NAME if READ_TOOL_NAME in ctx.registry else None,
+            emit=ctx.turn.emit,
         )
+        return data

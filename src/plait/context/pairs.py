@@ -42,8 +42,20 @@ class Orphans:
 
 def find_orphans(messages: Sequence[Message]) -> Orphans:
     """Every orphan result and unanswered call in ``messages``: O(len)."""
+    _, results, open_calls = _scan(messages)
+    calls = sorted((i, cid) for cid, stack in open_calls.items() for i in stack)
+    return Orphans(tuple(results), tuple(calls))
+
+
+def _scan(
+    messages: Sequence[Message],
+) -> tuple[list[tuple[int, int]], list[int], dict[str, list[int]]]:
+    """One pass pairing results with the nearest earlier open call of their id: the
+    ``(call index, result index)`` of every pair, the indexes of results that answer no open
+    call, and the calls left open (assistant indexes by call id)."""
     open_calls: dict[str, list[int]] = {}
-    results: list[int] = []
+    pairs: list[tuple[int, int]] = []
+    orphan_results: list[int] = []
     for i, m in enumerate(messages):
         if isinstance(m, AssistantMessage):
             for call in m.tool_calls:
@@ -51,11 +63,10 @@ def find_orphans(messages: Sequence[Message]) -> Orphans:
         elif isinstance(m, ToolMessage):
             stack = open_calls.get(m.tool_call_id)
             if stack:
-                stack.pop()
+                pairs.append((stack.pop(), i))
             else:
-                results.append(i)
-    calls = sorted((i, cid) for cid, stack in open_calls.items() for i in stack)
-    return Orphans(tuple(results), tuple(calls))
+                orphan_results.append(i)
+    return pairs, orphan_results, open_calls
 
 
 def repair(messages: Sequence[Message]) -> list[Message]:
@@ -137,18 +148,9 @@ def _backward(messages: Sequence[Message], cut: int, ignore: frozenset[int]) -> 
 
 
 def _forward(messages: Sequence[Message], cut: int) -> int:
-    open_calls: dict[str, list[int]] = {}
-    spans: list[tuple[int, int]] = []
-    for i, m in enumerate(messages):
-        if isinstance(m, AssistantMessage):
-            for call in m.tool_calls:
-                open_calls.setdefault(call.id, []).append(i)
-        elif isinstance(m, ToolMessage):
-            stack = open_calls.get(m.tool_call_id)
-            if stack:
-                spans.append((stack.pop(), i))
+    pairs, _, _ = _scan(messages)
     # Sorted by call position, one pass suffices: the cut only moves forward.
-    for start, end in sorted(spans):
+    for start, end in sorted(pairs):
         if start < cut <= end:
             cut = end + 1
     return cut

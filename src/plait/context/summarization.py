@@ -2,10 +2,12 @@
 
 On ``before_model_call``, when the request's estimated input tokens (messages, system prompt and
 tool schemas; see :class:`~plait.context.tokens.TokenAccountant`) reach
-``max_input_tokens * trigger_ratio``, the newest ``keep_messages`` messages stay verbatim and the
-older ones are replaced by one summary carried as a :class:`~plait.messages.SystemMessage` at the
-start of ``request.messages``, after the thread's leading system messages if it has any (those
-are the application's instructions: they stay verbatim and are never folded). The cut is moved
+``max_input_tokens * trigger_ratio``, the newest ``keep_messages`` messages of the thread's
+history stay verbatim (messages middleware projects after the history, such as a skill body, are
+kept too and do not count) and the older ones are replaced by one summary carried as a
+:class:`~plait.messages.SystemMessage` at the start of ``request.messages``, after the thread's
+leading system messages if it has any (those are the application's instructions: they stay
+verbatim and are never folded). The cut is moved
 back with :func:`~plait.context.pairs.safe_cut` so a tool call never loses its result, and the
 kept messages are :func:`~plait.context.pairs.repair`-ed, so the request never holds an orphan.
 
@@ -40,15 +42,22 @@ from typing import Any, overload
 
 from plait.backends.base import BackendWriteSurface
 from plait.context.events import HistorySummarized, SummarizerFailed
-from plait.context.offload import HISTORY_ROOT, history_path, write_history
+from plait.context.offload import HISTORY_ROOT, READ_TOOL_NAME, history_path, write_history
 from plait.context.pairs import repair, safe_cut
+from plait.context.ratio import RatioMeter
+from plait.context.reader import PageReader, shared_reader
 from plait.context.summarizers import ExtractiveSummarizer, Summarizer
-from plait.context.tokens import TokenAccountant, TokenCounter
+from plait.context.tokens import (
+    TokenAccountant,
+    TokenCounter,
+    thread_counter,
+)
 from plait.errors import ConfigurationError
 from plait.messages import Message, SystemMessage, new_id
-from plait.middleware.base import Middleware
+from plait.middleware.base import Middleware, Next
 from plait.middleware.context import DispatchContext, EventSink, TurnContext
 from plait.models.base import ModelRequest
+from plait.tools import Tool
 
 __all__ = [
     "STATE_KEY",
@@ -57,6 +66,9 @@ __all__ = [
     "SummarizationMiddleware",
     "SummaryRecord",
 ]
+
+MAX_HISTORY_FILES = 20
+"""How many offloaded history files a summary names (the newest); its folder lists them all."""
 
 STATE_KEY = "plait.context.summary"
 SUMMARY_SOURCE = "plait.context.summary"
@@ -86,13 +98,21 @@ class SummaryRecord:
     created_at: int
     passes: int
     summarizer: str
+    history: tuple[str, ...] = ()
+    """Backend paths of the folded messages, oldest first (the newest ``MAX_HISTORY_FILES``)."""
+
+    def to_state(self) -> dict[str, Any]:
+        """The record as plain JSON for the thread state."""
+        return {**asdict(self), "history": list(self.history)}
 
     @classmethod
     def from_state(cls, value: Any) -> SummaryRecord | None:
         """The record in a state value, or ``None`` if it is missing or malformed."""
         try:
-            record = cls(**value)
-        except TypeError:
+            fields = dict(value)
+            fields["history"] = tuple(str(path) for path in fields.get("history", ()))
+            record = cls(**fields)
+        except (TypeError, ValueError):
             return None
         ok = isinstance(record.summary, str) and isinstance(record.covered, int)
         return record if ok and record.covered > 0 else None
@@ -163,6 +183,8 @@ class SummarizationMiddleware(Middleware):
         counter: TokenCounter | None = None,
         state_key: str = STATE_KEY,
         history_root: str = HISTORY_ROOT,
+        read_tool: bool = True,
+        page_chars: int = 4000,
     ) -> None:
         if max_input_tokens < 1 or keep_messages < 1 or not 0 < trigger_ratio <= 1:
             raise ConfigurationError(
@@ -178,11 +200,23 @@ class SummarizationMiddleware(Middleware):
         self._fallback = ExtractiveSummarizer(counter=counter)
         self.summarizer: Summarizer = summarizer or self._fallback
         self.max_summary_tokens = max_summary_tokens or max(64, min(2000, max_input_tokens // 10))
+        self.counter = counter
+        self.ratio_meter = RatioMeter()
         self.accountant = TokenAccountant(counter)
+        self._measured: dict[TokenCounter, TokenAccountant] = {}
         self.state_key = state_key
         self.history_root = history_root
         self._messages: dict[str, SystemMessage] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        self._read_tool: Tool | None = None
+        if backend is not None and read_tool and isinstance(backend, PageReader):
+            reader = shared_reader(backend, page_chars)
+            reader.allow(history_root, thread_id)
+            self._read_tool = reader.tool
+
+    def tools(self) -> Sequence[Tool]:
+        """``read_evicted_result``, when the backend can read (see :mod:`plait.context.reader`)."""
+        return () if self._read_tool is None else (self._read_tool,)
 
     @property
     def threshold(self) -> float:
@@ -217,12 +251,29 @@ class SummarizationMiddleware(Middleware):
                 self._messages.clear()
             text = (
                 f"Summary of the earlier conversation ({record.covered} messages, condensed; "
-                f"the newest messages follow in full):\n{record.summary}"
+                f"the newest messages follow in full):\n{record.summary}{self._where(record)}"
             )
             meta = {"source": SUMMARY_SOURCE, "covered": record.covered}
             message = SystemMessage(text, metadata=meta, id=record.message_id)
             self._messages[record.message_id] = message
         return message
+
+    def _where(self, record: SummaryRecord) -> str:
+        """Where the folded messages are kept word for word, and how to read them."""
+        if not record.history:
+            return ""
+        folder = record.history[-1].rsplit("/", 1)[0]
+        files = ", ".join(path.rsplit("/", 1)[-1] for path in record.history)
+        how = (
+            f' Read them with {READ_TOOL_NAME}(path="{folder}/<file>", offset=0), page by page; '
+            f'{READ_TOOL_NAME}(path="{folder}") lists every file.'
+            if self._read_tool is not None
+            else ""
+        )
+        return (
+            f"\n\n[The folded messages are saved word for word, as JSON, in {folder}/ (file "
+            f"names give the message range): {files}.{how}]"
+        )
 
     def _view(
         self, request: ModelRequest, turn: TurnContext
@@ -264,11 +315,14 @@ class SummarizationMiddleware(Middleware):
         summarized = [*head, self.summary_message(record), *tail] if record else None
         anchor_from = lead + 1 + record.created_at - base if record else 0
         current = request.messages if summarized is None else summarized
-        before = self._estimate(request, current, anchor_from)
+        accountant = self.accountant_for(turn)
+        before = self._estimate(accountant, request, current, anchor_from)
         unchanged = None if summarized is None else request.replace(messages=summarized)
         if not force and before < self.threshold:
             return unchanged
-        cut = safe_cut(tail, min(len(tail) - self.keep_messages, persisted))
+        # keep_messages counts the thread's own messages: projected ones after the history (a
+        # pinned or loaded skill body) are kept anyway and must not push history into the fold.
+        cut = safe_cut(tail, persisted - self.keep_messages)
         if cut <= 0:
             return None if force else unchanged
         span, kept = tail[:cut], repair(tail[cut:])
@@ -278,6 +332,11 @@ class SummarizationMiddleware(Middleware):
         for keep_out in turn.persist_filters:
             persistable = keep_out(persistable)
         summary, used = await self._summarize(record, persistable, turn)
+        thread = self.thread_id or turn.thread_id
+        offload = None
+        if self.backend is not None and persistable:
+            offload = history_path(self.history_root, thread, base, base + cut)
+        history = (*(record.history if record else ()), *([offload] if offload else []))
         new = SummaryRecord(
             summary=summary,
             covered=base + cut,
@@ -286,19 +345,54 @@ class SummarizationMiddleware(Middleware):
             created_at=len(turn.messages),
             passes=(record.passes if record else 0) + 1,
             summarizer=used,
+            history=history[-MAX_HISTORY_FILES:],
         )
-        turn.state[self.state_key] = asdict(new)
+        turn.state[self.state_key] = new.to_state()
         messages = [*head, self.summary_message(new), *kept]
         # The list changed shape: drop checkpoints that could line up with it by position.
-        self.accountant.reset()
-        info = SummarizationInfo(before, self._estimate(request, messages, len(messages)), cut)
-        await self._report(turn, info, new, persistable, forced=force)
+        self.reset_estimates()
+        after = self._estimate(accountant, request, messages, len(messages))
+        info = SummarizationInfo(before, after, cut)
+        await self._report(turn, info, new, forced=force)
+        if offload is not None:
+            self._offload(thread, offload, persistable, turn.emit)
         return request.replace(messages=messages)
 
+    def accountant_for(self, turn: TurnContext) -> TokenAccountant:
+        """The accountant for ``turn``'s thread: with no ``counter`` configured, it estimates
+        at the thread's measured characters per token once a provider reported usage (see
+        :func:`~plait.context.tokens.thread_counter`); otherwise :attr:`accountant`."""
+        counter = thread_counter(turn.state, self.counter)
+        if counter is self.accountant.counter:
+            return self.accountant
+        found = self._measured.get(counter)
+        if found is None:
+            if len(self._measured) >= 16:
+                self._measured.clear()
+            found = self._measured[counter] = TokenAccountant(counter)
+        return found
+
+    def reset_estimates(self) -> None:
+        """Drop every accountant's checkpoints (after the message list changed shape)."""
+        self.accountant.reset()
+        for accountant in self._measured.values():
+            accountant.reset()
+
+    async def dispatch_output(self, ctx: DispatchContext, next: Next) -> None:
+        """Record the thread's measured characters per token from the dispatch's usage (see
+        :mod:`plait.context.ratio`), unless a ``counter`` was configured."""
+        if self.counter is None:
+            self.ratio_meter.record(ctx)
+        await next()
+
+    @staticmethod
     def _estimate(
-        self, request: ModelRequest, messages: Sequence[Message], anchor_from: int
+        accountant: TokenAccountant,
+        request: ModelRequest,
+        messages: Sequence[Message],
+        anchor_from: int,
     ) -> int:
-        return self.accountant.request(
+        return accountant.request(
             messages,
             system_prompt=request.system_prompt,
             tools=request.tools,
@@ -310,11 +404,10 @@ class SummarizationMiddleware(Middleware):
         turn: TurnContext,
         info: SummarizationInfo,
         record: SummaryRecord,
-        span: Sequence[Message],
         *,
         forced: bool,
     ) -> None:
-        """Emit the event, start the offload, call ``on_summarized``."""
+        """Emit the event, call ``on_summarized``."""
         thread = self.thread_id or turn.thread_id
         turn.emit(
             HistorySummarized(
@@ -327,7 +420,6 @@ class SummarizationMiddleware(Middleware):
                 forced=forced,
             )
         )
-        self._offload(thread, span, record.covered - len(span), turn.emit)
         if self.on_summarized is not None:
             outcome = self.on_summarized(info)
             if inspect.isawaitable(outcome):
@@ -348,10 +440,9 @@ class SummarizationMiddleware(Middleware):
             turn.emit(SummarizerFailed(summarizer=self.summarizer.name, error=exc))
             return self._fallback.fold(previous, span, max_tokens=limit), self._fallback.name
 
-    def _offload(self, thread: str, span: Sequence[Message], base: int, emit: EventSink) -> None:
+    def _offload(self, thread: str, path: str, span: Sequence[Message], emit: EventSink) -> None:
         if self.backend is None:
             return
-        path = history_path(self.history_root, thread, base, base + len(span))
         task = asyncio.get_running_loop().create_task(
             write_history(self.backend, path, list(span), thread, emit)
         )

@@ -1,7 +1,11 @@
 """Token estimates without a tokenizer, an exact counter when you want one, and accounting that
 costs O(new messages) per model call.
 
-* :data:`CHARS_PER_TOKEN` (4) is the seed's estimate: ``ceil(len(text) / 4)`` tokens.
+* :data:`CHARS_PER_TOKEN` (4) is the seed's estimate: ``ceil(len(text) / 4)`` tokens. It is
+  only a starting point: log- and CSV-like text runs nearer 2 characters per token with a BPE
+  tokenizer. Once a provider reports ``usage.input_tokens`` for a thread,
+  :func:`measure_chars_per_token` records that thread's measured ratio in its state and
+  :func:`thread_counter` estimates with it (unless an exact counter was configured).
 * :class:`TokenCounter` is the protocol for counting one text; :class:`CharEstimator` is the
   default, :class:`TiktokenCounter` the exact one (``pip install 'plait[tiktoken]'``).
 * :func:`message_tokens` / :func:`tool_tokens` estimate one message / tool schema, including a
@@ -15,6 +19,7 @@ costs O(new messages) per model call.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import json
 from collections.abc import Iterable, Sequence
@@ -27,14 +32,18 @@ from plait.tools import ToolDefinition
 
 __all__ = [
     "CHARS_PER_TOKEN",
+    "CHARS_PER_TOKEN_STATE_KEY",
     "MESSAGE_OVERHEAD_TOKENS",
     "CharEstimator",
     "TiktokenCounter",
     "TokenAccountant",
     "TokenCounter",
     "TokenizerUnavailable",
+    "measure_chars_per_token",
     "message_text",
     "message_tokens",
+    "record_chars_per_token",
+    "thread_counter",
     "tool_tokens",
 ]
 
@@ -43,6 +52,15 @@ CHARS_PER_TOKEN: Final = 4
 
 MESSAGE_OVERHEAD_TOKENS: Final = 4
 """Tokens added per message or tool schema for role markers and separators."""
+
+CHARS_PER_TOKEN_STATE_KEY: Final = "plait.tokens.chars_per_token"
+"""Thread-state key of the thread's measured characters per token (a float)."""
+
+MEASURED_RATIO_RANGE: Final = (1.0, 8.0)
+"""Measured ratios are clamped to this range (a provider's usage can include hidden tokens)."""
+
+MIN_MEASURED_TOKENS: Final = 256
+"""Smaller requests are not measured: their overheads swamp the content."""
 
 
 @runtime_checkable
@@ -54,16 +72,17 @@ class TokenCounter(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class CharEstimator:
-    """``ceil(len(text) / chars_per_token)``: O(1) per text, no dependency."""
+    """``ceil(len(text) / chars_per_token)``: O(1) per text, no dependency. ``chars_per_token``
+    may be fractional (a measured ratio such as 1.9) and must be at least 1."""
 
-    chars_per_token: int = CHARS_PER_TOKEN
+    chars_per_token: float = CHARS_PER_TOKEN
 
     def __post_init__(self) -> None:
-        if self.chars_per_token < 1:
+        if not self.chars_per_token >= 1:
             raise ConfigurationError("chars_per_token must be at least 1.")
 
     def count(self, text: str) -> int:
-        return -(-len(text) // self.chars_per_token)
+        return int(-(-len(text) // self.chars_per_token))
 
 
 DEFAULT_COUNTER: Final = CharEstimator()
@@ -215,3 +234,68 @@ class TokenAccountant:
         if len(self._checkpoints) >= self._max_checkpoints and last.id not in self._checkpoints:
             self._checkpoints.pop(next(iter(self._checkpoints)))
         self._checkpoints[last.id] = _Checkpoint(messages[0], len(messages) - 1, last, total)
+
+
+def measure_chars_per_token(
+    state: dict[str, Any],
+    *,
+    messages: Sequence[Message],
+    system_prompt: str,
+    tools: Sequence[ToolDefinition],
+    input_tokens: int,
+) -> float | None:
+    """Record in ``state`` the characters per token of a request a provider reported
+    ``input_tokens`` for, and return it (see :func:`record_chars_per_token`). Cost:
+    O(len(messages)); :class:`plait.context.ratio.RatioMeter` does it incrementally."""
+    return record_chars_per_token(
+        state,
+        message_chars=sum(len(message_text(m)) for m in messages),
+        messages=len(messages),
+        system_prompt=system_prompt,
+        tools=tools,
+        input_tokens=input_tokens,
+    )
+
+
+def record_chars_per_token(
+    state: dict[str, Any],
+    *,
+    message_chars: int,
+    messages: int,
+    system_prompt: str,
+    tools: Sequence[ToolDefinition],
+    input_tokens: int,
+) -> float | None:
+    """Record the ratio of a request of ``messages`` messages holding ``message_chars``
+    characters; ``None`` (nothing recorded) under :data:`MIN_MEASURED_TOKENS`. The per-item
+    overheads are taken off first, so estimating the same request again with the ratio gives
+    back about ``input_tokens``; the ratio is clamped to :data:`MEASURED_RATIO_RANGE`."""
+    if input_tokens < MIN_MEASURED_TOKENS:
+        return None
+    chars = message_chars + len(system_prompt)
+    chars += sum(len(t.name) + len(t.description) + len(_json(t.parameters)) for t in tools)
+    content_tokens = max(1, input_tokens - MESSAGE_OVERHEAD_TOKENS * (messages + len(tools)))
+    low, high = MEASURED_RATIO_RANGE
+    ratio = round(min(high, max(low, chars / content_tokens)), 3)
+    state[CHARS_PER_TOKEN_STATE_KEY] = ratio
+    return ratio
+
+
+def thread_counter(state: dict[str, Any], configured: TokenCounter | None) -> TokenCounter:
+    """The counter to estimate a thread's text with: ``configured`` if the application chose
+    one (an exact tokenizer, a fixed ratio), else a :class:`CharEstimator` at the thread's
+    measured ratio (see :func:`measure_chars_per_token`), else :data:`DEFAULT_COUNTER`."""
+    if configured is not None:
+        return configured
+    ratio = state.get(CHARS_PER_TOKEN_STATE_KEY)
+    if not isinstance(ratio, int | float) or isinstance(ratio, bool):
+        return DEFAULT_COUNTER
+    low, high = MEASURED_RATIO_RANGE
+    # Tenths: a ratio re-measured every call then rarely changes the estimator, so estimates
+    # keep their checkpoints.
+    return _estimator(round(min(high, max(low, float(ratio))), 1))
+
+
+@functools.lru_cache(maxsize=256)
+def _estimator(ratio: float) -> CharEstimator:
+    return CharEstimator(ratio)

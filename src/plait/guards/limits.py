@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from plait.errors import LimitExceeded
+from plait.errors import LimitExceeded, quoted
 from plait.guards.events import LimitReached
 from plait.messages import ToolCall
 from plait.middleware.base import Middleware, Next, SkipToolCall
@@ -139,7 +139,7 @@ class LimitsMiddleware(Middleware):
                 counts,
                 "tool_calls_per_tool",
                 per_tool,
-                f"Limit reached: tool {call.name!r} may be called {per_tool} times per turn.",
+                f"Limit reached: tool {quoted(call.name)} may be called {per_tool} times per turn.",
             )
         if total is not None and counts.tool_calls >= total:
             self._exceed(

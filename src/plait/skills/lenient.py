@@ -18,6 +18,7 @@ import re
 
 from yaml.nodes import MappingNode, ScalarNode, SequenceNode
 
+from plait.errors import quoted
 from plait.skills.diagnostics import Code, Diagnostic, Severity
 from plait.skills.frontmatter import (
     Frontmatter,
@@ -194,7 +195,8 @@ def _from_frontmatter(
         found.add(
             Severity.WARNING,
             Code.DUPLICATE_FIELD,
-            f"Field '{key}' appears more than once; used its last value. Remove the duplicates.",
+            f"Field {quoted(key)} appears more than once; used its last value. "
+            "Remove the duplicates.",
             yaml_line,
         )
     name = _name(frontmatter, folder_name, found)
@@ -298,7 +300,7 @@ def _license(frontmatter: Frontmatter, found: _Findings) -> str | None:
     found.add(
         Severity.WARNING,
         Code.LICENSE_NOT_STRING,
-        f"Field '{key}' must be a string; ignored it.",
+        f"Field {quoted(key)} must be a string; ignored it.",
         frontmatter.lines.get(key),
     )
     return None
@@ -383,7 +385,7 @@ def _extra(frontmatter: Frontmatter, found: _Findings) -> dict[str, object]:
             found.add(
                 Severity.INFO,
                 Code.CLIENT_FIELD,
-                f"Field '{key}' is a client extension (Claude Code), not part of the Agent "
+                f"Field {quoted(key)} is a client extension (Claude Code), not part of the Agent "
                 "Skills spec; kept it in extra.",
                 yaml_line,
             )
@@ -391,7 +393,7 @@ def _extra(frontmatter: Frontmatter, found: _Findings) -> dict[str, object]:
             found.add(
                 Severity.WARNING,
                 Code.UNKNOWN_FIELD,
-                f"Unknown frontmatter field '{key}'; kept it in extra. The spec allows only "
+                f"Unknown frontmatter field {quoted(key)}; kept it in extra. The spec allows only "
                 "name, description, license, compatibility, metadata and allowed-tools: move "
                 "it under 'metadata:'.",
                 yaml_line,

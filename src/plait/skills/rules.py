@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import unicodedata
 
+from plait.errors import quoted
 from plait.skills.diagnostics import Code
 from plait.skills.frontmatter import PlainData
 
@@ -34,12 +35,12 @@ def name_problems(name: str, folder_name: str | None) -> list[tuple[Code, str]]:
         found.append(
             (
                 Code.NAME_TOO_LONG,
-                f"Skill name '{name}' exceeds {MAX_NAME_LENGTH} character limit "
+                f"Skill name {quoted(name)} exceeds {MAX_NAME_LENGTH} character limit "
                 f"({len(name)} chars)",
             )
         )
     if name != name.lower():
-        found.append((Code.NAME_NOT_LOWERCASE, f"Skill name '{name}' must be lowercase"))
+        found.append((Code.NAME_NOT_LOWERCASE, f"Skill name {quoted(name)} must be lowercase"))
     if name.startswith("-") or name.endswith("-"):
         found.append((Code.NAME_HYPHEN_EDGE, "Skill name cannot start or end with a hyphen"))
     if "--" in name:
@@ -50,7 +51,7 @@ def name_problems(name: str, folder_name: str | None) -> list[tuple[Code, str]]:
         found.append(
             (
                 Code.NAME_INVALID_CHARACTERS,
-                f"Skill name '{name}' contains invalid characters. "
+                f"Skill name {quoted(name)} contains invalid characters. "
                 "Only letters, digits, and hyphens are allowed.",
             )
         )
@@ -58,7 +59,7 @@ def name_problems(name: str, folder_name: str | None) -> list[tuple[Code, str]]:
         found.append(
             (
                 Code.NAME_FOLDER_MISMATCH,
-                f"Directory name '{folder_name}' must match skill name '{name}'",
+                f"Directory name {quoted(folder_name)} must match skill name {quoted(name)}",
             )
         )
     return found

@@ -19,7 +19,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from plait.backends.sqlite import SQLiteFile
+from plait.backends.sqlite import SQLITE_MAX_VALUE_BYTES, SQLiteFile
 from plait.errors import ThreadConflictError
 from plait.messages import Message
 from plait.stores.base import (
@@ -55,13 +55,20 @@ class SQLiteThreadStore:
     """A :class:`~plait.stores.base.ThreadStore` in the SQLite file at ``path``.
 
     The file and its parent directory are created on first use; ``":memory:"`` gives a private
-    in-memory database. A damaged or foreign file raises :class:`~plait.stores.base.StoreError`
-    on the first call that touches it. ``close()`` releases the connection (the next call
-    reopens it).
+    in-memory database. A damaged file raises :class:`~plait.stores.base.StoreError` on the
+    first call that touches it; so does a file that is not plait's, which is left unchanged.
+    One message (as JSON) or the thread state is at most ``max_value_bytes`` bytes (default
+    :data:`~plait.backends.sqlite.SQLITE_MAX_VALUE_BYTES`); an append with a larger one raises
+    ``StoreError`` saying so and writes nothing. ``close()`` releases the connection (the next
+    call reopens it).
     """
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
-        self._db = SQLiteFile(path, schema=_SCHEMA, error=StoreError)
+    def __init__(
+        self, path: str | os.PathLike[str], *, max_value_bytes: int = SQLITE_MAX_VALUE_BYTES
+    ) -> None:
+        self._db = SQLiteFile(
+            path, schema=_SCHEMA, error=StoreError, max_value_bytes=max_value_bytes
+        )
 
     @property
     def path(self) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+from plait.errors import quoted
 from plait.skills.disclosure.snapshot import SkillSnapshot
 from plait.skills.render import markdown_line
 from plait.tools import FunctionTool, ToolContext
@@ -35,14 +36,14 @@ def search_skills(snapshot: SkillSnapshot, query: str, limit: int = 10) -> str:
         if score:
             scored.append((-score, index))
     if not scored:
-        return f"No skill matches {query!r}. Try other or fewer keywords."
+        return f"No skill matches {quoted(query)}. Try other or fewer keywords."
     scored.sort()
     best = scored[: max(1, min(limit, _MAX_RESULTS))]
     lines = [markdown_line(snapshot.listed[index]) for _, index in best]
     more = len(scored) - len(best)
     tail = f"\n({more} more match; refine the query to narrow them.)" if more else ""
     noun = "skill matches" if len(scored) == 1 else "skills match"
-    return f"{len(scored)} {noun} {query!r}:\n" + "\n".join(lines) + tail
+    return f"{len(scored)} {noun} {quoted(query)}:\n" + "\n".join(lines) + tail
 
 
 def build_search_tool(snapshot_of: Callable[[ToolContext], SkillSnapshot]) -> FunctionTool:

@@ -16,7 +16,7 @@ import asyncio
 import contextlib
 from collections.abc import Mapping, Sequence
 
-from plait.errors import ConfigurationError
+from plait.errors import ConfigurationError, clipped
 from plait.middleware.context import DispatchContext, TurnContext
 from plait.skills.catalog import Precedence, SkillCatalog
 from plait.skills.diagnostics import Code
@@ -147,7 +147,7 @@ class SkillManager:
             if skill in (record.name, record.entry.id, str(record.entry.ref), record.handle):
                 return record
         raise SkillNotLoaded(
-            f"Skill not loaded: {skill}. Loaded skills: {_listing(list(self._records))}."
+            f"Skill not loaded: {clipped(skill)}. Loaded skills: {_listing(list(self._records))}."
         )
 
     def projected(self, ctx: TurnContext | DispatchContext) -> list[ProjectedSkill]:

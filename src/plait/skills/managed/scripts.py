@@ -43,6 +43,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from plait.errors import quoted
 from plait.paths import confine, normalize_virtual_path
 from plait.skills.managed.errors import (
     InvalidSkillsConfig,
@@ -190,7 +191,7 @@ def _check_args(args: Sequence[str]) -> None:
         if arg.startswith("-") or "\x00" in arg:
             shown = arg.replace("\x00", "\\x00")
             raise SkillScriptRejected(
-                f"Script argument {shown!r} refused: arguments may not start with '-' or "
+                f"Script argument {quoted(shown)} refused: arguments may not start with '-' or "
                 "contain NUL bytes (they could be read as options). Pass plain values."
             )
 
