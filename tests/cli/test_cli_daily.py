@@ -142,6 +142,16 @@ def test_each_retry_is_a_line(server: WireServer, project: Path) -> None:
     assert "Finally." in result.output
 
 
+def test_json_lines_report_each_retry(server: WireServer, project: Path) -> None:
+    server.reply("rate_limit.json", status=429, headers={"retry-after-ms": "10"})
+    server._replies.append(sse_answer("Finally."))
+    result = plait("run", "hi", "--json", "--model", spec(server))
+    assert result.exit_code == 0, result.output
+    lines = [json.loads(line) for line in result.output.splitlines()]
+    retries = [line for line in lines if line["type"] == "model_call_retried"]
+    assert [(r["status"], r["retry"], r["max_retries"]) for r in retries] == [(429, 1, 3)]
+
+
 def test_server_text_in_an_error_is_never_markup_or_emoji(
     server: WireServer, project: Path
 ) -> None:

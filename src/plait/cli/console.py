@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import fields, is_dataclass
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
 from rich.console import Console
@@ -40,6 +40,9 @@ from plait.skills.disclosure import (
     SkillToolsWithdrawn,
 )
 from plait.skills.managed import SkillLoaded, SkillUnloaded
+
+if TYPE_CHECKING:
+    from plait.models.retrying import RetryNotice
 
 __all__ = ["EventPrinter", "JsonEventWriter", "fail", "report_error", "report_note", "short"]
 
@@ -211,6 +214,19 @@ class JsonEventWriter:
         from pydantic_core import to_jsonable_python
 
         self._write(json.dumps(to_jsonable_python(data, fallback=str), ensure_ascii=False))
+
+    def retry(self, notice: RetryNotice) -> None:
+        """A retry of the model call, as a ``model_call_retried`` line."""
+        self.emit(
+            {
+                "type": "model_call_retried",
+                "error": str(notice.error),
+                "status": notice.error.status,
+                "delay": notice.delay,
+                "retry": notice.retry,
+                "max_retries": notice.max_retries,
+            }
+        )
 
     def finish(self) -> None:
         return None

@@ -145,12 +145,12 @@ MODEL_EPILOG = "--model spec forms:\n\n" + "\n\n".join(
 columns (an option's help column is too narrow for them)."""
 
 
-def _resolve(flags: Flags, display: TurnDisplay | None) -> Resolved:
+def _resolve(flags: Flags, display: TurnDisplay | JsonEventWriter) -> Resolved:
     """The merged settings turned into the agent's options; a bad config, a missing provider or
     a missing skills folder is a message and exit 2."""
     try:
         settings = merged_settings(flags)
-        resolved = agent_options(settings, on_retry=display.retry if display else None)
+        resolved = agent_options(settings, on_retry=display.retry)
     except ConfigurationError as exc:
         fail(str(exc), 2)
     check_skills_folders(list(resolved.options.skills))
@@ -272,12 +272,11 @@ def run(
         timeout,
         plain,
     )
-    display = None if json_lines else TurnDisplay(console, verbose=verbose)
-    resolved = _resolve(flags, display)
-    if display is not None:
-        display.markdown = display.live and not resolved.plain
-        display.price = resolved.price
-    printer: TurnDisplay | JsonEventWriter = display or JsonEventWriter()
+    printer = JsonEventWriter() if json_lines else TurnDisplay(console, verbose=verbose)
+    resolved = _resolve(flags, printer)
+    if isinstance(printer, TurnDisplay):
+        printer.markdown = printer.live and not resolved.plain
+        printer.price = resolved.price
     thread_id = thread or new_id()
 
     async def main() -> None:
