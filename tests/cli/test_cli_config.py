@@ -161,7 +161,7 @@ def test_agent_options_follow_the_merged_settings(home: Path) -> None:
     write(
         home / "project" / "plait.toml",
         'mode = "managed"\nsystem_prompt = "Be brief."\nplain = true\n'
-        "[limits]\nmax_input_tokens = 5000\nmodel_calls_per_turn = 3\n"
+        "[limits]\nmax_input_tokens = 5000\nmodel_calls_per_turn = 3\ntool_timeout = 9\n"
         "[prices.scripted]\ninput = 1\noutput = 2\n"
         '[mcp.files]\ncommand = ["mcp-files", "--root", "."]\n',
     )
@@ -171,6 +171,7 @@ def test_agent_options_follow_the_merged_settings(home: Path) -> None:
     assert resolved.options.max_input_tokens == 5000
     assert resolved.options.limits is not None
     assert resolved.options.limits.model_calls_per_turn == 3
+    assert resolved.options.limits.tool_timeout == 9
     assert resolved.plain is True
     assert resolved.spec == "scripted"
     assert resolved.price is not None and resolved.price.output == 2

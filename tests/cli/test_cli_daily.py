@@ -152,6 +152,25 @@ def test_json_lines_report_each_retry(server: WireServer, project: Path) -> None
     assert [(r["status"], r["retry"], r["max_retries"]) for r in retries] == [(429, 1, 3)]
 
 
+def test_timeout_bounds_a_hung_model_call_with_a_clear_error(
+    server: WireServer, project: Path
+) -> None:
+    server.stall()
+    result = plait("run", "hi", "--timeout", "0.5", "--model", spec(server))
+    assert result.exit_code == 1
+    text = " ".join(result.output.split())
+    assert "no complete answer within its 0.5 s deadline" in text and "--timeout" in text
+    assert "ModelTimeouts" not in text  # a library-only setting
+
+
+def test_config_timeout_applies_when_no_flag_is_given(server: WireServer, project: Path) -> None:
+    (project / "plait.toml").write_text(f'model = "{spec(server)}"\ntimeout = 0.5\n')
+    server.stall()
+    result = plait("run", "hi")
+    assert result.exit_code == 1
+    assert "within its 0.5 s deadline" in " ".join(result.output.split())
+
+
 def test_server_text_in_an_error_is_never_markup_or_emoji(
     server: WireServer, project: Path
 ) -> None:

@@ -147,8 +147,12 @@ def _limits(settings: Settings) -> Limits | None:
     """``[limits]`` as the agent's :class:`~plait.runtime.agent.Limits` (``None``: defaults)."""
     from plait.runtime.agent import Limits
 
-    calls = settings.get("limits.model_calls_per_turn")
-    return None if calls is None else Limits(model_calls_per_turn=calls)
+    given = {
+        key: settings.get(f"limits.{key}")
+        for key in ("model_calls_per_turn", "tool_timeout")
+        if settings.get(f"limits.{key}") is not None
+    }
+    return Limits(**given) if given else None
 
 
 def _resolve(resolve_model: Callable[..., Model], spec: str, timeout: float | None) -> Model:

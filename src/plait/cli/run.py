@@ -20,7 +20,12 @@ from plait.cli.agents import AgentOptions, Closer, Mode, build_agent
 from plait.cli.console import JsonEventWriter, fail, report_error, report_note
 from plait.cli.display import TurnDisplay, make_console
 from plait.cli.options import Flags, Resolved, agent_options, merged_settings
-from plait.errors import ConfigurationError, ContextOverflowError, PlaitError
+from plait.errors import (
+    ConfigurationError,
+    ContextOverflowError,
+    ModelTimeoutError,
+    PlaitError,
+)
 from plait.messages import new_id
 from plait.models.registry import MODEL_SPEC_FORMS
 from plait.runtime.agent import Agent
@@ -228,6 +233,13 @@ def _thread_choice(thread: str | None, continue_: bool) -> None:
 
 def _error_message(exc: PlaitError) -> str:
     """The error as the person at the terminal can act on it (an overflow names CLI flags)."""
+    if isinstance(exc, ModelTimeoutError):
+        return (
+            f"The model gave no complete answer within its {exc.total:g} s deadline. Check that "
+            "the server is "
+            "up and reachable, or allow more time with --timeout SECONDS (or timeout in "
+            "plait.toml, or $PLAIT_MODEL_TIMEOUT)."
+        )
     if isinstance(exc, ContextOverflowError):
         return (
             "The conversation no longer fits the model's context window, even after "
