@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.live import Live
-from rich.markdown import Markdown
 from rich.status import Status
 from rich.text import Text
 
@@ -152,6 +151,8 @@ class TurnDisplay:
             self._status = None
 
     def _add_text(self, text: str) -> None:
+        from rich.markdown import Markdown  # markdown-it costs ~50 ms to import: only when used
+
         self._text += text
         if self._answer is None:
             self._answer = Live(
@@ -162,6 +163,8 @@ class TurnDisplay:
 
     def _end_answer(self) -> None:
         if self._answer is not None:
+            from rich.markdown import Markdown
+
             self._answer.update(Markdown(self._text), refresh=True)
             self._answer.stop()
             self._answer = None
