@@ -228,3 +228,23 @@ def test_model_help_shows_every_spec_form_whole_in_80_columns(command: str) -> N
     assert max(len(line) for line in lines) <= 80
     for form in MODEL_SPEC_FORMS:
         assert any(form in line for line in lines), form
+
+
+def test_chat_continue_picks_up_the_latest_thread_and_reports_tokens_each_turn(
+    server: WireServer, project: Path
+) -> None:
+    server._replies.extend([sse_answer("First."), sse_answer("Again.", prompt=20)])
+    assert plait("run", "start here", "--model", spec(server)).exit_code == 0
+    result = CliRunner().invoke(
+        app,
+        ["chat", "-c", "--model", spec(server)],
+        input="and then?\n/exit\n",
+        env={"COLUMNS": "200"},
+    )
+    assert result.exit_code == 0, result.output
+    assert sent_texts(server, 1) == [
+        ("user", "start here"),
+        ("assistant", "First."),
+        ("user", "and then?"),
+    ]
+    assert "Again." in result.output and "in 20 · out 3" in result.output
