@@ -1,7 +1,7 @@
 """What ``plait run`` / ``plait chat`` show while a turn runs, so the terminal is never silent.
 
-* A spinner from the moment a request goes to the model until its first words (or its answer)
-  arrive; only on a terminal.
+* A spinner with the seconds waited, from the moment a request goes to the model until its first
+  words (or its answer) arrive; only on a terminal.
 * One line per retry of a model call (``rate limited, retrying in 1.0 s (2/4)``).
 * The answer as Markdown on a terminal; as the model wrote it when piped or with ``--plain``.
 * After each turn, its tokens (``in 1,234 · out 56 · cached 1,000``) and, when the model's price
@@ -13,6 +13,7 @@ Text from models and servers is never read as rich markup or emoji codes.
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
@@ -71,6 +72,16 @@ def retry_line(notice: RetryNotice) -> str:
         f"{_reason(notice.error)}, retrying in {notice.delay:.1f} s "
         f"({notice.retry}/{notice.max_retries})"
     )
+
+
+class _Waiting:
+    """``waiting for the model… 12 s``: rendered afresh on every refresh of the spinner."""
+
+    def __init__(self) -> None:
+        self.started = time.monotonic()
+
+    def __rich__(self) -> Text:
+        return Text(f"waiting for the model… {time.monotonic() - self.started:.0f} s")
 
 
 class TurnDisplay:
@@ -142,7 +153,7 @@ class TurnDisplay:
 
     def _spin(self) -> None:
         if self.live and self._status is None:
-            self._status = self.console.status(Text("waiting for the model…"), spinner="dots")
+            self._status = self.console.status(_Waiting(), spinner="dots")
             self._status.start()
 
     def _stop_spinner(self) -> None:
