@@ -212,3 +212,14 @@ def test_config_show_with_a_bad_file_exits_2_naming_it(home: Path) -> None:
     assert result.exit_code == 2
     assert str(path) in " ".join(result.output.split())
     assert "unknown key 'limits.turns'" in result.output
+
+
+def test_a_negative_flag_overrides_a_config_true(home: Path) -> None:
+    write(home / "project" / "plait.toml", "allow_scripts = true\nplain = true\n")
+    settings = merged_settings(Flags(allow_scripts=False, plain=False))
+    assert (settings.get("allow_scripts"), settings.origins["allow_scripts"]) == (
+        False,
+        "--no-allow-scripts",
+    )
+    assert (settings.get("plain"), settings.origins["plain"]) == (False, "--markdown")
+    assert load_settings().get("allow_scripts") is True

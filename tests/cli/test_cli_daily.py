@@ -217,3 +217,14 @@ def test_chat_continue_picks_up_the_latest_thread_and_reports_tokens_each_turn(
         ("user", "and then?"),
     ]
     assert "Again." in result.output and "in 20 · out 3" in result.output
+
+
+@pytest.mark.parametrize(("flag", "rendered"), [(None, False), ("--markdown", True)])
+def test_piped_answers_are_plain_unless_markdown_is_asked_for(
+    server: WireServer, project: Path, flag: str | None, rendered: bool
+) -> None:
+    server._replies.append(sse_answer("Use **bold** here."))
+    result = plait("run", "hi", "--model", spec(server), *([flag] if flag else []))
+    assert result.exit_code == 0, result.output
+    assert ("Use bold here." in result.output) is rendered
+    assert ("Use **bold** here." in result.output) is not rendered

@@ -36,22 +36,23 @@ class Flags:
     no_default_skills: bool = False
     mode: Mode | None = None
     store: str | None = None
-    allow_scripts: bool = False
+    allow_scripts: bool | None = None
     max_input_tokens: int | None = None
     system_prompt: str | None = None
     timeout: float | None = None
-    plain: bool = False
+    plain: bool | None = None
 
     def apply(self, settings: Settings) -> None:
         """Lay these flags over ``settings`` (a flag given wins over every other source)."""
         settings.set("model", self.model, "--model")
         settings.set("mode", self.mode.value if self.mode else None, "--mode")
         settings.set("store", self.store, "--store")
-        settings.set("allow_scripts", self.allow_scripts or None, "--allow-scripts")
+        scripts_flag = "--allow-scripts" if self.allow_scripts else "--no-allow-scripts"
+        settings.set("allow_scripts", self.allow_scripts, scripts_flag)
         settings.set("limits.max_input_tokens", self.max_input_tokens, "--max-input-tokens")
         settings.set("system_prompt", self.system_prompt, "--system-prompt")
         settings.set("timeout", self.timeout, "--timeout")
-        settings.set("plain", self.plain or None, "--plain")
+        settings.set("plain", self.plain, "--plain" if self.plain else "--markdown")
         settings.set(
             "default_skills", False if self.no_default_skills else None, "--no-default-skills"
         )

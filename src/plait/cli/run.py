@@ -112,8 +112,11 @@ StoreOption = Annotated[
     typer.Option("--store", help="SQLite file for threads (default: the user data directory)."),
 ]
 ScriptsOption = Annotated[
-    bool,
-    typer.Option("--allow-scripts", help="Managed mode: let skills' scripts/ run as tools."),
+    bool | None,
+    typer.Option(
+        "--allow-scripts/--no-allow-scripts",
+        help="Managed mode: let skills' scripts/ run as tools. Default: no.",
+    ),
 ]
 TokensOption = Annotated[
     int | None,
@@ -134,7 +137,12 @@ TimeoutOption = Annotated[
     ),
 ]
 PlainOption = Annotated[
-    bool, typer.Option("--plain", help="Print answers as plain text, not rendered Markdown.")
+    bool | None,
+    typer.Option(
+        "--plain/--markdown",
+        help="Answers as plain text, or rendered as Markdown. Default: Markdown on a terminal, "
+        "plain when piped.",
+    ),
 ]
 VerboseOption = Annotated[bool, typer.Option("--verbose", "-v", help="Show every event.")]
 JsonOption = Annotated[
@@ -165,6 +173,12 @@ def _resolve(flags: Flags, display: TurnDisplay | JsonEventWriter) -> Resolved:
             f"MCP servers configured ({names}) are not connected: this plait has no MCP support."
         )
     return resolved
+
+
+def _markdown(display: TurnDisplay, resolved: Resolved, flag: bool | None) -> bool:
+    """Render answers as Markdown: ``--markdown`` always, ``--plain`` (or ``plain = true``)
+    never, else only on a terminal."""
+    return not resolved.plain and (display.live or flag is False)
 
 
 def check_skills_folders(folders: list[Path]) -> None:
@@ -259,11 +273,11 @@ def run(
     thread: ThreadOption = None,
     continue_: ContinueOption = False,
     store: StoreOption = None,
-    allow_scripts: ScriptsOption = False,
+    allow_scripts: ScriptsOption = None,
     max_input_tokens: TokensOption = None,
     system_prompt: SystemOption = None,
     timeout: TimeoutOption = None,
-    plain: PlainOption = False,
+    plain: PlainOption = None,
     verbose: VerboseOption = False,
     json_lines: JsonOption = False,
 ) -> None:
@@ -287,7 +301,7 @@ def run(
     printer = JsonEventWriter() if json_lines else TurnDisplay(console, verbose=verbose)
     resolved = _resolve(flags, printer)
     if isinstance(printer, TurnDisplay):
-        printer.markdown = printer.live and not resolved.plain
+        printer.markdown = _markdown(printer, resolved, plain)
         printer.price = resolved.price
     thread_id = thread or new_id()
 
@@ -326,11 +340,11 @@ def chat(
     thread: ThreadOption = None,
     continue_: ContinueOption = False,
     store: StoreOption = None,
-    allow_scripts: ScriptsOption = False,
+    allow_scripts: ScriptsOption = None,
     max_input_tokens: TokensOption = None,
     system_prompt: SystemOption = None,
     timeout: TimeoutOption = None,
-    plain: PlainOption = False,
+    plain: PlainOption = None,
     verbose: VerboseOption = False,
 ) -> None:
     """An interactive session. Ctrl-C cancels the running turn; Ctrl-D or /exit ends the session."""
@@ -350,7 +364,7 @@ def chat(
     )
     display = TurnDisplay(console, verbose=verbose)
     resolved = _resolve(flags, display)
-    display.markdown = display.live and not resolved.plain
+    display.markdown = _markdown(display, resolved, plain)
     display.price = resolved.price
     with contextlib.suppress(ImportError):
         import readline  # noqa: F401  (line editing and history for input())
