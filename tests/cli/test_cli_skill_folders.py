@@ -139,3 +139,12 @@ def test_skills_list_stays_readable_with_10000_skills_and_400_character_names(
     assert rows[-1].split()[:3] == ["skill-09998", "active", "./.agents/skills"]
     assert "10000 loaded (10000 active, 0 shadowed), 0 rejected." in " ".join(result.output.split())
     print(f"skills list of 10,000 skills: {elapsed:.1f} s")  # seen with -s; not asserted
+
+
+def test_skills_show_finds_a_skill_in_the_standard_folders(dirs: tuple[Path, Path, Path]) -> None:
+    _, home, _ = dirs
+    skill(home / ".claude" / "skills", "csv", "Reads CSV files. Use for tables.")
+    result = CliRunner().invoke(app, ["skills", "show", "csv"])
+    assert result.exit_code == 0, result.output
+    assert "description: Reads CSV files. Use for tables." in result.output
+    assert "source: ~/.claude/skills" in result.output

@@ -348,10 +348,15 @@ def _print_table(catalog: SkillCatalog, rejected: list[DiscoveryProblem]) -> Non
 @skills_app.command("show")
 def show(
     name: Annotated[str, typer.Argument(help="The skill's name (or its id within a source).")],
-    from_: Annotated[list[Path], typer.Option("--from", help=_PATHS_HELP)],
+    from_: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--from", help=_PATHS_HELP + " Default: the folders plait run uses (see skills list)."
+        ),
+    ] = None,
 ) -> None:
     """Show one skill: metadata, resources, diagnostics and the SKILL.md body."""
-    catalog = _catalog(from_)
+    catalog = _catalog(*_list_sources(from_, False))
     entry = _lookup(catalog, name)
     if entry is None:
         _report_failures(catalog)
