@@ -115,7 +115,8 @@ def test_store_url_is_kept_as_written(home: Path) -> None:
 @pytest.mark.parametrize(
     ("text", "needles"),
     [
-        ('modle = "openai:gpt-4o"\n', ["unknown key 'modle'"]),
+        ('modle = "openai:gpt-4o"\n', ["unknown key 'modle' (known here: model, mode,"]),
+        ("[limits]\nturns = 1\n", ["known here: model_calls_per_turn, tool_timeout"]),
         ("[limits]\ntool_timeout = -1\n", ["key 'limits.tool_timeout'", "greater than 0"]),
         ('mode = "fast"\n', ["key 'mode'", "disclosure", "managed"]),
         ("[mcp.files]\nenv = {}\n", ["key 'mcp.files'", "exactly one of 'command'"]),
@@ -211,7 +212,9 @@ def test_config_show_with_a_bad_file_exits_2_naming_it(home: Path) -> None:
     result = CliRunner().invoke(app, ["config", "show"])
     assert result.exit_code == 2
     assert str(path) in " ".join(result.output.split())
-    assert "unknown key 'limits.turns'" in result.output
+    assert "unknown key 'limits.turns' (known here: model_calls_per_turn" in " ".join(
+        result.output.split()
+    )
 
 
 def test_a_negative_flag_overrides_a_config_true(home: Path) -> None:

@@ -225,11 +225,26 @@ def _validation_message(exc: ValidationError, pyproject: bool) -> str:
     for error in exc.errors()[:5]:
         key = prefix + ".".join(str(part) for part in error["loc"])
         if error["type"] == "extra_forbidden":
-            problems.append(f"unknown key {key!r} (see: plait config show --help)")
+            known = ", ".join(_known_keys(error["loc"][:-1]))
+            problems.append(f"unknown key {key!r} (known here: {known})")
         else:
             problems.append(f"key {key!r}: {error['msg']}")
     more = len(exc.errors()) - len(problems)
     return "; ".join(problems) + (f"; and {more} more" if more > 0 else "") + "."
+
+
+def _known_keys(parent: tuple[int | str, ...]) -> list[str]:
+    """The keys allowed in the table at ``parent`` (``()``: the top level; ``("limits",)``;
+    ``("mcp", "files")``)."""
+    model: type[BaseModel] = ConfigFile
+    sections: dict[str, type[BaseModel]] = {
+        "limits": LimitsConfig,
+        "mcp": McpServerConfig,
+        "prices": PriceConfig,
+    }
+    if parent and str(parent[0]) in sections:
+        model = sections[str(parent[0])]
+    return list(model.model_fields)
 
 
 def _apply_file(settings: Settings, config: ConfigFile, path: Path) -> None:
