@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from plait.cli.agents import Mode
+from plait.cli.agents import Mode, SandboxChoice
 from plait.cli.app import app
 from plait.cli.config import MAX_CONFIG_BYTES, ConfigFileError, load_settings
 from plait.cli.options import Flags, agent_options, merged_settings
@@ -161,13 +161,14 @@ def test_bad_timeout_in_the_environment_is_a_configuration_error(
 def test_agent_options_follow_the_merged_settings(home: Path) -> None:
     write(
         home / "project" / "plait.toml",
-        'mode = "managed"\nsystem_prompt = "Be brief."\nplain = true\n'
+        'mode = "managed"\nsystem_prompt = "Be brief."\nplain = true\nsandbox = "none"\n'
         "[limits]\nmax_input_tokens = 5000\nmodel_calls_per_turn = 3\ntool_timeout = 9\n"
         "[prices.scripted]\ninput = 1\noutput = 2\n"
         '[mcp.files]\ncommand = ["mcp-files", "--root", "."]\n',
     )
     resolved = agent_options(load_settings(), model=ScriptedModel([]))
     assert resolved.options.mode is Mode.MANAGED
+    assert resolved.options.sandbox is SandboxChoice.NONE
     assert resolved.options.system_prompt == "Be brief."
     assert resolved.options.max_input_tokens == 5000
     assert resolved.options.limits is not None

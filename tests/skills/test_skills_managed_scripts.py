@@ -13,6 +13,7 @@ import pytest
 
 from plait import Agent, ScriptedModel, ToolCall, ToolMessage
 from plait.messages import Message
+from plait.sandbox import UnsandboxedRunner
 from plait.skills import FilesystemSource, MemorySource
 from plait.skills.managed import (
     InvalidSkillsConfig,
@@ -184,7 +185,9 @@ async def test_non_zero_exit_is_a_typed_error_with_the_output() -> None:
 
 
 async def test_timeout_kills_the_whole_process_group() -> None:
-    m = await manager(scripts=ScriptConfig(timeout=0.5))
+    # Unsandboxed (explicitly): the process group is what it kills. The bubblewrap sandbox's
+    # PID-namespace kill is tested in test_skills_managed_sandbox.py.
+    m = await manager(scripts=ScriptConfig(timeout=0.5, sandbox=UnsandboxedRunner()))
     message = await call(m, "run_tools_slow", {})
     assert message.text.startswith("Error (SCRIPT_TIMEOUT): Script scripts/slow.py ran past")
     child = int(message.text.split("Output so far:\n", 1)[1].split()[0])
@@ -246,14 +249,14 @@ async def test_script_tools_are_gated() -> None:
 
 
 async def test_dispose_kills_running_scripts_and_removes_the_workspace() -> None:
-    m = await manager(scripts=ScriptConfig(timeout=30), dispose_timeout=0.2)
+    m = await manager(scripts=ScriptConfig(timeout=30), close_timeout=0.2)
     await m.load("tools")
     workspace = m.record("tools").workspace
     assert workspace is not None
     model = ScriptedModel([ToolCall("c1", "run_tools_slow", {}), "done"])
     turn = asyncio.create_task(Agent(model, middleware=[*m.middleware]).run("go"))
     await wait_until(lambda: m.record("tools").in_flight > 0)
-    await m.dispose()
+    await m.aclose()
     assert workspace.disposed and not exists(workspace.root)
     result = await asyncio.wait_for(turn, 10)
     assert texts(result.new_messages)[0].startswith("Error (SCRIPT_FAILED)")

@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from plait.backends.sqlite import SQLiteBackend
 from plait.context import (
@@ -28,6 +28,9 @@ from plait.models.registry import MODEL_SPEC_FORMS, resolve_model
 from plait.runtime.agent import Agent, Limits
 from plait.skills import FilesystemSource
 from plait.stores.sqlite import SQLiteThreadStore
+
+if TYPE_CHECKING:
+    from plait.skills.managed import ScriptConfig
 
 __all__ = [
     "AgentOptions",
@@ -48,6 +51,13 @@ DEFAULT_SYSTEM_PROMPT = (
 class Mode(StrEnum):
     DISCLOSURE = "disclosure"
     MANAGED = "managed"
+
+
+class SandboxChoice(StrEnum):
+    """What runs skill scripts (``--sandbox``): bubblewrap, or (explicitly) nothing."""
+
+    BWRAP = "bwrap"
+    NONE = "none"
 
 
 class NoProviderConfigured(ConfigurationError):
@@ -111,6 +121,7 @@ class AgentOptions:
     max_input_tokens: int = 100_000
     evict_over_tokens: int = 2_000
     allow_scripts: bool = False
+    sandbox: SandboxChoice = SandboxChoice.BWRAP
     limits: Limits | None = None
     extra_middleware: list[Middleware] = field(default_factory=list)
 
@@ -120,7 +131,7 @@ Closer = Callable[[], Awaitable[None]]
 
 async def build_agent(options: AgentOptions) -> tuple[Agent, list[Closer]]:
     """The agent for ``options`` and, in order, what to await when done with it: finish the
-    background history offload, dispose a skill manager, close the model's HTTP client, the
+    background history offload, close a skill manager, close the model's HTTP client, the
     results database and the thread store."""
     store_path = options.store or default_store()
     backend = SQLiteBackend(blob_path(store_path))
@@ -138,10 +149,10 @@ async def build_agent(options: AgentOptions) -> tuple[Agent, list[Closer]]:
     closers: list[Closer] = [summarization.drain]
     sources = [FilesystemSource(Path(p)) for p in options.skills]
     if sources:
-        skills_middleware, dispose = await _skills(options, sources)
+        skills_middleware, close_skills = await _skills(options, sources)
         middleware.extend(skills_middleware)
-        if dispose is not None:
-            closers.append(dispose)
+        if close_skills is not None:
+            closers.append(close_skills)
     middleware.extend(options.extra_middleware)
     store = SQLiteThreadStore(store_path)
     agent = Agent(
@@ -151,15 +162,7 @@ async def build_agent(options: AgentOptions) -> tuple[Agent, list[Closer]]:
         store=store,
         limits=options.limits,
     )
-    aclose = getattr(options.model, "aclose", None)
-    if aclose is not None:
-        closers.append(aclose)
-
-    async def close_files() -> None:
-        backend.close()
-        store.close()
-
-    closers.append(close_files)
+    closers += [options.model.aclose, backend.aclose, store.aclose]
     return agent, closers
 
 
@@ -170,7 +173,7 @@ async def _skills(
         from plait.skills.disclosure import SkillsMiddleware
 
         return [SkillsMiddleware(sources=sources)], None
-    from plait.skills.managed import RememberLoadedSkills, ScriptConfig, create_skill_manager
+    from plait.skills.managed import RememberLoadedSkills, create_skill_manager
 
     async def allow(ctx: Any, tool: str, args: Any) -> None:
         return None  # the person at the terminal asked for managed mode; no further gate
@@ -178,7 +181,16 @@ async def _skills(
     manager = await create_skill_manager(
         sources=sources,
         gate=allow,
-        scripts=ScriptConfig() if options.allow_scripts else None,
+        scripts=_script_config(options) if options.allow_scripts else None,
     )
     # Each `plait run` is a new process with a new manager: the thread remembers what was loaded.
-    return [RememberLoadedSkills(manager), *manager.middleware], manager.dispose
+    return [RememberLoadedSkills(manager), *manager.middleware], manager.aclose
+
+
+def _script_config(options: AgentOptions) -> ScriptConfig:
+    from plait.sandbox import BubblewrapSandbox, Sandbox, UnsandboxedRunner
+    from plait.skills.managed import ScriptConfig
+
+    none = options.sandbox is SandboxChoice.NONE
+    sandbox: Sandbox = UnsandboxedRunner() if none else BubblewrapSandbox()
+    return ScriptConfig(sandbox=sandbox)

@@ -26,7 +26,6 @@ from rich.console import Console
 from rich.panel import Panel
 from rich.table import Table
 
-import plait
 from plait.backends.memory import MemoryBackend
 from plait.cli.console import EventPrinter
 from plait.cli.run import check_skills_folders
@@ -61,7 +60,7 @@ _PRODUCTS = ("widget", "gadget", "gizmo", "doohickey")
 
 def bundled_skills() -> Path:
     """The example skills: inside the installed package, or ``examples/skills`` in a checkout."""
-    package = Path(plait.__file__).parent
+    package = Path(__file__).parent.parent
     for candidate in (package / "_examples" / "skills", package.parents[1] / "examples" / "skills"):
         if candidate.is_dir():
             return candidate
@@ -223,7 +222,7 @@ def demo(
     ] = None,
 ) -> None:
     """Run the bundled example skills end to end with a scripted model (no key, no network)."""
-    console = Console(highlight=False)
+    console = Console(highlight=False, emoji=False)
     check_skills_folders([skills] if skills else [])
     folder = skills or bundled_skills()
     console.print(

@@ -14,7 +14,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from plait.cli.agents import DEFAULT_SYSTEM_PROMPT, AgentOptions, Mode, NoProviderConfigured
+from plait.cli.agents import (
+    DEFAULT_SYSTEM_PROMPT,
+    AgentOptions,
+    Mode,
+    NoProviderConfigured,
+    SandboxChoice,
+)
 from plait.cli.config import Settings, load_settings
 from plait.cli.skill_folders import SkillFolder, skill_folders
 from plait.pricing import PRICES, Price, price_for
@@ -37,6 +43,7 @@ class Flags:
     mode: Mode | None = None
     store: str | None = None
     allow_scripts: bool | None = None
+    sandbox: SandboxChoice | None = None
     max_input_tokens: int | None = None
     system_prompt: str | None = None
     timeout: float | None = None
@@ -49,6 +56,7 @@ class Flags:
         settings.set("store", self.store, "--store")
         scripts_flag = "--allow-scripts" if self.allow_scripts else "--no-allow-scripts"
         settings.set("allow_scripts", self.allow_scripts, scripts_flag)
+        settings.set("sandbox", self.sandbox.value if self.sandbox else None, "--sandbox")
         settings.set("limits.max_input_tokens", self.max_input_tokens, "--max-input-tokens")
         settings.set("system_prompt", self.system_prompt, "--system-prompt")
         settings.set("timeout", self.timeout, "--timeout")
@@ -126,6 +134,7 @@ def agent_options(
         mode=Mode(settings.get("mode")),
         store=_store(settings.get("store")),
         allow_scripts=bool(settings.get("allow_scripts")),
+        sandbox=SandboxChoice(settings.get("sandbox")),
         max_input_tokens=int(settings.get("limits.max_input_tokens")),
         limits=_limits(settings),
         system_prompt=DEFAULT_SYSTEM_PROMPT if prompt is None else prompt,

@@ -16,7 +16,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from plait.cli.agents import AgentOptions, Closer, Mode, build_agent
+from plait.cli.agents import AgentOptions, Closer, Mode, SandboxChoice, build_agent
 from plait.cli.console import JsonEventWriter, fail, report_error, report_note
 from plait.cli.display import TurnDisplay, make_console
 from plait.cli.options import Flags, Resolved, agent_options, merged_settings
@@ -118,6 +118,15 @@ ScriptsOption = Annotated[
         help="Managed mode: let skills' scripts/ run as tools. Default: no.",
     ),
 ]
+SandboxOption = Annotated[
+    SandboxChoice | None,
+    typer.Option(
+        "--sandbox",
+        help="What runs skill scripts (with --allow-scripts): bwrap = bubblewrap, no network, "
+        "writes only in the skill's workspace (fails if bwrap does not work here); none = "
+        "unsandboxed, as your user. Default: bwrap.",
+    ),
+]
 TokensOption = Annotated[
     int | None,
     typer.Option(
@@ -144,7 +153,9 @@ PlainOption = Annotated[
         "plain when piped.",
     ),
 ]
-VerboseOption = Annotated[bool, typer.Option("--verbose", "-v", help="Show every event.")]
+VerboseOption = Annotated[
+    bool, typer.Option("--verbose", "-v", help="Show the middleware order and every event.")
+]
 JsonOption = Annotated[
     bool, typer.Option("--json", help="Write every event as a JSON line instead (for scripts).")
 ]
@@ -235,6 +246,11 @@ async def _turn(
         printer.finish()
 
 
+def _print_order(console: Console, agent: Agent) -> None:
+    """``-v``: the agent's resolved middleware order, before the first turn."""
+    console.print(Text(f"middleware, in order:\n{agent.describe()}", style="dim"))
+
+
 async def _close(agent: Agent, closers: list[Closer]) -> None:
     for close in closers:
         await close()
@@ -274,6 +290,7 @@ def run(
     continue_: ContinueOption = False,
     store: StoreOption = None,
     allow_scripts: ScriptsOption = None,
+    sandbox: SandboxOption = None,
     max_input_tokens: TokensOption = None,
     system_prompt: SystemOption = None,
     timeout: TimeoutOption = None,
@@ -293,6 +310,7 @@ def run(
         mode,
         store,
         allow_scripts,
+        sandbox,
         max_input_tokens,
         system_prompt,
         timeout,
@@ -309,6 +327,8 @@ def run(
         nonlocal thread_id
         agent, closers, found = await _open(resolved.options, thread, continue_)
         thread_id = found or thread_id
+        if verbose and not json_lines:
+            _print_order(console, agent)
         try:
             await _turn(agent, task, thread_id, printer, resolved.spec)
         finally:
@@ -341,6 +361,7 @@ def chat(
     continue_: ContinueOption = False,
     store: StoreOption = None,
     allow_scripts: ScriptsOption = None,
+    sandbox: SandboxOption = None,
     max_input_tokens: TokensOption = None,
     system_prompt: SystemOption = None,
     timeout: TimeoutOption = None,
@@ -357,6 +378,7 @@ def chat(
         mode,
         store,
         allow_scripts,
+        sandbox,
         max_input_tokens,
         system_prompt,
         timeout,
@@ -376,6 +398,8 @@ def chat(
             fail(str(exc), 2 if expected else 1)
         thread_id = found or new_id()
         _thread_line(console, f"plait chat — thread {thread_id}. Ctrl-D or /exit to leave.")
+        if verbose:
+            _print_order(console, agent)
         try:
             _chat_loop(runner, agent, thread_id, display, console, resolved.spec)
         finally:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Coroutine
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -59,6 +59,14 @@ def _run(console: Console, work: Coroutine[Any, Any, T]) -> T:
         fail(str(exc), 1)
 
 
+async def _closing(resource: SQLiteThreadStore | SQLiteBackend, work: Awaitable[T]) -> T:
+    """``await work``, then ``resource.aclose()`` whatever happened."""
+    try:
+        return await work
+    finally:
+        await resource.aclose()
+
+
 def _line(message: Message) -> str:
     if isinstance(message, ToolMessage):
         mark = "error" if message.is_error else "result"
@@ -81,10 +89,7 @@ def list_threads(store: StoreOption = None) -> None:
             thread_row(await threads.load(thread_id)) for thread_id in await threads.list_threads()
         ]
 
-    try:
-        found = _run(console, rows())
-    finally:
-        threads.close()
+    found = _run(console, _closing(threads, rows()))
     # Two lines a thread rather than a table: ids are what `show`, `delete` and `--thread`
     # take, so they are never wrapped or cut, however narrow the terminal.
     for row in found:
@@ -142,12 +147,9 @@ def show_thread(
     store: StoreOption = None,
 ) -> None:
     """Every message of a thread, one line each."""
-    console = Console(highlight=False)
+    console = Console(highlight=False, emoji=False)
     threads = _store(store, console, thread_id)
-    try:
-        snapshot = _run(console, threads.load(thread_id))
-    finally:
-        threads.close()
+    snapshot = _run(console, _closing(threads, threads.load(thread_id)))
     if not snapshot.messages:
         _no_thread(console, thread_id)
     for message in snapshot.messages:
@@ -164,20 +166,14 @@ def delete_thread(
     store: StoreOption = None,
 ) -> None:
     """Delete a thread and what it offloaded (evicted results, summarized history)."""
-    console = Console(highlight=False)
+    console = Console(highlight=False, emoji=False)
     threads = _store(store, console, thread_id)
-    try:
-        existed = _run(console, threads.delete(thread_id))
-    finally:
-        threads.close()
+    existed = _run(console, _closing(threads, threads.delete(thread_id)))
     if not existed:
         _no_thread(console, thread_id)
     blobs = blob_path(store or default_store())
     removed: list[str] = []
     if blobs.exists():
         backend = SQLiteBackend(blobs)
-        try:
-            removed = _run(console, purge_thread(backend, thread_id))
-        finally:
-            backend.close()
+        removed = _run(console, _closing(backend, purge_thread(backend, thread_id)))
     console.print(f"Deleted thread {escape(thread_id)} and {len(removed)} offloaded file(s).")
