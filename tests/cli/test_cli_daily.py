@@ -228,3 +228,15 @@ def test_piped_answers_are_plain_unless_markdown_is_asked_for(
     assert result.exit_code == 0, result.output
     assert ("Use bold here." in result.output) is rendered
     assert ("Use **bold** here." in result.output) is not rendered
+
+
+def test_the_config_store_is_where_run_writes_and_threads_lists(
+    server: WireServer, project: Path
+) -> None:
+    (project / "plait.toml").write_text('store = "data/threads.sqlite3"\n', encoding="utf-8")
+    (project / "data").mkdir()
+    server._replies.append(sse_answer("Kept."))
+    assert plait("run", "keep this", "--model", spec(server)).exit_code == 0
+    assert (project / "data" / "threads.sqlite3").exists()
+    listing = plait("threads", "list")
+    assert listing.exit_code == 0 and "keep this" in listing.output

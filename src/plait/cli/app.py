@@ -9,6 +9,7 @@ import typer
 
 from plait.__about__ import __version__
 from plait.cli.config_command import config_app
+from plait.cli.db import db_app
 from plait.cli.demo import demo
 from plait.cli.root import HELP
 from plait.cli.run import MODEL_EPILOG, chat, run
@@ -24,6 +25,7 @@ app = typer.Typer(
 )
 app.add_typer(skills_app, name="skills")
 app.add_typer(threads_app, name="threads")
+app.add_typer(db_app, name="db")
 app.add_typer(config_app, name="config")
 app.command(epilog=MODEL_EPILOG)(run)
 app.command(epilog=MODEL_EPILOG)(chat)

@@ -132,7 +132,7 @@ def agent_options(
         model=chosen,
         skills=[folder.path for folder in folders],
         mode=Mode(settings.get("mode")),
-        store=_store(settings.get("store")),
+        store=settings.get("store"),
         allow_scripts=bool(settings.get("allow_scripts")),
         sandbox=SandboxChoice(settings.get("sandbox")),
         max_input_tokens=int(settings.get("limits.max_input_tokens")),
@@ -147,10 +147,6 @@ def agent_options(
         plain=bool(settings.get("plain")),
         mcp=settings.section("mcp"),
     )
-
-
-def _store(value: str | None) -> Path | None:
-    return None if value is None else Path(value)
 
 
 def _limits(settings: Settings) -> Limits | None:

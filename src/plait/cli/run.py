@@ -18,6 +18,7 @@ from rich.text import Text
 
 from plait.cli.agents import AgentOptions, Closer, Mode, SandboxChoice, build_agent
 from plait.cli.console import JsonEventWriter, fail, report_error, report_note
+from plait.cli.db import STORE_HELP
 from plait.cli.display import TurnDisplay, make_console
 from plait.cli.options import Flags, Resolved, agent_options, merged_settings
 from plait.errors import (
@@ -107,10 +108,7 @@ ThreadOption = Annotated[
 ContinueOption = Annotated[
     bool, typer.Option("--continue", "-c", help="Continue the most recent thread.")
 ]
-StoreOption = Annotated[
-    str | None,
-    typer.Option("--store", help="SQLite file for threads (default: the user data directory)."),
-]
+StoreOption = Annotated[str | None, typer.Option("--store", help=STORE_HELP)]
 ScriptsOption = Annotated[
     bool | None,
     typer.Option(
