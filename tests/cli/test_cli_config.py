@@ -120,6 +120,7 @@ def test_store_url_is_kept_as_written(home: Path) -> None:
         ("[limits]\ntool_timeout = -1\n", ["key 'limits.tool_timeout'", "greater than 0"]),
         ('mode = "fast"\n', ["key 'mode'", "disclosure", "managed"]),
         ("[mcp.files]\nenv = {}\n", ["key 'mcp.files'", "exactly one of 'command'"]),
+        ('[mcp.files]\ncommand = "x"\nmax_tools = 0\n', ["key 'mcp.files.max_tools'"]),
         ('[mcp.web]\nurl = "http://x"\ncommand = "srv"\n', ["exactly one of"]),
         ("[prices.m]\ninput = 1\n", ["key 'prices.m.output'"]),
         ("model = \n", ["not valid TOML"]),
@@ -177,7 +178,7 @@ def test_agent_options_follow_the_merged_settings(home: Path) -> None:
     assert resolved.plain is True
     assert resolved.spec == "scripted"
     assert resolved.price is not None and resolved.price.output == 2
-    assert resolved.mcp["files"].command == ["mcp-files", "--root", "."]
+    assert resolved.mcp == {"files": {"command": ["mcp-files", "--root", "."]}}
 
 
 def test_config_show_prints_each_value_with_where_it_came_from(home: Path) -> None:

@@ -83,15 +83,25 @@ class LimitsConfig(_Strict):
 
 class McpServerConfig(_Strict):
     """``[mcp.<name>]``: one MCP server, started by ``command`` (stdio) or reached at ``url``
-    (Streamable HTTP); exactly one of the two."""
+    (Streamable HTTP); exactly one of the two. The keys are those of ``plait.mcp.McpServer``
+    (``plait.mcp.servers_from_mapping`` takes :meth:`settings`)."""
 
     command: str | list[str] | None = None
     url: str | None = None
-    env: dict[str, str] = Field(default_factory=dict)
+    env: dict[str, str] | None = None
+    cwd: str | None = None
+    headers: dict[str, str] | None = None
     prefix: str | None = None
     allow: list[str] | None = None
-    block: list[str] = Field(default_factory=list)
+    block: list[str] | None = None
     timeout: PositiveFloat | None = None
+    init_timeout: PositiveFloat | None = None
+    max_tools: PositiveInt | None = None
+    max_result_chars: PositiveInt | None = None
+
+    def settings(self) -> dict[str, Any]:
+        """The keys that were set, as a plain mapping."""
+        return self.model_dump(exclude_none=True)
 
     @model_validator(mode="after")
     def _one_transport(self) -> McpServerConfig:

@@ -97,14 +97,15 @@ def model_spec(settings: Settings) -> str:
 @dataclass(slots=True)
 class Resolved:
     """What a command runs with: the agent's options, the skills folders (with labels), the
-    model's spec and price (``None`` when unknown) and whether answers are plain text."""
+    model's spec and price (``None`` when unknown), whether answers are plain text, and the
+    configured MCP servers (``{name: settings}``, as ``plait.mcp.servers_from_mapping`` takes)."""
 
     options: AgentOptions
     folders: list[SkillFolder]
     spec: str
     price: Price | None
     plain: bool
-    mcp: dict[str, Any]
+    mcp: dict[str, dict[str, Any]]
 
 
 def agent_options(
@@ -145,7 +146,7 @@ def agent_options(
         spec=spec,
         price=price_for(spec, _prices(settings)),
         plain=bool(settings.get("plain")),
-        mcp=settings.section("mcp"),
+        mcp={name: server.settings() for name, server in settings.section("mcp").items()},
     )
 
 
