@@ -240,3 +240,15 @@ def test_the_config_store_is_where_run_writes_and_threads_lists(
     assert (project / "data" / "threads.sqlite3").exists()
     listing = plait("threads", "list")
     assert listing.exit_code == 0 and "keep this" in listing.output
+
+
+def test_a_missing_configured_skills_folder_names_the_config_file(project: Path) -> None:
+    (project / "plait.toml").write_text(
+        'model = "openai-compatible:m@http://127.0.0.1:9/v1"\nskills = ["gone"]\n',
+        encoding="utf-8",
+    )
+    result = plait("run", "hi")
+    assert result.exit_code == 2
+    text = " ".join(result.output.split())
+    assert f"Skills folder not found: {project / 'gone'}" in text
+    assert f"(skills from {project / 'plait.toml'})" in text

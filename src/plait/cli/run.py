@@ -175,7 +175,7 @@ def _resolve(flags: Flags, display: TurnDisplay | JsonEventWriter) -> Resolved:
         resolved = agent_options(settings, on_retry=display.retry)
     except ConfigurationError as exc:
         fail(str(exc), 2)
-    check_skills_folders(list(resolved.options.skills))
+    check_skills_folders(list(resolved.options.skills), settings.origins.get("skills", ""))
     if resolved.mcp:
         names = ", ".join(sorted(resolved.mcp))
         report_note(
@@ -190,11 +190,13 @@ def _markdown(display: TurnDisplay, resolved: Resolved, flag: bool | None) -> bo
     return not resolved.plain and (display.live or flag is False)
 
 
-def check_skills_folders(folders: list[Path]) -> None:
-    """Exit 2 with a message unless every path is a folder or a SKILL.md file."""
+def check_skills_folders(folders: list[Path], origin: str = "") -> None:
+    """Exit 2 with a message unless every path is a folder or a SKILL.md file; ``origin`` (where
+    the folders were listed: flags, config files) is named in the message."""
+    where = f" (skills from {origin})" if origin else ""
     for folder in folders:
         if not folder.exists():
-            fail(f"Skills folder not found: {folder}", 2)
+            fail(f"Skills folder not found: {folder}{where}", 2)
         if not folder.is_dir() and folder.name not in SKILL_FILE_NAMES:
             fail(
                 f"Not a skills folder: {folder} "
