@@ -35,7 +35,7 @@ from plait.models.base import (
     ToolCallDelta,
 )
 from plait.models.openai import OpenAIChatModel, OpenAIStreamAssembler
-from plait.models.retrying import Backoff, retry_after_seconds
+from plait.models.retrying import Backoff, RetryNotice, retry_after_seconds
 from plait.tools import ToolDefinition
 
 FIXTURES = Path(__file__).parent / "fixtures" / "openai"
@@ -257,6 +257,27 @@ async def test_server_errors_back_off_exponentially_then_give_up(server: WireSer
     assert "gave up after 2 retries;" in str(caught.value)
     assert len(server.received) == 3
     assert sleeps == [0.5, 1.0]
+
+
+async def test_on_retry_hears_of_each_retry_before_its_sleep(server: WireServer) -> None:
+    heard: list[RetryNotice] = []
+    sleeps: list[float] = []
+
+    async def record_sleep(seconds: float) -> None:
+        sleeps.append(seconds)
+        assert len(heard) == len(sleeps)  # told before sleeping
+
+    backoff = Backoff(base_delay=0.5, jitter=0.0, sleep=record_sleep, on_retry=heard.append)
+    model = make_model(server.url + "/v1", sleeps, max_retries=2, backoff=backoff)
+    for _ in range(3):
+        server.reply("server_error.json", status=500)
+    with pytest.raises(ProviderError):
+        await model.generate(HELLO)
+    await model.aclose()
+    assert [(n.retry, n.max_retries, n.delay, n.error.status) for n in heard] == [
+        (1, 2, 0.5, 500),
+        (2, 2, 1.0, 500),
+    ]
 
 
 async def test_insufficient_quota_is_not_retried(

@@ -23,7 +23,7 @@ from plait.errors import ConfigurationError
 from plait.middleware.base import Middleware
 from plait.models.base import Model
 from plait.models.registry import MODEL_SPEC_FORMS, resolve_model
-from plait.runtime.agent import Agent
+from plait.runtime.agent import Agent, Limits
 from plait.skills import FilesystemSource
 
 if TYPE_CHECKING:
@@ -96,6 +96,7 @@ class AgentOptions:
     evict_over_tokens: int = 2_000
     allow_scripts: bool = False
     sandbox: SandboxChoice = SandboxChoice.BWRAP
+    limits: Limits | None = None
     extra_middleware: list[Middleware] = field(default_factory=list)
     mcp: dict[str, Any] = field(default_factory=dict)
     """MCP servers, ``{name: settings}`` (see :func:`plait.mcp.servers_from_mapping`)."""
@@ -144,6 +145,7 @@ async def build_agent(options: AgentOptions) -> tuple[Agent, list[Closer]]:
         middleware=middleware,
         system_prompt=options.system_prompt,
         store=store,
+        limits=options.limits,
     )
     closers += [options.model.aclose, backend.aclose, store.aclose]
     return agent, closers

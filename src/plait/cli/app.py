@@ -8,10 +8,11 @@ import sys
 import typer
 
 from plait.__about__ import __version__
+from plait.cli.config_command import config_app
 from plait.cli.db import db_app
 from plait.cli.demo import demo
 from plait.cli.root import HELP
-from plait.cli.run import chat, run
+from plait.cli.run import MODEL_EPILOG, chat, run
 from plait.cli.skills import skills_app
 from plait.cli.threads import threads_app
 
@@ -25,8 +26,9 @@ app = typer.Typer(
 app.add_typer(skills_app, name="skills")
 app.add_typer(threads_app, name="threads")
 app.add_typer(db_app, name="db")
-app.command()(run)
-app.command()(chat)
+app.add_typer(config_app, name="config")
+app.command(epilog=MODEL_EPILOG)(run)
+app.command(epilog=MODEL_EPILOG)(chat)
 app.command()(demo)
 
 

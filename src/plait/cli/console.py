@@ -11,11 +11,12 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import fields, is_dataclass
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
 from rich.console import Console
 from rich.markup import escape
+from rich.text import Text
 
 from plait.context import ContextOverflowRecovered, HistorySummarized, ResultEvicted
 from plait.guards import RepetitionDetected, ToolCallRejected
@@ -40,14 +41,28 @@ from plait.skills.disclosure import (
 )
 from plait.skills.managed import SkillLoaded, SkillUnloaded
 
-__all__ = ["EventPrinter", "JsonEventWriter", "fail", "report_error", "short"]
+if TYPE_CHECKING:
+    from plait.models.retrying import RetryNotice
+
+__all__ = ["EventPrinter", "JsonEventWriter", "fail", "report_error", "report_note", "short"]
 
 _QUIET = (TurnStarted, ModelRequestSent, ModelResponseReceived, DispatchFinished, TurnFinished)
 
 
 def report_error(message: str) -> None:
-    """Print ``message`` in red on standard error (where a shell user expects errors)."""
-    Console(stderr=True, highlight=False).print(f"[red]{escape(message)}[/red]")
+    """Print ``message`` in red on standard error (where a shell user expects errors), as
+    written: never read as markup or emoji codes (a server's ``:x:`` stays ``:x:``)."""
+    # soft_wrap: the terminal wraps, so a long path or URL is never cut in two by a newline.
+    Console(stderr=True, highlight=False, emoji=False).print(
+        Text(message, style="red"), soft_wrap=True
+    )
+
+
+def report_note(message: str) -> None:
+    """Print ``message`` in yellow on standard error, as written."""
+    Console(stderr=True, highlight=False, emoji=False).print(
+        Text(message, style="yellow"), soft_wrap=True
+    )
 
 
 def fail(message: str, code: int = 1) -> NoReturn:
@@ -212,6 +227,19 @@ class JsonEventWriter:
         # An error's text may quote an undecodable file name: never let it break the output.
         line = json.dumps(to_jsonable_python(data, fallback=str), ensure_ascii=False)
         self._write(storable_text(line))
+
+    def retry(self, notice: RetryNotice) -> None:
+        """A retry of the model call, as a ``model_call_retried`` line."""
+        self.emit(
+            {
+                "type": "model_call_retried",
+                "error": str(notice.error),
+                "status": notice.error.status,
+                "delay": notice.delay,
+                "retry": notice.retry,
+                "max_retries": notice.max_retries,
+            }
+        )
 
     def finish(self) -> None:
         return None

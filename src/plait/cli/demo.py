@@ -222,8 +222,8 @@ def demo(
     ] = None,
 ) -> None:
     """Run the bundled example skills end to end with a scripted model (no key, no network)."""
-    console = Console(highlight=False)
-    check_skills_folders([skills] if skills else [], console)
+    console = Console(highlight=False, emoji=False)
+    check_skills_folders([skills] if skills else [])
     folder = skills or bundled_skills()
     console.print(
         Panel.fit(

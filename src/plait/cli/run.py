@@ -1,33 +1,60 @@
-"""``plait run`` (one turn) and ``plait chat`` (an interactive session)."""
+"""``plait run`` (one turn) and ``plait chat`` (an interactive session).
+
+Settings come from the flags, then the config files and environment (:mod:`plait.cli.config`);
+what the terminal shows while a turn runs is :mod:`plait.cli.display`'s.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.markup import escape
+from rich.text import Text
 
-from plait.cli.agents import (
-    DEFAULT_SYSTEM_PROMPT,
-    AgentOptions,
-    Closer,
-    Mode,
-    SandboxChoice,
-    build_agent,
-    choose_model,
-)
-from plait.cli.console import EventPrinter, JsonEventWriter, fail, report_error
+from plait.cli.agents import AgentOptions, Closer, Mode, SandboxChoice, build_agent
+from plait.cli.console import JsonEventWriter, fail, report_error
 from plait.cli.db import STORE_HELP
-from plait.errors import ConfigurationError, PlaitError
+from plait.cli.display import TurnDisplay, make_console
+from plait.cli.options import Flags, Resolved, agent_options, merged_settings
+from plait.errors import (
+    ConfigurationError,
+    ContextOverflowError,
+    ModelTimeoutError,
+    PlaitError,
+)
 from plait.messages import new_id
+from plait.models.registry import MODEL_SPEC_FORMS
 from plait.runtime.agent import Agent
 from plait.skills.sources import SKILL_FILE_NAMES
 
-__all__ = ["UnknownThread", "chat", "check_skills_folders", "run"]
+__all__ = [
+    "MODEL_EPILOG",
+    "THREAD_INFO_KEY",
+    "NoThreadToContinue",
+    "UnknownThread",
+    "chat",
+    "check_skills_folders",
+    "run",
+]
+
+
+THREAD_INFO_KEY = "plait_cli"
+"""Thread state the CLI writes at each turn: ``{"model": spec, "updated": ISO time}``, which
+``plait threads list`` shows."""
+
+
+class NoThreadToContinue(ConfigurationError):
+    """``-c/--continue`` with no thread in the store yet."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "There is no conversation to continue yet. Leave out -c/--continue to start one."
+        )
 
 
 class UnknownThread(ConfigurationError):
@@ -44,18 +71,33 @@ class UnknownThread(ConfigurationError):
 
 SkillsOption = Annotated[
     list[Path] | None,
-    typer.Option("--skills", help="A skills folder (repeatable); earlier folders win clashes."),
+    typer.Option(
+        "--skills",
+        help="A skills folder (repeatable), before the configured and standard ones; earlier "
+        "folders win name clashes.",
+    ),
+]
+NoDefaultSkillsOption = Annotated[
+    bool,
+    typer.Option(
+        "--no-default-skills",
+        help="Skip the standard folders (./.agents/skills, ./.claude/skills, ~/.agents/skills, "
+        "~/.claude/skills, $PLAIT_HOME/skills).",
+    ),
 ]
 ModelOption = Annotated[
     str | None,
     typer.Option(
         "--model",
-        help="openai:<model>, anthropic:<model> or openai-compatible:<model>@<base_url>. "
-        "Default: $PLAIT_MODEL, else whichever of OPENAI_API_KEY / ANTHROPIC_API_KEY is set.",
+        help="The model: a spec, in one of the forms listed below. Default: model in plait.toml, "
+        "$PLAIT_MODEL, else whichever of OPENAI_API_KEY / ANTHROPIC_API_KEY is set.",
     ),
 ]
 ModeOption = Annotated[
-    Mode, typer.Option("--mode", help="disclosure: catalog + read_file; managed: load_skill.")
+    Mode | None,
+    typer.Option(
+        "--mode", help="disclosure: catalog + read_file; managed: load_skill. Default: disclosure."
+    ),
 ]
 ThreadOption = Annotated[
     str | None,
@@ -63,22 +105,31 @@ ThreadOption = Annotated[
         "--thread", help="Continue this existing thread (see: plait threads list). Default: new."
     ),
 ]
+ContinueOption = Annotated[
+    bool, typer.Option("--continue", "-c", help="Continue the most recent thread.")
+]
 StoreOption = Annotated[str | None, typer.Option("--store", help=STORE_HELP)]
 ScriptsOption = Annotated[
-    bool,
-    typer.Option("--allow-scripts", help="Managed mode: let skills' scripts/ run as tools."),
+    bool | None,
+    typer.Option(
+        "--allow-scripts/--no-allow-scripts",
+        help="Managed mode: let skills' scripts/ run as tools. Default: no.",
+    ),
 ]
 SandboxOption = Annotated[
-    SandboxChoice,
+    SandboxChoice | None,
     typer.Option(
         "--sandbox",
         help="What runs skill scripts (with --allow-scripts): bwrap = bubblewrap, no network, "
         "writes only in the skill's workspace (fails if bwrap does not work here); none = "
-        "unsandboxed, as your user.",
+        "unsandboxed, as your user. Default: bwrap.",
     ),
 ]
 TokensOption = Annotated[
-    int, typer.Option("--max-input-tokens", min=1, help="Summarize history beyond this budget.")
+    int | None,
+    typer.Option(
+        "--max-input-tokens", min=1, help="Summarize history beyond this budget. Default: 100000."
+    ),
 ]
 SystemOption = Annotated[
     str | None,
@@ -92,6 +143,22 @@ McpOption = Annotated[
         "its tools are named NAME_<tool>.",
     ),
 ]
+TimeoutOption = Annotated[
+    float | None,
+    typer.Option(
+        "--timeout",
+        min=0.001,
+        help="Seconds one model call may take, retries included (default: 600).",
+    ),
+]
+PlainOption = Annotated[
+    bool | None,
+    typer.Option(
+        "--plain/--markdown",
+        help="Answers as plain text, or rendered as Markdown. Default: Markdown on a terminal, "
+        "plain when piped.",
+    ),
+]
 VerboseOption = Annotated[
     bool, typer.Option("--verbose", "-v", help="Show the middleware order and every event.")
 ]
@@ -100,43 +167,12 @@ JsonOption = Annotated[
 ]
 
 
-def _options(
-    model: str | None,
-    skills: list[Path] | None,
-    mode: Mode,
-    store: str | None,
-    allow_scripts: bool,
-    sandbox: SandboxChoice,
-    max_input_tokens: int,
-    system_prompt: str | None,
-    console: Console,
-    mcp: list[str] | None = None,
-) -> AgentOptions:
-    try:
-        chosen = choose_model(model)
-        servers = _mcp_servers(mcp or [])
-    except ConfigurationError as exc:
-        fail(str(exc), 2)
-    check_skills_folders(skills or [], console)
-    return AgentOptions(
-        model=chosen,
-        skills=skills or [],
-        mode=mode,
-        store=store,
-        allow_scripts=allow_scripts,
-        sandbox=sandbox,
-        max_input_tokens=max_input_tokens,
-        system_prompt=DEFAULT_SYSTEM_PROMPT if system_prompt is None else system_prompt,
-        mcp=servers,
-    )
-
-
 def _mcp_servers(options: list[str]) -> dict[str, Any]:
     """``--mcp`` values as ``{name: settings}``; a repeated name or a bad value is a
     :class:`~plait.errors.ConfigurationError`. Imports :mod:`plait.mcp` only when given."""
     if not options:
         return {}
-    from plait.mcp import parse_mcp_option, servers_from_mapping
+    from plait.mcp import parse_mcp_option
 
     servers: dict[str, Any] = {}
     for text in options:
@@ -144,15 +180,51 @@ def _mcp_servers(options: list[str]) -> dict[str, Any]:
         if name in servers:
             raise ConfigurationError(f"--mcp names the server {name!r} twice; rename one.")
         servers[name] = settings
-    servers_from_mapping(servers)  # checks every setting now, before the model is called
     return servers
 
 
-def check_skills_folders(folders: list[Path], console: Console) -> None:
-    """Exit 2 with a message unless every path is a folder or a SKILL.md file."""
+MODEL_EPILOG = "--model spec forms:\n\n" + "\n\n".join(
+    f"  {form}"
+    for form in (*MODEL_SPEC_FORMS, "e.g. openai-compatible:llama3.1@http://localhost:11434/v1")
+)
+"""The end of ``run --help`` / ``chat --help``: every model spec form on its own line, whole at 80
+columns (an option's help column is too narrow for them)."""
+
+
+def _resolve(
+    flags: Flags, display: TurnDisplay | JsonEventWriter, mcp: list[str] | None = None
+) -> Resolved:
+    """The merged settings turned into the agent's options; a bad config, a bad ``--mcp``, a
+    missing provider or a missing skills folder is a message and exit 2. ``--mcp`` servers join
+    the config's ``[mcp.*]`` servers (a flag wins over a config entry of the same name)."""
+    try:
+        settings = merged_settings(flags)
+        resolved = agent_options(settings, on_retry=display.retry)
+        servers: dict[str, Any] = {**resolved.mcp, **_mcp_servers(mcp or [])}
+        if servers:
+            from plait.mcp import servers_from_mapping
+
+            servers_from_mapping(servers)  # checks every setting before the model is called
+    except ConfigurationError as exc:
+        fail(str(exc), 2)
+    check_skills_folders(list(resolved.options.skills), settings.origins.get("skills", ""))
+    resolved.options.mcp = servers
+    return resolved
+
+
+def _markdown(display: TurnDisplay, resolved: Resolved, flag: bool | None) -> bool:
+    """Render answers as Markdown: ``--markdown`` always, ``--plain`` (or ``plain = true``)
+    never, else only on a terminal."""
+    return not resolved.plain and (display.live or flag is False)
+
+
+def check_skills_folders(folders: list[Path], origin: str = "") -> None:
+    """Exit 2 with a message unless every path is a folder or a SKILL.md file; ``origin`` (where
+    the folders were listed: flags, config files) is named in the message."""
+    where = f" (skills from {origin})" if origin else ""
     for folder in folders:
         if not folder.exists():
-            fail(f"Skills folder not found: {folder}", 2)
+            fail(f"Skills folder not found: {folder}{where}", 2)
         if not folder.is_dir() and folder.name not in SKILL_FILE_NAMES:
             fail(
                 f"Not a skills folder: {folder} "
@@ -163,27 +235,40 @@ def check_skills_folders(folders: list[Path], console: Console) -> None:
 
 def _thread_line(console: Console, text: str) -> None:
     """One dim line naming the thread; never wrapped inside the id, so it can be copied."""
-    console.print(f"[dim]{escape(text)}[/dim]", soft_wrap=True)
+    console.print(Text(text, style="dim"), soft_wrap=True)
 
 
-async def _open(options: AgentOptions, thread: str | None) -> tuple[Agent, list[Closer]]:
-    """:func:`build_agent`, then check that ``thread`` (when given) exists; on failure, close
-    what was built and raise (:class:`UnknownThread`, or the store's error)."""
+async def _open(
+    options: AgentOptions, thread: str | None, latest: bool
+) -> tuple[Agent, list[Closer], str | None]:
+    """:func:`build_agent`, then the thread to continue: ``thread`` (which must exist), the most
+    recent one when ``latest``, else ``None`` (a new thread). On failure, close what was built
+    and raise (:class:`UnknownThread`, :class:`NoThreadToContinue`, or the store's error)."""
     agent, closers = await build_agent(options)
     try:
         if thread is not None and (await agent.store.load(thread)).version == 0:
             raise UnknownThread(thread)
+        if latest:
+            threads = await agent.store.list_threads()
+            if not threads:
+                raise NoThreadToContinue()
+            thread = threads[0]
     except BaseException:
         await _close(agent, closers)
         raise
-    return agent, closers
+    return agent, closers, thread
 
 
 async def _turn(
-    agent: Agent, text: str, thread_id: str, printer: EventPrinter | JsonEventWriter
+    agent: Agent,
+    text: str,
+    thread_id: str,
+    printer: TurnDisplay | JsonEventWriter,
+    spec: str,
 ) -> None:
+    state = {THREAD_INFO_KEY: {"model": spec, "updated": datetime.now(UTC).isoformat()}}
     try:
-        async for event in agent.stream(text, thread_id=thread_id):
+        async for event in agent.stream(text, thread_id=thread_id, state=state):
             printer(event)
     finally:
         printer.finish()
@@ -191,7 +276,7 @@ async def _turn(
 
 def _print_order(console: Console, agent: Agent) -> None:
     """``-v``: the agent's resolved middleware order, before the first turn."""
-    console.print(f"[dim]middleware, in order:\n{escape(agent.describe())}[/dim]")
+    console.print(Text(f"middleware, in order:\n{agent.describe()}", style="dim"))
 
 
 async def _close(agent: Agent, closers: list[Closer]) -> None:
@@ -199,116 +284,166 @@ async def _close(agent: Agent, closers: list[Closer]) -> None:
         await close()
 
 
+def _thread_choice(thread: str | None, continue_: bool) -> None:
+    if thread is not None and continue_:
+        fail("Give --thread ID or -c/--continue, not both.", 2)
+
+
+def _error_message(exc: PlaitError) -> str:
+    """The error as the person at the terminal can act on it (an overflow names CLI flags)."""
+    if isinstance(exc, ModelTimeoutError):
+        return (
+            f"The model gave no complete answer within its {exc.total:g} s deadline. Check that "
+            "the server is "
+            "up and reachable, or allow more time with --timeout SECONDS (or timeout in "
+            "plait.toml, or $PLAIT_MODEL_TIMEOUT)."
+        )
+    if isinstance(exc, ContextOverflowError):
+        return (
+            "The conversation no longer fits the model's context window, even after "
+            "summarizing. Start a new thread (leave out -c/--thread), lower --max-input-tokens "
+            "(or limits.max_input_tokens in plait.toml), or choose a model with a larger window "
+            "(--model)."
+        )
+    return str(exc)
+
+
 def run(
     task: Annotated[str, typer.Argument(help="What the agent should do.")],
     skills: SkillsOption = None,
+    no_default_skills: NoDefaultSkillsOption = False,
     model: ModelOption = None,
-    mode: ModeOption = Mode.DISCLOSURE,
+    mode: ModeOption = None,
     thread: ThreadOption = None,
+    continue_: ContinueOption = False,
     store: StoreOption = None,
-    allow_scripts: ScriptsOption = False,
-    sandbox: SandboxOption = SandboxChoice.BWRAP,
-    max_input_tokens: TokensOption = 100_000,
+    allow_scripts: ScriptsOption = None,
+    sandbox: SandboxOption = None,
+    max_input_tokens: TokensOption = None,
     system_prompt: SystemOption = None,
     mcp: McpOption = None,
+    timeout: TimeoutOption = None,
+    plain: PlainOption = None,
     verbose: VerboseOption = False,
     json_lines: JsonOption = False,
 ) -> None:
     """Run one turn: stream the answer and show tool calls, skills and context events."""
-    console = Console(highlight=False)
+    console = make_console()
     if not task.strip():
         fail("The task is empty: say what the agent should do.", 2)
-    options = _options(
+    _thread_choice(thread, continue_)
+    flags = Flags(
         model,
-        skills,
+        skills or [],
+        no_default_skills,
         mode,
         store,
         allow_scripts,
         sandbox,
         max_input_tokens,
         system_prompt,
-        console,
-        mcp,
+        timeout,
+        plain,
     )
+    printer = JsonEventWriter() if json_lines else TurnDisplay(console, verbose=verbose)
+    resolved = _resolve(flags, printer, mcp)
+    if isinstance(printer, TurnDisplay):
+        printer.markdown = _markdown(printer, resolved, plain)
+        printer.price = resolved.price
     thread_id = thread or new_id()
 
-    printer = JsonEventWriter() if json_lines else EventPrinter(console, verbose=verbose)
-
     async def main() -> None:
-        agent, closers = await _open(options, thread or None)
+        nonlocal thread_id
+        agent, closers, found = await _open(resolved.options, thread, continue_)
+        thread_id = found or thread_id
         if verbose and not json_lines:
             _print_order(console, agent)
         try:
-            await _turn(agent, task, thread_id, printer)
+            await _turn(agent, task, thread_id, printer, resolved.spec)
         finally:
             await _close(agent, closers)
 
     try:
         asyncio.run(main())
-    except UnknownThread as exc:
+    except (UnknownThread, NoThreadToContinue) as exc:
         fail(str(exc), 2)
     except PlaitError as exc:
-        report_error(str(exc))
+        report_error(_error_message(exc))
         _thread_line(console, f"thread: {thread_id}")
         raise typer.Exit(1) from None
     except KeyboardInterrupt:
-        console.print("[yellow](cancelled; what was already saved is kept)[/yellow]")
-        _thread_line(console, f"thread: {thread_id} (continue with --thread {thread_id})")
+        console.print(Text("(cancelled; what was already saved is kept)", style="yellow"))
+        _thread_line(console, f"thread: {thread_id} (continue with -c or --thread {thread_id})")
         raise typer.Exit(130) from None
     if isinstance(printer, JsonEventWriter):
         printer.emit({"type": "thread", "thread_id": thread_id})
         return
-    _thread_line(console, f"thread: {thread_id} (continue with --thread {thread_id})")
+    _thread_line(console, f"thread: {thread_id} (continue with -c or --thread {thread_id})")
 
 
 def chat(
     skills: SkillsOption = None,
+    no_default_skills: NoDefaultSkillsOption = False,
     model: ModelOption = None,
-    mode: ModeOption = Mode.DISCLOSURE,
+    mode: ModeOption = None,
     thread: ThreadOption = None,
+    continue_: ContinueOption = False,
     store: StoreOption = None,
-    allow_scripts: ScriptsOption = False,
-    sandbox: SandboxOption = SandboxChoice.BWRAP,
-    max_input_tokens: TokensOption = 100_000,
+    allow_scripts: ScriptsOption = None,
+    sandbox: SandboxOption = None,
+    max_input_tokens: TokensOption = None,
     system_prompt: SystemOption = None,
     mcp: McpOption = None,
+    timeout: TimeoutOption = None,
+    plain: PlainOption = None,
     verbose: VerboseOption = False,
 ) -> None:
     """An interactive session. Ctrl-C cancels the running turn; Ctrl-D or /exit ends the session."""
-    console = Console(highlight=False)
-    options = _options(
+    console = make_console()
+    _thread_choice(thread, continue_)
+    flags = Flags(
         model,
-        skills,
+        skills or [],
+        no_default_skills,
         mode,
         store,
         allow_scripts,
         sandbox,
         max_input_tokens,
         system_prompt,
-        console,
-        mcp,
+        timeout,
+        plain,
     )
-    thread_id = thread or new_id()
-    printer = EventPrinter(console, verbose=verbose)
+    display = TurnDisplay(console, verbose=verbose)
+    resolved = _resolve(flags, display, mcp)
+    display.markdown = _markdown(display, resolved, plain)
+    display.price = resolved.price
     with contextlib.suppress(ImportError):
         import readline  # noqa: F401  (line editing and history for input())
     with asyncio.Runner() as runner:
         try:
-            agent, closers = runner.run(_open(options, thread or None))
+            agent, closers, found = runner.run(_open(resolved.options, thread, continue_))
         except PlaitError as exc:
-            fail(str(exc), 2 if isinstance(exc, UnknownThread) else 1)
+            expected = isinstance(exc, UnknownThread | NoThreadToContinue)
+            fail(str(exc), 2 if expected else 1)
+        thread_id = found or new_id()
         _thread_line(console, f"plait chat — thread {thread_id}. Ctrl-D or /exit to leave.")
         if verbose:
             _print_order(console, agent)
         try:
-            _chat_loop(runner, agent, thread_id, printer, console)
+            _chat_loop(runner, agent, thread_id, display, console, resolved.spec)
         finally:
             runner.run(_close(agent, closers))
     _thread_line(console, f"thread: {thread_id}")
 
 
 def _chat_loop(
-    runner: asyncio.Runner, agent: Agent, thread_id: str, printer: EventPrinter, console: Console
+    runner: asyncio.Runner,
+    agent: Agent,
+    thread_id: str,
+    display: TurnDisplay,
+    console: Console,
+    spec: str,
 ) -> None:
     while True:
         try:
@@ -324,8 +459,8 @@ def _chat_loop(
         if not text:
             continue
         try:
-            runner.run(_turn(agent, text, thread_id, printer))
+            runner.run(_turn(agent, text, thread_id, display, spec))
         except KeyboardInterrupt:
-            console.print("[yellow](turn cancelled; what was already saved is kept)[/yellow]")
+            console.print(Text("(turn cancelled; what was already saved is kept)", style="yellow"))
         except PlaitError as exc:
-            report_error(str(exc))
+            report_error(_error_message(exc))

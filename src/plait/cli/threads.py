@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Coroutine
+from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any, NoReturn, TypeVar
 
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
+from rich.text import Text
 
+from plait.cli.config import load_settings
 from plait.cli.console import fail, short
 from plait.cli.db import (
     STORE_HELP,
@@ -21,9 +24,11 @@ from plait.cli.db import (
     open_thread_store,
     store_target,
 )
+from plait.cli.run import THREAD_INFO_KEY
 from plait.context import purge_thread
 from plait.errors import PlaitError
-from plait.messages import AssistantMessage, Message, ToolMessage
+from plait.messages import AssistantMessage, Message, ToolMessage, UserMessage
+from plait.stores.base import ThreadSnapshot
 
 threads_app = typer.Typer(help="List, show and delete stored conversations.", no_args_is_help=True)
 
@@ -33,11 +38,23 @@ StoreOption = Annotated[str | None, typer.Option("--store", help=STORE_HELP)]
 T = TypeVar("T")
 
 
+def _configured(path: str | None) -> str | None:
+    """``--store`` if given, else the merged configuration's ``store`` (``$PLAIT_STORE``, then
+    the config files), else ``None`` (the default file). A bad config file exits 2."""
+    if path is not None:
+        return path
+    try:
+        value = load_settings().get("store")
+    except PlaitError as exc:
+        fail(str(exc), 2)
+    return None if value is None else str(value)
+
+
 def _store(path: str | None, console: Console, thread_id: str | None = None) -> Any:
-    """The thread store ``path`` names (``--store``, ``$PLAIT_STORE``, the default file). Without
-    its SQLite file there is nothing to list (exit 0) and no ``thread_id`` to show or delete
-    (exit 1)."""
-    target = store_target(path)
+    """The thread store ``path`` names (:func:`_configured`: ``--store``, ``$PLAIT_STORE``, the
+    config files, the default file). Without its SQLite file there is nothing to list (exit 0)
+    and no ``thread_id`` to show or delete (exit 1)."""
+    target = store_target(_configured(path))
     if isinstance(target, Path) and not target.exists():
         if thread_id is not None:
             _no_thread(console, thread_id)
@@ -80,27 +97,65 @@ def _line(message: Message) -> str:
 
 @threads_app.command("list")
 def list_threads(store: StoreOption = None) -> None:
-    """Threads, most recently written first, with their size and first message."""
-    console = Console(highlight=False)
+    """Threads, most recently written first: when, which model, how many turns, first words."""
+    console = Console(highlight=False, emoji=False)
     threads = _store(store, console)
 
-    async def rows() -> list[tuple[str, int, str]]:
-        out = []
-        for thread_id in await threads.list_threads():
-            snapshot = await threads.load(thread_id)
-            first = next((m.text for m in snapshot.messages if m.role == "user"), "")
-            out.append((thread_id, len(snapshot.messages), short(first, 60)))
-        return out
+    async def rows() -> list[ThreadRow]:
+        return [
+            thread_row(await threads.load(thread_id)) for thread_id in await threads.list_threads()
+        ]
 
     found = _run(console, rows(), threads)
-    table = Table(title="Threads")
-    # Ids are what `show`, `delete` and `--thread` take: never wrapped or cut, however narrow.
-    table.add_column("thread", no_wrap=True)
-    table.add_column("messages")
-    table.add_column("first message")
-    for thread_id, count, first in found:
-        table.add_row(escape(thread_id), str(count), escape(first))
-    console.print(table)
+    # Two lines a thread rather than a table: ids are what `show`, `delete` and `--thread`
+    # take, so they are never wrapped or cut, however narrow the terminal.
+    for row in found:
+        turns = f"{row.turns} turn{'s' if row.turns != 1 else ''}"
+        head = Text(row.thread_id, style="bold")
+        head.append(f"  {row.when} · {row.model} · {turns}", style="dim")
+        console.print(head, soft_wrap=True)
+        console.print(Text(f"  {row.first}"), soft_wrap=True)
+    if not found:
+        console.print("No threads yet. Run: plait run …")
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadRow:
+    """One line of ``plait threads list``."""
+
+    thread_id: str
+    when: str
+    model: str
+    turns: int
+    first: str
+
+
+def thread_row(snapshot: ThreadSnapshot, now: datetime | None = None) -> ThreadRow:
+    """What ``threads list`` shows of ``snapshot``: when its last turn started (local time;
+    ``-`` for threads the CLI did not write), the model, the number of user turns and the first
+    words of its first user message (at most 60 characters)."""
+    info = snapshot.state.get(THREAD_INFO_KEY)
+    info = info if isinstance(info, dict) else {}
+    return ThreadRow(
+        thread_id=snapshot.thread_id,
+        when=_when(info.get("updated"), now),
+        model=str(info.get("model") or "-"),
+        turns=sum(1 for m in snapshot.messages if isinstance(m, UserMessage)),
+        first=short(next((m.text for m in snapshot.messages if m.role == "user"), ""), 60),
+    )
+
+
+def _when(value: object, now: datetime | None) -> str:
+    if not isinstance(value, str):
+        return "-"
+    try:
+        when = datetime.fromisoformat(value).astimezone()
+    except ValueError:
+        return "-"
+    now = now or datetime.now().astimezone()
+    if when.date() == now.date():
+        return when.strftime("today %H:%M")
+    return when.strftime("%Y-%m-%d %H:%M")
 
 
 @threads_app.command("show")
@@ -109,7 +164,7 @@ def show_thread(
     store: StoreOption = None,
 ) -> None:
     """Every message of a thread, one line each."""
-    console = Console(highlight=False)
+    console = Console(highlight=False, emoji=False)
     threads = _store(store, console, thread_id)
     snapshot = _run(console, threads.load(thread_id), threads)
     if not snapshot.messages:
@@ -128,9 +183,9 @@ def delete_thread(
     store: StoreOption = None,
 ) -> None:
     """Delete a thread and what it offloaded (evicted results, summarized history)."""
-    console = Console(highlight=False)
+    console = Console(highlight=False, emoji=False)
     threads = _store(store, console, thread_id)
-    target = store_target(store)
+    target = store_target(_configured(store))
     backend = open_backend(threads, target)
 
     has_blobs = is_postgres_url(target) or Path(backend.path).exists()

@@ -34,6 +34,7 @@ from plait.models.timeouts import CallDeadline
 __all__ = [
     "Backoff",
     "ProviderFailure",
+    "RetryNotice",
     "SleepFn",
     "StreamAssembler",
     "call_with_retries",
@@ -45,6 +46,17 @@ __all__ = [
 T = TypeVar("T")
 SleepFn = Callable[[float], Awaitable[None]]
 """How to wait between attempts; ``asyncio.sleep`` unless a test injects a recorder."""
+
+
+@dataclass(frozen=True, slots=True)
+class RetryNotice:
+    """A retry about to happen: the failure, the wait before it, and its number (1-based) of
+    at most ``max_retries``. What :attr:`Backoff.on_retry` receives (the CLI prints a line)."""
+
+    error: ProviderError
+    delay: float
+    retry: int
+    max_retries: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +72,8 @@ class Backoff:
     max_delay: float = 30.0
     jitter: float = 0.25
     sleep: SleepFn = asyncio.sleep
+    on_retry: Callable[[RetryNotice], None] | None = None
+    """Told of each retry before its sleep (must not block; an exception it raises propagates)."""
 
     def delay(self, retry: int, retry_after: float | None = None) -> float:
         if retry_after is not None and not math.isnan(retry_after):
@@ -118,6 +132,8 @@ async def call_with_retries(
                     note = f"(gave up after {retries} {tries}; try later or raise max_retries)"
                     error = _with_note(error, note)
                 raise error from exc
+            if backoff.on_retry is not None:
+                backoff.on_retry(RetryNotice(error, delay, retries + 1, max_retries))
             await backoff.sleep(delay)
             retries += 1
 

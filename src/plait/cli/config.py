@@ -1,0 +1,335 @@
+"""The CLI's configuration: config files, environment variables and flags, merged.
+
+Where each value comes from, lowest precedence first (a later source overrides an earlier one,
+key by key):
+
+=========================  ===================================================================
+source                     where
+=========================  ===================================================================
+default                    the values documented on :class:`ConfigFile`
+user file                  ``$PLAIT_HOME/config.toml``, else ``$XDG_CONFIG_HOME/plait/config.toml``
+                           (``~/.config/plait/config.toml``)
+project file               the nearest ``plait.toml`` from the current folder up, or, in the same
+                           folder, ``pyproject.toml``'s ``[tool.plait]`` (``plait.toml`` wins)
+environment                ``PLAIT_MODEL``, ``PLAIT_STORE``, ``PLAIT_MODEL_TIMEOUT`` (``timeout``)
+command line               the flags of ``plait run`` / ``plait chat``
+=========================  ===================================================================
+
+``[limits]``, ``[mcp.<name>]`` and ``[prices.<model>]`` merge key by key too; ``skills`` folders
+add up (project first, then user: earlier folders win name clashes). Relative paths in a file are
+relative to that file's folder; ``~`` is expanded. Unknown keys and wrong types are a
+:class:`ConfigFileError` naming the file and the key. A file is read only up to
+:data:`MAX_CONFIG_BYTES`; the walk up for the project file stops at the filesystem root or after
+:data:`MAX_PARENT_LEVELS` folders.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from plait.errors import ConfigurationError
+
+__all__ = [
+    "MAX_CONFIG_BYTES",
+    "MAX_PARENT_LEVELS",
+    "ConfigFile",
+    "ConfigFileError",
+    "LimitsConfig",
+    "McpServerConfig",
+    "PriceConfig",
+    "Settings",
+    "config_home",
+    "load_settings",
+]
+
+MAX_CONFIG_BYTES = 1_048_576
+"""A config file larger than this (1 MiB) is refused: no real config is that large."""
+
+MAX_PARENT_LEVELS = 64
+"""How many folders up from the current one the project file is looked for."""
+
+PositiveFloat = Annotated[float, Field(gt=0)]
+PositiveInt = Annotated[int, Field(gt=0)]
+
+
+class ConfigFileError(ConfigurationError):
+    """A config file cannot be read or holds a bad value; the message names file and key."""
+
+    def __init__(self, path: Path | str, message: str) -> None:
+        self.path = str(path)
+        super().__init__(f"{path}: {message}")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class LimitsConfig(_Strict):
+    """``[limits]``: bounds of a turn."""
+
+    model_calls_per_turn: PositiveInt | None = None
+    """Model calls one turn may make (the library's default when unset)."""
+    tool_timeout: PositiveFloat | None = None
+    """Seconds one tool call may run (the library's default when unset)."""
+    max_input_tokens: PositiveInt | None = None
+    """History beyond this many tokens is summarized (CLI default 100,000)."""
+
+
+class McpServerConfig(_Strict):
+    """``[mcp.<name>]``: one MCP server, started by ``command`` (stdio) or reached at ``url``
+    (Streamable HTTP); exactly one of the two. The keys are those of ``plait.mcp.McpServer``
+    (``plait.mcp.servers_from_mapping`` takes :meth:`settings`)."""
+
+    command: str | list[str] | None = None
+    url: str | None = None
+    env: dict[str, str] | None = None
+    cwd: str | None = None
+    headers: dict[str, str] | None = None
+    prefix: str | None = None
+    allow: list[str] | None = None
+    block: list[str] | None = None
+    timeout: PositiveFloat | None = None
+    init_timeout: PositiveFloat | None = None
+    max_tools: PositiveInt | None = None
+    max_result_chars: PositiveInt | None = None
+
+    def settings(self) -> dict[str, Any]:
+        """The keys that were set, as a plain mapping."""
+        return self.model_dump(exclude_none=True)
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> McpServerConfig:
+        if (self.command is None) == (self.url is None):
+            raise ValueError("give exactly one of 'command' (stdio) or 'url' (HTTP)")
+        return self
+
+
+class PriceConfig(_Strict):
+    """``[prices.<model>]``: US dollars per million tokens (see :mod:`plait.pricing`)."""
+
+    input: Annotated[float, Field(ge=0, allow_inf_nan=False)]
+    output: Annotated[float, Field(ge=0, allow_inf_nan=False)]
+    cache_read: Annotated[float, Field(ge=0, allow_inf_nan=False)] | None = None
+    cache_write: Annotated[float, Field(ge=0, allow_inf_nan=False)] | None = None
+
+
+class ConfigFile(_Strict):
+    """What one config file may hold (every key optional)."""
+
+    model: str | None = None
+    """A model spec (``plait run --help`` lists the forms)."""
+    mode: Literal["disclosure", "managed"] | None = None
+    skills: list[str] | None = None
+    """Skills folders, in precedence order, added before the standard ones."""
+    default_skills: bool | None = None
+    """``false``: skip the standard skill folders (as ``--no-default-skills``)."""
+    store: str | None = None
+    """A SQLite file or ``postgresql://`` URL for threads."""
+    timeout: PositiveFloat | None = None
+    """Seconds one model call may take, retries included."""
+    sandbox: Literal["bwrap", "none"] | None = None
+    allow_scripts: bool | None = None
+    system_prompt: str | None = None
+    plain: bool | None = None
+    """``true``: never render answers as Markdown."""
+    limits: LimitsConfig | None = None
+    mcp: dict[str, McpServerConfig] | None = None
+    prices: dict[str, PriceConfig] | None = None
+
+
+_PATH_KEYS = frozenset({"store"})
+
+
+@dataclass(slots=True)
+class Settings:
+    """The merged configuration: ``values`` by dotted key (``limits.tool_timeout``,
+    ``mcp.files``) and, for each, where it came from (a file path, ``$VAR``, ``--flag`` or
+    ``default``)."""
+
+    values: dict[str, Any] = field(default_factory=dict)
+    origins: dict[str, str] = field(default_factory=dict)
+    files: list[Path] = field(default_factory=list)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.values.get(key, default)
+
+    def set(self, key: str, value: Any, origin: str) -> None:
+        """Set ``key`` from ``origin``; ``None`` leaves the current value in place."""
+        if value is None:
+            return
+        self.values[key] = value
+        self.origins[key] = origin
+
+    def section(self, prefix: str) -> dict[str, Any]:
+        """Values under ``prefix.`` (``mcp``, ``prices``), keyed by the rest of the key."""
+        start = prefix + "."
+        return {k[len(start) :]: v for k, v in self.values.items() if k.startswith(start)}
+
+
+def config_home() -> Path:
+    """``$PLAIT_HOME``, else ``$XDG_CONFIG_HOME/plait`` (``~/.config/plait``)."""
+    if home := os.environ.get("PLAIT_HOME"):
+        return Path(home).expanduser()
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "plait"
+
+
+def project_file(start: Path) -> tuple[Path, bool] | None:
+    """The nearest project config from ``start`` up: ``(path, is_pyproject)``."""
+    folder = start.resolve()
+    for _ in range(MAX_PARENT_LEVELS):
+        candidate = folder / "plait.toml"
+        if candidate.is_file():
+            return candidate, False
+        pyproject = folder / "pyproject.toml"
+        if pyproject.is_file() and b"[tool.plait" in _read_bytes(pyproject):
+            return pyproject, True
+        if folder.parent == folder:
+            return None
+        folder = folder.parent
+    return None
+
+
+def _read_bytes(path: Path) -> bytes:
+    try:
+        with path.open("rb") as handle:
+            data = handle.read(MAX_CONFIG_BYTES + 1)
+    except OSError as exc:
+        raise ConfigFileError(path, f"cannot be read ({exc.strerror or exc}).") from None
+    if len(data) > MAX_CONFIG_BYTES:
+        raise ConfigFileError(path, f"is larger than {MAX_CONFIG_BYTES:,} bytes; trim it.")
+    return data
+
+
+def read_config_file(path: Path, *, pyproject: bool = False) -> ConfigFile:
+    """Parse and validate one file (``[tool.plait]`` of a ``pyproject.toml``).
+
+    Raises :class:`ConfigFileError` naming the file, and the key for a bad value.
+    """
+    try:
+        document = tomllib.loads(_read_bytes(path).decode("utf-8"))
+    except UnicodeDecodeError:
+        raise ConfigFileError(path, "is not UTF-8 text.") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigFileError(path, f"is not valid TOML: {exc}.") from None
+    if pyproject:
+        table = document.get("tool", {}).get("plait", {})
+        if not isinstance(table, dict):
+            raise ConfigFileError(path, "[tool.plait] must be a table.")
+        document = table
+    try:
+        return ConfigFile.model_validate(document)
+    except ValidationError as exc:
+        raise ConfigFileError(path, _validation_message(exc, pyproject)) from None
+
+
+def _validation_message(exc: ValidationError, pyproject: bool) -> str:
+    prefix = "tool.plait." if pyproject else ""
+    problems = []
+    for error in exc.errors()[:5]:
+        key = prefix + ".".join(str(part) for part in error["loc"])
+        if error["type"] == "extra_forbidden":
+            known = ", ".join(_known_keys(error["loc"][:-1]))
+            problems.append(f"unknown key {key!r} (known here: {known})")
+        else:
+            problems.append(f"key {key!r}: {error['msg']}")
+    more = len(exc.errors()) - len(problems)
+    return "; ".join(problems) + (f"; and {more} more" if more > 0 else "") + "."
+
+
+def _known_keys(parent: tuple[int | str, ...]) -> list[str]:
+    """The keys allowed in the table at ``parent`` (``()``: the top level; ``("limits",)``;
+    ``("mcp", "files")``)."""
+    model: type[BaseModel] = ConfigFile
+    sections: dict[str, type[BaseModel]] = {
+        "limits": LimitsConfig,
+        "mcp": McpServerConfig,
+        "prices": PriceConfig,
+    }
+    if parent and str(parent[0]) in sections:
+        model = sections[str(parent[0])]
+    return list(model.model_fields)
+
+
+def _apply_file(settings: Settings, config: ConfigFile, path: Path) -> None:
+    origin = str(path)
+    base = path.parent
+    data = config.model_dump(exclude_none=True, exclude={"skills", "limits", "mcp", "prices"})
+    for key, value in data.items():
+        if key in _PATH_KEYS and "://" not in value:
+            value = str(base / Path(value).expanduser())
+        settings.set(key, value, origin)
+    if config.limits is not None:
+        for key, value in config.limits.model_dump(exclude_none=True).items():
+            settings.set(f"limits.{key}", value, origin)
+    for name, server in (config.mcp or {}).items():
+        settings.set(f"mcp.{name}", server, origin)
+    for name, price in (config.prices or {}).items():
+        settings.set(f"prices.{name}", price, origin)
+
+
+def load_settings(cwd: Path | None = None) -> Settings:
+    """Defaults, then the user file, the project file and the environment, merged (see the
+    module table). Command-line flags go on top with :meth:`Settings.set`.
+
+    ``skills`` holds the files' folders as resolved paths, project folders first.
+    Raises :class:`ConfigFileError` for an unreadable or invalid file.
+    """
+    settings = Settings()
+    for key, value in _DEFAULTS.items():
+        settings.set(key, value, "default")
+    skills: list[tuple[str, str]] = []
+    layers: list[tuple[Path, bool]] = []
+    user = config_home() / "config.toml"
+    if user.is_file():
+        layers.append((user, False))
+    if (found := project_file(cwd or Path.cwd())) is not None:
+        layers.append(found)
+    for path, pyproject in layers:
+        config = read_config_file(path, pyproject=pyproject)
+        settings.files.append(path)
+        _apply_file(settings, config, path)
+        folders = [str(path.parent / Path(p).expanduser()) for p in config.skills or ()]
+        skills[:0] = [(folder, str(path)) for folder in folders]  # later file = higher
+    if skills:
+        settings.values["skills"] = [folder for folder, _ in skills]
+        settings.origins["skills"] = ", ".join(dict.fromkeys(origin for _, origin in skills))
+    for key, variable in _ENVIRONMENT.items():
+        settings.set(key, os.environ.get(variable) or None, f"${variable}")
+    if settings.origins.get("timeout", "").startswith("$"):
+        settings.values["timeout"] = parse_timeout(
+            settings.values["timeout"], "$PLAIT_MODEL_TIMEOUT"
+        )
+    return settings
+
+
+def parse_timeout(value: str, origin: str) -> float:
+    """``value`` as seconds > 0; a :class:`~plait.errors.ConfigurationError` naming ``origin``
+    otherwise."""
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = float("nan")
+    if not 0 < seconds < float("inf"):
+        raise ConfigurationError(
+            f"{origin}={value!r} is not a number of seconds > 0; give e.g. 120."
+        )
+    return seconds
+
+
+_DEFAULTS: dict[str, Any] = {
+    "mode": "disclosure",
+    "default_skills": True,
+    "sandbox": "bwrap",
+    "allow_scripts": False,
+    "plain": False,
+    "limits.max_input_tokens": 100_000,
+}
+
+_ENVIRONMENT = {"model": "PLAIT_MODEL", "store": "PLAIT_STORE", "timeout": "PLAIT_MODEL_TIMEOUT"}

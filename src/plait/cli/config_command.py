@@ -1,0 +1,105 @@
+"""``plait config show``: the merged configuration and where each value came from."""
+
+from __future__ import annotations
+
+import json
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from pydantic import BaseModel
+from rich.console import Console
+from rich.text import Text
+
+from plait.cli.agents import Mode
+from plait.cli.config import Settings
+from plait.cli.console import fail
+from plait.cli.options import Flags, merged_settings, model_spec
+from plait.cli.skill_folders import skill_folders
+from plait.errors import ConfigurationError
+
+__all__ = ["config_app", "describe"]
+
+config_app = typer.Typer(
+    help="Show the configuration: config files, environment and flags, merged.",
+    no_args_is_help=True,
+)
+
+
+class ShowFormat(StrEnum):
+    TEXT = "text"
+    JSON = "json"
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, BaseModel):
+        return value.model_dump(exclude_defaults=True)
+    return value
+
+
+def describe(settings: Settings) -> list[tuple[str, Any, str]]:
+    """``(key, value, origin)`` for every setting, sorted by key, plus the model actually chosen
+    and the skills folders actually used (the standard ones that exist included)."""
+    rows = [(k, _plain(v), settings.origins[k]) for k, v in sorted(settings.values.items())]
+    if "model" not in settings.values:
+        try:
+            rows.append(("model", model_spec(settings), "a provider key in the environment"))
+        except ConfigurationError:
+            rows.append(("model", None, "none: set PLAIT_MODEL, model in plait.toml or --model"))
+    folders = skill_folders(
+        [], settings.get("skills", []), use_standard=bool(settings.get("default_skills"))
+    )
+    rows.append(("skill folders", [f.label for f in folders], "skills + standard folders"))
+    return sorted(rows, key=lambda row: row[0])
+
+
+@config_app.command("show")
+def show(
+    model: Annotated[str | None, typer.Option("--model", help="As plait run --model.")] = None,
+    mode: Annotated[Mode | None, typer.Option("--mode", help="As plait run --mode.")] = None,
+    store: Annotated[str | None, typer.Option("--store", help="As plait run --store.")] = None,
+    skills: Annotated[
+        list[Path] | None, typer.Option("--skills", help="As plait run --skills.")
+    ] = None,
+    no_default_skills: Annotated[
+        bool, typer.Option("--no-default-skills", help="As plait run --no-default-skills.")
+    ] = False,
+    timeout: Annotated[
+        float | None, typer.Option("--timeout", min=0.001, help="As plait run --timeout.")
+    ] = None,
+    output: Annotated[ShowFormat, typer.Option("--format", help="text or json.")] = (
+        ShowFormat.TEXT
+    ),
+) -> None:
+    """Print every setting, its value and where it came from: a config file (plait.toml,
+    pyproject.toml [tool.plait], $PLAIT_HOME/config.toml), an environment variable, a flag or
+    the default. Flags given here override as they would for plait run."""
+    flags = Flags(
+        model=model,
+        skills=skills or [],
+        no_default_skills=no_default_skills,
+        mode=mode,
+        store=store,
+        timeout=timeout,
+    )
+    try:
+        settings = merged_settings(flags)
+    except ConfigurationError as exc:
+        fail(str(exc), 2)
+    rows = describe(settings)
+    if output is ShowFormat.JSON:
+        document = {
+            "files": [str(path) for path in settings.files],
+            "settings": {key: {"value": value, "from": origin} for key, value, origin in rows},
+        }
+        typer.echo(json.dumps(document, indent=2, default=str))
+        return
+    console = Console(highlight=False, emoji=False)
+    files = ", ".join(map(str, settings.files)) or "none found"
+    console.print(Text(f"config files: {files}", style="dim"), soft_wrap=True)
+    for key, value, origin in rows:
+        line = Text(f"{key} = ")
+        line.append(json.dumps(value, default=str, ensure_ascii=False))
+        line.append(f"  # {origin}", style="dim")
+        console.print(line, soft_wrap=True)

@@ -1,0 +1,185 @@
+"""From the flags of ``plait run`` / ``plait chat`` and the config files to the agent's options.
+
+:func:`merged_settings` lays the flags over :func:`~plait.cli.config.load_settings` (flags win,
+key by key) and remembers each value's origin; :func:`agent_options` turns the result into
+:class:`~plait.cli.agents.AgentOptions` plus what the terminal needs (the model's spec and
+price). ``plait config show`` prints the same merged settings.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from plait.cli.agents import (
+    DEFAULT_SYSTEM_PROMPT,
+    AgentOptions,
+    Mode,
+    NoProviderConfigured,
+    SandboxChoice,
+)
+from plait.cli.config import Settings, load_settings
+from plait.cli.skill_folders import SkillFolder, skill_folders
+from plait.pricing import PRICES, Price, price_for
+
+if TYPE_CHECKING:
+    from plait.models.base import Model
+    from plait.models.retrying import RetryNotice
+    from plait.runtime.agent import Limits
+
+__all__ = ["Flags", "Resolved", "agent_options", "merged_settings", "model_spec"]
+
+
+@dataclass(slots=True)
+class Flags:
+    """The command-line flags that have a config-file counterpart; ``None`` = not given."""
+
+    model: str | None = None
+    skills: list[Path] = field(default_factory=list)
+    no_default_skills: bool = False
+    mode: Mode | None = None
+    store: str | None = None
+    allow_scripts: bool | None = None
+    sandbox: SandboxChoice | None = None
+    max_input_tokens: int | None = None
+    system_prompt: str | None = None
+    timeout: float | None = None
+    plain: bool | None = None
+
+    def apply(self, settings: Settings) -> None:
+        """Lay these flags over ``settings`` (a flag given wins over every other source)."""
+        settings.set("model", self.model, "--model")
+        settings.set("mode", self.mode.value if self.mode else None, "--mode")
+        settings.set("store", self.store, "--store")
+        scripts_flag = "--allow-scripts" if self.allow_scripts else "--no-allow-scripts"
+        settings.set("allow_scripts", self.allow_scripts, scripts_flag)
+        settings.set("sandbox", self.sandbox.value if self.sandbox else None, "--sandbox")
+        settings.set("limits.max_input_tokens", self.max_input_tokens, "--max-input-tokens")
+        settings.set("system_prompt", self.system_prompt, "--system-prompt")
+        settings.set("timeout", self.timeout, "--timeout")
+        settings.set("plain", self.plain, "--plain" if self.plain else "--markdown")
+        settings.set(
+            "default_skills", False if self.no_default_skills else None, "--no-default-skills"
+        )
+        if self.skills:
+            configured = settings.get("skills", [])
+            origin = settings.origins.get("skills")
+            settings.values["skills"] = [*map(str, self.skills), *configured]
+            settings.origins["skills"] = "--skills" + (f", {origin}" if origin else "")
+
+
+def merged_settings(flags: Flags, cwd: Path | None = None) -> Settings:
+    """Config files and environment (:func:`~plait.cli.config.load_settings`), then ``flags``.
+
+    Raises :class:`~plait.cli.config.ConfigFileError` for a bad config file.
+    """
+    settings = load_settings(cwd)
+    flags.apply(settings)
+    return settings
+
+
+def model_spec(settings: Settings) -> str:
+    """The model spec to use: the merged ``model`` setting, else a default for whichever of
+    ``OPENAI_API_KEY`` / ``ANTHROPIC_API_KEY`` is set. Raises :class:`NoProviderConfigured`."""
+    spec = settings.get("model")
+    if spec:
+        return str(spec)
+    if os.environ.get("OPENAI_API_KEY"):
+        return "openai:gpt-4.1-mini"
+    if os.environ.get("ANTHROPIC_API_KEY"):
+        return "anthropic:claude-sonnet-4-5"
+    raise NoProviderConfigured()
+
+
+@dataclass(slots=True)
+class Resolved:
+    """What a command runs with: the agent's options, the skills folders (with labels), the
+    model's spec and price (``None`` when unknown), whether answers are plain text, and the
+    configured MCP servers (``{name: settings}``, as ``plait.mcp.servers_from_mapping`` takes)."""
+
+    options: AgentOptions
+    folders: list[SkillFolder]
+    spec: str
+    price: Price | None
+    plain: bool
+    mcp: dict[str, dict[str, Any]]
+
+
+def agent_options(
+    settings: Settings,
+    *,
+    on_retry: Callable[[RetryNotice], None] | None = None,
+    model: Model | None = None,
+) -> Resolved:
+    """Build the model (unless ``model`` is given) and the agent's options from ``settings``.
+
+    ``on_retry`` is told of each retry of a model call. Raises
+    :class:`~plait.errors.ConfigurationError` (no provider, bad spec, missing key).
+    """
+    from plait.models.registry import resolve_model
+
+    spec = model_spec(settings) if model is None else getattr(model, "name", "model")
+    chosen = model if model is not None else _resolve(resolve_model, spec, settings.get("timeout"))
+    if on_retry is not None:
+        _report_retries(chosen, on_retry)
+    folders = skill_folders(
+        [], settings.get("skills", []), use_standard=bool(settings.get("default_skills"))
+    )
+    prompt = settings.get("system_prompt")
+    options = AgentOptions(
+        model=chosen,
+        skills=[folder.path for folder in folders],
+        mode=Mode(settings.get("mode")),
+        store=settings.get("store"),
+        allow_scripts=bool(settings.get("allow_scripts")),
+        sandbox=SandboxChoice(settings.get("sandbox")),
+        max_input_tokens=int(settings.get("limits.max_input_tokens")),
+        limits=_limits(settings),
+        system_prompt=DEFAULT_SYSTEM_PROMPT if prompt is None else prompt,
+    )
+    return Resolved(
+        options=options,
+        folders=folders,
+        spec=spec,
+        price=price_for(spec, _prices(settings)),
+        plain=bool(settings.get("plain")),
+        mcp={name: server.settings() for name, server in settings.section("mcp").items()},
+    )
+
+
+def _limits(settings: Settings) -> Limits | None:
+    """``[limits]`` as the agent's :class:`~plait.runtime.agent.Limits` (``None``: defaults)."""
+    from plait.runtime.agent import Limits
+
+    given = {
+        key: settings.get(f"limits.{key}")
+        for key in ("model_calls_per_turn", "tool_timeout")
+        if settings.get(f"limits.{key}") is not None
+    }
+    return Limits(**given) if given else None
+
+
+def _resolve(resolve_model: Callable[..., Model], spec: str, timeout: float | None) -> Model:
+    if timeout is None:
+        return resolve_model(spec)
+    from plait.models.timeouts import ModelTimeouts
+
+    return resolve_model(spec, timeouts=ModelTimeouts(total=timeout))
+
+
+def _report_retries(model: Model, on_retry: Callable[[RetryNotice], None]) -> None:
+    from plait.models.retrying import Backoff
+
+    backoff = getattr(model, "backoff", None)
+    if isinstance(backoff, Backoff):
+        setattr(model, "backoff", replace(backoff, on_retry=on_retry))  # noqa: B010
+
+
+def _prices(settings: Settings) -> dict[str, Price]:
+    table = dict(PRICES)
+    for name, price in settings.section("prices").items():
+        table[name] = Price(price.input, price.output, price.cache_read, price.cache_write)
+    return table

@@ -1,0 +1,230 @@
+"""plait.toml, [tool.plait] and $PLAIT_HOME/config.toml: merged, validated, shown with origins."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from plait.cli.agents import Mode, SandboxChoice
+from plait.cli.app import app
+from plait.cli.config import MAX_CONFIG_BYTES, ConfigFileError, load_settings
+from plait.cli.options import Flags, agent_options, merged_settings
+from plait.models.scripted import ScriptedModel
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An empty $HOME and $PLAIT_HOME, a project folder as the current folder, no model env."""
+    for name in (
+        "PLAIT_MODEL",
+        "PLAIT_STORE",
+        "PLAIT_MODEL_TIMEOUT",
+        "OPENAI_API_KEY",
+        "ANTHROPIC_API_KEY",
+    ):
+        monkeypatch.delenv(name, raising=False)
+    (tmp_path / "home").mkdir()
+    (tmp_path / "plait-home").mkdir()
+    (tmp_path / "project").mkdir()
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("PLAIT_HOME", str(tmp_path / "plait-home"))
+    monkeypatch.chdir(tmp_path / "project")
+    return tmp_path
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_project_file_overrides_user_file_key_by_key(home: Path) -> None:
+    user = write(
+        home / "plait-home" / "config.toml",
+        'model = "openai:gpt-4o"\nmode = "managed"\n[limits]\ntool_timeout = 5\n',
+    )
+    project = write(
+        home / "project" / "plait.toml",
+        'model = "anthropic:claude-haiku-4-5"\n[limits]\nmodel_calls_per_turn = 9\n',
+    )
+    settings = load_settings()
+    assert settings.get("model") == "anthropic:claude-haiku-4-5"
+    assert settings.origins["model"] == str(project)
+    assert (settings.get("mode"), settings.origins["mode"]) == ("managed", str(user))
+    assert settings.get("limits.tool_timeout") == 5
+    assert settings.get("limits.model_calls_per_turn") == 9
+    assert settings.origins["limits.max_input_tokens"] == "default"
+    assert settings.files == [user, project]
+
+
+def test_environment_overrides_files_and_flags_override_everything(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write(home / "project" / "plait.toml", 'model = "openai:gpt-4o"\ntimeout = 30\n')
+    monkeypatch.setenv("PLAIT_MODEL", "openai:gpt-4.1")
+    monkeypatch.setenv("PLAIT_MODEL_TIMEOUT", "45")
+    settings = load_settings()
+    assert (settings.get("model"), settings.origins["model"]) == ("openai:gpt-4.1", "$PLAIT_MODEL")
+    assert settings.get("timeout") == 45.0
+    settings = merged_settings(Flags(model="openai:o3", timeout=7, mode=Mode.MANAGED))
+    assert (settings.get("model"), settings.origins["model"]) == ("openai:o3", "--model")
+    assert (settings.get("timeout"), settings.origins["timeout"]) == (7, "--timeout")
+    assert settings.origins["mode"] == "--mode"
+
+
+def test_pyproject_tool_plait_is_read_from_a_parent_folder(home: Path) -> None:
+    pyproject = write(
+        home / "project" / "pyproject.toml",
+        '[project]\nname = "x"\n[tool.plait]\nmode = "managed"\n',
+    )
+    (home / "project" / "src" / "deep").mkdir(parents=True)
+    settings = load_settings(home / "project" / "src" / "deep")
+    assert (settings.get("mode"), settings.origins["mode"]) == ("managed", str(pyproject))
+
+
+def test_plait_toml_wins_over_pyproject_in_the_same_folder(home: Path) -> None:
+    write(home / "project" / "pyproject.toml", '[tool.plait]\nmode = "managed"\n')
+    toml = write(home / "project" / "plait.toml", 'mode = "disclosure"\n')
+    settings = load_settings()
+    assert settings.origins["mode"] == str(toml)
+    assert settings.files == [toml]
+
+
+def test_relative_paths_are_relative_to_their_file_and_skills_add_up(home: Path) -> None:
+    write(home / "plait-home" / "config.toml", 'skills = ["~/my-skills"]\nstore = "t.db"\n')
+    write(home / "project" / "plait.toml", 'skills = ["skills", "/abs/skills"]\n')
+    settings = merged_settings(Flags(skills=[Path("cli-skills")]))
+    assert settings.get("skills") == [
+        "cli-skills",
+        str(home / "project" / "skills"),
+        "/abs/skills",
+        str(home / "home" / "my-skills"),
+    ]
+    assert settings.get("store") == str(home / "plait-home" / "t.db")
+    assert settings.origins["skills"].startswith("--skills, ")
+
+
+def test_store_url_is_kept_as_written(home: Path) -> None:
+    write(home / "project" / "plait.toml", 'store = "postgresql://u@localhost/db"\n')
+    assert load_settings().get("store") == "postgresql://u@localhost/db"
+
+
+@pytest.mark.parametrize(
+    ("text", "needles"),
+    [
+        ('modle = "openai:gpt-4o"\n', ["unknown key 'modle' (known here: model, mode,"]),
+        ("[limits]\nturns = 1\n", ["known here: model_calls_per_turn, tool_timeout"]),
+        ("[limits]\ntool_timeout = -1\n", ["key 'limits.tool_timeout'", "greater than 0"]),
+        ('mode = "fast"\n', ["key 'mode'", "disclosure", "managed"]),
+        ("[mcp.files]\nenv = {}\n", ["key 'mcp.files'", "exactly one of 'command'"]),
+        ('[mcp.files]\ncommand = "x"\nmax_tools = 0\n', ["key 'mcp.files.max_tools'"]),
+        ('[mcp.web]\nurl = "http://x"\ncommand = "srv"\n', ["exactly one of"]),
+        ("[prices.m]\ninput = 1\n", ["key 'prices.m.output'"]),
+        ("model = \n", ["not valid TOML"]),
+    ],
+)
+def test_bad_config_names_the_file_and_the_key(home: Path, text: str, needles: list[str]) -> None:
+    path = write(home / "project" / "plait.toml", text)
+    with pytest.raises(ConfigFileError) as caught:
+        load_settings()
+    assert str(caught.value).startswith(f"{path}: ")
+    for needle in needles:
+        assert needle in str(caught.value)
+
+
+def test_pyproject_errors_name_the_tool_plait_key(home: Path) -> None:
+    write(home / "project" / "pyproject.toml", "[tool.plait]\ntimeout = 0\n")
+    with pytest.raises(ConfigFileError, match=r"key 'tool\.plait\.timeout'"):
+        load_settings()
+
+
+def test_oversized_and_non_utf8_files_are_refused(home: Path) -> None:
+    path = home / "project" / "plait.toml"
+    path.write_bytes(b"# " + b"x" * MAX_CONFIG_BYTES)
+    with pytest.raises(ConfigFileError, match="larger than"):
+        load_settings()
+    path.write_bytes(b'model = "\xff"\n')
+    with pytest.raises(ConfigFileError, match="not UTF-8"):
+        load_settings()
+
+
+def test_bad_timeout_in_the_environment_is_a_configuration_error(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PLAIT_MODEL_TIMEOUT", "soon")
+    with pytest.raises(ConfigFileError.__mro__[1], match="PLAIT_MODEL_TIMEOUT='soon'"):
+        load_settings()
+
+
+def test_agent_options_follow_the_merged_settings(home: Path) -> None:
+    write(
+        home / "project" / "plait.toml",
+        'mode = "managed"\nsystem_prompt = "Be brief."\nplain = true\nsandbox = "none"\n'
+        "[limits]\nmax_input_tokens = 5000\nmodel_calls_per_turn = 3\ntool_timeout = 9\n"
+        "[prices.scripted]\ninput = 1\noutput = 2\n"
+        '[mcp.files]\ncommand = ["mcp-files", "--root", "."]\n',
+    )
+    resolved = agent_options(load_settings(), model=ScriptedModel([]))
+    assert resolved.options.mode is Mode.MANAGED
+    assert resolved.options.sandbox is SandboxChoice.NONE
+    assert resolved.options.system_prompt == "Be brief."
+    assert resolved.options.max_input_tokens == 5000
+    assert resolved.options.limits is not None
+    assert resolved.options.limits.model_calls_per_turn == 3
+    assert resolved.options.limits.tool_timeout == 9
+    assert resolved.plain is True
+    assert resolved.spec == "scripted"
+    assert resolved.price is not None and resolved.price.output == 2
+    assert resolved.mcp == {"files": {"command": ["mcp-files", "--root", "."]}}
+
+
+def test_config_show_prints_each_value_with_where_it_came_from(home: Path) -> None:
+    toml = write(
+        home / "project" / "plait.toml", 'model = "openai:gpt-4o"\n[limits]\ntool_timeout = 5\n'
+    )
+    result = CliRunner().invoke(app, ["config", "show", "--mode", "managed"])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert f"config files: {toml}" in lines
+    assert f'model = "openai:gpt-4o"  # {toml}' in lines
+    assert f"limits.tool_timeout = 5.0  # {toml}" in lines
+    assert 'mode = "managed"  # --mode' in lines
+    assert "limits.max_input_tokens = 100000  # default" in lines
+
+
+def test_config_show_json_and_the_model_a_provider_key_chooses(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "k")
+    result = CliRunner().invoke(app, ["config", "show", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.output)
+    assert document["files"] == []
+    assert document["settings"]["model"] == {
+        "value": "anthropic:claude-sonnet-4-5",
+        "from": "a provider key in the environment",
+    }
+
+
+def test_config_show_with_a_bad_file_exits_2_naming_it(home: Path) -> None:
+    path = write(home / "project" / "plait.toml", "[limits]\nturns = 3\n")
+    result = CliRunner().invoke(app, ["config", "show"])
+    assert result.exit_code == 2
+    assert str(path) in " ".join(result.output.split())
+    assert "unknown key 'limits.turns' (known here: model_calls_per_turn" in " ".join(
+        result.output.split()
+    )
+
+
+def test_a_negative_flag_overrides_a_config_true(home: Path) -> None:
+    write(home / "project" / "plait.toml", "allow_scripts = true\nplain = true\n")
+    settings = merged_settings(Flags(allow_scripts=False, plain=False))
+    assert (settings.get("allow_scripts"), settings.origins["allow_scripts"]) == (
+        False,
+        "--no-allow-scripts",
+    )
+    assert (settings.get("plain"), settings.origins["plain"]) == (False, "--markdown")
+    assert load_settings().get("allow_scripts") is True

@@ -1,0 +1,77 @@
+"""``plait run`` in a real pseudo-terminal (a separate process): a hung server gets a spinner with
+the seconds waited, then a clear error when --timeout expires; answers render as Markdown."""
+
+from __future__ import annotations
+
+import os
+import pty
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from chat_completions import sse_answer
+from wire_server import WireServer
+
+FIXTURES = Path(__file__).parents[1] / "models" / "fixtures" / "openai"
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+@pytest.fixture
+def server() -> Iterator[WireServer]:
+    with WireServer(FIXTURES) as s:
+        yield s
+
+
+def in_terminal(*args: str, home: Path) -> tuple[int, str]:
+    """Run ``plait ARGS`` with stdout and stderr on a pseudo-terminal; (status, text seen)."""
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    env.update(HOME=str(home), PLAIT_HOME=str(home / "plait"), COLUMNS="100", TERM="xterm")
+    env.pop("NO_COLOR", None)
+    env.pop("PLAIT_MODEL", None)
+    primary, secondary = pty.openpty()
+    process = subprocess.Popen(
+        [sys.executable, "-c", "from plait.cli import main; main()", *args],
+        stdin=subprocess.DEVNULL,
+        stdout=secondary,
+        stderr=secondary,
+        env=env,
+        cwd=home,
+    )
+    os.close(secondary)
+    chunks = []
+    while True:
+        try:
+            data = os.read(primary, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not data:
+            break
+        chunks.append(data)
+    os.close(primary)
+    status = process.wait(timeout=60)
+    return status, ANSI.sub("", b"".join(chunks).decode("utf-8", "replace"))
+
+
+def test_a_hung_server_shows_a_spinner_then_a_clear_timeout_error(
+    server: WireServer, tmp_path: Path
+) -> None:
+    server.stall()
+    spec = f"openai-compatible:m@{server.url}/v1"
+    status, seen = in_terminal("run", "hello?", "--model", spec, "--timeout", "1.5", home=tmp_path)
+    assert status == 1
+    assert "waiting for the model… 1 s" in seen
+    assert "no complete answer within its 1.5 s deadline" in " ".join(seen.split())
+
+
+def test_an_answer_is_rendered_as_markdown_with_its_tokens(
+    server: WireServer, tmp_path: Path
+) -> None:
+    server._replies.append(sse_answer("# Plan\n\n- step **one**\n- step `two`", prompt=1500))
+    spec = f"openai-compatible:m@{server.url}/v1"
+    status, seen = in_terminal("run", "plan it", "--model", spec, home=tmp_path)
+    assert status == 0, seen
+    assert "step one" in seen and "**one**" not in seen and "`two`" not in seen
+    assert "in 1,500 · out 3" in seen
