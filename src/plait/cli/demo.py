@@ -37,7 +37,8 @@ from plait.context import (
     SummarizationMiddleware,
 )
 from plait.context.offload import READ_TOOL_NAME
-from plait.messages import ToolCall, ToolMessage, UserMessage
+from plait.context.tokens import CHARS_PER_TOKEN, message_tokens, tool_tokens
+from plait.messages import ToolCall, ToolMessage, Usage, UserMessage
 from plait.middleware.context import Event
 from plait.models.base import ModelRequest, ModelResponse
 from plait.models.scripted import FunctionModel
@@ -46,6 +47,7 @@ from plait.runtime.events import ModelRequestSent, ToolCallStarted
 from plait.skills import SkillsMiddleware
 from plait.skills.disclosure import SkillToolsDisclosed, SkillToolsWithdrawn
 from plait.tools import tool
+from plait.trace.recorder import TraceRecorder
 
 __all__ = ["QUESTIONS", "bundled_skills", "demo"]
 
@@ -101,6 +103,12 @@ class _Script:
     answers: list[str] = field(default_factory=list)
 
     def __call__(self, request: ModelRequest) -> ModelResponse:
+        response = self._decide(request)
+        # Report usage as a provider would (estimated: there is no tokenizer behind a script),
+        # so the trace page has figures to show.
+        return response.replace(usage=_estimated_usage(request, response))
+
+    def _decide(self, request: ModelRequest) -> ModelResponse:
         last = request.messages[-1]
         tools = {t.name for t in request.tools}
         if isinstance(last, UserMessage):
@@ -157,6 +165,15 @@ class _Script:
         )
 
 
+def _estimated_usage(request: ModelRequest, response: ModelResponse) -> Usage:
+    prompt = sum(message_tokens(m) for m in request.messages) + sum(
+        tool_tokens(t) for t in request.tools
+    )
+    prompt += -(-len(request.system_prompt) // CHARS_PER_TOKEN)
+    answer = -(-len(response.content) // CHARS_PER_TOKEN) + 8 * len(response.tool_calls)
+    return Usage(input_tokens=prompt, output_tokens=answer, requests=1)
+
+
 def _call(text: str, name: str, args: dict[str, object]) -> ModelResponse:
     return ModelResponse(content=text, tool_calls=[ToolCall(f"call_{name}", name, args)])
 
@@ -195,13 +212,16 @@ class _Milestones:
         ]
 
 
-async def _run_demo(console: Console, skills: Path, workdir: Path) -> _Milestones:
+async def _run_demo(
+    console: Console, skills: Path, workdir: Path, recorder: TraceRecorder | None = None
+) -> _Milestones:
     data = _write_sales(workdir)
     backend = MemoryBackend()
     agent = Agent(
         FunctionModel(_Script(data), name="scripted-demo"),
         system_prompt="You are a data assistant. Use the skills listed below.",
         middleware=[
+            *([recorder] if recorder is not None else []),
             SummarizationMiddleware(1000, keep_messages=2, backend=backend),
             ResultEvictionMiddleware(500, backend=backend, excluded_tools=["read_file"]),
             SkillsMiddleware(sources=[skills], tools=[csv_rows]),

@@ -1,0 +1,466 @@
+"""``TraceRecorder``: middleware that writes each turn's timeline to a trace store.
+
+Put it **first** in the agent's middleware list: its ``wrap_model_call`` and ``wrap_tool_call``
+are then outermost, so a model call's span covers every inner wrapper (retries included) and sees
+the request exactly as sent; its ``before_model_call`` runs before any other, so actions that
+other middleware take while preparing a call (a summary, a disclosure) are filed under that call's
+dispatch.
+
+What it records, per turn (one *run*):
+
+* a ``model`` span per model call: latency, model, usage as reported (and an estimate of the input
+  when the provider reports none), the answer, and the request as a delta against the thread's
+  previous request (message keys added and removed, system prompt and tools by hash);
+* a ``tool`` span per tool call: arguments, error flag, a preview of the output and, unless a
+  persist filter keeps it out, the full output (up to ``max_output_chars``);
+* an ``action`` span for every event middleware emits (an eviction, a summary, a disclosure, a
+  rejected call): its type and fields, bounded.
+
+Never stored: a message a persist filter would keep out of the thread store or that sits in
+``TurnContext.ephemeral`` (a skill body, a pinned note) is recorded by reference only (role and
+token count, no body). A failure to write the trace never fails the turn: it is reported once per
+turn as a non-fatal :class:`~plait.runtime.events.ErrorOccurred` (``where="trace"``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import time
+from collections import OrderedDict
+from typing import Any
+
+from plait.context.tokens import message_tokens, tool_tokens
+from plait.errors import PlaitError, clipped
+from plait.messages import (
+    AssistantMessage,
+    Message,
+    SystemMessage,
+    ToolCall,
+    ToolMessage,
+    ToolResult,
+    UserMessage,
+    dump_messages,
+    new_id,
+)
+from plait.middleware.base import Middleware, ModelHandler, Next, ToolHandler
+from plait.middleware.context import DispatchContext, Event, TurnContext
+from plait.models.base import ModelRequest, ModelResponse
+from plait.runtime.events import ErrorOccurred, ToolCallFinished
+from plait.trace.store import CHECKPOINT_EVERY, RequestRow, SQLiteTraceStore, TraceBatch
+
+__all__ = ["MAX_OUTPUT_CHARS", "PREVIEW_CHARS", "RUNTIME_EVENTS", "TraceRecorder"]
+
+MAX_OUTPUT_CHARS = 1_000_000
+"""Default bound on a tool output kept whole in the trace store; longer ones keep the preview."""
+
+PREVIEW_CHARS = 2_000
+"""Characters of a tool output shown inline (head of the text)."""
+
+RUNTIME_EVENTS = frozenset(
+    {
+        "turn_started",
+        "model_request_sent",
+        "text_delta_received",
+        "model_response_received",
+        "tool_call_started",
+        "tool_call_finished",
+        "dispatch_finished",
+        "turn_finished",
+    }
+)
+"""Event types not recorded as actions: the recorder's own spans already show them."""
+
+_MAX_THREADS = 256
+_FIELD_CHARS = 500
+_FIELD_ITEMS = 50
+
+
+def digest(text: str) -> str:
+    """A short content hash (SHA-256, 16 hex digits)."""
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def _field(value: Any) -> Any:
+    """A bounded JSON-ready copy of one event field."""
+    if value is None or isinstance(value, bool | int | float):
+        return value
+    if isinstance(value, str):
+        return clipped(value, _FIELD_CHARS)
+    if isinstance(value, BaseException):
+        return clipped(f"{type(value).__name__}: {value}", _FIELD_CHARS)
+    if isinstance(value, list | tuple | set | frozenset):
+        return [_field(v) for v in list(value)[:_FIELD_ITEMS]]
+    if isinstance(value, dict):
+        return {str(k): _field(v) for k, v in list(value.items())[:_FIELD_ITEMS]}
+    if isinstance(value, ToolCall):
+        return {"id": value.id, "name": value.name}
+    return clipped(repr(value), _FIELD_CHARS)
+
+
+def _message_kind(message: Message, projected: bool) -> str:
+    if projected:
+        return "projected"
+    if isinstance(message, SystemMessage):
+        return "summary"
+    if isinstance(message, ToolMessage):
+        data = message.data
+        return "evicted" if isinstance(data, dict) and data.get("_evicted") else "tool_result"
+    return message.role
+
+
+def _output_text(data: Any) -> str:
+    return data if isinstance(data, str) else json.dumps(data, default=str, ensure_ascii=False)
+
+
+@dataclasses.dataclass(slots=True)
+class _RunTrace:
+    """One turn's recording state (kept in ``TurnContext.scratch``)."""
+
+    run: dict[str, Any]
+    batch: TraceBatch = dataclasses.field(default_factory=TraceBatch)
+    dispatch: int = 0
+    keys: dict[int, tuple[Message, str]] = dataclasses.field(default_factory=dict)
+    failed: bool = False
+
+
+class TraceRecorder(Middleware):
+    """Records every turn of the agent it is added to into ``store`` (see the module docstring).
+
+    ``agent`` names the agent in the run list. Opt-in: nothing is recorded unless the recorder is
+    in the middleware list (the ``plait`` CLI adds one unless ``--no-trace``).
+    """
+
+    def __init__(
+        self,
+        store: SQLiteTraceStore,
+        *,
+        agent: str = "agent",
+        max_output_chars: int = MAX_OUTPUT_CHARS,
+        preview_chars: int = PREVIEW_CHARS,
+    ) -> None:
+        self.store = store
+        self.agent = agent
+        self.max_output_chars = max_output_chars
+        self.preview_chars = preview_chars
+        self._last: OrderedDict[str, tuple[int, list[str]]] = OrderedDict()
+
+    async def aclose(self) -> None:
+        """Close the trace store."""
+        await self.store.aclose()
+
+    def _trace(self, ctx: TurnContext) -> _RunTrace | None:
+        found = ctx.scratch.get(self)
+        return found if isinstance(found, _RunTrace) else None
+
+    async def turn_input(self, ctx: TurnContext, next: Next) -> None:
+        text = "\n".join(m.text for m in ctx.input if isinstance(m, UserMessage))
+        run = {
+            "id": new_id(),
+            "thread_id": ctx.thread_id,
+            "agent": self.agent,
+            "started": time.time(),
+            "finished": None,
+            "status": "running",
+            "error": None,
+            "input": clipped(text, 4_000),
+            "output": None,
+        }
+        trace = _RunTrace(run)
+        ctx.scratch[self] = trace
+        trace.batch.runs.append(run)
+        downstream = ctx.emit
+
+        def tee(event: Event) -> None:
+            self._action(trace, event)
+            downstream(event)
+
+        ctx.emit = tee
+        await self._flush(ctx, trace)
+        await next()
+
+    def _action(self, trace: _RunTrace, event: Event) -> None:
+        if isinstance(event, ToolCallFinished) and event.skipped_by is not None:
+            self._skipped(trace, event)
+        if event.type in RUNTIME_EVENTS:
+            return
+        now = time.time()
+        data = {
+            f.name: _field(getattr(event, f.name))
+            for f in dataclasses.fields(event)
+            if f.name != "type"
+        }
+        trace.batch.spans.append(
+            {
+                "id": new_id(),
+                "run_id": trace.run["id"],
+                "kind": "action",
+                "name": event.type,
+                "dispatch": trace.dispatch,
+                "started": now,
+                "finished": now,
+                "data": data,
+            }
+        )
+
+    def _skipped(self, trace: _RunTrace, event: ToolCallFinished) -> None:
+        """A call that never reached ``wrap_tool_call`` (rejected or skipped by middleware)."""
+        now = time.time()
+        text = _output_text(event.result.data)
+        trace.batch.spans.append(
+            {
+                "id": new_id(),
+                "run_id": trace.run["id"],
+                "kind": "tool",
+                "name": event.call.name,
+                "dispatch": event.dispatch,
+                "started": now,
+                "finished": now,
+                "data": {
+                    "call_id": event.call.id,
+                    "args": _field(event.call.args),
+                    "skipped_by": event.skipped_by,
+                    "is_error": event.result.is_error,
+                    "chars": len(text),
+                    "preview": clipped(text, self.preview_chars),
+                },
+            }
+        )
+
+    async def before_model_call(self, request: ModelRequest, ctx: DispatchContext) -> ModelRequest:
+        trace = self._trace(ctx.turn)
+        if trace is not None:
+            trace.dispatch = ctx.index
+        return request
+
+    async def wrap_model_call(
+        self, request: ModelRequest, ctx: DispatchContext, call_next: ModelHandler
+    ) -> ModelResponse:
+        trace = self._trace(ctx.turn)
+        if trace is None:
+            return await call_next(request)
+        span_id = new_id()
+        estimate = await self._record_request(trace, span_id, request, ctx.turn)
+        started = time.time()
+        data: dict[str, Any] = {"model": request.model or ctx.turn.model.name}
+        data["estimated_input_tokens"] = estimate
+        try:
+            response = await call_next(request)
+        except BaseException as exc:
+            data["error"] = _field(exc)
+            trace.run.update(status="error", error=data["error"], finished=time.time())
+            trace.batch.runs.append(trace.run)
+            raise
+        else:
+            usage = response.usage
+            data.update(
+                model=response.model or data["model"],
+                finish_reason=response.finish_reason,
+                usage={
+                    "input": usage.input_tokens,
+                    "output": usage.output_tokens,
+                    "cache_read": usage.cache_read_tokens,
+                    "cache_write": usage.cache_write_tokens,
+                },
+                content=clipped(response.content, self.max_output_chars),
+                tool_calls=[
+                    {"id": c.id, "name": c.name, "args": _field(c.args)}
+                    for c in response.tool_calls
+                ],
+            )
+            return response
+        finally:
+            trace.batch.spans.append(
+                {
+                    "id": span_id,
+                    "run_id": trace.run["id"],
+                    "kind": "model",
+                    "name": str(data["model"]),
+                    "dispatch": ctx.index,
+                    "started": started,
+                    "finished": time.time(),
+                    "data": data,
+                }
+            )
+            await self._flush(ctx.turn, trace)
+
+    async def wrap_tool_call(
+        self, call: ToolCall, ctx: DispatchContext, call_next: ToolHandler
+    ) -> ToolResult:
+        trace = self._trace(ctx.turn)
+        if trace is None:
+            return await call_next(call)
+        started = time.time()
+        data: dict[str, Any] = {"call_id": call.id, "args": _field(call.args)}
+        try:
+            result = await call_next(call)
+        except BaseException as exc:
+            data["error"] = _field(exc)
+            raise
+        else:
+            self._tool_output(trace, data, call, result, ctx.turn)
+            return result
+        finally:
+            trace.batch.spans.append(
+                {
+                    "id": new_id(),
+                    "run_id": trace.run["id"],
+                    "kind": "tool",
+                    "name": call.name,
+                    "dispatch": ctx.index,
+                    "started": started,
+                    "finished": time.time(),
+                    "data": data,
+                }
+            )
+
+    def _tool_output(
+        self,
+        trace: _RunTrace,
+        data: dict[str, Any],
+        call: ToolCall,
+        result: ToolResult,
+        turn: TurnContext,
+    ) -> None:
+        message = ToolMessage.from_result(result, call.name)
+        text = _output_text(result.data)
+        data.update(is_error=result.is_error, chars=len(text))
+        if not _persistable(message, turn):
+            data.update(projected=True, preview=None)
+            return
+        data["preview"] = clipped(text, self.preview_chars)
+        if len(text) > self.preview_chars and len(text) <= self.max_output_chars:
+            data["full"] = digest(text)
+            trace.batch.blobs[data["full"]] = text
+
+    async def dispatch_output(self, ctx: DispatchContext, next: Next) -> None:
+        await next()
+        trace = self._trace(ctx.turn)
+        if trace is not None:
+            await self._flush(ctx.turn, trace)
+
+    async def turn_output(self, ctx: TurnContext, next: Next) -> None:
+        await next()
+        trace = self._trace(ctx)
+        if trace is None:
+            return
+        answer = next_answer(ctx.messages)
+        trace.run.update(status="ok", finished=time.time(), output=clipped(answer, 4_000))
+        trace.batch.runs.append(trace.run)
+        await self._flush(ctx, trace)
+
+    async def _record_request(
+        self, trace: _RunTrace, span_id: str, request: ModelRequest, turn: TurnContext
+    ) -> int:
+        """Add ``request`` to the batch as a delta; return its estimated input tokens."""
+        thread = turn.thread_id
+        previous = await self._previous(thread)
+        seq, old = (previous[0] + 1, previous[1]) if previous else (0, [])
+        old_set = set(old)
+        keys: list[str] = []
+        estimate = 0
+        ephemeral = {id(m) for m in turn.ephemeral}
+        for message in request.messages:
+            cached = trace.keys.get(id(message))
+            if cached is None or cached[0] is not message:
+                body = dump_messages([message])[1:-1]
+                cached = (message, f"{message.id}:{digest(body)}")
+                trace.keys[id(message)] = cached
+                if cached[1] not in old_set:
+                    projected = id(message) in ephemeral or not _persistable(message, turn)
+                    trace.batch.messages.append(
+                        (
+                            thread,
+                            cached[1],
+                            message.role,
+                            message_tokens(message),
+                            _message_kind(message, projected),
+                            None if projected else body,
+                        )
+                    )
+            keys.append(cached[1])
+        system = request.system_prompt
+        tools = json.dumps(
+            [
+                {"name": t.name, "description": t.description, "parameters": t.parameters}
+                for t in request.tools
+            ],
+            default=str,
+        )
+        base = turn.system_prompt
+        hashes = [digest(system), digest(tools), digest(base)]
+        trace.batch.blobs.update(zip(hashes, (system, tools, base), strict=True))
+        trace.batch.requests.append(_delta(span_id, thread, seq, old, keys, hashes))
+        self._remember(thread, seq, keys)
+        for message in request.messages:
+            estimate += message_tokens(message)
+        estimate += sum(tool_tokens(t) for t in request.tools) + len(system) // 4
+        return estimate
+
+    async def _previous(self, thread: str) -> tuple[int, list[str]] | None:
+        found = self._last.get(thread)
+        if found is not None:
+            self._last.move_to_end(thread)
+            return found
+        try:
+            return await self.store.last_request(thread)
+        except PlaitError:
+            return None
+
+    def _remember(self, thread: str, seq: int, keys: list[str]) -> None:
+        self._last[thread] = (seq, keys)
+        self._last.move_to_end(thread)
+        while len(self._last) > _MAX_THREADS:
+            self._last.popitem(last=False)
+
+    async def _flush(self, turn: TurnContext, trace: _RunTrace) -> None:
+        batch, trace.batch = trace.batch, TraceBatch()
+        try:
+            await self.store.write(batch)
+        except PlaitError as exc:
+            if not trace.failed:
+                trace.failed = True
+                turn.emit(ErrorOccurred(error=exc, where="trace"))
+
+
+def next_answer(messages: list[Message]) -> str:
+    """The text of the last assistant message of ``messages`` (``""`` if none)."""
+    for message in reversed(messages):
+        if isinstance(message, AssistantMessage):
+            return message.text
+    return ""
+
+
+def _persistable(message: Message, turn: TurnContext) -> bool:
+    """Whether the persist filters would write ``message`` unchanged (see ``persist_filters``)."""
+    kept: list[Message] = [message]
+    for keep_out in turn.persist_filters:
+        kept = keep_out(kept)
+    return len(kept) == 1 and (kept[0] is message or kept[0] == message)
+
+
+def _delta(
+    span_id: str, thread: str, seq: int, old: list[str], keys: list[str], hashes: list[str]
+) -> RequestRow:
+    new_set = set(keys)
+    old_set = set(old)
+    kept_old = [k for k in old if k in new_set]
+    kept_new = [k for k in keys if k in old_set]
+    full = (
+        seq % CHECKPOINT_EVERY == 0
+        or kept_old != kept_new
+        or len(new_set) != len(keys)
+        or len(old_set) != len(old)
+    )
+    return RequestRow(
+        span_id=span_id,
+        thread_id=thread,
+        seq=seq,
+        full=full,
+        removed=[] if full else [k for k in old if k not in new_set],
+        added=[(i, k) for i, k in enumerate(keys) if full or k not in old_set],
+        system_hash=hashes[0],
+        tools_hash=hashes[1],
+        base_prompt_hash=hashes[2],
+    )

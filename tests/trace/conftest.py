@@ -1,0 +1,113 @@
+"""Fixtures for the trace tests: the demo recorded into a trace store, the page served by uvicorn
+on 127.0.0.1, and Debian's Chromium driven by Playwright (no browser download: the system
+binary, with the flags a closed network needs)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import uvicorn
+from rich.console import Console
+
+from plait.cli.demo import _run_demo, bundled_skills
+from plait.trace import SQLiteTraceStore, TraceRecorder, create_app
+from plait.trace.server import free_port
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+DEMO_PRICES = {"scripted-demo": {"input": 2.0, "output": 8.0, "cache_read": 0.5}}
+
+
+def record_demo(path: Path, workdir: Path) -> None:
+    """Run ``plait demo``'s three turns with a recorder writing to ``path``."""
+    store = SQLiteTraceStore(path)
+
+    async def main() -> None:
+        with open("/dev/null", "w") as sink:
+            recorder = TraceRecorder(store, agent="demo")
+            await _run_demo(Console(file=sink), bundled_skills(), workdir, recorder)
+        await store.aclose()
+
+    asyncio.run(main())
+
+
+@pytest.fixture(scope="session")
+def demo_traces(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("demo")
+    path = folder / "traces.sqlite3"
+    record_demo(path, folder)
+    return path
+
+
+class Served:
+    def __init__(self, url: str, store: SQLiteTraceStore) -> None:
+        self.url = url
+        self.store = store
+
+
+@pytest.fixture(scope="session")
+def served(demo_traces: Path) -> Iterator[Served]:
+    store = SQLiteTraceStore(demo_traces)
+    app = create_app(store, prices=DEMO_PRICES)
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        if time.monotonic() > deadline or not thread.is_alive():
+            raise RuntimeError("uvicorn did not start within 20 s")
+        time.sleep(0.05)
+    try:
+        yield Served(f"http://127.0.0.1:{port}", store)
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+class Browser:
+    """A Chromium page plus every URL it requested."""
+
+    def __init__(self, page: Any, requests: list[str]) -> None:
+        self.page = page
+        self.requests = requests
+
+
+@pytest.fixture(scope="session")
+def browser(served: Served, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Browser]:
+    from playwright.sync_api import sync_playwright
+
+    profile = tmp_path_factory.mktemp("chromium-profile")
+    with sync_playwright() as p:
+        context = p.chromium.launch_persistent_context(
+            str(profile),
+            executable_path=CHROMIUM,
+            headless=True,
+            args=CHROMIUM_ARGS,
+            viewport={"width": 1400, "height": 1000},
+        )
+        requests: list[str] = []
+        context.on("request", lambda r: requests.append(r.url))
+        page = context.new_page()
+        page.set_default_timeout(15_000)
+        try:
+            yield Browser(page, requests)
+        finally:
+            with contextlib.suppress(Exception):
+                context.close()
