@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 import threading
 import time
 from collections.abc import Iterator
@@ -39,9 +40,8 @@ def record_demo(path: Path, workdir: Path) -> None:
     store = SQLiteTraceStore(path)
 
     async def main() -> None:
-        with open("/dev/null", "w") as sink:
-            recorder = TraceRecorder(store, agent="demo")
-            await _run_demo(Console(file=sink), bundled_skills(), workdir, recorder)
+        recorder = TraceRecorder(store, agent="demo")
+        await _run_demo(Console(file=io.StringIO()), bundled_skills(), workdir, recorder)
         await store.aclose()
 
     asyncio.run(main())

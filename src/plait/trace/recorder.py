@@ -31,7 +31,7 @@ import time
 from collections import OrderedDict
 from typing import Any
 
-from plait.context.tokens import message_tokens, tool_tokens
+from plait.context.tokens import CHARS_PER_TOKEN, message_tokens, tool_tokens
 from plait.errors import PlaitError, clipped
 from plait.messages import (
     AssistantMessage,
@@ -395,7 +395,7 @@ class TraceRecorder(Middleware):
         self._remember(thread, seq, keys)
         for message in request.messages:
             estimate += message_tokens(message)
-        estimate += sum(tool_tokens(t) for t in request.tools) + len(system) // 4
+        estimate += sum(tool_tokens(t) for t in request.tools) - (-len(system) // CHARS_PER_TOKEN)
         return estimate
 
     async def _previous(self, thread: str) -> tuple[int, list[str]] | None:
