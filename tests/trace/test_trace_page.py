@@ -101,6 +101,10 @@ def test_waterfall_badges_sum_their_children(page: Browser, served: Served, tmp_
     _shot(page, "#waterfall", "2-waterfall", tmp_path)
 
 
+def _data(page: Browser, selector: str, key: str) -> list[str]:
+    return list(page.page.locator(selector).evaluate_all(f"els => els.map(e => e.dataset.{key})"))
+
+
 def _dispatch_of(page: Browser, row: Any) -> str | None:
     return row.evaluate(
         "(el) => { let p = el.previousElementSibling;"
