@@ -11,6 +11,7 @@ __all__ = [
     "ContextOverflowError",
     "DispatchRejected",
     "LimitExceeded",
+    "ModelTimeoutError",
     "PlaitError",
     "ProviderError",
     "ThreadConflictError",
@@ -18,6 +19,7 @@ __all__ = [
     "ToolError",
     "ToolExecutionError",
     "ToolResolutionError",
+    "ToolTimeoutError",
     "TurnAborted",
     "clipped",
     "quoted",
@@ -122,6 +124,20 @@ class ToolExecutionError(PlaitError):
         )
 
 
+class ToolTimeoutError(ToolExecutionError):
+    """A tool ran past its timeout and was cancelled; the model reads this as an error result."""
+
+    def __init__(self, tool: str, timeout: float) -> None:
+        self.timeout = timeout
+        PlaitError.__init__(
+            self,
+            f"Tool {tool!r} timed out after {timeout:g} s and was cancelled. Try smaller input, or "
+            "raise the tool's timeout (@tool(timeout=...) or Limits(tool_timeout=...)).",
+        )
+        self.tool = tool
+        self.error = TimeoutError(f"timed out after {timeout:g} s")
+
+
 class TurnAborted(PlaitError):
     """The turn was aborted through :meth:`TurnContext.abort`; ``error`` is the reason."""
 
@@ -184,6 +200,25 @@ class ProviderError(PlaitError):
         self.status = status
         self.retryable = retryable
         super().__init__(message)
+
+
+class ModelTimeoutError(ProviderError):
+    """A model call found no complete answer within its overall deadline
+    (:class:`~plait.models.ModelTimeouts` ``total``, across every attempt and retry)."""
+
+    def __init__(
+        self, model: str, total: float, attempts: int, connect: float, read: float
+    ) -> None:
+        self.total = total
+        tries = "attempt" if attempts == 1 else "attempts"
+        super().__init__(
+            f"Model {model!r} gave no complete answer within its {total:g} s deadline "
+            f"({attempts} {tries}; connect timeout {connect:g} s, read timeout {read:g} s). "
+            "Check that the server is up and reachable, or raise the deadline: "
+            "timeouts=ModelTimeouts(total=...) on the model, or $PLAIT_MODEL_TIMEOUT (seconds).",
+            provider=model,
+            retryable=True,
+        )
 
 
 class ContextOverflowError(ProviderError):

@@ -92,6 +92,9 @@ class Tool:
     """
 
     definition: ToolDefinition
+    timeout: float | None = None
+    """Seconds a call may run before it is cancelled; ``None`` uses the agent's
+    ``Limits.tool_timeout``."""
 
     def __init__(self, definition: ToolDefinition) -> None:
         self.definition = definition
@@ -129,6 +132,12 @@ class FunctionTool(Tool):
 
     A sync function runs on the event loop unless ``blocking=True``, which runs it in a worker
     thread (use it for functions that wait on I/O or compute for long).
+
+    ``timeout`` (seconds, > 0; ``math.inf`` for none) overrides the agent's
+    ``Limits.tool_timeout`` for this tool. A timed-out async tool is cancelled; a sync tool in a
+    worker thread cannot be stopped (the turn moves on without it, the thread runs to its end);
+    a sync tool without ``blocking=True`` holds the event loop, so no timeout can fire while it
+    runs.
     """
 
     def __init__(
@@ -139,6 +148,7 @@ class FunctionTool(Tool):
         description: str | None = None,
         metadata: Mapping[str, Any] | None = None,
         blocking: bool = False,
+        timeout: float | None = None,
     ) -> None:
         from pydantic import (  # imported with the first tool, not plait
             ConfigDict,
@@ -148,6 +158,7 @@ class FunctionTool(Tool):
 
         self.fn = fn
         self.blocking = blocking
+        self.timeout = check_timeout(timeout, f"tool {name or fn.__name__!r}")
         self._is_async = inspect.iscoroutinefunction(fn)
         hints = get_type_hints(fn)
         fields: dict[str, Any] = {}
@@ -177,6 +188,12 @@ class FunctionTool(Tool):
         schema.pop("title", None)
         doc = description if description is not None else inspect.getdoc(fn) or ""
         super().__init__(ToolDefinition(tool_name, doc.strip(), schema, dict(metadata or {})))
+
+    @property
+    def runs_on_loop(self) -> bool:
+        """Whether a call runs start to end on the event loop without suspending (a sync
+        function without ``blocking=True``): no timeout can interrupt it, so none is set."""
+        return not self._is_async and not self.blocking
 
     def validate(self, args: Mapping[str, Any]) -> dict[str, Any]:
         """Validate ``args`` against the function's signature (pydantic, lax mode).
@@ -223,6 +240,7 @@ def tool(
     deferred: bool = False,
     blocking: bool = False,
     metadata: Mapping[str, Any] | None = None,
+    timeout: float | None = None,
 ) -> Callable[[Callable[..., Any]], FunctionTool]: ...
 
 
@@ -235,20 +253,42 @@ def tool(
     deferred: bool = False,
     blocking: bool = False,
     metadata: Mapping[str, Any] | None = None,
+    timeout: float | None = None,
 ) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
     """Make a :class:`FunctionTool` from a typed function; usable bare or with options.
 
     ``blocking=True`` runs a sync function in a worker thread so it cannot stall the loop;
-    ``deferred=True`` registers the tool without advertising it (see the skills battery).
+    ``deferred=True`` registers the tool without advertising it (see the skills battery);
+    ``timeout`` overrides ``Limits.tool_timeout`` for this tool (see :class:`FunctionTool`).
     """
 
     def build(f: Callable[..., Any]) -> FunctionTool:
         meta = dict(metadata or {})
         if deferred:
             meta["defer_loading"] = True
-        return FunctionTool(f, name=name, description=description, metadata=meta, blocking=blocking)
+        return FunctionTool(
+            f,
+            name=name,
+            description=description,
+            metadata=meta,
+            blocking=blocking,
+            timeout=timeout,
+        )
 
     return build(fn) if fn is not None else build
+
+
+def check_timeout(timeout: float | None, what: str) -> float | None:
+    """``timeout`` validated as a float: ``None`` stays ``None`` (use the default), ``math.inf``
+    means no timeout; anything not > 0 (NaN included) raises :class:`ConfigurationError`."""
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
+        raise ConfigurationError(
+            f"The timeout of {what} must be a number of seconds > 0 (math.inf for none), "
+            f"got {timeout!r}."
+        )
+    return float(timeout)
 
 
 class ToolRegistry:

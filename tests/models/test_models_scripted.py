@@ -56,3 +56,69 @@ async def test_function_model_sync_and_async() -> None:
     model = FunctionModel(answer)
     final = await collect_stream(model.stream(ModelRequest(messages=[], system_prompt="hi")))
     assert final.content == "HI" and len(model.requests) == 1
+
+
+NOT_RESPONSES = [None, 42, {"content": "x"}, [ToolCall("c", "t"), "text"], 3.5]
+
+
+@pytest.mark.parametrize("entry", NOT_RESPONSES, ids=repr)
+async def test_function_model_returning_a_non_response_is_a_typed_error_naming_it(
+    entry: object,
+) -> None:
+    from plait.models import InvalidScriptEntry
+
+    model = FunctionModel(lambda r: entry, name="mine")  # type: ignore[arg-type, return-value]
+    with pytest.raises(InvalidScriptEntry, match="FunctionModel 'mine' returned for call 1 is "):
+        await model.generate(ModelRequest(messages=[]))
+    with pytest.raises(InvalidScriptEntry, match="use a ModelResponse, a str, a ToolCall"):
+        await collect_stream(model.stream(ModelRequest(messages=[])))
+
+
+@pytest.mark.parametrize("entry", NOT_RESPONSES, ids=repr)
+def test_scripted_model_with_a_non_response_entry_fails_when_built(entry: object) -> None:
+    from plait.models import InvalidScriptEntry
+
+    with pytest.raises(InvalidScriptEntry, match="entry 1 of ScriptedModel 'scripted' is "):
+        ScriptedModel(["fine", entry])  # type: ignore[list-item]
+
+
+def test_a_model_response_with_wrong_field_types_is_a_typed_error() -> None:
+    from plait.models import InvalidScriptEntry
+
+    bad = ModelResponse(content=None)  # type: ignore[arg-type]
+    with pytest.raises(InvalidScriptEntry, match="content must be a str"):
+        ScriptedModel([bad])
+
+
+async def test_an_agent_whose_custom_model_returns_junk_gets_a_provider_error() -> None:
+    from plait import Agent
+    from plait.errors import ProviderError
+
+    class Junk:
+        name = "junk-model"
+
+        async def generate(self, request: ModelRequest) -> ModelResponse:
+            return 42  # type: ignore[return-value]
+
+        async def stream(self, request: ModelRequest) -> object:
+            raise NotImplementedError
+
+    with pytest.raises(ProviderError, match="Model 'junk-model' returned int instead of a Model"):
+        await Agent(Junk()).run("hi")  # type: ignore[arg-type]
+
+
+async def test_an_agent_whose_model_returns_a_malformed_response_gets_a_provider_error() -> None:
+    from plait import Agent
+    from plait.errors import ProviderError
+
+    class Malformed:
+        name = "malformed"
+
+        async def generate(self, request: ModelRequest) -> ModelResponse:
+            return ModelResponse(content=None)  # type: ignore[arg-type]
+
+        async def stream(self, request: ModelRequest) -> object:
+            raise NotImplementedError
+
+    with pytest.raises(ProviderError, match="'malformed' returned a ModelResponse whose content"):
+        await Agent(Malformed()).run("hi")  # type: ignore[arg-type]

@@ -89,7 +89,9 @@ async def test_cancelling_the_turn_during_concurrent_tools_still_cancels_it() ->
     with pytest.raises(asyncio.CancelledError):
         await task
     snap = await store.load("t")
-    assert [m.role for m in snap.messages] == ["user"]
+    # the calls that were running are kept, each answered as cancelled (issue 11 §1)
+    assert [m.role for m in snap.messages] == ["user", "assistant", "tool", "tool"]
+    assert all(m.is_error and "cancelled" in m.text for m in snap.messages[2:])  # type: ignore[union-attr]
 
 
 async def test_after_tool_call_returning_none_is_an_error_result_and_siblings_keep_theirs() -> None:

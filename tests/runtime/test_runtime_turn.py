@@ -357,8 +357,11 @@ async def test_cancellation_aborts_the_turn_and_keeps_persisted_messages() -> No
     with pytest.raises(asyncio.CancelledError):
         await task
     snap = await store.load("t")
-    # dispatch 1 is intact; dispatch 2 (interrupted) left no orphan call behind
-    assert _roles(snap.messages) == ["user", "assistant", "tool"]
+    # dispatch 1 is intact; dispatch 2 (interrupted while its tool ran) is kept with its call
+    # answered as cancelled, so no orphan call and no forgotten side effect (issue 11 §1)
+    assert _roles(snap.messages) == ["user", "assistant", "tool", "assistant", "tool"]
+    last = snap.messages[-1]
+    assert isinstance(last, ToolMessage) and last.is_error and "cancelled" in last.text
 
 
 async def test_tools_run_concurrently_with_a_bound() -> None:

@@ -232,3 +232,36 @@ async def test_delete_removes_a_thread_and_reports_whether_it_existed(
     with pytest.raises(ThreadConflictError):
         await store.append("t", [], expected_version=1)
     assert await store.append("t", [UserMessage("fresh")], expected_version=0) == 1
+
+
+@pytest.mark.parametrize(
+    ("data", "problem"),
+    [
+        (10**4000, "int of"),
+        ("nested", "nested deeper than"),
+        ({"a": "x\ud800"}, "surrogate"),
+    ],
+    ids=["huge int", "deep nesting", "lone surrogate"],
+)
+async def test_values_that_would_not_read_back_are_refused_at_the_write(
+    store: ThreadStore, data: Any, problem: str
+) -> None:
+    if data == "nested":
+        data = []
+        for _ in range(150):
+            data = [data]
+    with pytest.raises(ThreadDataError, match=problem):
+        await store.append("t", [ToolMessage("c", "n", data)], expected_version=0)
+    assert (await store.load("t")).messages == []
+
+
+async def test_state_text_with_a_lone_surrogate_is_a_thread_data_error(store: ThreadStore) -> None:
+    with pytest.raises(ThreadDataError, match="lone surrogate"):
+        await store.append("t", [], expected_version=0, state={"k": "a\udcff"})
+
+
+async def test_long_digit_strings_and_bracket_heavy_text_are_stored(store: ThreadStore) -> None:
+    text = "9" * 5000 + "[" * 300
+    await store.append("t", [ToolMessage("c", "n", text)], expected_version=0)
+    (message,) = (await store.load("t")).messages
+    assert isinstance(message, ToolMessage) and message.data == text

@@ -214,3 +214,24 @@ async def test_a_message_over_the_value_limit_is_a_store_error_not_damage(tmp_pa
     snapshot = await store.load("t")
     assert ([m.text for m in snapshot.messages], snapshot.version) == (["small"], 1)
     store.close()
+
+
+async def test_a_cancelled_append_raises_only_once_its_write_has_landed(tmp_path: Path) -> None:
+    """The write runs in a worker thread, which cancelling cannot stop; ``append`` raises
+    ``CancelledError`` only after it committed, so another instance (another process) sees it
+    at once and the caller's next write is not a conflict (issue 11 §2)."""
+    writer = SQLiteThreadStore(tmp_path / "t.db")
+    reader = SQLiteThreadStore(tmp_path / "t.db")
+    try:
+        for version in range(20):
+            task = asyncio.create_task(
+                writer.append("t", [UserMessage(f"m{version}")], expected_version=version)
+            )
+            await asyncio.sleep(0)  # the write is now in its worker thread
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            assert (await reader.load("t")).version == version + 1
+    finally:
+        writer.close()
+        reader.close()

@@ -23,6 +23,9 @@ class Reply:
     chunks: list[bytes]
     content_type: str
     headers: dict[str, str] = field(default_factory=dict)
+    stall_after: int | None = None
+    """Stall (hold the connection open, send nothing more) after this many chunks; ``0`` stalls
+    before the status line. Stalls end when the server stops."""
 
 
 @dataclass
@@ -41,6 +44,7 @@ class WireServer:
         self.received: list[Received] = []
         self._replies: deque[Reply] = deque()
         self._lock = threading.Lock()
+        self._release = threading.Event()
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
         self._thread = threading.Thread(
             target=self._httpd.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True
@@ -56,6 +60,7 @@ class WireServer:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self._release.set()
         self._httpd.shutdown()
         self._httpd.server_close()
         self._thread.join(timeout=5)
@@ -80,6 +85,16 @@ class WireServer:
             Reply(status, [json.dumps(body).encode()], "application/json", dict(headers or {}))
         )
 
+    def stall(self, fixture: str | None = None, *, after: int = 0) -> None:
+        """Queue a reply that accepts the request and then never answers: with no ``fixture``,
+        not even a status line; with one, its first ``after`` chunks (SSE events), then
+        nothing, the connection held open."""
+        if fixture is None:
+            self._replies.append(Reply(200, [], "application/json", stall_after=0))
+            return
+        self.reply(fixture)
+        self._replies[-1].stall_after = after
+
     def bodies(self) -> list[Any]:
         return [r.body for r in self.received]
 
@@ -102,13 +117,19 @@ def _handler_for(server: WireServer) -> type[BaseHTTPRequestHandler]:
             body = json.loads(raw) if raw else None
             headers = {k.lower(): v for k, v in self.headers.items()}
             reply = server._next(Received(self.command, self.path, headers, body))
+            if reply.stall_after == 0:
+                server._release.wait()
+                return
             self.send_response(reply.status)
             self.send_header("content-type", reply.content_type)
             self.send_header("content-length", str(sum(len(c) for c in reply.chunks)))
             for name, value in reply.headers.items():
                 self.send_header(name, value)
             self.end_headers()
-            for chunk in reply.chunks:
+            for index, chunk in enumerate(reply.chunks):
+                if index == reply.stall_after:
+                    server._release.wait()
+                    return
                 self.wfile.write(chunk)
                 self.wfile.flush()
 

@@ -12,6 +12,8 @@ its UTF-8 bytes (a BLOB in the same column) and paged in Python; every other tex
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import functools
 import os
 import sqlite3
 import threading
@@ -30,6 +32,9 @@ __all__ = ["SQLITE_MAX_VALUE_BYTES", "SQLiteBackend", "SQLiteFile"]
 T = TypeVar("T")
 
 _BUSY_TIMEOUT_S = 30.0
+
+SETTLE_TIMEOUT = 30.0
+"""Seconds a cancelled writer waits for its in-flight SQLite write before giving up on it."""
 
 
 _APPLICATION_ID = 0x706C6169
@@ -92,8 +97,21 @@ class SQLiteFile:
 
     async def write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``fn`` in a worker thread inside a write transaction, committed if ``fn`` returns
-        and rolled back if it raises (the exception then propagates unchanged)."""
-        return await asyncio.to_thread(self._run, fn, "BEGIN IMMEDIATE")
+        and rolled back if it raises (the exception then propagates unchanged).
+
+        A thread cannot be stopped, so when the caller is cancelled meanwhile the write still
+        runs to its end, and the cancellation is raised only once it has (or after
+        ``SETTLE_TIMEOUT`` seconds): a cancelled caller never returns with its write in flight,
+        so the next writer sees it.
+        """
+        loop = asyncio.get_running_loop()
+        call = functools.partial(self._run, fn, "BEGIN IMMEDIATE")
+        work = loop.run_in_executor(None, contextvars.copy_context().run, call)
+        try:
+            return await asyncio.shield(work)
+        except asyncio.CancelledError:
+            await _settle(work, SETTLE_TIMEOUT)
+            raise
 
     def close(self) -> None:
         """Close the connection; the next call opens it again."""
@@ -241,6 +259,20 @@ CREATE TABLE IF NOT EXISTS blobs (
     updated_at REAL NOT NULL
 );
 """
+
+
+async def _settle(work: asyncio.Future[T], within: float) -> None:
+    """Wait up to ``within`` seconds for ``work`` to finish, however often the waiting task is
+    cancelled meanwhile; mark its outcome retrieved (the caller raises its cancellation)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    while not work.done() and loop.time() < deadline:
+        try:
+            await asyncio.wait({work}, timeout=deadline - loop.time())
+        except asyncio.CancelledError:
+            continue
+    if work.done() and not work.cancelled():
+        work.exception()
 
 
 def _sqlite_key(key: str) -> str:

@@ -198,7 +198,11 @@ class JsonEventWriter:
     def emit(self, data: dict[str, Any]) -> None:
         from pydantic_core import to_jsonable_python
 
-        self._write(json.dumps(to_jsonable_python(data, fallback=str), ensure_ascii=False))
+        from plait.storable import storable_text
+
+        # An error's text may quote an undecodable file name: never let it break the output.
+        line = json.dumps(to_jsonable_python(data, fallback=str), ensure_ascii=False)
+        self._write(storable_text(line))
 
     def finish(self) -> None:
         return None

@@ -27,17 +27,25 @@ if TYPE_CHECKING:
     from plait.models.openai import OpenAIChatModel
     from plait.models.registry import resolve_model
     from plait.models.retrying import Backoff
-    from plait.models.scripted import FunctionModel, ScriptedModel, ScriptExhausted
+    from plait.models.scripted import (
+        FunctionModel,
+        InvalidScriptEntry,
+        ScriptedModel,
+        ScriptExhausted,
+    )
+    from plait.models.timeouts import ModelTimeouts
 
 __all__ = [
     "AnthropicModel",
     "Backoff",
     "CallClass",
     "FunctionModel",
+    "InvalidScriptEntry",
     "LanguageModelMiddleware",
     "Model",
     "ModelRequest",
     "ModelResponse",
+    "ModelTimeouts",
     "OpenAIChatModel",
     "ResponseComplete",
     "ScriptExhausted",
@@ -78,8 +86,10 @@ if not TYPE_CHECKING:
             "plait.models.retrying": ("Backoff",),
             "plait.models.scripted": (
                 "FunctionModel",
+                "InvalidScriptEntry",
                 "ScriptedModel",
                 "ScriptExhausted",
             ),
+            "plait.models.timeouts": ("ModelTimeouts",),
         },
     )

@@ -48,6 +48,7 @@ from plait.models.base import (
 )
 from plait.models.provider_errors import ProviderErrors, is_retryable_status, transport_errors
 from plait.models.retrying import Backoff, ProviderFailure, call_with_retries, relay_stream
+from plait.models.timeouts import ModelTimeouts
 from plait.models.tool_call_assembly import ToolCallBuffer
 from plait.tools import ToolDefinition
 
@@ -336,22 +337,23 @@ class AnthropicModel:
         client: AsyncAnthropic | None = None,
         max_tokens: int = 4096,
         max_retries: int = 3,
-        timeout: float = 600.0,
+        timeouts: ModelTimeouts | None = None,
         backoff: Backoff | None = None,
     ) -> None:
         self.model = model
         self.max_tokens = max_tokens
         self.max_retries = max_retries
         self.backoff = backoff or Backoff()
+        self.timeouts = timeouts or ModelTimeouts()
         self.base_url = base_url
         self._api_key = api_key
         self._errors = ProviderErrors(
             self.name, "anthropic", self.api_key_env, base_url, "Anthropic"
         )
         self._owns_client = client is None
-        self._client = client.with_options(max_retries=0) if client else self._new_client(timeout)
+        self._client = client.with_options(max_retries=0) if client else self._new_client()
 
-    def _new_client(self, timeout: float) -> AsyncAnthropic:
+    def _new_client(self) -> AsyncAnthropic:
         try:
             import anthropic
         except ImportError as exc:
@@ -361,7 +363,10 @@ class AnthropicModel:
         missing = f"No credentials for {self.name}: set {self.api_key_env} or pass api_key=... ."
         try:
             client = anthropic.AsyncAnthropic(
-                api_key=self._api_key, base_url=self.base_url, max_retries=0, timeout=timeout
+                api_key=self._api_key,
+                base_url=self.base_url,
+                max_retries=0,
+                timeout=self.timeouts.sdk_timeout(anthropic.Timeout),
             )
         except anthropic.AnthropicError as exc:
             raise ConfigurationError(f"{missing} ({exc})") from exc
@@ -384,11 +389,13 @@ class AnthropicModel:
 
     async def generate(self, request: ModelRequest) -> ModelResponse:
         params, extra = self.request_body(request)
+        deadline = self.timeouts.start(self.name)
         message: Message = await call_with_retries(
             lambda: self._client.messages.create(**params, extra_body=extra or None, stream=False),
             self._classify,
             max_retries=self.max_retries,
             backoff=self.backoff,
+            deadline=deadline,
         )
         return from_anthropic_message(message)
 
@@ -398,17 +405,20 @@ class AnthropicModel:
         import anthropic
 
         params, extra = self.request_body(request)
+        deadline = self.timeouts.start(self.name)
         events = await call_with_retries(
             lambda: self._client.messages.create(**params, extra_body=extra or None, stream=True),
             self._classify,
             max_retries=self.max_retries,
             backoff=self.backoff,
+            deadline=deadline,
         )
         relayed = relay_stream(
             events,
             AnthropicStreamAssembler(),
             self._classify,
             (anthropic.AnthropicError, *transport_errors()),
+            deadline,
         )
         async for event in relayed:
             yield event

@@ -44,6 +44,7 @@ from plait.models.base import (
 )
 from plait.models.provider_errors import ProviderErrors, is_retryable_status, transport_errors
 from plait.models.retrying import Backoff, ProviderFailure, call_with_retries, relay_stream
+from plait.models.timeouts import ModelTimeouts
 from plait.models.tool_call_assembly import (
     ToolCallBuffer,
     dump_tool_arguments,
@@ -288,7 +289,7 @@ class OpenAIChatModel:
         base_url: str | None = None,
         client: AsyncOpenAI | None = None,
         max_retries: int = 3,
-        timeout: float = 600.0,
+        timeouts: ModelTimeouts | None = None,
         backoff: Backoff | None = None,
         provider_label: str = "openai",
     ) -> None:
@@ -296,6 +297,7 @@ class OpenAIChatModel:
         self.provider_label = provider_label
         self.max_retries = max_retries
         self.backoff = backoff or Backoff()
+        self.timeouts = timeouts or ModelTimeouts()
         self.base_url = base_url
         self._api_key = api_key
         self.api_key_env = (
@@ -310,9 +312,9 @@ class OpenAIChatModel:
             self.name, provider_label, self.api_key_env, base_url, "OpenAI"
         )
         self._owns_client = client is None
-        self._client = client.with_options(max_retries=0) if client else self._new_client(timeout)
+        self._client = client.with_options(max_retries=0) if client else self._new_client()
 
-    def _new_client(self, timeout: float) -> AsyncOpenAI:
+    def _new_client(self) -> AsyncOpenAI:
         try:
             import openai
         except ImportError as exc:
@@ -324,7 +326,7 @@ class OpenAIChatModel:
                 api_key=self._api_key,
                 base_url=self.base_url,
                 max_retries=0,
-                timeout=timeout,
+                timeout=self.timeouts.sdk_timeout(openai.Timeout),
             )
         except openai.OpenAIError as exc:
             raise ConfigurationError(
@@ -341,11 +343,13 @@ class OpenAIChatModel:
 
     async def generate(self, request: ModelRequest) -> ModelResponse:
         params = self.request_body(request)
+        deadline = self.timeouts.start(self.name)
         completion: ChatCompletion = await call_with_retries(
             lambda: self._client.chat.completions.create(**params, stream=False),
             self._classify,
             max_retries=self.max_retries,
             backoff=self.backoff,
+            deadline=deadline,
         )
         return from_openai_completion(completion)
 
@@ -355,15 +359,21 @@ class OpenAIChatModel:
         import openai
 
         params = self.request_body(request)
+        deadline = self.timeouts.start(self.name)
         params["stream_options"] = {"include_usage": True}
         chunks = await call_with_retries(
             lambda: self._client.chat.completions.create(**params, stream=True),
             self._classify,
             max_retries=self.max_retries,
             backoff=self.backoff,
+            deadline=deadline,
         )
         relayed = relay_stream(
-            chunks, OpenAIStreamAssembler(), self._classify, (openai.APIError, *transport_errors())
+            chunks,
+            OpenAIStreamAssembler(),
+            self._classify,
+            (openai.APIError, *transport_errors()),
+            deadline,
         )
         async for event in relayed:
             yield event

@@ -14,7 +14,9 @@ spec                                        model
 ==========================================  ===================================================
 
 A :class:`~plait.models.Model` instance passes through unchanged. The provider SDKs are imported
-only when a spec needs them.
+only when a spec needs them. Models built from a spec get ``timeouts`` when given, else
+:class:`~plait.models.timeouts.ModelTimeouts` defaults with ``total`` from
+``$PLAIT_MODEL_TIMEOUT`` (seconds) when set, which is how the CLI is configured.
 """
 
 from __future__ import annotations
@@ -24,8 +26,13 @@ import re
 
 from plait.errors import ConfigurationError
 from plait.models.base import Model
+from plait.models.timeouts import ModelTimeouts
 
-__all__ = ["MODEL_SPEC_FORMS", "resolve_model"]
+__all__ = ["MODEL_SPEC_FORMS", "MODEL_TIMEOUT_ENV", "resolve_model"]
+
+MODEL_TIMEOUT_ENV = "PLAIT_MODEL_TIMEOUT"
+"""Environment variable: the overall deadline (seconds) of each call of a model built from a
+spec (``ModelTimeouts.total``)."""
 
 MODEL_SPEC_FORMS = (
     "openai:<model>",
@@ -52,11 +59,30 @@ def _required_key(env: str, spec: str) -> str:
     return key
 
 
-def resolve_model(spec: str | Model) -> Model:
+def _timeouts_from_env() -> ModelTimeouts:
+    value = os.environ.get(MODEL_TIMEOUT_ENV)
+    if not value:
+        return ModelTimeouts()
+    try:
+        total = float(value)
+    except ValueError:
+        total = float("nan")
+    try:
+        return ModelTimeouts(total=total)
+    except ConfigurationError:
+        raise ConfigurationError(
+            f"{MODEL_TIMEOUT_ENV}={value!r} is not a number of seconds > 0; "
+            f"set it to e.g. 120, or unset it for the default ({ModelTimeouts().total:g} s)."
+        ) from None
+
+
+def resolve_model(spec: str | Model, *, timeouts: ModelTimeouts | None = None) -> Model:
     """The model a spec names (see the module table); a :class:`Model` is returned as-is.
 
-    Raises :class:`ConfigurationError` for a malformed spec (listing the accepted forms), for a
-    missing API key (naming the variable to set), or when the provider's SDK is not installed.
+    ``timeouts`` bound each call of the model (default: :class:`ModelTimeouts` with ``total``
+    from ``$PLAIT_MODEL_TIMEOUT`` when set). Raises :class:`ConfigurationError` for a malformed
+    spec (listing the accepted forms), for a missing API key (naming the variable to set), for
+    a bad ``$PLAIT_MODEL_TIMEOUT``, or when the provider's SDK is not installed.
     """
     if not isinstance(spec, str):
         if isinstance(spec, Model):
@@ -67,14 +93,19 @@ def resolve_model(spec: str | Model) -> Model:
         )
     provider, _, name = spec.strip().partition(":")
     name = name.strip()
+    timeouts = timeouts or _timeouts_from_env()
     if provider == "openai" and name:
         from plait.models.openai import OpenAIChatModel
 
-        return OpenAIChatModel(name, api_key=_required_key("OPENAI_API_KEY", spec))
+        return OpenAIChatModel(
+            name, api_key=_required_key("OPENAI_API_KEY", spec), timeouts=timeouts
+        )
     if provider == "anthropic" and name:
         from plait.models.anthropic import AnthropicModel
 
-        return AnthropicModel(name, api_key=_required_key("ANTHROPIC_API_KEY", spec))
+        return AnthropicModel(
+            name, api_key=_required_key("ANTHROPIC_API_KEY", spec), timeouts=timeouts
+        )
     if provider == "openai-compatible" and (match := _COMPATIBLE.fullmatch(name)):
         from plait.models.openai import OpenAIChatModel
 
@@ -88,6 +119,7 @@ def resolve_model(spec: str | Model) -> Model:
             api_key=api_key,
             base_url=match["base_url"],
             provider_label="openai-compatible",
+            timeouts=timeouts,
         )
     raise ConfigurationError(
         f"Unknown model spec {spec!r}. Use one of: {_forms()} "

@@ -29,6 +29,7 @@ from typing import Any, Protocol, TypeVar
 
 from plait.errors import ProviderError
 from plait.models.base import ModelResponse, ResponseComplete, StreamEvent
+from plait.models.timeouts import CallDeadline
 
 __all__ = [
     "Backoff",
@@ -81,29 +82,43 @@ async def call_with_retries(
     *,
     max_retries: int,
     backoff: Backoff,
+    deadline: CallDeadline | None = None,
 ) -> T:
     """Await ``attempt()`` until it succeeds, retrying retryable failures.
 
     Raises the classified :class:`~plait.errors.ProviderError` (chained to the SDK exception) once
     a failure is not retryable or ``max_retries`` retries are spent; the message then says how
-    many retries were made.
+    many retries were made. With a ``deadline``, every attempt is bounded by it (raising
+    :class:`~plait.errors.ModelTimeoutError` when it passes), and a retry whose backoff sleep
+    would end past it is not made: the last failure is raised, saying so.
     """
     retries = 0
     while True:
         try:
-            return await attempt()
+            if deadline is None:
+                return await attempt()
+            deadline.attempts += 1
+            return await deadline.within(attempt())
         except Exception as exc:
             failure = classify(exc)
             if failure is None:
                 raise
             error = failure.error
-            if not error.retryable or retries >= max_retries:
-                if retries:
+            delay = backoff.delay(retries, failure.retry_after)
+            out_of_time = deadline is not None and delay >= deadline.remaining()
+            if not error.retryable or retries >= max_retries or out_of_time:
+                if out_of_time and error.retryable and retries < max_retries:
+                    assert deadline is not None
+                    total = deadline.timeouts.total
+                    error = _with_note(
+                        error, f"(no retry: it would end past the {total:g} s deadline)"
+                    )
+                elif retries:
                     tries = "retry" if retries == 1 else "retries"
                     note = f"(gave up after {retries} {tries}; try later or raise max_retries)"
                     error = _with_note(error, note)
                 raise error from exc
-            await backoff.sleep(backoff.delay(retries, failure.retry_after))
+            await backoff.sleep(delay)
             retries += 1
 
 
@@ -174,15 +189,24 @@ async def relay_stream(
     assembler: StreamAssembler,
     classify: Callable[[Exception], ProviderFailure | None],
     sdk_error: type[Exception] | tuple[type[Exception], ...],
+    deadline: CallDeadline | None = None,
 ) -> AsyncIterator[StreamEvent]:
     """Relay an opened SDK stream as plait events, then the assembled response.
+
+    With a ``deadline``, the wait for each item is bounded by it
+    (:class:`~plait.errors.ModelTimeoutError` once it passes).
 
     A failure mid-stream (an instance of ``sdk_error``: the SDK's errors and the HTTP transport
     errors it lets through) is translated (``classify``) and raised without retrying, since the
     caller already received events; the SDK stream is closed whatever happens.
     """
+    items = aiter(stream)
     try:
-        async for item in stream:
+        while True:
+            try:
+                item = await (anext(items) if deadline is None else deadline.within(anext(items)))
+            except StopAsyncIteration:
+                break
             for event in assembler.feed(item):
                 yield event
     except sdk_error as exc:

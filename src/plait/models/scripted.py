@@ -35,7 +35,14 @@ from plait.models.base import (
     ToolCallDelta,
 )
 
-__all__ = ["FunctionModel", "ScriptEntry", "ScriptExhausted", "ScriptedModel", "stream_response"]
+__all__ = [
+    "FunctionModel",
+    "InvalidScriptEntry",
+    "ScriptEntry",
+    "ScriptExhausted",
+    "ScriptedModel",
+    "stream_response",
+]
 
 ScriptEntry: TypeAlias = ModelResponse | str | ToolCall | Sequence[ToolCall]
 
@@ -44,14 +51,50 @@ class ScriptExhausted(PlaitError):
     """A :class:`ScriptedModel` was called more times than it has entries."""
 
 
-def as_response(entry: ScriptEntry) -> ModelResponse:
-    """Normalise a script entry to a :class:`ModelResponse`."""
+class InvalidScriptEntry(PlaitError, TypeError):
+    """A script entry or a :class:`FunctionModel`'s return value is not a response; the message
+    names the model, which entry or call, and what it was."""
+
+
+_ENTRY_FORMS = "a ModelResponse, a str, a ToolCall or a list of ToolCall"
+
+
+def as_response(entry: ScriptEntry, where: str = "a script entry") -> ModelResponse:
+    """Normalise a script entry to a :class:`ModelResponse`.
+
+    Raises :class:`InvalidScriptEntry` (``where`` names the model and entry) for anything else:
+    ``None``, a number, a dict, a list holding something other than :class:`ToolCall`, or a
+    :class:`ModelResponse` whose ``content`` is not a ``str`` or whose ``tool_calls`` are not
+    :class:`ToolCall` objects.
+    """
     if isinstance(entry, ModelResponse):
-        return entry
+        if isinstance(entry.content, str) and _tool_calls(entry.tool_calls) is not None:
+            return entry
+        raise InvalidScriptEntry(
+            f"{where} is a ModelResponse with content of type {type(entry.content).__name__} "
+            "and tool_calls that are not all ToolCall objects; content must be a str and "
+            "tool_calls a list of ToolCall."
+        )
     if isinstance(entry, str):
         return ModelResponse(content=entry, finish_reason="stop")
-    calls = [entry] if isinstance(entry, ToolCall) else list(entry)
+    if isinstance(entry, ToolCall):
+        return ModelResponse(tool_calls=[entry], finish_reason="tool_calls")
+    calls = _tool_calls(entry)
+    if calls is None:
+        shown = repr(entry)
+        shown = shown if len(shown) <= 200 else shown[:200] + "…"
+        raise InvalidScriptEntry(
+            f"{where} is {type(entry).__name__} {shown}, not a response; use {_ENTRY_FORMS}."
+        )
     return ModelResponse(tool_calls=calls, finish_reason="tool_calls")
+
+
+def _tool_calls(value: object) -> list[ToolCall] | None:
+    """``value`` as a list of tool calls, or ``None`` if it is not a list/tuple of them."""
+    if not isinstance(value, list | tuple):
+        return None
+    calls = [c for c in value if isinstance(c, ToolCall)]
+    return calls if len(calls) == len(value) else None
 
 
 _WORDS = re.compile(r"\S+\s*|\s+")
@@ -78,7 +121,9 @@ class ScriptedModel:
     """
 
     def __init__(self, script: Iterable[ScriptEntry], *, name: str = "scripted") -> None:
-        self._script = [as_response(e) for e in script]
+        self._script = [
+            as_response(e, f"entry {i} of ScriptedModel {name!r}") for i, e in enumerate(script)
+        ]
         self._name = name
         self.requests: list[ModelRequest] = []
 
@@ -132,7 +177,8 @@ class FunctionModel:
         result = self._fn(request)
         if inspect.isawaitable(result):
             result = await result
-        return as_response(result)
+        call = len(self.requests)
+        return as_response(result, f"what FunctionModel {self._name!r} returned for call {call}")
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         response = await self.generate(request)

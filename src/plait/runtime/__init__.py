@@ -9,8 +9,10 @@ from plait.runtime.events import (
     TextDeltaReceived,
     ToolCallFinished,
     ToolCallStarted,
+    ToolTimeoutReached,
     TurnFinished,
     TurnStarted,
+    ValuesReplaced,
 )
 from plait.runtime.tool_search import ToolSearch
 from plait.runtime.turn import RunResult
@@ -29,6 +31,8 @@ __all__ = [
     "ToolCallFinished",
     "ToolCallStarted",
     "ToolSearch",
+    "ToolTimeoutReached",
     "TurnFinished",
     "TurnStarted",
+    "ValuesReplaced",
 ]

@@ -15,7 +15,7 @@ fails or is cancelled leaves everything it had persisted intact.
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import weakref
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -34,14 +34,18 @@ from plait.middleware.context import Event
 from plait.middleware.stack import MiddlewareStack
 from plait.models.base import Model
 from plait.runtime.model_hooks import ModelHook
+from plait.runtime.storing import SETTLE_TIMEOUT
 from plait.runtime.tool_search import ToolSearch
 from plait.runtime.turn import RunResult, Turn
 from plait.stores.base import ThreadStore
-from plait.tools import Tool
+from plait.tools import Tool, check_timeout
 
 __all__ = ["Agent", "Limits", "RunInput", "RunStream"]
 
 RunInput = str | Message | Sequence[Message]
+
+DEFAULT_TOOL_TIMEOUT = 300.0
+"""Seconds a tool call may run by default (``Limits.tool_timeout``)."""
 
 
 @dataclass(slots=True, frozen=True)
@@ -49,14 +53,19 @@ class Limits:
     """Bounds on one turn. ``model_calls_per_turn`` is the number of model calls before the turn
     ends with :class:`~plait.errors.LimitExceeded` (``kind="model_calls_per_turn"``; the same
     limit :class:`~plait.guards.LimitsMiddleware` can set lower, with an event);
-    ``max_concurrent_tools`` bounds how many tool calls of one response run at once."""
+    ``max_concurrent_tools`` bounds how many tool calls of one response run at once;
+    ``tool_timeout`` is how many seconds a tool call may run before it is cancelled and answered
+    with a :class:`~plait.errors.ToolTimeoutError` result (default 300; ``math.inf`` for none; a
+    tool's own ``@tool(timeout=...)`` wins)."""
 
     model_calls_per_turn: int = 50
     max_concurrent_tools: int = 8
+    tool_timeout: float = DEFAULT_TOOL_TIMEOUT
 
     def __post_init__(self) -> None:
         if self.model_calls_per_turn < 1 or self.max_concurrent_tools < 1:
             raise ConfigurationError("Limits must be at least 1.")
+        check_timeout(self.tool_timeout, "Limits.tool_timeout")
 
 
 def _as_messages(value: RunInput) -> list[Message]:
@@ -128,6 +137,24 @@ class Agent:
 
             guards = default_model_hooks()
         self.model_hooks: list[ModelHook] = [*guards, *model_hooks]
+        self._unsettled: dict[str, asyncio.Task[Any]] = {}
+
+    def _unsettled_turn(self, thread_id: str, task: asyncio.Task[Any]) -> None:
+        """Remember a turn that was cancelled without anyone waiting for it to settle (a stream
+        left with ``break``), so the next turn on its thread can wait for it."""
+        self._unsettled[thread_id] = task
+
+        def forget(done: asyncio.Task[Any]) -> None:
+            if self._unsettled.get(thread_id) is done:
+                del self._unsettled[thread_id]
+
+        task.add_done_callback(forget)
+
+    async def _settle(self, thread_id: str) -> None:
+        """Wait (at most ``SETTLE_TIMEOUT`` seconds) for an abandoned turn on ``thread_id``."""
+        task = self._unsettled.get(thread_id)
+        if task is not None and not task.done():
+            await asyncio.wait({task}, timeout=SETTLE_TIMEOUT)
 
     async def run(
         self,
@@ -141,12 +168,15 @@ class Agent:
         ``state`` updates the thread state before the turn starts (e.g. ``{"skills_metadata":
         None}`` to reload skills). Raises the turn's error (``TurnAborted``,
         ``DispatchRejected``, ``LimitExceeded``, a provider error, …) after persisting
-        everything that completed.
+        everything that completed. If the run is cancelled, the cancellation propagates once
+        the turn's in-flight store write has settled (see :mod:`plait.runtime.storing`).
         """
         events: list[Event] = []
+        thread_id = thread_id or new_id()
+        await self._settle(thread_id)
         turn = Turn(
             self,
-            thread_id or new_id(),
+            thread_id,
             _as_messages(input),
             dict(state or {}),
             events.append,
@@ -186,7 +216,13 @@ class Agent:
 class RunStream:
     """The events of one turn as an async iterator. After iteration ends, :attr:`result` holds
     the :class:`RunResult`; if the turn failed, iteration raises its error after yielding the
-    error event. Leaving the loop early (``break``) cancels the turn.
+    error event.
+
+    Leaving early cancels the turn. :meth:`aclose` (also through ``contextlib.aclosing``)
+    returns once the turn has settled (its in-flight store write finished or given up). A plain
+    ``break`` cannot wait, so the turn is cancelled the moment the iterator is dropped and the
+    agent's next turn on that thread waits for it to settle before it loads the thread (at most
+    :data:`~plait.runtime.storing.SETTLE_TIMEOUT` seconds).
 
     A stream runs its turn once: iterating it a second time raises
     :class:`~plait.errors.ConfigurationError` (call ``agent.stream(...)`` again for a new turn).
@@ -197,6 +233,7 @@ class RunStream:
     ) -> None:
         self._turn_args = (agent, thread_id, input, state)
         self._iterated = False
+        self._events: weakref.ref[_TurnEvents] | None = None
         self.thread_id = thread_id
         self.result: RunResult | None = None
 
@@ -207,33 +244,103 @@ class RunStream:
                 "Call agent.stream(...) again to run another turn."
             )
         self._iterated = True
-        return self._events()
+        events = _TurnEvents(self, *self._turn_args)
+        # A weak reference: the loop's iterator must be the only strong one, so a ``break``
+        # drops it and cancels the turn at once.
+        self._events = weakref.ref(events)
+        return events
 
-    async def _events(self) -> AsyncIterator[Event]:
-        queue: asyncio.Queue[Event | None] = asyncio.Queue()
-        agent, thread_id, input, state = self._turn_args
-        turn = Turn(agent, thread_id, input, state, queue.put_nowait, streaming=True)
+    async def aclose(self) -> None:
+        """Cancel the turn if it still runs and return once it has settled; a no-op if the
+        stream was never iterated or has finished. ``async with contextlib.aclosing(stream)``
+        calls it on the way out of the block."""
+        events = self._events() if self._events is not None else None
+        if events is not None:
+            await events.aclose()
+        else:
+            await self._turn_args[0]._settle(self.thread_id)
 
-        async def drive() -> RunResult:
-            try:
-                return await turn.run()
-            finally:
-                queue.put_nowait(None)
 
-        task = asyncio.ensure_future(drive())
-        events: list[Event] = []
+async def _drive(turn: Turn, queue: asyncio.Queue[Event | None]) -> RunResult:
+    # A module-level function, not a method: the task must not keep the iterator alive, so that
+    # dropping the iterator (a ``break``) cancels the turn at once.
+    try:
+        return await turn.run()
+    finally:
+        queue.put_nowait(None)
+
+
+def _retrieve(task: asyncio.Task[Any]) -> None:
+    """Mark an abandoned turn's outcome as seen (its error was already yielded as an event)."""
+    if not task.cancelled():
+        task.exception()
+
+
+class _TurnEvents:
+    """The iterator behind :class:`RunStream`: starts the turn on the first ``__anext__``."""
+
+    def __init__(
+        self,
+        stream: RunStream,
+        agent: Agent,
+        thread_id: str,
+        input: list[Message],
+        state: dict[str, Any],
+    ) -> None:
+        self._stream = stream
+        self._agent = agent
+        self._thread_id = thread_id
+        self._queue: asyncio.Queue[Event | None] = asyncio.Queue()
+        self._turn = Turn(agent, thread_id, input, state, self._queue.put_nowait, streaming=True)
+        self._task: asyncio.Task[RunResult] | None = None
+        self._events: list[Event] = []
+        self._finished = False
+
+    def __aiter__(self) -> _TurnEvents:
+        return self
+
+    async def __anext__(self) -> Event:
+        if self._finished:
+            raise StopAsyncIteration
+        if self._task is None:
+            await self._agent._settle(self._thread_id)
+            self._task = asyncio.ensure_future(_drive(self._turn, self._queue))
         try:
-            while (event := await queue.get()) is not None:
-                events.append(event)
-                yield event
-            self.result = await task
-            self.result.events = events
-        finally:
-            if not task.done():
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
-            elif not task.cancelled():
-                # Left early after the turn failed: its error was yielded as an event; mark it
-                # retrieved so asyncio does not log "Task exception was never retrieved".
-                task.exception()
+            event = await self._queue.get()
+        except BaseException:
+            await self.aclose()
+            raise
+        if event is not None:
+            self._events.append(event)
+            return event
+        self._finished = True
+        result = await self._task
+        result.events = self._events
+        self._stream.result = result
+        raise StopAsyncIteration
+
+    async def aclose(self) -> None:
+        """Cancel the turn if it still runs and wait until it has settled."""
+        self._finished = True
+        task = self._task
+        if task is None:
+            return
+        if not task.done():
+            task.cancel()
+            await asyncio.wait({task}, timeout=SETTLE_TIMEOUT)
+        if task.done():
+            _retrieve(task)
+
+    def __del__(self) -> None:
+        task = self._task
+        if task is None:
+            return
+        if task.done():
+            _retrieve(task)
+            return
+        try:
+            task.cancel()
+        except RuntimeError:  # the event loop is already closed
+            return
+        task.add_done_callback(_retrieve)
+        self._agent._unsettled_turn(self._thread_id, task)

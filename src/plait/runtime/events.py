@@ -13,6 +13,7 @@ from typing import Any
 from plait.messages import AssistantMessage, Message, ToolCall, ToolResult, Usage
 from plait.middleware.context import Event
 from plait.models.base import ModelRequest
+from plait.storable import Replacement
 
 __all__ = [
     "DispatchFinished",
@@ -23,8 +24,10 @@ __all__ = [
     "TextDeltaReceived",
     "ToolCallFinished",
     "ToolCallStarted",
+    "ToolTimeoutReached",
     "TurnFinished",
     "TurnStarted",
+    "ValuesReplaced",
 ]
 
 
@@ -107,3 +110,28 @@ class TurnFinished(Event):
     output: str
     usage: Usage
     type: str = "turn_finished"
+
+
+@dataclass(slots=True, kw_only=True)
+class ValuesReplaced(Event):
+    """Values that no thread store can encode (a lone surrogate, ``nan``, a huge int, an
+    object; see :mod:`plait.storable`) were replaced where they entered the turn. ``source``
+    says where: ``"input"``, ``"model_response"``, ``"tool:<name>"``, ``"state"``, or
+    ``"persist"`` (something middleware added, caught just before the write)."""
+
+    source: str
+    replacements: list[Replacement]
+    type: str = "values_replaced"
+
+
+@dataclass(slots=True, kw_only=True)
+class ToolTimeoutReached(Event):
+    """A tool call ran past its timeout; it was cancelled and answered with an error result.
+
+    A sync tool running in a worker thread (``blocking=True``) cannot be stopped: the turn moves
+    on, the thread finishes on its own and its return value is discarded."""
+
+    dispatch: int
+    call: ToolCall
+    timeout: float
+    type: str = "tool_timeout_reached"

@@ -14,13 +14,16 @@ arguments not a JSON object     the raw text and what to send instead
 arguments fail the schema       each failing field and why
 the tool raises ``ToolError``   its message, word for word
 the tool raises anything else   ``Tool '<name>' failed: <Type>: <message>``
+the tool runs past its timeout  ``Tool '<name>' timed out after <n> s and was cancelled. ...``
 the turn ended before it ran    ``Tool call not run: the turn was ended ...`` (is_error)
 ==============================  =========================================================
 
 A tool (or tool middleware) that raises ``CancelledError`` without its task being cancelled
-counts as raising an error, not as cancelling the turn. Result data that is not JSON (from the
-tool or from middleware) is converted the same way: JSON-able types (dataclasses, models, sets)
-to JSON values, anything else to its ``str``.
+counts as raising an error, not as cancelling the turn. Result data a store cannot encode (from
+the tool or from middleware) is made storable (:mod:`plait.storable`: JSON-able types such as
+dataclasses, models and sets to JSON values, lone surrogates to U+FFFD, ``nan`` to ``"NaN"``,
+anything else to its ``str``) and a :class:`~plait.runtime.events.ValuesReplaced` event says
+what was replaced.
 
 Calls run concurrently (bounded by ``max_concurrency``) except around *sequential* tools
 (``metadata={"sequential": True}``, e.g. tools that load or unload other tools): such a call waits
@@ -31,7 +34,8 @@ the calls that follow in the same response.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+import math
+from collections.abc import Coroutine, Generator, Sequence
 from typing import Any
 
 from plait.errors import (
@@ -39,28 +43,23 @@ from plait.errors import (
     ToolError,
     ToolExecutionError,
     ToolResolutionError,
+    ToolTimeoutError,
 )
 from plait.messages import ToolCall, ToolMessage, ToolResult
 from plait.middleware.base import SkipToolCall, ToolHandler
 from plait.middleware.context import DispatchContext
 from plait.middleware.stack import MiddlewareStack
-from plait.runtime.events import ErrorOccurred, ToolCallFinished, ToolCallStarted
-from plait.tools import ToolContext
+from plait.runtime.events import (
+    ErrorOccurred,
+    ToolCallFinished,
+    ToolCallStarted,
+    ToolTimeoutReached,
+    ValuesReplaced,
+)
+from plait.storable import Replacement, storable_value
+from plait.tools import FunctionTool, Tool, ToolContext
 
-__all__ = ["run_tool_calls"]
-
-_SCALARS = (str, int, float, bool, type(None))
-
-
-def _jsonable(data: Any) -> Any:
-    if isinstance(data, _SCALARS):
-        return data
-    from pydantic_core import to_jsonable_python  # not at import: pydantic_core costs ~30 ms
-
-    try:
-        return to_jsonable_python(data)
-    except Exception:
-        return str(data)
+__all__ = ["results_after_cancel", "run_tool_calls"]
 
 
 def _cancelled_from_outside() -> bool:
@@ -78,7 +77,61 @@ def _not_run(call: ToolCall, d: DispatchContext) -> ToolResult:
     )
 
 
-def _executor(d: DispatchContext) -> ToolHandler:
+async def _invoke(
+    tool: Tool, args: dict[str, Any], call: ToolCall, d: DispatchContext, default: float
+) -> Any:
+    """Run ``tool`` under its timeout (its own, else ``default``); raises
+    :class:`ToolTimeoutError` when that deadline, not the tool itself, raised the timeout."""
+    limit = tool.timeout if tool.timeout is not None else default
+    running = tool.invoke(args, ToolContext(call, d.turn, d))
+    if math.isinf(limit) or (isinstance(tool, FunctionTool) and tool.runs_on_loop):
+        return await running
+    waiting: Any = running
+    if isinstance(running, Coroutine):
+        # Most calls finish without ever waiting; only one that suspends needs a timer (a
+        # timer per call measured ~20 us a dispatch).
+        try:
+            first = running.send(None)
+        except StopIteration as done:
+            return done.value
+        waiting = _Resumed(running, first)
+    deadline = asyncio.timeout(limit)
+    try:
+        async with deadline:
+            return await waiting
+    except TimeoutError:
+        if deadline.expired():
+            d.turn.emit(ToolTimeoutReached(dispatch=d.index, call=call, timeout=limit))
+            raise ToolTimeoutError(call.name, limit) from None
+        raise
+
+
+class _Resumed:
+    """Awaits a coroutine that already ran its first step and yielded ``first`` (the future it
+    waits on): the rest of ``await coro``, sends and throws (cancellation) passed through."""
+
+    def __init__(self, coro: Coroutine[Any, Any, Any], first: Any) -> None:
+        self.coro = coro
+        self.first = first
+
+    def __await__(self) -> Generator[Any, Any, Any]:
+        pending = self.first
+        while True:
+            try:
+                sent = yield pending
+            except BaseException as exc:
+                try:
+                    pending = self.coro.throw(exc)
+                except StopIteration as done:
+                    return done.value
+            else:
+                try:
+                    pending = self.coro.send(sent)
+                except StopIteration as done:
+                    return done.value
+
+
+def _executor(d: DispatchContext, default_timeout: float) -> ToolHandler:
     async def execute(call: ToolCall) -> ToolResult:
         try:
             tool = d.registry.resolve(call.name)
@@ -92,8 +145,8 @@ def _executor(d: DispatchContext) -> ToolHandler:
         except ToolArgumentsError as exc:
             return ToolResult(call.id, str(exc), is_error=True)
         try:
-            data = await tool.invoke(args, ToolContext(call, d.turn, d))
-        except ToolError as exc:
+            data = await _invoke(tool, args, call, d, default_timeout)
+        except (ToolError, ToolTimeoutError) as exc:
             return ToolResult(call.id, str(exc), is_error=True)
         except (Exception, asyncio.CancelledError) as exc:
             if not isinstance(exc, Exception) and _cancelled_from_outside():
@@ -101,7 +154,7 @@ def _executor(d: DispatchContext) -> ToolHandler:
             error = ToolExecutionError(call.name, exc)
             d.turn.emit(ErrorOccurred(error=error, where=f"tool:{call.name}"))
             return ToolResult(call.id, str(error), is_error=True)
-        return ToolResult(call.id, _jsonable(data))
+        return ToolResult(call.id, data)
 
     return execute
 
@@ -137,9 +190,12 @@ async def _run_one(
         result = ToolResult(
             call.id, f"Tool call failed in middleware: {type(exc).__name__}: {exc}", is_error=True
         )
-    # Middleware may return data the store cannot hold (a model object, a set); convert it as
-    # the executor converts a tool's return value, so the dispatch can still be persisted.
-    data = _jsonable(result.data)
+    # The tool or middleware may return data the store cannot hold (a model object, a set, a
+    # lone surrogate, nan); make it storable here, so the dispatch can still be persisted.
+    replaced: list[Replacement] = []
+    data = storable_value(result.data, "data", replaced)
+    if replaced:
+        emit(ValuesReplaced(source=f"tool:{call.name}", replacements=replaced))
     if result.tool_call_id != call.id or data is not result.data:
         result = ToolResult(call.id, data, result.is_error)
     emit(ToolCallFinished(dispatch=d.index, call=call, result=result, skipped_by=skipped_by))
@@ -159,18 +215,29 @@ def _groups(calls: Sequence[ToolCall], d: DispatchContext) -> list[list[int]]:
 
 
 async def run_tool_calls(
-    calls: Sequence[ToolCall], d: DispatchContext, stack: MiddlewareStack, max_concurrency: int
+    calls: Sequence[ToolCall],
+    d: DispatchContext,
+    stack: MiddlewareStack,
+    max_concurrency: int,
+    *,
+    tool_timeout: float = math.inf,
+    finished: dict[str, ToolMessage] | None = None,
 ) -> list[ToolMessage]:
-    """Run ``calls``; return one result message per call, in call order."""
-    handler = stack.wrap_tool(_executor(d), d)
+    """Run ``calls``; return one result message per call, in call order. A tool without its own
+    ``timeout`` is cancelled after ``tool_timeout`` seconds. Each result is also put in
+    ``finished`` (by call id) as soon as it is ready, so a cancelled caller knows which calls
+    ran (see :func:`results_after_cancel`)."""
+    handler = stack.wrap_tool(_executor(d, tool_timeout), d)
+    done: dict[str, ToolMessage] = {} if finished is None else finished
     if len(calls) == 1:
-        return [await _run_one(calls[0], d, stack, handler)]
+        done[calls[0].id] = await _run_one(calls[0], d, stack, handler)
+        return [done[calls[0].id]]
     results: list[ToolMessage | None] = [None] * len(calls)
     limit = asyncio.Semaphore(max(1, max_concurrency))
 
     async def bounded(i: int) -> None:
         async with limit:
-            results[i] = await _run_one(calls[i], d, stack, handler)
+            results[i] = done[calls[i].id] = await _run_one(calls[i], d, stack, handler)
 
     for group in _groups(calls, d):
         if len(group) == 1:
@@ -189,4 +256,24 @@ async def run_tool_calls(
             calls[i].name,
         )
         for i, r in enumerate(results)
+    ]
+
+
+def results_after_cancel(
+    calls: Sequence[ToolCall], finished: dict[str, ToolMessage]
+) -> list[ToolMessage]:
+    """One result per call after the turn was cancelled mid-dispatch: the finished ones as they
+    are, every other one an error saying it was cancelled (it may have had side effects)."""
+    return [
+        finished.get(call.id)
+        or ToolMessage.from_result(
+            ToolResult(
+                call.id,
+                "Tool call cancelled: the turn was cancelled before it finished; it may have "
+                "had side effects.",
+                is_error=True,
+            ),
+            call.name,
+        )
+        for call in calls
     ]

@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -24,7 +25,7 @@ from plait.errors import (
     ThreadConflictError,
     TurnAborted,
 )
-from plait.messages import Message, ToolCall, Usage, new_id
+from plait.messages import Message, ToolCall, ToolMessage, Usage, new_id
 from plait.middleware.context import DispatchContext, Event, EventSink, TurnContext
 from plait.middleware.stack import MiddlewareStack
 from plait.models.base import ModelRequest, ModelResponse, ResponseComplete, TextDelta
@@ -38,7 +39,9 @@ from plait.runtime.events import (
     TurnStarted,
 )
 from plait.runtime.model_hooks import run_model_hooks
-from plait.runtime.tool_calls import run_tool_calls
+from plait.runtime.storing import append_storable, storable_input, storable_response
+from plait.runtime.tool_calls import results_after_cancel, run_tool_calls
+from plait.storable import storable_text
 from plait.tools import ToolRegistry
 
 if TYPE_CHECKING:
@@ -84,6 +87,29 @@ def _with_unique_call_ids(response: ModelResponse) -> ModelResponse:
     return response if fixed is None else response.replace(tool_calls=fixed)
 
 
+def _checked(response: object, ctx: TurnContext) -> ModelResponse:
+    """``response`` if it is a :class:`ModelResponse`; otherwise a :class:`ProviderError` naming
+    the model and what it returned (a custom model or ``wrap_model_call`` returning ``None``)."""
+    if (
+        isinstance(response, ModelResponse)
+        and isinstance(response.content, str)
+        and isinstance(response.tool_calls, list)
+        and all(isinstance(call, ToolCall) for call in response.tool_calls)
+    ):
+        return response
+    name = getattr(ctx.model, "name", type(ctx.model).__name__)
+    what = (
+        "a ModelResponse whose content is not a str or whose tool_calls are not ToolCall objects"
+        if isinstance(response, ModelResponse)
+        else f"{type(response).__name__} instead of a ModelResponse"
+    )
+    raise ProviderError(
+        f"Model {name!r} returned {what}; check its generate()/stream() and every "
+        "wrap_model_call middleware.",
+        provider=str(name),
+    )
+
+
 class Turn:
     """Runs one turn of ``agent`` on a thread. Create one per ``run``; not reusable."""
 
@@ -99,7 +125,9 @@ class Turn:
         self.agent = agent
         self.stack: MiddlewareStack = agent.middleware
         self.thread_id = thread_id
-        self.input = list(input)
+        # What the input needed replaced is reported right after TurnStarted.
+        self._input_events: list[Event] = []
+        self.input = storable_input(input, self._input_events.append)
         self.state_update = state or {}
         self.emit = emit
         self.streaming = streaming
@@ -133,9 +161,7 @@ class Turn:
         if isinstance(error, ThreadConflictError):
             return
         try:
-            self.version = await self.agent.store.append(
-                self.thread_id, [], expected_version=self.version, state=ctx.state
-            )
+            self.version = await self._append([], ctx.state)
         except Exception as exc:
             self.emit(ErrorOccurred(error=exc, where="save_state"))
 
@@ -144,9 +170,8 @@ class Turn:
         snapshot = await store.load(self.thread_id)
         state = snapshot.state
         state.update(self.state_update)
-        self.version = await store.append(
-            self.thread_id, self.input, expected_version=snapshot.version, state=state
-        )
+        self.version = snapshot.version
+        self.version = await self._append(self.input, state)
         registry = ToolRegistry(self.agent.tools)
         for m in self.stack:
             for t in m.tools():
@@ -163,6 +188,8 @@ class Turn:
             emit=self.emit,
         )
         self.emit(TurnStarted(thread_id=self.thread_id, input=self.input))
+        for event in self._input_events:
+            self.emit(event)
         return ctx
 
     async def _dispatch_loop(self, ctx: TurnContext) -> str:
@@ -209,19 +236,19 @@ class Turn:
         self._check(d)
         d.request = request
         self.emit(ModelRequestSent(dispatch=d.index, request=request))
-        response = await stack.wrap_model(self._model_handler(d), d)(request)
+        response = _checked(await stack.wrap_model(self._model_handler(d), d)(request), ctx)
         response = await stack.run_after_model_call(response, request, d)
         self._check(d)
         d.response = response
         response = _with_unique_call_ids(await run_model_hooks(self.agent.model_hooks, response, d))
+        response = storable_response(response, self.emit)
         d.response = response
         ctx.usage = ctx.usage + response.usage
         assistant = response.to_message()
         d.add_message(assistant)
         self.emit(ModelResponseReceived(dispatch=d.index, message=assistant))
         if response.tool_calls:
-            limit = self.agent.limits.max_concurrent_tools
-            for message in await run_tool_calls(response.tool_calls, d, stack, limit):
+            for message in await self._run_tools(response.tool_calls, d):
                 d.add_message(message)
         for followup in d.followups:
             d.add_message(followup)
@@ -229,13 +256,49 @@ class Turn:
         persisted = list(d.new_messages)
         for keep_out in ctx.persist_filters:
             persisted = keep_out(persisted)
-        self.version = await self.agent.store.append(
-            self.thread_id, persisted, expected_version=self.version, state=ctx.state
-        )
+        self.version = await self._append(persisted, ctx.state)
         self.new_messages.extend(persisted)
         self.emit(DispatchFinished(dispatch=d.index, messages=persisted, usage=response.usage))
         self._check(d)
         return response
+
+    async def _run_tools(self, calls: list[ToolCall], d: DispatchContext) -> list[ToolMessage]:
+        """Run the calls. If the turn is cancelled meanwhile, the dispatch so far (the call and
+        a result for every call, finished or cancelled) is persisted before the cancellation
+        goes on: tools that ran are never forgotten, so a retry does not repeat them blindly."""
+        limits = self.agent.limits
+        finished: dict[str, ToolMessage] = {}
+        try:
+            return await run_tool_calls(
+                calls,
+                d,
+                self.stack,
+                limits.max_concurrent_tools,
+                tool_timeout=limits.tool_timeout,
+                finished=finished,
+            )
+        except asyncio.CancelledError:
+            persisted = [*d.new_messages, *results_after_cancel(calls, finished)]
+            try:
+                for keep_out in d.turn.persist_filters:
+                    persisted = keep_out(persisted)
+                self.version = await self._append(persisted, d.turn.state)
+                self.new_messages.extend(persisted)
+            except Exception as exc:  # the cancellation is what the caller must see
+                self.emit(ErrorOccurred(error=exc, where="persist_cancelled_dispatch"))
+            raise
+
+    async def _append(self, messages: list[Message], state: dict[str, Any]) -> int:
+        """Write at the current version; values a store cannot encode are replaced, not fatal
+        (see :mod:`plait.runtime.storing`)."""
+        return await append_storable(
+            self.agent.store,
+            self.thread_id,
+            messages,
+            expected_version=self.version,
+            state=state,
+            emit=self.emit,
+        )
 
     def _model_handler(self, d: DispatchContext) -> Any:
         model = d.turn.model
@@ -246,7 +309,10 @@ class Turn:
             final: ModelResponse | None = None
             async for event in model.stream(request):
                 if isinstance(event, TextDelta):
-                    self.emit(TextDeltaReceived(dispatch=d.index, text=event.text))
+                    # Shown live (a terminal, a JSON line): encodable like what is stored; the
+                    # final response reports the replacement.
+                    text = storable_text(event.text)
+                    self.emit(TextDeltaReceived(dispatch=d.index, text=text))
                 elif isinstance(event, ResponseComplete):
                     final = event.response
             if final is None:

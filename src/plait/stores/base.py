@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from plait.errors import PlaitError
 from plait.messages import Message, dump_messages, load_messages
+from plait.storable import MAX_DEPTH, storable_message
 
 __all__ = [
     "StoreError",
@@ -62,6 +64,10 @@ class ThreadStore(Protocol):
 
         Succeeds only if the thread is still at ``expected_version``; returns the new version
         (``expected_version + 1``). Otherwise raises ``ThreadConflictError`` and changes nothing.
+
+        Cancellation settles: if the caller is cancelled, ``append`` raises ``CancelledError``
+        only once the write has landed or certainly never will (a write handed to a thread or a
+        server is waited for, within a bounded time), so the caller's next write sees it.
         """
         ...
 
@@ -99,11 +105,17 @@ class ThreadDataError(StoreError, TypeError):
         )
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_LONG_DIGITS = re.compile(r"\d{3884,}")  # see plait.storable.MAX_INT_BITS
+
+
 def state_to_json(thread_id: str, state: Mapping[str, Any]) -> str:
     """The state as a JSON object, after checking that loading it gives back an equal dict.
 
     Raises :class:`ThreadDataError` naming the first offending key: a value JSON cannot hold
-    (a set, an object), a non-``str`` dict key or a tuple (both would come back changed), a NaN.
+    (a set, an object), a non-``str`` dict key or a tuple (both would come back changed), a NaN,
+    text with a lone surrogate (UTF-8 cannot encode it). The runtime makes such values storable
+    before writing (:mod:`plait.storable`).
     """
     _check_json(thread_id, dict(state), "state")
     return json.dumps(dict(state), ensure_ascii=False, allow_nan=False, separators=(",", ":"))
@@ -124,12 +136,18 @@ def messages_to_json(thread_id: str, messages: Sequence[Message]) -> list[str]:
 
     rows: list[str] = []
     for index, message in enumerate(messages):
+        where = f"message {index} (id {message.id!r})"
         try:
-            rows.append(dump_messages([message])[1:-1])
+            row = dump_messages([message])[1:-1]
         except PydanticSerializationError as exc:
-            raise ThreadDataError(
-                thread_id, f"message {index} (id {message.id!r})", str(exc)
-            ) from exc
+            raise ThreadDataError(thread_id, where, str(exc)) from exc
+        if row.count("[") + row.count("{") > MAX_DEPTH or _LONG_DIGITS.search(row) is not None:
+            # Maybe nesting or an int that JSON readers refuse: it would write but never read
+            # back. Only then walk the message to be sure (brackets and digits in text are fine).
+            _, found = storable_message(message)
+            if found:
+                raise ThreadDataError(thread_id, f"{where} {found[0].where}", found[0].problem)
+        rows.append(row)
     return rows
 
 
@@ -148,7 +166,13 @@ def messages_from_json(thread_id: str, rows: Sequence[str]) -> list[Message]:
 
 
 def _check_json(thread_id: str, value: object, where: str) -> None:
-    if value is None or isinstance(value, str | bool | int):
+    if isinstance(value, str):
+        if _SURROGATE.search(value) is not None:
+            raise ThreadDataError(
+                thread_id, where, "text holds a lone surrogate, which UTF-8 cannot encode"
+            )
+        return
+    if value is None or isinstance(value, bool | int):
         return
     if isinstance(value, float):
         if not math.isfinite(value):
@@ -164,6 +188,7 @@ def _check_json(thread_id: str, value: object, where: str) -> None:
                 raise ThreadDataError(
                     thread_id, f"{where}[{key!r}]", "JSON object keys must be str"
                 )
+            _check_json(thread_id, key, f"{where} key {key!r}")
             _check_json(thread_id, item, f"{where}[{key!r}]")
         return
     hint = "use a list" if isinstance(value, tuple) else "JSON cannot hold it"

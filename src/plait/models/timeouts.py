@@ -1,0 +1,97 @@
+"""Deadlines for model calls: connect and read timeouts, and one overall deadline per call.
+
+==========  =======  =========================================================================
+field       default  bounds
+==========  =======  =========================================================================
+``connect``  10 s    opening the connection (TCP and TLS) to the provider
+``read``    300 s    the longest wait for the next bytes; a non-streaming call receives nothing
+                     until the whole answer is ready, so this also bounds one generation
+``total``   600 s    the whole call: every attempt, every backoff sleep between retries, and a
+                     stream until its last event
+==========  =======  =========================================================================
+
+So a server that accepts the connection and never answers holds a turn for at most ``total``
+seconds (it used to be 4 attempts of 600 s each), after which the call raises
+:class:`~plait.errors.ModelTimeoutError`. Give a model its own with
+``OpenAIChatModel(..., timeouts=ModelTimeouts(total=120))`` (likewise ``AnthropicModel``),
+``resolve_model(spec, timeouts=...)``, or, for the CLI and any model built from a spec,
+``PLAIT_MODEL_TIMEOUT=120`` (sets ``total``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+from plait.errors import ConfigurationError, ModelTimeoutError
+
+__all__ = ["CallDeadline", "ModelTimeouts"]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class ModelTimeouts:
+    """Connect, read and overall timeouts of one model call, in seconds (see the module table).
+
+    Each must be a number > 0; ``math.inf`` turns one off.
+    """
+
+    connect: float = 10.0
+    read: float = 300.0
+    total: float = 600.0
+
+    def __post_init__(self) -> None:
+        for name in ("connect", "read", "total"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+                raise ConfigurationError(
+                    f"ModelTimeouts.{name} must be a number of seconds > 0 (math.inf for none), "
+                    f"got {value!r}."
+                )
+
+    def sdk_timeout(self, timeout_type: Callable[..., T]) -> T:
+        """The SDK's ``Timeout`` (``openai.Timeout``, ``anthropic.Timeout``) for these values;
+        write and pool timeouts are ``read``."""
+        return timeout_type(_finite(self.read), connect=_finite(self.connect))
+
+    def start(self, model: str) -> CallDeadline:
+        """The deadline of one call of ``model`` starting now (inside a running event loop)."""
+        return CallDeadline(self, model)
+
+
+def _finite(seconds: float) -> float | None:
+    return None if seconds == float("inf") else seconds
+
+
+class CallDeadline:
+    """The overall deadline of one model call; :meth:`within` bounds each wait by it."""
+
+    def __init__(self, timeouts: ModelTimeouts, model: str) -> None:
+        self.timeouts = timeouts
+        self.model = model
+        self.at = asyncio.get_running_loop().time() + timeouts.total
+        self.attempts = 0
+
+    def remaining(self) -> float:
+        return self.at - asyncio.get_running_loop().time()
+
+    def error(self) -> ModelTimeoutError:
+        t = self.timeouts
+        return ModelTimeoutError(self.model, t.total, self.attempts, t.connect, t.read)
+
+    async def within(self, wait: Awaitable[T]) -> T:
+        """Await ``wait``; raise :class:`~plait.errors.ModelTimeoutError` if the deadline passes
+        first (``wait`` is cancelled). A ``TimeoutError`` raised by ``wait`` itself passes."""
+        if self.timeouts.total == float("inf"):
+            return await wait
+        scope = asyncio.timeout_at(self.at)
+        try:
+            async with scope:
+                return await wait
+        except TimeoutError:
+            if scope.expired():
+                raise self.error() from None
+            raise

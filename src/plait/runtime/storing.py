@@ -1,0 +1,109 @@
+"""How a turn writes to its thread store: storable values, and writes that settle.
+
+Two guarantees the turn relies on:
+
+* **What entered the turn can be stored.** Input, model responses and tool results pass through
+  :mod:`plait.storable` where they enter (:func:`storable_input`, :func:`storable_response`); a
+  write the store still rejects with :class:`~plait.stores.base.ThreadDataError` (a value
+  middleware added, a non-JSON value in the state) is made storable and retried once, so a
+  dispatch whose tools ran is always persisted. Every replacement is reported as a
+  :class:`~plait.runtime.events.ValuesReplaced` event.
+* **A write settles before the turn lets go.** A store's ``append`` must not leave a write in
+  flight when it raises ``CancelledError`` (the :class:`~plait.stores.base.ThreadStore`
+  contract): the SQLite store lets its worker-thread write finish first, the memory store writes
+  without suspending. So when ``agent.run`` raises ``CancelledError`` the thread is at rest and
+  the next turn on it starts cleanly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from plait.messages import Message
+from plait.middleware.context import EventSink
+from plait.models.base import ModelResponse
+from plait.runtime.events import ValuesReplaced
+from plait.storable import (
+    Replacement,
+    storable_calls,
+    storable_message,
+    storable_text,
+    storable_value,
+)
+from plait.stores.base import ThreadDataError, ThreadStore
+
+__all__ = [
+    "SETTLE_TIMEOUT",
+    "append_storable",
+    "storable_input",
+    "storable_response",
+]
+
+SETTLE_TIMEOUT = 30.0
+"""Seconds a new turn waits for an abandoned turn on its thread (a stream left with ``break``)
+to settle before it loads the thread."""
+
+
+def _report(emit: EventSink, source: str, found: list[Replacement]) -> None:
+    if found:
+        emit(ValuesReplaced(source=source, replacements=found))
+
+
+def storable_messages(messages: Sequence[Message], emit: EventSink, source: str) -> list[Message]:
+    """``messages`` made storable (unchanged messages are the same objects); reports what was
+    replaced as one event, each ``where`` prefixed with the message's position."""
+    out: list[Message] = []
+    found: list[Replacement] = []
+    for i, message in enumerate(messages):
+        fixed, replaced = storable_message(message)
+        found.extend(Replacement(f"message {i}: {r.where}", r.problem) for r in replaced)
+        out.append(fixed)
+    _report(emit, source, found)
+    return out
+
+
+def storable_input(messages: Sequence[Message], emit: EventSink) -> list[Message]:
+    """The turn's input made storable (e.g. a command-line argument that was not UTF-8)."""
+    return storable_messages(messages, emit, "input")
+
+
+def storable_response(response: ModelResponse, emit: EventSink) -> ModelResponse:
+    """``response`` with its text, tool calls and finish reason made storable (the same object
+    when nothing changed), so the tools run with exactly the arguments the thread keeps."""
+    found: list[Replacement] = []
+    content = storable_text(response.content, "content", found)
+    calls = storable_calls(response.tool_calls, found)
+    reason = storable_text(response.finish_reason, "finish_reason", found)
+    if not found:
+        return response
+    _report(emit, "model_response", found)
+    return response.replace(content=content, tool_calls=calls, finish_reason=reason)
+
+
+async def append_storable(
+    store: ThreadStore,
+    thread_id: str,
+    messages: Sequence[Message],
+    *,
+    expected_version: int,
+    state: Mapping[str, Any] | None,
+    emit: EventSink,
+) -> int:
+    """``store.append``; if the store rejects a value, retried once with the messages and state
+    made storable (the state as written; the live dict the middleware holds is left as is)."""
+    try:
+        return await store.append(
+            thread_id, messages, expected_version=expected_version, state=state
+        )
+    except ThreadDataError:
+        pass
+    fixed = storable_messages(messages, emit, "persist")
+    found: list[Replacement] = []
+    fixed_state = (
+        None if state is None else storable_value(dict(state), "state", found, str_keys=True)
+    )
+    _report(emit, "state", found)
+    return await store.append(
+        thread_id, fixed, expected_version=expected_version, state=fixed_state
+    )

@@ -1,0 +1,152 @@
+"""Model calls have deadlines (issue 11 §3): connect/read timeouts and one overall deadline per
+call across retries, tested with the official SDKs against a local server that accepts the
+connection and never answers."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from wire_server import WireServer
+
+from plait import Agent
+from plait.errors import ConfigurationError, ModelTimeoutError, ProviderError
+from plait.messages import UserMessage
+from plait.models.anthropic import AnthropicModel
+from plait.models.base import ModelRequest
+from plait.models.openai import OpenAIChatModel
+from plait.models.retrying import Backoff
+from plait.models.timeouts import ModelTimeouts
+from plait.stores import MemoryThreadStore
+
+FIXTURES = Path(__file__).parent / "fixtures"
+HELLO = ModelRequest(messages=[UserMessage("Hello?")])
+FAST_BACKOFF = Backoff(base_delay=0.01, max_delay=0.01)
+
+
+@pytest.fixture
+def server() -> Iterator[WireServer]:
+    with WireServer(FIXTURES) as wire:
+        yield wire
+
+
+def openai_model(server: WireServer, timeouts: ModelTimeouts, retries: int = 3) -> Any:
+    return OpenAIChatModel(
+        "gpt-4.1-mini",
+        api_key="sk-test",
+        base_url=server.url + "/v1",
+        timeouts=timeouts,
+        max_retries=retries,
+        backoff=FAST_BACKOFF,
+    )
+
+
+def anthropic_model(server: WireServer, timeouts: ModelTimeouts, retries: int = 3) -> Any:
+    return AnthropicModel(
+        "claude-sonnet-4-6",
+        api_key="sk-ant-test",
+        base_url=server.url,
+        timeouts=timeouts,
+        max_retries=retries,
+        backoff=FAST_BACKOFF,
+    )
+
+
+MODELS = {"openai": openai_model, "anthropic": anthropic_model}
+STREAMS = {"openai": "openai/stream_tool_calls.sse", "anthropic": "anthropic/stream_tool_use.sse"}
+
+
+@pytest.mark.parametrize("provider", MODELS)
+async def test_a_server_that_never_answers_ends_at_the_overall_deadline(
+    server: WireServer, provider: str
+) -> None:
+    for _ in range(4):
+        server.stall()
+    model = MODELS[provider](server, ModelTimeouts(read=60, total=0.5))
+    with pytest.raises(ModelTimeoutError, match=r"within its 0.5 s deadline \(1 attempt;") as info:
+        await model.generate(HELLO)
+    assert info.value.provider == model.name
+    assert len(server.received) == 1
+    await model.aclose()
+
+
+@pytest.mark.parametrize("provider", MODELS)
+async def test_the_read_timeout_ends_each_attempt_and_retries_stay_bounded(
+    server: WireServer, provider: str
+) -> None:
+    for _ in range(3):
+        server.stall()
+    model = MODELS[provider](server, ModelTimeouts(read=0.1, total=60), retries=2)
+    with pytest.raises(ProviderError, match="gave up after 2 retries") as info:
+        await model.generate(HELLO)
+    assert not isinstance(info.value, ModelTimeoutError)
+    assert len(server.received) == 3  # one attempt and two retries, each cut by the read timeout
+    await model.aclose()
+
+
+@pytest.mark.parametrize("provider", MODELS)
+async def test_a_stream_that_stalls_midway_ends_at_the_overall_deadline(
+    server: WireServer, provider: str
+) -> None:
+    server.stall(STREAMS[provider], after=2)
+    model = MODELS[provider](server, ModelTimeouts(read=60, total=0.5))
+    events = []
+    with pytest.raises(ModelTimeoutError):
+        async for event in model.stream(HELLO):
+            events.append(event)
+    assert len(server.received) == 1
+    await model.aclose()
+
+
+async def test_an_agent_turn_on_a_silent_server_fails_typed_and_keeps_the_input(
+    server: WireServer,
+) -> None:
+    server.stall()
+    store = MemoryThreadStore()
+    agent = Agent(openai_model(server, ModelTimeouts(total=0.3)), store=store)
+    with pytest.raises(ModelTimeoutError):
+        await agent.run("Are you there?", thread_id="t")
+    assert [m.text for m in (await store.load("t")).messages] == ["Are you there?"]
+    await agent.model.aclose()  # type: ignore[attr-defined]
+
+
+def test_defaults_are_documented_and_reach_the_sdk_client() -> None:
+    assert ModelTimeouts() == ModelTimeouts(connect=10.0, read=300.0, total=600.0)
+    model = OpenAIChatModel("gpt-4.1-mini", api_key="sk-test")
+    timeout = model._client.timeout
+    assert (timeout.connect, timeout.read) == (10.0, 300.0)  # type: ignore[union-attr]
+    unbounded = AnthropicModel("m", api_key="k", timeouts=ModelTimeouts(read=math.inf))
+    assert unbounded._client.timeout.read is None  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("field", ["connect", "read", "total"])
+@pytest.mark.parametrize("bad", [0, -1, math.nan, "5", None])
+def test_a_timeout_that_is_not_a_positive_number_is_a_configuration_error(
+    field: str, bad: Any
+) -> None:
+    with pytest.raises(ConfigurationError, match=f"ModelTimeouts.{field} must be"):
+        ModelTimeouts(**{field: bad})
+
+
+@pytest.mark.parametrize(
+    "spec", ["openai:gpt-4.1-mini", "anthropic:claude-x", "openai-compatible:m@http://127.0.0.1:9"]
+)
+def test_models_from_a_spec_take_timeouts_and_the_env_deadline(
+    spec: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from plait.models.registry import MODEL_TIMEOUT_ENV, resolve_model
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
+    monkeypatch.delenv(MODEL_TIMEOUT_ENV, raising=False)
+    assert resolve_model(spec).timeouts == ModelTimeouts()  # type: ignore[attr-defined]
+    given = ModelTimeouts(connect=1, read=2, total=3)
+    assert resolve_model(spec, timeouts=given).timeouts is given  # type: ignore[attr-defined]
+    monkeypatch.setenv(MODEL_TIMEOUT_ENV, "42")
+    assert resolve_model(spec).timeouts.total == 42  # type: ignore[attr-defined]
+    monkeypatch.setenv(MODEL_TIMEOUT_ENV, "soon")
+    with pytest.raises(ConfigurationError, match="PLAIT_MODEL_TIMEOUT='soon' is not a number"):
+        resolve_model(spec)
