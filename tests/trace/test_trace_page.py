@@ -47,8 +47,9 @@ def page(browser: Browser, served: Served) -> Browser:
 
 
 def _open_first_turn(page: Browser) -> None:
-    page.page.locator(".run-item").last.click()
-    page.page.wait_for_selector(".dispatch-row")
+    item = page.page.locator(".run-item").last
+    item.click()
+    page.page.wait_for_selector(f"#waterfall[data-run-id='{item.get_attribute('data-run-id')}']")
 
 
 def test_run_list_is_newest_first_and_searchable(page: Browser, tmp_path: Path) -> None:
@@ -117,10 +118,7 @@ def _open_model_call(page: Browser, n: int) -> dict[str, Any]:
     row = page.page.locator(".span-row[data-kind=model]").nth(n)
     span_id = row.get_attribute("data-span-id")
     row.click()
-    page.page.wait_for_selector("#detail:not([hidden]) #context-diff")
-    page.page.wait_for_function(
-        f"document.querySelector('.span-row.selected')?.dataset.spanId === '{span_id}'"
-    )
+    page.page.wait_for_selector(f"#detail[data-span-id='{span_id}'] #context-diff")
     url = page.page.url.split("#")[0].rstrip("/")
     return _get(f"{url}/api/calls/{span_id}")
 
@@ -197,7 +195,9 @@ def test_tool_call_with_evicted_result_and_full_text(
     page: Browser, served: Served, tmp_path: Path
 ) -> None:
     _open_first_turn(page)
-    page.page.locator(".span-row[data-kind=tool]").nth(1).click()
+    row = page.page.locator(".span-row[data-kind=tool]").nth(1)
+    row.click()
+    page.page.wait_for_selector(f"#detail[data-span-id='{row.get_attribute('data-span-id')}']")
     page.page.wait_for_selector("#tool-evicted")
     assert json.loads(page.page.locator("#tool-input").inner_text())["path"].endswith("sales.csv")
     assert page.page.locator("#tool-output").inner_text().startswith("date,region,product")
