@@ -112,6 +112,8 @@ class AgentOptions:
     evict_over_tokens: int = 2_000
     allow_scripts: bool = False
     extra_middleware: list[Middleware] = field(default_factory=list)
+    leading_middleware: list[Middleware] = field(default_factory=list)
+    """Placed before every other middleware (the trace recorder, so it sees each call whole)."""
 
 
 Closer = Callable[[], Awaitable[None]]
@@ -130,11 +132,16 @@ async def build_agent(options: AgentOptions) -> tuple[Agent, list[Closer]]:
         options.evict_over_tokens, backend=backend, excluded_tools=["read_file"]
     )
     middleware: list[Middleware] = [
+        *options.leading_middleware,
         OverflowRecoveryMiddleware(summarization=summarization, eviction=eviction),
         summarization,
         eviction,
     ]
     closers: list[Closer] = [summarization.drain]
+    for leading in options.leading_middleware:
+        aclose = getattr(leading, "aclose", None)
+        if aclose is not None:
+            closers.append(aclose)
     sources = [FilesystemSource(Path(p)) for p in options.skills]
     if sources:
         skills_middleware, dispose = await _skills(options, sources)

@@ -13,6 +13,7 @@ from plait.cli.root import HELP
 from plait.cli.run import chat, run
 from plait.cli.skills import skills_app
 from plait.cli.threads import threads_app
+from plait.cli.ui import ui
 
 app = typer.Typer(
     name="plait",
@@ -26,6 +27,7 @@ app.add_typer(threads_app, name="threads")
 app.command()(run)
 app.command()(chat)
 app.command()(demo)
+app.command()(ui)
 
 
 def _version(value: bool) -> None:

@@ -23,6 +23,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
@@ -30,6 +31,7 @@ import plait
 from plait.backends.memory import MemoryBackend
 from plait.cli.console import EventPrinter
 from plait.cli.run import check_skills_folders
+from plait.cli.ui import NoTraceOption, trace_hint, trace_path
 from plait.context import (
     HistorySummarized,
     ResultEvicted,
@@ -38,7 +40,7 @@ from plait.context import (
 )
 from plait.context.offload import READ_TOOL_NAME
 from plait.context.tokens import CHARS_PER_TOKEN, message_tokens, tool_tokens
-from plait.messages import ToolCall, ToolMessage, Usage, UserMessage
+from plait.messages import ToolCall, ToolMessage, Usage, UserMessage, new_id
 from plait.middleware.context import Event
 from plait.models.base import ModelRequest, ModelResponse
 from plait.models.scripted import FunctionModel
@@ -213,7 +215,11 @@ class _Milestones:
 
 
 async def _run_demo(
-    console: Console, skills: Path, workdir: Path, recorder: TraceRecorder | None = None
+    console: Console,
+    skills: Path,
+    workdir: Path,
+    recorder: TraceRecorder | None = None,
+    thread_id: str = "demo",
 ) -> _Milestones:
     data = _write_sales(workdir)
     backend = MemoryBackend()
@@ -230,17 +236,35 @@ async def _run_demo(
     printer, seen = EventPrinter(console), _Milestones()
     for question in QUESTIONS:
         console.print(f"\n[bold]you>[/bold] {question}")
-        async for event in agent.stream(question, thread_id="demo"):
+        async for event in agent.stream(question, thread_id=thread_id):
             seen.see(event)
             printer(event)
         printer.finish()
     return seen
 
 
+async def _recorded_demo(
+    console: Console, skills: Path, workdir: Path, trace: bool
+) -> tuple[_Milestones, str | None]:
+    """The demo, recorded into the CLI's trace store unless ``trace`` is false; returns what
+    happened and the id of the last turn's run (for the ``plait ui`` hint)."""
+    if not trace:
+        return await _run_demo(console, skills, workdir), None
+    from plait.trace import SQLiteTraceStore, TraceRecorder
+
+    recorder = TraceRecorder(SQLiteTraceStore(trace_path()), agent="plait demo")
+    try:
+        seen = await _run_demo(console, skills, workdir, recorder, thread_id=f"demo-{new_id()[:8]}")
+    finally:
+        await recorder.aclose()
+    return seen, recorder.last_run_id
+
+
 def demo(
     skills: Annotated[
         Path | None, typer.Option("--skills", help="Skills folder (default: the bundled one).")
     ] = None,
+    no_trace: NoTraceOption = False,
 ) -> None:
     """Run the bundled example skills end to end with a scripted model (no key, no network)."""
     console = Console(highlight=False)
@@ -255,10 +279,12 @@ def demo(
         )
     )
     with tempfile.TemporaryDirectory(prefix="plait-demo-") as workdir:
-        seen = asyncio.run(_run_demo(console, folder, Path(workdir)))
+        seen, run_id = asyncio.run(_recorded_demo(console, folder, Path(workdir), not no_trace))
     table = Table(title="What happened", show_header=False)
     for label, happened in seen.rows():
         table.add_row("[green]✓[/green]" if happened else "[red]✗[/red]", label)
     console.print(table)
+    if run_id is not None:
+        console.print(f"[dim]{escape(trace_hint(run_id))}[/dim]", soft_wrap=True)
     if not all(happened for _, happened in seen.rows()):
         raise typer.Exit(1)

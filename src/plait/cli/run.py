@@ -20,8 +20,10 @@ from plait.cli.agents import (
     choose_model,
 )
 from plait.cli.console import EventPrinter, JsonEventWriter, fail, report_error
+from plait.cli.ui import NoTraceOption, trace_hint, trace_path
 from plait.errors import ConfigurationError, PlaitError
 from plait.messages import new_id
+from plait.middleware.base import Middleware
 from plait.runtime.agent import Agent
 from plait.skills.sources import SKILL_FILE_NAMES
 
@@ -91,13 +93,20 @@ def _options(
     max_input_tokens: int,
     system_prompt: str | None,
     console: Console,
+    trace: bool = True,
 ) -> AgentOptions:
     try:
         chosen = choose_model(model)
     except ConfigurationError as exc:
         fail(str(exc), 2)
     check_skills_folders(skills or [], console)
+    leading: list[Middleware] = []
+    if trace:
+        from plait.trace import SQLiteTraceStore, TraceRecorder
+
+        leading.append(TraceRecorder(SQLiteTraceStore(trace_path(store)), agent="plait"))
     return AgentOptions(
+        leading_middleware=leading,
         model=chosen,
         skills=skills or [],
         mode=mode,
@@ -106,6 +115,15 @@ def _options(
         max_input_tokens=max_input_tokens,
         system_prompt=DEFAULT_SYSTEM_PROMPT if system_prompt is None else system_prompt,
     )
+
+
+def _trace_line(console: Console, options: AgentOptions) -> None:
+    """After a recorded turn: how to open its trace (nothing when ``--no-trace``)."""
+    from plait.trace import TraceRecorder
+
+    for m in options.leading_middleware:
+        if isinstance(m, TraceRecorder) and m.last_run_id is not None:
+            _thread_line(console, trace_hint(m.last_run_id, options.store))
 
 
 def check_skills_folders(folders: list[Path], console: Console) -> None:
@@ -166,13 +184,22 @@ def run(
     system_prompt: SystemOption = None,
     verbose: VerboseOption = False,
     json_lines: JsonOption = False,
+    no_trace: NoTraceOption = False,
 ) -> None:
     """Run one turn: stream the answer and show tool calls, skills and context events."""
     console = Console(highlight=False)
     if not task.strip():
         fail("The task is empty: say what the agent should do.", 2)
     options = _options(
-        model, skills, mode, store, allow_scripts, max_input_tokens, system_prompt, console
+        model,
+        skills,
+        mode,
+        store,
+        allow_scripts,
+        max_input_tokens,
+        system_prompt,
+        console,
+        trace=not no_trace,
     )
     thread_id = thread or new_id()
 
@@ -201,6 +228,7 @@ def run(
         printer.emit({"type": "thread", "thread_id": thread_id})
         return
     _thread_line(console, f"thread: {thread_id} (continue with --thread {thread_id})")
+    _trace_line(console, options)
 
 
 def chat(
@@ -213,11 +241,20 @@ def chat(
     max_input_tokens: TokensOption = 100_000,
     system_prompt: SystemOption = None,
     verbose: VerboseOption = False,
+    no_trace: NoTraceOption = False,
 ) -> None:
     """An interactive session. Ctrl-C cancels the running turn; Ctrl-D or /exit ends the session."""
     console = Console(highlight=False)
     options = _options(
-        model, skills, mode, store, allow_scripts, max_input_tokens, system_prompt, console
+        model,
+        skills,
+        mode,
+        store,
+        allow_scripts,
+        max_input_tokens,
+        system_prompt,
+        console,
+        trace=not no_trace,
     )
     thread_id = thread or new_id()
     printer = EventPrinter(console, verbose=verbose)
@@ -230,14 +267,19 @@ def chat(
             fail(str(exc), 2 if isinstance(exc, UnknownThread) else 1)
         _thread_line(console, f"plait chat — thread {thread_id}. Ctrl-D or /exit to leave.")
         try:
-            _chat_loop(runner, agent, thread_id, printer, console)
+            _chat_loop(runner, agent, thread_id, printer, console, options)
         finally:
             runner.run(_close(agent, closers))
     _thread_line(console, f"thread: {thread_id}")
 
 
 def _chat_loop(
-    runner: asyncio.Runner, agent: Agent, thread_id: str, printer: EventPrinter, console: Console
+    runner: asyncio.Runner,
+    agent: Agent,
+    thread_id: str,
+    printer: EventPrinter,
+    console: Console,
+    options: AgentOptions,
 ) -> None:
     while True:
         try:
@@ -254,6 +296,7 @@ def _chat_loop(
             continue
         try:
             runner.run(_turn(agent, text, thread_id, printer))
+            _trace_line(console, options)
         except KeyboardInterrupt:
             console.print("[yellow](turn cancelled; what was already saved is kept)[/yellow]")
         except PlaitError as exc:

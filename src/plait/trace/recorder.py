@@ -145,6 +145,8 @@ class TraceRecorder(Middleware):
         self.max_output_chars = max_output_chars
         self.preview_chars = preview_chars
         self._last: OrderedDict[str, tuple[int, list[str]]] = OrderedDict()
+        self.last_run_id: str | None = None
+        """The id of the run (turn) most recently started, for a link to its trace."""
 
     async def aclose(self) -> None:
         """Close the trace store."""
@@ -156,8 +158,9 @@ class TraceRecorder(Middleware):
 
     async def turn_input(self, ctx: TurnContext, next: Next) -> None:
         text = "\n".join(m.text for m in ctx.input if isinstance(m, UserMessage))
-        run = {
-            "id": new_id(),
+        run_id = new_id()
+        run: dict[str, Any] = {
+            "id": run_id,
             "thread_id": ctx.thread_id,
             "agent": self.agent,
             "started": time.time(),
@@ -168,6 +171,7 @@ class TraceRecorder(Middleware):
             "output": None,
         }
         trace = _RunTrace(run)
+        self.last_run_id = run_id
         ctx.scratch[self] = trace
         trace.batch.runs.append(run)
         downstream = ctx.emit

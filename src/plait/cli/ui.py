@@ -1,0 +1,80 @@
+"""``plait ui``: the local trace page, and where the CLI keeps traces.
+
+``plait run``, ``chat`` and ``demo`` record every turn (unless ``--no-trace``) into a SQLite trace
+store beside the thread store (:func:`trace_path`) and print the page's address for the turn.
+"""
+
+from __future__ import annotations
+
+import webbrowser
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from plait.cli.agents import default_store
+from plait.cli.console import fail
+
+__all__ = ["NoTraceOption", "trace_hint", "trace_path", "ui"]
+
+NoTraceOption = Annotated[
+    bool, typer.Option("--no-trace", help="Do not record this session for plait ui.")
+]
+
+
+def trace_path(store: Path | None = None) -> Path:
+    """The trace store beside the thread store ``store`` (default: the CLI's thread store):
+    ``threads.sqlite3`` → ``threads-traces.sqlite3``."""
+    store = store or default_store()
+    return store.with_name(store.stem + "-traces.sqlite3")
+
+
+def trace_hint(run_id: str | None, store: Path | None = None) -> str:
+    """The line printed after a recorded turn: how to open its trace."""
+    from plait.trace.server import DEFAULT_HOST, DEFAULT_PORT
+
+    where = "" if store is None else f" --store {store}"
+    anchor = f"#{run_id}" if run_id else ""
+    return f"trace: plait ui{where}  →  http://{DEFAULT_HOST}:{DEFAULT_PORT}/{anchor}"
+
+
+HostOption = Annotated[str, typer.Option("--host", help="Address to bind (local by default).")]
+PortOption = Annotated[int, typer.Option("--port", min=0, max=65535, help="Port (0: any free).")]
+
+
+def ui(
+    store: Annotated[
+        Path | None,
+        typer.Option("--store", help="The thread store whose traces to show (default: the CLI's)."),
+    ] = None,
+    traces: Annotated[
+        Path | None, typer.Option("--traces", help="A trace store file (overrides --store).")
+    ] = None,
+    host: HostOption = "127.0.0.1",
+    port: PortOption = 7600,
+    no_browser: Annotated[
+        bool, typer.Option("--no-browser", help="Do not open a browser window.")
+    ] = False,
+) -> None:
+    """Open the local trace page: runs, waterfalls, context diffs, tokens and costs."""
+    try:
+        from plait.trace import SQLiteTraceStore, create_app, serve
+        from plait.trace.server import free_port
+
+        path = traces or trace_path(store)
+        if not path.exists():
+            fail(f"No traces at {path} yet: run 'plait demo' or 'plait run ...' first.", 2)
+        app = create_app(SQLiteTraceStore(path), prices=_prices())
+    except ImportError as exc:  # pragma: no cover - the ui extra is in dev
+        fail(f"plait ui needs its extra: pip install 'plait[ui]' ({exc})", 2)
+    port = port or free_port(host)
+    url = f"http://{host}:{port}/"
+    typer.echo(f"plait ui: serving {path} at {url} (Ctrl-C to stop)")
+    if not no_browser:
+        webbrowser.open(url)
+    serve(app, host=host, port=port)
+
+
+def _prices() -> dict[str, dict[str, float]]:
+    """The default price table for the page (empty until plait.pricing provides one)."""
+    return {}
