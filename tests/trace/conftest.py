@@ -82,14 +82,17 @@ def served(demo_traces: Path) -> Iterator[Served]:
 
 
 class Browser:
-    """A Chromium page plus every URL it requested."""
+    """A Chromium page plus every URL it requested.
+
+    Module-scoped: Playwright's sync API keeps an event loop running in this thread while it is
+    open, which would stop later async tests from starting theirs."""
 
     def __init__(self, page: Any, requests: list[str]) -> None:
         self.page = page
         self.requests = requests
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser(served: Served, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Browser]:
     from playwright.sync_api import sync_playwright
 

@@ -24,6 +24,7 @@ turn as a non-fatal :class:`~plait.runtime.events.ErrorOccurred` (``where="trace
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import hashlib
 import json
@@ -50,7 +51,7 @@ from plait.models.base import ModelRequest, ModelResponse
 from plait.runtime.events import ErrorOccurred, ToolCallFinished
 from plait.trace.store import CHECKPOINT_EVERY, RequestRow, SQLiteTraceStore, TraceBatch
 
-__all__ = ["MAX_OUTPUT_CHARS", "PREVIEW_CHARS", "RUNTIME_EVENTS", "TraceRecorder"]
+__all__ = ["CLOSE_TIMEOUT", "MAX_OUTPUT_CHARS", "PREVIEW_CHARS", "RUNTIME_EVENTS", "TraceRecorder"]
 
 MAX_OUTPUT_CHARS = 1_000_000
 """Default bound on a tool output kept whole in the trace store; longer ones keep the preview."""
@@ -72,7 +73,11 @@ RUNTIME_EVENTS = frozenset(
 )
 """Event types not recorded as actions: the recorder's own spans already show them."""
 
+CLOSE_TIMEOUT = 30.0
+"""Seconds :meth:`TraceRecorder.aclose` waits for writes still in flight."""
+
 _MAX_THREADS = 256
+_MAX_BLOBS = 1_024
 _FIELD_CHARS = 500
 _FIELD_ITEMS = 50
 
@@ -115,14 +120,45 @@ def _output_text(data: Any) -> str:
 
 
 @dataclasses.dataclass(slots=True)
+class _Known:
+    """A message already keyed on this thread: recognised again by id and signature."""
+
+    signature: int
+    key: str
+    tokens: int
+
+
+def _signature(message: Message) -> int:
+    """A cheap in-process fingerprint of a message's content (no serialization of text).
+
+    Messages reloaded from the thread store are new objects every turn; their id plus this
+    signature finds the key computed before, so a turn costs O(new messages) in hashing and
+    serialization rather than O(history). A message rewritten under the same id (an overflow
+    eviction, a redaction) changes its signature and gets a new key.
+    """
+    if isinstance(message, ToolMessage):
+        data = message.data
+        body = data if isinstance(data, str) else json.dumps(data, sort_keys=True, default=str)
+        return hash((message.role, message.name, message.is_error, body))
+    parts = tuple(getattr(p, "text", None) or repr(p) for p in message.content)
+    calls: tuple[tuple[str, str, str], ...] = ()
+    if isinstance(message, AssistantMessage):
+        calls = tuple(
+            (c.id, c.name, c.raw_args or json.dumps(c.args, sort_keys=True, default=str))
+            for c in message.tool_calls
+        )
+    return hash((message.role, parts, calls))
+
+
+@dataclasses.dataclass(slots=True)
 class _RunTrace:
     """One turn's recording state (kept in ``TurnContext.scratch``)."""
 
     run: dict[str, Any]
     batch: TraceBatch = dataclasses.field(default_factory=TraceBatch)
     dispatch: int = 0
-    keys: dict[int, tuple[Message, str]] = dataclasses.field(default_factory=dict)
     failed: bool = False
+    pending: asyncio.Future[None] | None = None
 
 
 class TraceRecorder(Middleware):
@@ -145,11 +181,17 @@ class TraceRecorder(Middleware):
         self.max_output_chars = max_output_chars
         self.preview_chars = preview_chars
         self._last: OrderedDict[str, tuple[int, list[str]]] = OrderedDict()
+        self._known: OrderedDict[str, dict[str, _Known]] = OrderedDict()
+        self._blobs: OrderedDict[str, None] = OrderedDict()
+        self._writes: set[asyncio.Future[None]] = set()
         self.last_run_id: str | None = None
         """The id of the run (turn) most recently started, for a link to its trace."""
 
     async def aclose(self) -> None:
-        """Close the trace store."""
+        """Wait (up to :data:`CLOSE_TIMEOUT` seconds) for background writes, then close the
+        trace store."""
+        if self._writes:
+            await asyncio.wait(set(self._writes), timeout=CLOSE_TIMEOUT)
         await self.store.aclose()
 
     def _trace(self, ctx: TurnContext) -> _RunTrace | None:
@@ -181,7 +223,7 @@ class TraceRecorder(Middleware):
             downstream(event)
 
         ctx.emit = tee
-        await self._flush(ctx, trace)
+        self._flush_soon(ctx, trace)
         await next()
 
     def _action(self, trace: _RunTrace, event: Event) -> None:
@@ -253,6 +295,7 @@ class TraceRecorder(Middleware):
             response = await call_next(request)
         except BaseException as exc:
             data["error"] = _field(exc)
+            data["cancelled"] = not isinstance(exc, Exception)
             trace.run.update(status="error", error=data["error"], finished=time.time())
             trace.batch.runs.append(trace.run)
             raise
@@ -287,7 +330,12 @@ class TraceRecorder(Middleware):
                     "data": data,
                 }
             )
-            await self._flush(ctx.turn, trace)
+            if "error" not in data:
+                pass
+            elif data.get("cancelled"):
+                self._flush_soon(ctx.turn, trace)  # never block a cancellation
+            else:
+                await self._flush(ctx.turn, trace)  # the turn ends with this error
 
     async def wrap_tool_call(
         self, call: ToolCall, ctx: DispatchContext, call_next: ToolHandler
@@ -342,7 +390,7 @@ class TraceRecorder(Middleware):
         await next()
         trace = self._trace(ctx.turn)
         if trace is not None:
-            await self._flush(ctx.turn, trace)
+            self._flush_soon(ctx.turn, trace)
 
     async def turn_output(self, ctx: TurnContext, next: Next) -> None:
         await next()
@@ -362,28 +410,34 @@ class TraceRecorder(Middleware):
         previous = await self._previous(thread)
         seq, old = (previous[0] + 1, previous[1]) if previous else (0, [])
         old_set = set(old)
+        known = self._known.get(thread)
+        if known is None:
+            known = self._known[thread] = {}
         keys: list[str] = []
         estimate = 0
         ephemeral = {id(m) for m in turn.ephemeral}
         for message in request.messages:
-            cached = trace.keys.get(id(message))
-            if cached is None or cached[0] is not message:
+            signature = _signature(message)
+            entry = known.get(message.id)
+            if entry is None or entry.signature != signature:
                 body = dump_messages([message])[1:-1]
-                cached = (message, f"{message.id}:{digest(body)}")
-                trace.keys[id(message)] = cached
-                if cached[1] not in old_set:
+                entry = _Known(signature, f"{message.id}:{digest(body)}", message_tokens(message))
+                known[message.id] = entry
+                if entry.key not in old_set:
                     projected = id(message) in ephemeral or not _persistable(message, turn)
+                    kind = _message_kind(message, projected)
                     trace.batch.messages.append(
                         (
                             thread,
-                            cached[1],
+                            entry.key,
                             message.role,
-                            message_tokens(message),
-                            _message_kind(message, projected),
+                            entry.tokens,
+                            kind,
                             None if projected else body,
                         )
                     )
-            keys.append(cached[1])
+            keys.append(entry.key)
+            estimate += entry.tokens
         system = request.system_prompt
         tools = json.dumps(
             [
@@ -394,11 +448,14 @@ class TraceRecorder(Middleware):
         )
         base = turn.system_prompt
         hashes = [digest(system), digest(tools), digest(base)]
-        trace.batch.blobs.update(zip(hashes, (system, tools, base), strict=True))
+        for digest_, text in zip(hashes, (system, tools, base), strict=True):
+            if digest_ not in self._blobs:
+                self._blobs[digest_] = None
+                trace.batch.blobs[digest_] = text
+        while len(self._blobs) > _MAX_BLOBS:
+            self._blobs.popitem(last=False)
         trace.batch.requests.append(_delta(span_id, thread, seq, old, keys, hashes))
         self._remember(thread, seq, keys)
-        for message in request.messages:
-            estimate += message_tokens(message)
         estimate += sum(tool_tokens(t) for t in request.tools) - (-len(system) // CHARS_PER_TOKEN)
         return estimate
 
@@ -415,11 +472,37 @@ class TraceRecorder(Middleware):
     def _remember(self, thread: str, seq: int, keys: list[str]) -> None:
         self._last[thread] = (seq, keys)
         self._last.move_to_end(thread)
+        self._known.move_to_end(thread)
         while len(self._last) > _MAX_THREADS:
-            self._last.popitem(last=False)
+            forgotten, _ = self._last.popitem(last=False)
+            self._known.pop(forgotten, None)
+
+    def _flush_soon(self, turn: TurnContext, trace: _RunTrace) -> None:
+        """Write what the batch holds in the background, after the run's earlier writes (the
+        turn goes on meanwhile; :meth:`_flush` and :meth:`aclose` wait for it)."""
+        batch, trace.batch = trace.batch, TraceBatch()
+        if not batch:
+            return
+        write = asyncio.ensure_future(self._write(turn, trace, trace.pending, batch))
+        trace.pending = write
+        self._writes.add(write)
+        write.add_done_callback(self._writes.discard)
 
     async def _flush(self, turn: TurnContext, trace: _RunTrace) -> None:
+        """Write the batch now, after every earlier write of the run."""
         batch, trace.batch = trace.batch, TraceBatch()
+        await self._write(turn, trace, trace.pending, batch)
+        trace.pending = None
+
+    async def _write(
+        self,
+        turn: TurnContext,
+        trace: _RunTrace,
+        after: asyncio.Future[None] | None,
+        batch: TraceBatch,
+    ) -> None:
+        if after is not None:
+            await asyncio.shield(after)
         try:
             await self.store.write(batch)
         except PlaitError as exc:
