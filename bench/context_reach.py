@@ -44,8 +44,8 @@ from plait.context import CharEstimator, SummarizationMiddleware
 from plait.context.offload import READ_TOOL_NAME
 from plait.context.ratio import RatioMeter
 from plait.context.summarization import STATE_KEY, SUMMARY_SOURCE, SummaryRecord
-from plait.context.tokens import message_text
 from plait.models.base import ModelResponse
+from plait.tokens import message_text
 from plait.tools import ToolRegistry
 
 TURNS = 60

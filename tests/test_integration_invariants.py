@@ -639,7 +639,7 @@ async def scenario(
     finally:
         await rig.summary.drain()
         if rig.manager is not None:
-            await rig.manager.dispose()
+            await rig.manager.aclose()
     return problems + rig.driver.violations
 
 
@@ -767,7 +767,7 @@ async def test_overflow_recovery_never_persists_a_managed_skill_body() -> None:
     )
     result = await agent.run("use the manual", thread_id="t")
     await summary.drain()
-    await manager.dispose()
+    await manager.aclose()
     assert result.output == "done"
     assert any(e.type == "context_overflow_recovered" for e in result.events)
     stored = await agent.store.load("t")

@@ -7,6 +7,22 @@ The batteries (skills, context management, limits, stores, backends) are exporte
 loaded on first use, like every name here but the errors and ``__version__``
 (:mod:`plait.lazy`): ``import plait`` loads four small modules; type checkers and IDEs see the
 names through the ``TYPE_CHECKING`` imports below.
+
+Layers, highest first. A module imports only from its own layer or lower ones; a battery never
+imports another battery (what two share moves down a layer). ``tests/test_layers.py`` parses this
+table and every module under ``src/plait`` with :mod:`ast` and fails on an upward import or an
+import cycle. Imports inside functions count. Imports under ``if TYPE_CHECKING:`` must point down
+or sideways too, but do not count as cycle edges (they never run).
+
+::
+
+    cli         cli
+    batteries   skills context guards telemetry mcp
+    runtime     runtime
+    middleware  middleware tools
+    models      models
+    storage     stores backends
+    data        messages tokens errors paths lazy storable __about__
 """
 
 from __future__ import annotations
@@ -50,7 +66,14 @@ if TYPE_CHECKING:
         Usage,
         UserMessage,
     )
-    from plait.middleware import DispatchContext, Event, Middleware, MiddlewareStack, TurnContext
+    from plait.middleware import (
+        DispatchContext,
+        Event,
+        Middleware,
+        MiddlewareStack,
+        ModelHook,
+        TurnContext,
+    )
     from plait.models import (
         FunctionModel,
         LanguageModelMiddleware,
@@ -61,7 +84,6 @@ if TYPE_CHECKING:
         wrap_model,
     )
     from plait.runtime import Agent, Limits, RunResult, RunStream
-    from plait.runtime.model_hooks import ModelHook
     from plait.skills import FilesystemSource, SkillsMiddleware
     from plait.skills.managed import SkillManager, create_skill_manager
     from plait.stores import MemoryThreadStore, SQLiteThreadStore, ThreadStore
@@ -149,6 +171,7 @@ if not TYPE_CHECKING:
                 "Event",
                 "Middleware",
                 "MiddlewareStack",
+                "ModelHook",
                 "TurnContext",
             ),
             "plait.models": (
@@ -184,7 +207,6 @@ if not TYPE_CHECKING:
                 "SummarizationMiddleware",
             ),
             "plait.guards": ("LimitsMiddleware",),
-            "plait.runtime.model_hooks": ("ModelHook",),
             "plait.skills": (
                 "FilesystemSource",
                 "SkillsMiddleware",

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
@@ -29,6 +29,7 @@ __all__ = [
     "SystemMessage",
     "TextPart",
     "ToolCall",
+    "ToolDefinition",
     "ToolMessage",
     "ToolResult",
     "Usage",
@@ -295,3 +296,16 @@ def load_messages(data: str | bytes) -> list[Message]:
     Raises ``pydantic.ValidationError`` (a ``ValueError``) naming the bad field on malformed input.
     """
     return _messages_adapter().validate_json(data)
+
+
+@dataclass(slots=True, frozen=True)
+class ToolDefinition:
+    """What a model is told about a tool: name, description and a JSON schema of its arguments.
+
+    ``metadata`` carries flags other layers read, such as ``{"defer_loading": True}``.
+    """
+
+    name: str
+    description: str
+    parameters: Mapping[str, Any]
+    metadata: Mapping[str, Any] = field(default_factory=dict)

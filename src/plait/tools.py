@@ -24,11 +24,11 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, get_type_hints, overload
 
 from plait.errors import ConfigurationError, ToolArgumentsError, ToolResolutionError
-from plait.messages import ToolCall
+from plait.messages import ToolCall, ToolDefinition
 
 _FLAT = frozenset({str, int, float, bool, type(None)})
 """Immutable value types whose validation :meth:`FunctionTool.validate` may reuse."""
@@ -55,19 +55,6 @@ __all__ = [
     "ToolRegistry",
     "tool",
 ]
-
-
-@dataclass(slots=True, frozen=True)
-class ToolDefinition:
-    """What a model is told about a tool: name, description and a JSON schema of its arguments.
-
-    ``metadata`` carries flags other layers read, such as ``{"defer_loading": True}``.
-    """
-
-    name: str
-    description: str
-    parameters: Mapping[str, Any]
-    metadata: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(slots=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -27,7 +27,7 @@ TEN_MB = 10 * 1024 * 1024
 
 
 @pytest.fixture(params=BACKENDS)
-def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
+async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Backend]:
     kind = request.param
     if kind == "memory":
         yield MemoryBackend()
@@ -36,7 +36,7 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]
     elif kind == "sqlite":
         sqlite_backend = SQLiteBackend(tmp_path / "blobs.db")
         yield sqlite_backend
-        sqlite_backend.close()
+        await sqlite_backend.aclose()
     elif kind == "fsspec-memory":
         root = f"memory://plait-tests/{uuid.uuid4().hex}"
         memory_backend = FsspecBackend(root)

@@ -22,7 +22,7 @@ async def test_a_page_of_a_ten_megabyte_blob_does_not_load_the_blob(tmp_path: Pa
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    backend.close()
+    await backend.aclose()
     assert page == "end"
     assert peak < 1024 * 1024
 
@@ -32,11 +32,11 @@ async def test_blobs_persist_in_one_file_with_the_documented_schema(tmp_path: Pa
     first = SQLiteBackend(path)
     await first.write("a/b", "kept")
     await first.write("nul", "with\x00nul")
-    first.close()
+    await first.aclose()
     second = SQLiteBackend(path)
     assert await second.read("a/b") == "kept"
     assert await second.read("nul", 4) == "\x00nul"
-    second.close()
+    await second.aclose()
     with sqlite3.connect(path) as conn:
         columns = [row[1] for row in conn.execute("PRAGMA table_info(blobs)")]
         kinds = dict(conn.execute("SELECT path, typeof(content) FROM blobs").fetchall())
@@ -52,8 +52,8 @@ async def test_two_instances_on_one_file_see_each_others_writes(tmp_path: Path) 
     await a.write("from-a", "1")
     await b.write("from-b", "2")
     assert await a.ls() == await b.ls() == ["from-a", "from-b"]
-    a.close()
-    b.close()
+    await a.aclose()
+    await b.aclose()
 
 
 async def test_a_file_that_is_not_a_database_gives_a_backend_error(tmp_path: Path) -> None:
@@ -64,7 +64,7 @@ async def test_a_file_that_is_not_a_database_gives_a_backend_error(tmp_path: Pat
         await backend.write("x", "y")
     with pytest.raises(BackendError, match=str(path)):
         await backend.ls()
-    backend.close()
+    await backend.aclose()
 
 
 async def test_a_failing_write_transaction_rolls_back_and_raises_unchanged(
@@ -72,7 +72,7 @@ async def test_a_failing_write_transaction_rolls_back_and_raises_unchanged(
 ) -> None:
     backend = SQLiteBackend(tmp_path / "b.db")
     await backend.write("f", "old")
-    backend.close()
+    await backend.aclose()
     db = SQLiteFile(tmp_path / "b.db", schema="", error=BackendError)
 
     def half_done(conn: sqlite3.Connection) -> None:
@@ -83,7 +83,7 @@ async def test_a_failing_write_transaction_rolls_back_and_raises_unchanged(
         await db.write(half_done)
     db.close()
     assert await backend.read("f") == "old"
-    backend.close()
+    await backend.aclose()
 
 
 def file_state(path: Path) -> tuple[bytes, list[str]]:
@@ -125,7 +125,7 @@ async def test_a_sqlite_file_that_is_not_plaits_is_refused_unchanged(
         await backend.write("a", "x")
     with pytest.raises(BackendError, match="is not a plait SQLite database"):
         await backend.read("a")
-    backend.close()
+    await backend.aclose()
     assert file_state(path) == before
     with sqlite3.connect(path) as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
@@ -142,7 +142,7 @@ async def test_a_plait_file_from_before_the_stamp_is_accepted_and_stamped(tmp_pa
     )
     backend = SQLiteBackend(path)
     assert await backend.read("a") == "old text"
-    backend.close()
+    await backend.aclose()
     with sqlite3.connect(path) as conn:
         assert conn.execute("PRAGMA application_id").fetchone()[0] == 0x706C6169
     conn.close()
@@ -158,8 +158,8 @@ async def test_a_store_and_a_backend_can_share_one_new_file(tmp_path: Path) -> N
     await store.append("t", [UserMessage("hi")], expected_version=0)
     assert await backend.read("a") == "blob"
     assert [m.text for m in (await store.load("t")).messages] == ["hi"]
-    backend.close()
-    store.close()
+    await backend.aclose()
+    await store.aclose()
 
 
 async def test_a_blob_over_the_value_limit_says_so_and_keeps_the_old_one(tmp_path: Path) -> None:
@@ -171,7 +171,7 @@ async def test_a_blob_over_the_value_limit_says_so_and_keeps_the_old_one(tmp_pat
     assert "larger than its limit of 1,000 bytes" in message
     assert "damaged" not in message
     assert await backend.read("a") == "old"
-    backend.close()
+    await backend.aclose()
 
 
 @pytest.mark.parametrize("limit", [0, 2_000_000_000])

@@ -4,7 +4,7 @@ path, which must give every backend either a working path or a typed ``BackendEr
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -22,7 +22,7 @@ BACKENDS = ["memory", "local", "sqlite", "fsspec-memory", "fsspec-file"]
 
 
 @pytest.fixture(params=BACKENDS)
-def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
+async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Backend]:
     kind = request.param
     if kind == "memory":
         yield MemoryBackend()
@@ -31,7 +31,7 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]
     elif kind == "sqlite":
         sqlite_backend = SQLiteBackend(tmp_path / "blobs.db")
         yield sqlite_backend
-        sqlite_backend.close()
+        await sqlite_backend.aclose()
     elif kind == "fsspec-memory":
         yield FsspecBackend("memory://", root=f"/review-{tmp_path.name}")
     else:
@@ -68,4 +68,4 @@ async def test_sqlite_names_the_lone_surrogate(tmp_path: Path) -> None:
         with pytest.raises(BackendError, match="lone surrogate"):
             await backend.ls("s/\udc80")
     finally:
-        backend.close()
+        await backend.aclose()

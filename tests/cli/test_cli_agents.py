@@ -18,13 +18,14 @@ async def test_disclosure_mode_agent_shows_the_catalog_and_reads_skills(tmp_path
     await agent.run("hi", thread_id="t")
     assert "**csv-insights**" in model.requests[0].system_prompt
     assert "read_file" in [t.name for t in model.requests[0].tools]
-    assert len(closers) == 2  # drain the history offload; close the results db and the store
+    # drain the history offload; close the model, the results db and the store
+    assert len(closers) == 4
     for close in closers:
         await close()
     assert (tmp_path / "t.sqlite3").exists()  # the blob backend opens on first write
 
 
-async def test_managed_mode_agent_loads_a_skill_and_disposes(tmp_path: Path) -> None:
+async def test_managed_mode_agent_loads_a_skill_and_closes_the_manager(tmp_path: Path) -> None:
     model = ScriptedModel([ToolCall("c1", "load_skill", {"skill": "csv-insights"}), "loaded"])
     options = AgentOptions(
         model=model, skills=[bundled_skills()], mode=Mode.MANAGED, store=tmp_path / "t.sqlite3"
@@ -34,7 +35,7 @@ async def test_managed_mode_agent_loads_a_skill_and_disposes(tmp_path: Path) -> 
     loaded = [m for m in result.new_messages if isinstance(m, ToolMessage)]
     assert not loaded[0].is_error and "csv-insights" in loaded[0].text
     assert "load_skill" in [t.name for t in model.requests[0].tools]
-    assert len(closers) == 3  # + dispose the skill manager
+    assert len(closers) == 5  # + close the skill manager
     for close in closers:
         await close()
 

@@ -173,13 +173,13 @@ def test_threads_delete_removes_the_thread_and_its_offloaded_files(
     blobs = SQLiteBackend(tmp_path / "threads-blobs.sqlite3")
     asyncio.run(blobs.write(f"large_tool_results/{thread}/1-abc-call", "big"))
     asyncio.run(blobs.write("large_tool_results/other/1-abc-call", "keep"))
-    blobs.close()
+    asyncio.run(blobs.aclose())
     deleted = plait("threads", "delete", thread, home=tmp_path)
     assert deleted.returncode == 0 and "1 offloaded file(s)" in deleted.stdout
     assert thread not in plait("threads", "list", home=tmp_path).stdout
     blobs = SQLiteBackend(tmp_path / "threads-blobs.sqlite3")
     assert asyncio.run(blobs.ls()) == ["large_tool_results/other/1-abc-call"]
-    blobs.close()
+    asyncio.run(blobs.aclose())
     assert plait("threads", "delete", thread, home=tmp_path).returncode == 1
 
 
@@ -196,3 +196,22 @@ def test_run_json_writes_one_event_per_line(server: WireServer, tmp_path: Path) 
         "".join(e["text"] for e in events if e["type"] == "text_delta_received") == "JSON answer."
     )
     assert events[-2]["output"] == "JSON answer." and len(events[-1]["thread_id"]) == 32
+
+
+def test_run_verbose_prints_the_resolved_middleware_order(
+    server: WireServer, tmp_path: Path
+) -> None:
+    spec = f"openai-compatible:test-model@{server.url}/v1"
+    server._replies.append(sse_text("Ordered."))
+    result = plait("run", "hi", "--model", spec, "-v", home=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    order = result.stdout.split("middleware, in order:")[1]
+    names = [line.split(". ")[1].split(" ")[0].rstrip(":") for line in order.splitlines()[1:6]]
+    assert names == [
+        "RepetitionDetector",
+        "ToolCallValidator",
+        "OverflowRecoveryMiddleware",
+        "SummarizationMiddleware",
+        "ResultEvictionMiddleware",
+    ]
+    assert "Ordered." in result.stdout

@@ -62,7 +62,7 @@ def test_threads_list_keeps_ids_whole_on_a_narrow_terminal(tmp_path: Path) -> No
     asyncio.run(
         store.append(thread_id, [UserMessage("a fairly long first question")], expected_version=0)
     )
-    store.close()
+    asyncio.run(store.aclose())
     result = plait("threads", "list", home=tmp_path, columns=40)
     assert result.returncode == 0, result.stdout + result.stderr
     assert re.search(thread_id, result.stdout), result.stdout

@@ -310,4 +310,4 @@ async def test_eviction_read_back_and_retention_on_real_backends(kind: str, tmp_
         assert await mw.purge_thread("../odd thread") == [ref["full_result_path"]]
     finally:
         if kind == "sqlite":
-            backend.close()
+            await backend.aclose()

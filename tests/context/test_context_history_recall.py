@@ -158,7 +158,7 @@ async def test_eviction_and_summarization_on_one_backend_share_one_read_tool() -
     summarization = SummarizationMiddleware(1000, backend=backend, thread_id="fixed")
     eviction = ResultEvictionMiddleware(10, backend=backend)
     assert summarization.tools() == eviction.tools()
-    agent = Agent(FunctionModel(lambda r: "ok"), middleware=[eviction, summarization])
+    agent = Agent(FunctionModel(lambda r: "ok"), middleware=[summarization, eviction])
     await agent.run("hi", thread_id="t")  # one registry holds the shared tool once
     reader = shared_reader(backend, 1)
     # A fixed thread_id files history under that folder; the tool reads it from any thread.

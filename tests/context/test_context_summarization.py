@@ -361,4 +361,4 @@ async def test_managed_mode_the_models_own_skill_body_read_reaches_it_unfolded()
         for m in after_read.messages
     )
     assert body in "\n".join(m.text for m in after_read.messages)
-    await manager.dispose()
+    await manager.aclose()

@@ -20,7 +20,10 @@ from plait import (
 )
 from plait.backends import MemoryBackend
 from plait.context import ResultEvictionMiddleware, SummarizationMiddleware
-from plait.context.tokens import (
+from plait.errors import ConfigurationError
+from plait.messages import Usage
+from plait.models.base import ModelResponse
+from plait.tokens import (
     CHARS_PER_TOKEN_STATE_KEY,
     DEFAULT_COUNTER,
     CharEstimator,
@@ -29,9 +32,6 @@ from plait.context.tokens import (
     message_text,
     thread_counter,
 )
-from plait.errors import ConfigurationError
-from plait.messages import Usage
-from plait.models.base import ModelResponse
 
 BPE_CHARS_PER_TOKEN = 1.9  # what a BPE tokenizer reports for CSV rows like these
 

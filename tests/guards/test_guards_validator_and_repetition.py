@@ -1,4 +1,5 @@
-"""Guards as model hooks: the tool-call validator and the repetition detector."""
+"""The default guards (after_model_call middleware) and model hooks: the tool-call validator, the
+repetition detector, and a plain function as a hook."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from plait import (
     Agent,
     DispatchContext,
     FunctionModel,
+    Middleware,
     ModelRequest,
     ModelResponse,
     ScriptedModel,
@@ -25,8 +27,8 @@ from plait.guards import (
     ToolCallRepaired,
     ToolCallValidator,
 )
-from plait.guards.repetition import jaccard
-from plait.guards.validator import repair_json_object
+from plait.runtime.repetition import jaccard
+from plait.runtime.validator import repair_json_object
 
 ran: list[str] = []
 
@@ -137,9 +139,10 @@ async def test_validator_leaves_calls_after_a_sequential_tool_to_late_resolution
 
 
 async def test_guards_are_opt_out_per_agent() -> None:
-    assert Agent(ScriptedModel([]), default_guards=False).model_hooks == []
-    hooks = Agent(ScriptedModel([])).model_hooks
-    assert [type(h) for h in hooks] == [ToolCallValidator, RepetitionDetector]
+    assert list(Agent(ScriptedModel([]), default_guards=False).middleware) == []
+    chain = list(Agent(ScriptedModel([])).middleware)
+    # after_model_call runs last -> first: the validator (last listed) checks first.
+    assert [type(m) for m in chain] == [RepetitionDetector, ToolCallValidator]
 
 
 async def test_model_hook_can_replace_the_response() -> None:
@@ -148,6 +151,29 @@ async def test_model_hook_can_replace_the_response() -> None:
 
     agent = Agent(ScriptedModel(["the secret is 42"]), model_hooks=[censor])
     assert (await agent.run("go")).output == "the [redacted] is 42"
+
+
+async def test_model_hooks_run_in_order_after_every_after_model_call() -> None:
+    seen: list[str] = []
+
+    class Outer(Middleware):
+        async def after_model_call(
+            self, response: ModelResponse, request: ModelRequest, ctx: DispatchContext
+        ) -> ModelResponse:
+            seen.append("middleware")
+            return response.replace(content=response.content + "+m")
+
+    def first(response: ModelResponse, ctx: DispatchContext) -> ModelResponse:
+        seen.append("first")
+        return response.replace(content=response.content + "+1")
+
+    async def second(response: ModelResponse, ctx: DispatchContext) -> None:
+        seen.append("second")
+
+    agent = Agent(ScriptedModel(["a"]), middleware=[Outer()], model_hooks=[first, second])
+    assert (await agent.run("go")).output == "a+m+1"
+    assert seen == ["middleware", "first", "second"]
+    assert "model_hook(first)" in agent.describe()
 
 
 # -- repetition --------------------------------------------------------------------------

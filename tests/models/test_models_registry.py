@@ -91,6 +91,18 @@ def test_a_non_model_object_is_rejected() -> None:
         resolve_model(42)  # type: ignore[arg-type]
 
 
+def test_a_model_without_aclose_is_told_to_add_it() -> None:
+    class NoClose:
+        name = "no-close"
+
+        async def generate(self, request: ModelRequest) -> object: ...
+
+        def stream(self, request: ModelRequest) -> object: ...
+
+    with pytest.raises(ConfigurationError, match=r"lacks aclose\. Add them"):
+        resolve_model(NoClose())  # type: ignore[arg-type]
+
+
 async def send_one(spec: str, server: WireServer) -> OpenAIChatModel:
     server.reply("text.json")
     model = resolve_model(spec)

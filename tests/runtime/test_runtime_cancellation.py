@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -90,9 +90,9 @@ def assert_pairs_intact(messages: list[Message]) -> None:
 
 
 @pytest.fixture(params=["memory", "sqlite"])
-def stores(
+async def stores(
     request: pytest.FixtureRequest, tmp_path: Path
-) -> Iterator[tuple[ThreadStore, ThreadStore]]:
+) -> AsyncIterator[tuple[ThreadStore, ThreadStore]]:
     """The store the cancelled turns use, and the one the next turns use: for SQLite a second
     instance on the same file, as another process would open it (it sees only what committed)."""
     if request.param == "memory":
@@ -102,8 +102,8 @@ def stores(
     first = SQLiteThreadStore(tmp_path / "threads.db")
     second = SQLiteThreadStore(tmp_path / "threads.db")
     yield first, second
-    first.close()
-    second.close()
+    await first.aclose()
+    await second.aclose()
 
 
 @pytest.fixture

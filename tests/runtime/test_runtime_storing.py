@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -43,13 +43,13 @@ def numbers() -> dict[str, Any]:
 
 
 @pytest.fixture(params=["memory", "sqlite"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ThreadStore]:
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[ThreadStore]:
     if request.param == "memory":
         yield MemoryThreadStore()
         return
     sqlite_store = SQLiteThreadStore(tmp_path / "threads.db")
     yield sqlite_store
-    sqlite_store.close()
+    await sqlite_store.aclose()
 
 
 def replaced(events: list[Any]) -> dict[str, list[str]]:
@@ -203,10 +203,10 @@ async def test_a_provider_sending_escaped_surrogates_and_huge_numbers_is_persist
             result = await Agent(model, tools=[side_effect], store=store).run("go", thread_id="t")
         finally:
             await model.aclose()
-            store.close()
+            await store.aclose()
     reopened = SQLiteThreadStore(tmp_path / "threads.db")
     snap = await reopened.load("t")
-    reopened.close()
+    await reopened.aclose()
     call = snap.messages[1]
     assert isinstance(call, AssistantMessage)
     assert call.tool_calls[0].args == {"x": "caf\ufffd", "n": "Infinity"}

@@ -595,7 +595,7 @@ async def test_dispose_cleans_up_after_an_aborted_turn_without_middleware() -> N
         await agent.run("go")
     ctx = capture.turns[0]
     assert "run_pdf_hello" in ctx.registry and ctx.ephemeral  # turn_output never ran
-    await manager.dispose()
+    await manager.aclose()
     assert manager.projected(ctx) == []
     assert not {"pdf_extract", "run_pdf_hello"} & {t.name for t in ctx.registry}
     assert ctx.ephemeral == []

@@ -26,6 +26,7 @@ from plait import (
     wrap_model,
 )
 from plait.middleware import ModelHandler, ToolHandler
+from plait.middleware.ordering import Placement
 from plait.models.base import StreamEvent, TextDelta
 
 
@@ -111,6 +112,33 @@ async def test_composing_a_stack_ordering_table(hook: str, expected: list[str]) 
     base = hook.split(":")[0]
     runs = 2 if base in per_dispatch or base == "wrap_model_call" else 1
     assert _order(log, hook) == expected * runs
+
+
+async def test_composing_a_stack_model_hooks_are_the_outermost_after_model_call() -> None:
+    log: list[tuple[str, str]] = []
+
+    def hook(label: str) -> Any:
+        def run(response: ModelResponse, ctx: DispatchContext) -> None:
+            log.append((label, "after_model_call"))
+
+        run.__name__ = label
+        return run
+
+    model = ScriptedModel(["done"])
+    middleware = [Recorder("m1", log), Recorder("m2", log), Recorder("m3", log)]
+    agent = Agent(model, middleware=middleware, model_hooks=[hook("h1"), hook("h2")])
+    await agent.run("go")
+    assert _order(log, "after_model_call") == ["m3", "m2", "m1", "h1", "h2"]
+
+
+async def test_composing_a_stack_pinned_middleware_moves_to_its_end() -> None:
+    class Pinned(Recorder):
+        placement = Placement(position="outermost")
+
+    log: list[tuple[str, str]] = []
+    middleware = [Recorder("m1", log), Recorder("m2", log), Pinned("p", log)]
+    await Agent(ScriptedModel(["done"]), middleware=middleware).run("go")
+    assert _order(log, "before_model_call") == ["p", "m1", "m2"]
 
 
 async def test_composing_a_stack_outer_middleware_sees_final_response() -> None:
@@ -209,7 +237,8 @@ async def test_contract_after_tool_call_rewrites_the_result() -> None:
 
 
 async def test_composing_a_stack_with_no_stack_wired_an_empty_one_runs() -> None:
-    agent = Agent(ScriptedModel(["ok"]))
+    # The default guards are middleware too; without them, no middleware is an empty stack.
+    agent = Agent(ScriptedModel(["ok"]), default_guards=False)
     assert isinstance(agent.middleware, MiddlewareStack) and len(agent.middleware) == 0
     assert (await agent.run("go")).output == "ok"
 

@@ -29,7 +29,7 @@ async def test_load_refuses_a_skill_md_edited_since_discovery() -> None:
     assert (record.body.strip(), record.version) == ("NEW", result.version)
     assert record.version != discovered
     assert not record.update_available
-    await manager.dispose()
+    await manager.aclose()
 
 
 async def test_the_model_is_told_to_refresh_and_can_then_load() -> None:
@@ -51,4 +51,4 @@ async def test_the_model_is_told_to_refresh_and_can_then_load() -> None:
     assert "refresh=true" in tools[0].text
     assert not tools[2].is_error
     assert manager.record("pdf").body.strip() == "NEW"
-    await manager.dispose()
+    await manager.aclose()

@@ -59,7 +59,7 @@ async def test_workspace_stays_in_workspace_dir_whatever_the_skill_name(
         assert workspace.root.resolve().parent == parent.resolve()
         assert names(tmp_path) == ["workspaces"]
     finally:
-        await manager.dispose()
+        await manager.aclose()
 
 
 @posix_only

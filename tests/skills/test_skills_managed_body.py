@@ -174,7 +174,7 @@ async def test_the_sqlite_thread_store_file_never_holds_a_body(tmp_path: Path) -
         ]
     )
     await Agent(model, store=store, middleware=[*m.middleware]).run("go", thread_id="t")
-    store.close()
+    await store.aclose()
     raw = read_all(tmp_path)
     assert BODY.encode() not in raw
     assert placeholder("pdf").encode() in raw

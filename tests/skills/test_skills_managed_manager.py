@@ -296,9 +296,9 @@ async def test_mutations_are_serialised_by_one_lock() -> None:
 async def test_dispose_is_idempotent_and_ends_the_manager() -> None:
     m = await make()
     await m.load("pdf")
-    await m.dispose()
-    await m.dispose()
-    assert m.disposed and m.loaded() == []
+    await m.aclose()
+    await m.aclose()
+    assert m.closed and m.loaded() == []
     with pytest.raises(SkillManagerDisposed) as info:
         await m.load("pdf")
     assert info.value.code == "DISPOSED"
@@ -319,7 +319,7 @@ async def test_dispose_waits_for_in_flight_skill_calls_within_its_bound() -> Non
         finished.append("slow")
         return "ok"
 
-    m = await make(skill_tools={"pdf": [slow_tool]}, dispose_timeout=5)
+    m = await make(skill_tools={"pdf": [slow_tool]}, close_timeout=5)
     await m.load("pdf")
     model = ScriptedModel([ToolCall("c1", "slow_tool", {}), "done"])
     turn = asyncio.create_task(Agent(model, middleware=[*m.middleware]).run("go"))
@@ -327,7 +327,7 @@ async def test_dispose_waits_for_in_flight_skill_calls_within_its_bound() -> Non
         if m.record("pdf").in_flight:
             break
         await asyncio.sleep(0.01)
-    disposing = asyncio.create_task(m.dispose())
+    disposing = asyncio.create_task(m.aclose())
     await asyncio.sleep(0.05)
     assert not disposing.done()  # waiting for the in-flight call
     release.set()
@@ -335,10 +335,10 @@ async def test_dispose_waits_for_in_flight_skill_calls_within_its_bound() -> Non
     assert finished == ["slow"]
     await turn
 
-    stuck = await make(skill_tools={"pdf": [slow_tool]}, dispose_timeout=0.05)
+    stuck = await make(skill_tools={"pdf": [slow_tool]}, close_timeout=0.05)
     await stuck.load("pdf")
     stuck.record("pdf").enter()  # a call that never returns
-    await asyncio.wait_for(stuck.dispose(), 2)  # bounded
+    await asyncio.wait_for(stuck.aclose(), 2)  # bounded
 
 
 async def test_projected_describes_this_contexts_skills_and_body_reads() -> None:

@@ -30,8 +30,8 @@ async def process(store_path: Path, script: list[object], skills: dict[str, str]
     )
     result = await agent.run("go", thread_id="t")
     loaded = manager.loaded()
-    await manager.dispose()
-    store.close()
+    await manager.aclose()
+    await store.aclose()
     return result, model, loaded
 
 
@@ -48,7 +48,7 @@ async def test_loaded_skills_are_restored_in_a_new_process(tmp_path: Path) -> No
     assert any("pdf" in m.text for m in first_request.messages if m.role == "system")
     store = SQLiteThreadStore(db)
     state = (await store.load("t")).state
-    store.close()
+    await store.aclose()
     assert state[LOADED_STATE_KEY] == ["pdf"]
     assert "PDF-BODY" not in str(state)  # names only, never a body
 

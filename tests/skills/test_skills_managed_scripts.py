@@ -246,14 +246,14 @@ async def test_script_tools_are_gated() -> None:
 
 
 async def test_dispose_kills_running_scripts_and_removes_the_workspace() -> None:
-    m = await manager(scripts=ScriptConfig(timeout=30), dispose_timeout=0.2)
+    m = await manager(scripts=ScriptConfig(timeout=30), close_timeout=0.2)
     await m.load("tools")
     workspace = m.record("tools").workspace
     assert workspace is not None
     model = ScriptedModel([ToolCall("c1", "run_tools_slow", {}), "done"])
     turn = asyncio.create_task(Agent(model, middleware=[*m.middleware]).run("go"))
     await wait_until(lambda: m.record("tools").in_flight > 0)
-    await m.dispose()
+    await m.aclose()
     assert workspace.disposed and not exists(workspace.root)
     result = await asyncio.wait_for(turn, 10)
     assert texts(result.new_messages)[0].startswith("Error (SCRIPT_FAILED)")

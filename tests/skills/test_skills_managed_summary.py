@@ -38,7 +38,7 @@ async def test_summarization_folds_the_placeholder_not_the_body() -> None:
     assert all("SECRET-BODY-MARKER" not in str(getattr(m, "data", "")) for m in stored.messages)
     for path in await backend.ls():
         assert "SECRET-BODY-MARKER" not in await backend.read(path)
-    await manager.dispose()
+    await manager.aclose()
 
 
 async def test_eviction_never_writes_a_skill_body_to_its_backend() -> None:
@@ -68,4 +68,4 @@ async def test_eviction_never_writes_a_skill_body_to_its_backend() -> None:
     for path in await backend.ls():
         assert "SECRET-BODY-MARKER" not in await backend.read(path)
     assert result.output == "done"
-    await manager.dispose()
+    await manager.aclose()

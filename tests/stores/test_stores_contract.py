@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -22,13 +22,13 @@ from plait.stores import (
 
 
 @pytest.fixture(params=["memory", "sqlite"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ThreadStore]:
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[ThreadStore]:
     if request.param == "memory":
         yield MemoryThreadStore()
         return
     sqlite_store = SQLiteThreadStore(tmp_path / "threads.db")
     yield sqlite_store
-    sqlite_store.close()
+    await sqlite_store.aclose()
 
 
 def conversation() -> list[Any]:

@@ -103,12 +103,8 @@ def messages(draw: st.DrawFn) -> Message:
 
 
 async def shut(store: SQLiteThreadStore) -> None:
-    """Close the SQLite store: ``aclose()`` where stores have it (issue 13 §5), else ``close()``."""
-    aclose = getattr(store, "aclose", None)
-    if aclose is not None:
-        await aclose()
-    else:
-        store.close()
+    """Close the SQLite store."""
+    await store.aclose()
 
 
 async def written(store: Any, batch: Sequence[Message], state: dict[str, Any]) -> object:

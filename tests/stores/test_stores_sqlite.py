@@ -20,15 +20,15 @@ async def test_threads_persist_across_store_instances_and_close(tmp_path: Path) 
     path = tmp_path / "t.db"
     first = SQLiteThreadStore(path)
     await first.append("t", [UserMessage("hello")], expected_version=0, state={"n": 1})
-    first.close()
+    await first.aclose()
     second = SQLiteThreadStore(path)
     snapshot = await second.load("t")
     assert [m.text for m in snapshot.messages] == ["hello"]
     assert (snapshot.state, snapshot.version) == ({"n": 1}, 1)
     await second.append("t", [AssistantMessage("hi")], expected_version=1)
-    second.close()
+    await second.aclose()
     assert (await second.load("t")).version == 2  # reopens after close
-    second.close()
+    await second.aclose()
 
 
 async def test_creates_parent_directories_and_uses_wal_with_the_documented_schema(
@@ -38,7 +38,7 @@ async def test_creates_parent_directories_and_uses_wal_with_the_documented_schem
     store = SQLiteThreadStore(path)
     assert not path.exists()  # nothing happens until the first call
     await store.append("t", [UserMessage("a"), UserMessage("b")], expected_version=0)
-    store.close()
+    await store.aclose()
     with sqlite3.connect(path) as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         columns = {
@@ -70,8 +70,8 @@ async def test_two_store_instances_on_one_file_detect_the_conflict(tmp_path: Pat
         snapshot = await store.load("t")
         assert snapshot.version == 2
         assert len(snapshot.messages) == 2
-    a.close()
-    b.close()
+    await a.aclose()
+    await b.aclose()
 
 
 _WRITER = textwrap.dedent(
@@ -94,7 +94,7 @@ _WRITER = textwrap.dedent(
                     break
                 except ThreadConflictError:
                     pass
-        store.close()
+        await store.aclose()
 
     asyncio.run(main(sys.argv[1], sys.argv[2], int(sys.argv[3])))
     """
@@ -116,7 +116,7 @@ async def test_two_processes_appending_to_one_thread_lose_and_duplicate_nothing(
         assert await asyncio.wait_for(proc.wait(), 60) == 0
     store = SQLiteThreadStore(path)
     snapshot = await store.load("shared")
-    store.close()
+    await store.aclose()
     texts = [m.text for m in snapshot.messages]
     assert snapshot.version == 2 * count
     assert sorted(texts) == sorted(f"{n}-{i}" for n in "pq" for i in range(count))
@@ -140,7 +140,7 @@ async def test_waiting_on_another_writer_does_not_block_the_event_loop(tmp_path:
     holder.rollback()
     holder.close()
     assert await append == 2
-    store.close()
+    await store.aclose()
 
 
 async def test_a_file_that_is_not_a_database_gives_a_store_error(tmp_path: Path) -> None:
@@ -154,7 +154,7 @@ async def test_a_file_that_is_not_a_database_gives_a_store_error(tmp_path: Path)
     assert "move it aside" in message
     with pytest.raises(StoreError):
         await store.append("t", [UserMessage("x")], expected_version=0)
-    store.close()
+    await store.aclose()
 
 
 async def test_a_damaged_message_row_gives_a_store_error_naming_the_thread(
@@ -168,7 +168,7 @@ async def test_a_damaged_message_row_gives_a_store_error_naming_the_thread(
     conn.close()
     with pytest.raises(StoreError, match=r"(?s)Thread 't'.*delete the thread or restore"):
         await store.load("t")
-    store.close()
+    await store.aclose()
 
 
 async def test_an_unwritable_location_gives_a_store_error(tmp_path: Path) -> None:
@@ -184,7 +184,7 @@ async def test_in_memory_database_works_for_one_store(tmp_path: Path) -> None:
     await store.append("t", [UserMessage("x")], expected_version=0)
     assert (await store.load("t")).version == 1
     assert await SQLiteThreadStore(":memory:").load("t") == ThreadSnapshot("t")
-    store.close()
+    await store.aclose()
 
 
 async def test_a_database_of_another_application_is_refused_unchanged(tmp_path: Path) -> None:
@@ -199,7 +199,7 @@ async def test_a_database_of_another_application_is_refused_unchanged(tmp_path: 
         await store.load("t")
     with pytest.raises(StoreError, match="not a plait SQLite database"):
         await store.append("t", [UserMessage("hi")], expected_version=0)
-    store.close()
+    await store.aclose()
     assert path.read_bytes() == before
     assert sorted(os.listdir(tmp_path)) == ["app.db"]
 
@@ -213,7 +213,7 @@ async def test_a_message_over_the_value_limit_is_a_store_error_not_damage(tmp_pa
     assert "damaged" not in str(raised.value)
     snapshot = await store.load("t")
     assert ([m.text for m in snapshot.messages], snapshot.version) == (["small"], 1)
-    store.close()
+    await store.aclose()
 
 
 async def test_a_cancelled_append_raises_only_once_its_write_has_landed(tmp_path: Path) -> None:
@@ -233,5 +233,5 @@ async def test_a_cancelled_append_raises_only_once_its_write_has_landed(tmp_path
                 await task
             assert (await reader.load("t")).version == version + 1
     finally:
-        writer.close()
-        reader.close()
+        await writer.aclose()
+        await reader.aclose()

@@ -50,8 +50,15 @@ class BackendReadSurface(Protocol):
 
 @runtime_checkable
 class Backend(BackendWriteSurface, BackendReadSurface, Protocol):
-    """A full backend: write, read, list and delete."""
+    """A full backend: write, read, list, delete and ``aclose``.
+
+    The write surface alone (the seed's) needs no ``aclose``: whoever created a backend closes it.
+    """
 
     async def delete(self, path: str) -> bool:
         """Remove ``path``; return whether something was there."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release what the backend holds open (connections, clients). Idempotent."""
         ...

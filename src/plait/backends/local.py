@@ -175,6 +175,10 @@ class BlockingBackend(ABC):
     async def ls(self, prefix: str = "") -> list[str]:
         return await _in_thread(self._ls, virtual_prefix(prefix))
 
+    async def aclose(self) -> None:
+        """Nothing held open between calls; a subclass that holds a client overrides this."""
+        return None
+
     async def delete(self, path: str) -> bool:
         return await _in_thread(self._delete, normalize_virtual_path(path))
 

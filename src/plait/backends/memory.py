@@ -89,5 +89,8 @@ class MemoryBackend:
         under = root + "/"
         return sorted(p for p in self._blobs if p == root or p.startswith(under))
 
+    async def aclose(self) -> None:
+        """Nothing to release: the files stay readable."""
+
     async def delete(self, path: str) -> bool:
         return self._blobs.pop(normalize_virtual_path(path), None) is not None

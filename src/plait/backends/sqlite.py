@@ -310,9 +310,10 @@ class SQLiteBackend:
     def path(self) -> str:
         return self._db.path
 
-    def close(self) -> None:
-        """Close the database connection (it reopens on the next call)."""
-        self._db.close()
+    async def aclose(self) -> None:
+        """Close the database connection (waiting for a running statement); it reopens on the
+        next call."""
+        await asyncio.to_thread(self._db.close)
 
     async def write(self, path: str, content: str) -> str:
         """Store ``content`` at ``path``; returns the normalised path."""

@@ -121,7 +121,7 @@ Closer = Callable[[], Awaitable[None]]
 
 async def build_agent(options: AgentOptions) -> tuple[Agent, list[Closer]]:
     """The agent for ``options`` and, in order, what to await when done with it: finish the
-    background history offload, dispose a skill manager, close the model's HTTP client, the
+    background history offload, close a skill manager, close the model's HTTP client, the
     results database and the thread store."""
     store_path = options.store or default_store()
     backend = SQLiteBackend(blob_path(store_path))
@@ -144,10 +144,10 @@ async def build_agent(options: AgentOptions) -> tuple[Agent, list[Closer]]:
             closers.append(aclose)
     sources = [FilesystemSource(Path(p)) for p in options.skills]
     if sources:
-        skills_middleware, dispose = await _skills(options, sources)
+        skills_middleware, close_skills = await _skills(options, sources)
         middleware.extend(skills_middleware)
-        if dispose is not None:
-            closers.append(dispose)
+        if close_skills is not None:
+            closers.append(close_skills)
     middleware.extend(options.extra_middleware)
     store = SQLiteThreadStore(store_path)
     agent = Agent(
@@ -156,15 +156,7 @@ async def build_agent(options: AgentOptions) -> tuple[Agent, list[Closer]]:
         system_prompt=options.system_prompt,
         store=store,
     )
-    aclose = getattr(options.model, "aclose", None)
-    if aclose is not None:
-        closers.append(aclose)
-
-    async def close_files() -> None:
-        backend.close()
-        store.close()
-
-    closers.append(close_files)
+    closers += [options.model.aclose, backend.aclose, store.aclose]
     return agent, closers
 
 
@@ -186,4 +178,4 @@ async def _skills(
         scripts=ScriptConfig() if options.allow_scripts else None,
     )
     # Each `plait run` is a new process with a new manager: the thread remembers what was loaded.
-    return [RememberLoadedSkills(manager), *manager.middleware], manager.dispose
+    return [RememberLoadedSkills(manager), *manager.middleware], manager.aclose

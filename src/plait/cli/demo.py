@@ -27,7 +27,6 @@ from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
-import plait
 from plait.backends.memory import MemoryBackend
 from plait.cli.console import EventPrinter
 from plait.cli.run import check_skills_folders
@@ -65,7 +64,7 @@ _PRODUCTS = ("widget", "gadget", "gizmo", "doohickey")
 
 def bundled_skills() -> Path:
     """The example skills: inside the installed package, or ``examples/skills`` in a checkout."""
-    package = Path(plait.__file__).parent
+    package = Path(__file__).parent.parent
     for candidate in (package / "_examples" / "skills", package.parents[1] / "examples" / "skills"):
         if candidate.is_dir():
             return candidate

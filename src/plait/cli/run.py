@@ -78,7 +78,9 @@ SystemOption = Annotated[
     str | None,
     typer.Option("--system-prompt", help="The agent's system prompt (default: a generic one)."),
 ]
-VerboseOption = Annotated[bool, typer.Option("--verbose", "-v", help="Show every event.")]
+VerboseOption = Annotated[
+    bool, typer.Option("--verbose", "-v", help="Show the middleware order and every event.")
+]
 JsonOption = Annotated[
     bool, typer.Option("--json", help="Write every event as a JSON line instead (for scripts).")
 ]
@@ -167,6 +169,11 @@ async def _turn(
         printer.finish()
 
 
+def _print_order(console: Console, agent: Agent) -> None:
+    """``-v``: the agent's resolved middleware order, before the first turn."""
+    console.print(f"[dim]middleware, in order:\n{escape(agent.describe())}[/dim]")
+
+
 async def _close(agent: Agent, closers: list[Closer]) -> None:
     for close in closers:
         await close()
@@ -207,6 +214,8 @@ def run(
 
     async def main() -> None:
         agent, closers = await _open(options, thread or None)
+        if verbose and not json_lines:
+            _print_order(console, agent)
         try:
             await _turn(agent, task, thread_id, printer)
         finally:
@@ -266,6 +275,8 @@ def chat(
         except PlaitError as exc:
             fail(str(exc), 2 if isinstance(exc, UnknownThread) else 1)
         _thread_line(console, f"plait chat — thread {thread_id}. Ctrl-D or /exit to leave.")
+        if verbose:
+            _print_order(console, agent)
         try:
             _chat_loop(runner, agent, thread_id, printer, console, options)
         finally:

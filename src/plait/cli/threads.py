@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Coroutine
 from pathlib import Path
 from typing import Annotated, Any, NoReturn, TypeVar
 
@@ -55,6 +55,14 @@ def _run(console: Console, work: Coroutine[Any, Any, T]) -> T:
         fail(str(exc), 1)
 
 
+async def _closing(resource: SQLiteThreadStore | SQLiteBackend, work: Awaitable[T]) -> T:
+    """``await work``, then ``resource.aclose()`` whatever happened."""
+    try:
+        return await work
+    finally:
+        await resource.aclose()
+
+
 def _line(message: Message) -> str:
     if isinstance(message, ToolMessage):
         mark = "error" if message.is_error else "result"
@@ -80,10 +88,7 @@ def list_threads(store: StoreOption = None) -> None:
             out.append((thread_id, len(snapshot.messages), short(first, 60)))
         return out
 
-    try:
-        found = _run(console, rows())
-    finally:
-        threads.close()
+    found = _run(console, _closing(threads, rows()))
     table = Table(title="Threads")
     # Ids are what `show`, `delete` and `--thread` take: never wrapped or cut, however narrow.
     table.add_column("thread", no_wrap=True)
@@ -102,10 +107,7 @@ def show_thread(
     """Every message of a thread, one line each."""
     console = Console(highlight=False)
     threads = _store(store, console, thread_id)
-    try:
-        snapshot = _run(console, threads.load(thread_id))
-    finally:
-        threads.close()
+    snapshot = _run(console, _closing(threads, threads.load(thread_id)))
     if not snapshot.messages:
         _no_thread(console, thread_id)
     for message in snapshot.messages:
@@ -124,18 +126,12 @@ def delete_thread(
     """Delete a thread and what it offloaded (evicted results, summarized history)."""
     console = Console(highlight=False)
     threads = _store(store, console, thread_id)
-    try:
-        existed = _run(console, threads.delete(thread_id))
-    finally:
-        threads.close()
+    existed = _run(console, _closing(threads, threads.delete(thread_id)))
     if not existed:
         _no_thread(console, thread_id)
     blobs = blob_path(store or default_store())
     removed: list[str] = []
     if blobs.exists():
         backend = SQLiteBackend(blobs)
-        try:
-            removed = _run(console, purge_thread(backend, thread_id))
-        finally:
-            backend.close()
+        removed = _run(console, _closing(backend, purge_thread(backend, thread_id)))
     console.print(f"Deleted thread {escape(thread_id)} and {len(removed)} offloaded file(s).")

@@ -7,7 +7,8 @@ Strategies (one file each; see README.md for when to use which):
 * :class:`SummarizationMiddleware` — older turns become one summary system message.
 * :class:`OverflowRecoveryMiddleware` — on ``ContextOverflowError``, compact and retry once.
 
-Shared helpers: :mod:`~plait.context.tokens` (estimates and accounting),
+Shared helpers: :mod:`~plait.tokens` (estimates and accounting, a lower layer the guards
+use too),
 :mod:`~plait.context.pairs` (tool call/result pair safety), :mod:`~plait.context.offload`
 (paths, previews, references), :mod:`~plait.context.retention`,
 :mod:`~plait.context.summarizers`, :mod:`~plait.context.events`.
@@ -39,7 +40,7 @@ from plait.context.summarizers import (
     Summarizer,
     SummarizerError,
 )
-from plait.context.tokens import (
+from plait.tokens import (
     CHARS_PER_TOKEN,
     CharEstimator,
     TiktokenCounter,

@@ -58,16 +58,16 @@ from plait.context.retention import (
     enforce,
     purge,
 )
-from plait.context.tokens import (
-    CHARS_PER_TOKEN,
-    TokenCounter,
-    thread_counter,
-)
 from plait.errors import ConfigurationError
 from plait.messages import ToolCall, ToolMessage, ToolResult
 from plait.middleware.base import Middleware
 from plait.middleware.context import DispatchContext
 from plait.paths import normalize_virtual_path
+from plait.tokens import (
+    CHARS_PER_TOKEN,
+    TokenCounter,
+    thread_counter,
+)
 from plait.tools import Tool
 
 __all__ = ["READ_TOOL_NAME", "EvictedResultUnavailable", "ResultEvictionMiddleware"]

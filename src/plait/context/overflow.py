@@ -50,12 +50,13 @@ from plait.context.offload import (
 from plait.context.ratio import RatioMeter
 from plait.context.reader import PageReader, shared_reader
 from plait.context.summarization import SummarizationMiddleware
-from plait.context.tokens import CHARS_PER_TOKEN, TokenAccountant, TokenCounter, thread_counter
 from plait.errors import ConfigurationError, ContextOverflowError
 from plait.messages import Message, ToolMessage
 from plait.middleware.base import Middleware, ModelHandler
 from plait.middleware.context import DispatchContext
+from plait.middleware.ordering import Placement
 from plait.models.base import ModelRequest, ModelResponse
+from plait.tokens import CHARS_PER_TOKEN, TokenAccountant, TokenCounter, thread_counter
 from plait.tools import Tool
 
 __all__ = ["OVERFLOW_SOURCE", "ContextOverflowUnrecoverable", "OverflowRecoveryMiddleware"]
@@ -76,6 +77,8 @@ class OverflowRecoveryMiddleware(Middleware):
     ``SummarizationMiddleware`` as ``summarization=`` and its ``ResultEvictionMiddleware`` as
     ``eviction=`` so one summary and one eviction store serve both.
     """
+
+    placement = Placement(position="outermost", after=("LimitsMiddleware",))
 
     def __init__(
         self,

@@ -1,10 +1,10 @@
 """The thread's measured characters per token, recorded from what a provider reported.
 
-:data:`~plait.context.tokens.CHARS_PER_TOKEN` (4) undercounts log- and CSV-like text about 2x.
+:data:`~plait.tokens.CHARS_PER_TOKEN` (4) undercounts log- and CSV-like text about 2x.
 Once a dispatch's model call has reported ``usage.input_tokens``, a :class:`RatioMeter` divides
 the characters of the request actually sent by it and stores the ratio in the thread state
-(:data:`~plait.context.tokens.CHARS_PER_TOKEN_STATE_KEY`), where
-:func:`~plait.context.tokens.thread_counter` finds it. Result eviction records it in
+(:data:`~plait.tokens.CHARS_PER_TOKEN_STATE_KEY`), where
+:func:`~plait.tokens.thread_counter` finds it. Result eviction records it in
 ``after_tool_call`` (before it estimates the result), summarization at the end of each
 dispatch, overflow recovery around each model call it wraps; none needs another seam.
 """
@@ -15,10 +15,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from plait.context.tokens import message_text, record_chars_per_token
 from plait.messages import Message
 from plait.middleware.context import DispatchContext
 from plait.models.base import ModelRequest, ModelResponse
+from plait.tokens import message_text, record_chars_per_token
 
 __all__ = ["RatioMeter"]
 
@@ -34,7 +34,7 @@ class _Checkpoint:
 class RatioMeter:
     """Measures a dispatch's characters per token in O(messages new since its last call).
 
-    Like :class:`~plait.context.tokens.TokenAccountant`, it keeps a few checkpoints (characters
+    Like :class:`~plait.tokens.TokenAccountant`, it keeps a few checkpoints (characters
     through message ``i`` of a list it measured, validated by the identity of the list's first
     message and of message ``i``), so a request that grew by a few messages costs a few
     ``len`` calls, not one per message of the history.

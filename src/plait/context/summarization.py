@@ -1,7 +1,7 @@
 """``SummarizationMiddleware``: compress older turns before a request exceeds its budget.
 
 On ``before_model_call``, when the request's estimated input tokens (messages, system prompt and
-tool schemas; see :class:`~plait.context.tokens.TokenAccountant`) reach
+tool schemas; see :class:`~plait.tokens.TokenAccountant`) reach
 ``max_input_tokens * trigger_ratio``, the newest ``keep_messages`` messages of the thread's
 history stay verbatim (messages middleware projects after the history, such as a skill body, are
 kept too and do not count) and the older ones are replaced by one summary carried as a
@@ -47,16 +47,17 @@ from plait.context.pairs import repair, safe_cut
 from plait.context.ratio import RatioMeter
 from plait.context.reader import PageReader, shared_reader
 from plait.context.summarizers import ExtractiveSummarizer, Summarizer
-from plait.context.tokens import (
-    TokenAccountant,
-    TokenCounter,
-    thread_counter,
-)
 from plait.errors import ConfigurationError
 from plait.messages import Message, SystemMessage, new_id
 from plait.middleware.base import Middleware, Next
 from plait.middleware.context import DispatchContext, EventSink, TurnContext
+from plait.middleware.ordering import Placement
 from plait.models.base import ModelRequest
+from plait.tokens import (
+    TokenAccountant,
+    TokenCounter,
+    thread_counter,
+)
 from plait.tools import Tool
 
 __all__ = [
@@ -168,6 +169,8 @@ class SummarizationMiddleware(Middleware):
     bounded by ``max_summary_tokens`` (default a tenth of the budget, 64 to 2000). ``thread_id``
     overrides the thread folder of offloaded history. ``on_summarized`` may be sync or async.
     """
+
+    placement = Placement(before=("ResultEvictionMiddleware",))
 
     def __init__(
         self,
@@ -361,7 +364,7 @@ class SummarizationMiddleware(Middleware):
     def accountant_for(self, turn: TurnContext) -> TokenAccountant:
         """The accountant for ``turn``'s thread: with no ``counter`` configured, it estimates
         at the thread's measured characters per token once a provider reported usage (see
-        :func:`~plait.context.tokens.thread_counter`); otherwise :attr:`accountant`."""
+        :func:`~plait.tokens.thread_counter`); otherwise :attr:`accountant`."""
         counter = thread_counter(turn.state, self.counter)
         if counter is self.accountant.counter:
             return self.accountant

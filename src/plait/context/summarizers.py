@@ -19,10 +19,10 @@ from collections.abc import Iterator, Sequence
 from typing import Protocol, runtime_checkable
 
 from plait.context.offload import head_tail, is_offloaded
-from plait.context.tokens import CHARS_PER_TOKEN, DEFAULT_COUNTER, TokenCounter, message_text
 from plait.errors import PlaitError
 from plait.messages import AssistantMessage, Message, ToolMessage, UserMessage
 from plait.models.base import Model, ModelRequest
+from plait.tokens import CHARS_PER_TOKEN, DEFAULT_COUNTER, TokenCounter, message_text
 
 __all__ = [
     "DEFAULT_SUMMARY_PROMPT",

@@ -1,21 +1,20 @@
 """Guards: catch what models do wrong in production, without the user writing it.
 
-* :class:`ToolCallValidator` (model hook, default): unknown tools, non-object or invalid
-  arguments, with a one-shot repair of trivially broken JSON.
-* :class:`RepetitionDetector` (model hook, default): identical calls or near-identical text.
+* :class:`ToolCallValidator` (default): unknown tools, non-object or invalid arguments, with a
+  one-shot repair of trivially broken JSON.
+* :class:`RepetitionDetector` (default): identical calls or near-identical text.
 * :class:`LimitsMiddleware`: model calls, tool calls and tokens, with typed outcomes.
+
+The two default guards are ``after_model_call`` middleware pinned outermost. Every agent installs
+them (``Agent(default_guards=False)`` opts out), so they live in the runtime layer
+(:mod:`plait.runtime.validator`, :mod:`plait.runtime.repetition`) and are re-exported here.
 """
 
-from plait.guards.events import (
-    LimitReached,
-    RepetitionDetected,
-    ToolCallRejected,
-    ToolCallRepaired,
-)
+from plait.guards.events import LimitReached
 from plait.guards.limits import LimitsMiddleware
-from plait.guards.repetition import RepetitionDetector, RepetitionError
-from plait.guards.validator import ToolCallValidator
-from plait.runtime.model_hooks import ModelHook
+from plait.runtime.events import RepetitionDetected, ToolCallRejected, ToolCallRepaired
+from plait.runtime.repetition import RepetitionDetector, RepetitionError
+from plait.runtime.validator import ToolCallValidator
 
 __all__ = [
     "LimitReached",
@@ -27,8 +26,3 @@ __all__ = [
     "ToolCallRepaired",
     "ToolCallValidator",
 ]
-
-
-def default_model_hooks() -> list[ModelHook]:
-    """The hooks every agent gets unless ``Agent(default_guards=False)``."""
-    return [ToolCallValidator(), RepetitionDetector()]

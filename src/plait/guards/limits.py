@@ -25,7 +25,9 @@ from plait.guards.events import LimitReached
 from plait.messages import ToolCall
 from plait.middleware.base import Middleware, Next, SkipToolCall
 from plait.middleware.context import DispatchContext, TurnContext
+from plait.middleware.ordering import Placement
 from plait.models.base import ModelRequest, ModelResponse
+from plait.tokens import TokenAccountant
 
 __all__ = ["THREAD_MODEL_CALLS_KEY", "LimitsMiddleware"]
 
@@ -44,6 +46,8 @@ class _TurnCounts:
 class LimitsMiddleware(Middleware):
     """Place it first so its limits apply before other middleware spends anything."""
 
+    placement = Placement(position="outermost")
+
     def __init__(
         self,
         *,
@@ -59,9 +63,6 @@ class LimitsMiddleware(Middleware):
         self.tool_calls_total = tool_calls_total
         self.tokens_per_turn = tokens_per_turn
         # The shared, incremental estimator: per dispatch it counts only what was added since.
-        # Imported here: the context battery loads only for agents that use a limits middleware.
-        from plait.context.tokens import TokenAccountant
-
         self._accountant = TokenAccountant()
 
     def _counts(self, turn: TurnContext) -> _TurnCounts:

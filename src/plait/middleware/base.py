@@ -14,7 +14,11 @@ before_model_call   m1 → m2 → m3                     returns the (new) reque
                                                      turn fails with that error
 wrap_model_call     m1( m2( m3( model ) ) )          first registered is outermost
 after_model_call    m3 → m2 → m1                     returns the (new) response; an outer
-                                                     middleware sees the final response
+                                                     middleware sees the final response.
+                                                     Model hooks (``Agent(model_hooks=…)``) are
+                                                     outermost here: they run last, in the
+                                                     order given; may reject single calls
+                                                     (``ctx.reject_tool_call``)
 before_tool_call    m1 → m2 → m3                     return ``None`` (or raise ``SkipToolCall``)
                                                      → the call is skipped: later
                                                      before hooks, the tool and after hooks do
@@ -29,6 +33,11 @@ dispatch_output     m1 → m2 → m3 (each awaits next)  observe and reconcile; 
 turn_output         m1 → m2 → m3 (each awaits next)  runs only after a successful turn; raise →
                                                      abort (the answer is already persisted)
 ==================  ===============================  =======================================
+
+``[m1, m2, m3]`` is the agent's *resolved* list: middleware that declare
+``Placement(position="outermost" | "innermost")`` are moved to that end first, and every
+``before`` / ``after`` / ``requires`` is checked when the agent is built
+(:mod:`plait.middleware.ordering`; ``Agent.describe()`` prints the result).
 
 Seams receive the dispatch context as their last positional argument; pipelines receive the
 context and ``next``. A pipeline hook that does not await ``next()`` ends its pipeline there; one
@@ -45,6 +54,7 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from plait.messages import ToolCall, ToolResult
 from plait.middleware.context import DispatchContext, TurnContext
+from plait.middleware.ordering import Placement
 from plait.models.base import ModelRequest, ModelResponse
 from plait.tools import Tool
 
@@ -91,7 +101,14 @@ class SkipToolCall(Exception):
 
 
 class Middleware:
-    """Base class for orchestrator middleware. ``name`` defaults to the class name."""
+    """Base class for orchestrator middleware. ``name`` defaults to the class name.
+
+    ``placement`` declares where it must sit (see :mod:`plait.middleware.ordering`): pinned
+    outermost or innermost, before/after other kinds, requiring another. The agent checks it when
+    it is built.
+    """
+
+    placement: Placement = Placement()
 
     @property
     def name(self) -> str:

@@ -38,7 +38,14 @@ from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from plait.errors import ConfigurationError
-from plait.messages import AssistantMessage, SystemMessage, ToolCall, ToolMessage, Usage
+from plait.messages import (
+    AssistantMessage,
+    SystemMessage,
+    ToolCall,
+    ToolDefinition,
+    ToolMessage,
+    Usage,
+)
 from plait.models.base import (
     ModelRequest,
     ModelResponse,
@@ -50,7 +57,6 @@ from plait.models.provider_errors import ProviderErrors, is_retryable_status, tr
 from plait.models.retrying import Backoff, ProviderFailure, call_with_retries, relay_stream
 from plait.models.timeouts import ModelTimeouts
 from plait.models.tool_call_assembly import ToolCallBuffer
-from plait.tools import ToolDefinition
 
 if TYPE_CHECKING:
     from anthropic import AsyncAnthropic

@@ -12,8 +12,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
 
-from plait.messages import AssistantMessage, Message, ToolCall, Usage
-from plait.tools import ToolDefinition
+from plait.messages import AssistantMessage, Message, ToolCall, ToolDefinition, Usage
 
 __all__ = [
     "CallClass",
@@ -131,6 +130,11 @@ class Model(Protocol):
 
     def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         """Answer ``request`` as events, ending with one :class:`ResponseComplete`."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release the model's resources (an HTTP client it created). Idempotent; a model with
+        nothing to release implements it as a no-op."""
         ...
 
 

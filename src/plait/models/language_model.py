@@ -69,6 +69,10 @@ class WrappedModel:
         async for event in self.middleware.wrap_stream(do_stream, request, self.inner):
             yield event
 
+    async def aclose(self) -> None:
+        """Close the wrapped model."""
+        await self.inner.aclose()
+
 
 def wrap_model(model: Model, *middleware: LanguageModelMiddleware) -> Model:
     """Apply ``middleware`` to ``model``; the first one listed is outermost."""

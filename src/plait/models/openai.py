@@ -34,7 +34,15 @@ from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Literal
 
 from plait.errors import ConfigurationError, ProviderError
-from plait.messages import AssistantMessage, Message, SystemMessage, ToolCall, ToolMessage, Usage
+from plait.messages import (
+    AssistantMessage,
+    Message,
+    SystemMessage,
+    ToolCall,
+    ToolDefinition,
+    ToolMessage,
+    Usage,
+)
 from plait.models.base import (
     ModelRequest,
     ModelResponse,
@@ -50,7 +58,6 @@ from plait.models.tool_call_assembly import (
     dump_tool_arguments,
     parse_tool_arguments,
 )
-from plait.tools import ToolDefinition
 
 if TYPE_CHECKING:
     import openai

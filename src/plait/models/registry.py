@@ -87,6 +87,12 @@ def resolve_model(spec: str | Model, *, timeouts: ModelTimeouts | None = None) -
     if not isinstance(spec, str):
         if isinstance(spec, Model):
             return spec
+        missing = [m for m in ("name", "generate", "stream", "aclose") if not hasattr(spec, m)]
+        if missing != ["name", "generate", "stream", "aclose"]:
+            raise ConfigurationError(
+                f"{type(spec).__name__} is not a complete Model: it lacks {', '.join(missing)}. "
+                "Add them (``async def aclose(self) -> None: pass`` when it holds nothing)."
+            )
         raise ConfigurationError(
             f"Expected a model spec string or a Model, got {type(spec).__name__}. "
             f"Spec forms: {_forms()}."

@@ -152,6 +152,9 @@ class ScriptedModel:
         async for event in stream_response(self._next(request)):
             yield event
 
+    async def aclose(self) -> None:
+        """Nothing to release."""
+
 
 ModelFunction: TypeAlias = Callable[[ModelRequest], ScriptEntry | Awaitable[ScriptEntry]]
 
@@ -184,3 +187,6 @@ class FunctionModel:
         response = await self.generate(request)
         async for event in stream_response(response):
             yield event
+
+    async def aclose(self) -> None:
+        """Nothing to release."""

@@ -18,7 +18,7 @@ import asyncio
 import weakref
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Self
 
 from plait.errors import ConfigurationError
 from plait.messages import (
@@ -29,14 +29,17 @@ from plait.messages import (
     UserMessage,
     new_id,
 )
-from plait.middleware.base import Middleware
+from plait.middleware.base import SEAMS, Middleware
 from plait.middleware.context import Event
+from plait.middleware.model_hooks import ModelHook, as_middleware
+from plait.middleware.ordering import describe_order, resolve_order
 from plait.middleware.stack import MiddlewareStack
 from plait.models.base import Model
-from plait.runtime.model_hooks import ModelHook
+from plait.runtime.repetition import RepetitionDetector
 from plait.runtime.storing import SETTLE_TIMEOUT
 from plait.runtime.tool_search import ToolSearch
 from plait.runtime.turn import RunResult, Turn
+from plait.runtime.validator import ToolCallValidator
 from plait.stores.base import ThreadStore
 from plait.tools import Tool, check_timeout
 
@@ -85,9 +88,18 @@ class Agent:
     any, a :class:`~plait.runtime.tool_search.ToolSearch` is appended to the middleware (unless one
     was given) so the model can find them with ``search_tools``.
 
-    ``model_hooks`` run after every model call (see :mod:`plait.runtime.model_hooks`); the
-    default guards (tool-call validation, repetition detection) run first unless
+    ``model_hooks`` are plain functions run after every model call, in the order given (see
+    :mod:`plait.middleware.model_hooks`): sugar for middleware pinned outermost. The default
+    guards (:class:`~plait.runtime.validator.ToolCallValidator`, then
+    :class:`~plait.runtime.repetition.RepetitionDetector`) run before them unless
     ``default_guards=False``.
+
+    The middleware list is resolved once, here: pinned middleware move to their ends and every
+    declared constraint is checked (:mod:`plait.middleware.ordering`); a broken one raises
+    :class:`~plait.errors.ConfigurationError`. :meth:`describe` shows the result.
+
+    The agent owns what it creates (a model resolved from a spec string, the default store) and
+    closes it in :meth:`aclose` / ``async with``; everything passed in stays the caller's.
     """
 
     def __init__(
@@ -102,13 +114,16 @@ class Agent:
         model_name: str | None = None,
         temperature: float | None = None,
         max_tokens: int | None = None,
-        model_hooks: Iterable[ModelHook] = (),
+        model_hooks: Iterable[ModelHook | Middleware] = (),
         default_guards: bool = True,
     ) -> None:
+        # What the agent creates it owns and closes in aclose(); what it is given, the caller does.
+        self._owned: list[Model | ThreadStore] = []
         if isinstance(model, str):
             from plait.models.registry import resolve_model
 
             self.model: Model = resolve_model(model)
+            self._owned.append(self.model)
         else:
             self.model = model
         self.tools: list[Tool] = list(tools)
@@ -116,28 +131,56 @@ class Agent:
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
             raise ConfigurationError(f"Two agent tools share a name: {', '.join(duplicates)}.")
-        self.middleware = MiddlewareStack(middleware)
+        guards: list[Middleware] = []
+        if default_guards:
+            guards = [ToolCallValidator(), RepetitionDetector()]
+        hooks = [*guards, *model_hooks]
+        for hook in hooks:
+            if not callable(hook) and not isinstance(hook, Middleware):
+                raise ConfigurationError(
+                    f"model_hooks takes functions hook(response, ctx) or Middleware; got "
+                    f"{type(hook).__name__}."
+                )
+        # MiddlewareStack checks every item is a Middleware before the order is resolved.
+        chain = [*as_middleware(hooks), *MiddlewareStack(middleware)]
         if any(t.deferred for t in self.tools) and not any(
-            isinstance(m, ToolSearch) for m in self.middleware
+            isinstance(m, ToolSearch) for m in chain
         ):
-            self.middleware.use(ToolSearch())
+            chain.append(ToolSearch())
+        self.middleware = MiddlewareStack(resolve_order(chain))
         self.system_prompt = system_prompt
         if store is None:
             from plait.stores.memory import MemoryThreadStore
 
             store = MemoryThreadStore()
+            self._owned.append(store)
         self.store: ThreadStore = store
         self.limits = limits or Limits()
         self.model_name = model_name
         self.temperature = temperature
         self.max_tokens = max_tokens
-        guards: list[ModelHook] = []
-        if default_guards:
-            from plait.guards import default_model_hooks
-
-            guards = default_model_hooks()
-        self.model_hooks: list[ModelHook] = [*guards, *model_hooks]
         self._unsettled: dict[str, asyncio.Task[Any]] = {}
+
+    def describe(self) -> str:
+        """The resolved middleware order, one line each: position, name, pin, hooks overridden.
+
+        Model hooks and default guards show first (pinned outermost: their ``after_model_call``
+        runs last, so the last-listed of them runs first)."""
+        return describe_order(list(self.middleware), SEAMS)
+
+    async def aclose(self) -> None:
+        """Close what the agent created: the model it resolved from a spec string (its HTTP
+        client) and the in-memory store it made when none was given. A model, store, backend or
+        middleware passed in belongs to the caller, who closes it. Idempotent."""
+        owned, self._owned = self._owned, []
+        for resource in owned:
+            await resource.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
 
     def _unsettled_turn(self, thread_id: str, task: asyncio.Task[Any]) -> None:
         """Remember a turn that was cancelled without anyone waiting for it to settle (a stream

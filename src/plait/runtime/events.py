@@ -21,8 +21,11 @@ __all__ = [
     "Event",
     "ModelRequestSent",
     "ModelResponseReceived",
+    "RepetitionDetected",
     "TextDeltaReceived",
     "ToolCallFinished",
+    "ToolCallRejected",
+    "ToolCallRepaired",
     "ToolCallStarted",
     "ToolTimeoutReached",
     "TurnFinished",
@@ -110,6 +113,37 @@ class TurnFinished(Event):
     output: str
     usage: Usage
     type: str = "turn_finished"
+
+
+@dataclass(slots=True, kw_only=True)
+class ToolCallRejected(Event):
+    """The validator refused a call before it ran; ``reason`` is what the model reads."""
+
+    dispatch: int
+    call: ToolCall
+    reason: str
+    type: str = "tool_call_rejected"
+
+
+@dataclass(slots=True, kw_only=True)
+class ToolCallRepaired(Event):
+    """The validator repaired broken argument JSON (``original``) into ``call.args``."""
+
+    dispatch: int
+    call: ToolCall
+    original: str
+    type: str = "tool_call_repaired"
+
+
+@dataclass(slots=True, kw_only=True)
+class RepetitionDetected(Event):
+    """The model repeated itself ``count`` times (``kind`` is ``"tool_call"`` or ``"text"``)."""
+
+    dispatch: int
+    kind: str
+    count: int
+    policy: str
+    type: str = "repetition_detected"
 
 
 @dataclass(slots=True, kw_only=True)

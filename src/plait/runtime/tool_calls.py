@@ -7,7 +7,7 @@ one result message, in call order, so call/result pairs always stay intact:
 ==============================  =========================================================
 situation                       result the model reads
 ==============================  =========================================================
-rejected by a model hook        the hook's message (e.g. the tool-call validator's)
+rejected (reject_tool_call)     the message given (e.g. the tool-call validator's)
 skipped by middleware           ``Tool call skipped by middleware <name>.`` (is_error)
 unknown tool                    the standard unknown-tool error listing available tools
 arguments not a JSON object     the raw text and what to send instead

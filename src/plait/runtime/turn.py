@@ -3,10 +3,9 @@
 1. Load the thread; persist the new input before anything else runs.
 2. Build a fresh ``ToolRegistry``, then the ``TurnContext``.
 3. ``turn_input``; an abort ends the turn.
-4. Dispatch loop: ``dispatch_input`` → build the request → model seams → model hooks →
-   tool calls →
-   ``dispatch_output`` → persist the dispatch's messages. Until an answer without tool calls,
-   or the dispatch limit.
+4. Dispatch loop: ``dispatch_input`` → build the request → model seams (model hooks and the
+   default guards are ``after_model_call`` middleware) → tool calls → ``dispatch_output`` →
+   persist the dispatch's messages. Until an answer without tool calls, or the dispatch limit.
 5. ``turn_output`` (its head strips what middleware projected).
 6. A :class:`RunResult`.
 """
@@ -38,7 +37,6 @@ from plait.runtime.events import (
     TurnFinished,
     TurnStarted,
 )
-from plait.runtime.model_hooks import run_model_hooks
 from plait.runtime.storing import append_storable, storable_input, storable_response
 from plait.runtime.tool_calls import results_after_cancel, run_tool_calls
 from plait.storable import storable_text
@@ -237,11 +235,9 @@ class Turn:
         d.request = request
         self.emit(ModelRequestSent(dispatch=d.index, request=request))
         response = _checked(await stack.wrap_model(self._model_handler(d), d)(request), ctx)
-        response = await stack.run_after_model_call(response, request, d)
+        response = await stack.run_after_model_call(_with_unique_call_ids(response), request, d)
         self._check(d)
-        d.response = response
-        response = _with_unique_call_ids(await run_model_hooks(self.agent.model_hooks, response, d))
-        response = storable_response(response, self.emit)
+        response = storable_response(_with_unique_call_ids(response), self.emit)
         d.response = response
         ctx.usage = ctx.usage + response.usage
         assistant = response.to_message()

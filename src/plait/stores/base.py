@@ -79,6 +79,11 @@ class ThreadStore(Protocol):
         """Remove a thread; return whether it existed."""
         ...
 
+    async def aclose(self) -> None:
+        """Release what the store holds open (connections, pools). Idempotent; a store may
+        reopen on its next call (SQLite does) or refuse it (a closed pool)."""
+        ...
+
 
 # --- Errors and the JSON codec every store shares --------------------------------------------
 # Stores keep messages as the elements of a ``dump_messages`` array and the state as a JSON object,

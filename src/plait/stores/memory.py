@@ -63,6 +63,9 @@ class MemoryThreadStore:
         # event loop each is atomic (the store is not for sharing across threads).
         self._threads: dict[str, _StoredThread] = {}
 
+    async def aclose(self) -> None:
+        """Nothing to release: the threads stay readable."""
+
     async def load(self, thread_id: str) -> ThreadSnapshot:
         stored = self._threads.get(thread_id)
         if stored is None:

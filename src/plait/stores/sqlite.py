@@ -13,6 +13,7 @@ The sqlite calls run in a worker thread on one connection per store, serialised 
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sqlite3
 import time
@@ -59,7 +60,7 @@ class SQLiteThreadStore:
     first call that touches it; so does a file that is not plait's, which is left unchanged.
     One message (as JSON) or the thread state is at most ``max_value_bytes`` bytes (default
     :data:`~plait.backends.sqlite.SQLITE_MAX_VALUE_BYTES`); an append with a larger one raises
-    ``StoreError`` saying so and writes nothing. ``close()`` releases the connection (the next
+    ``StoreError`` saying so and writes nothing. ``aclose()`` releases the connection (the next
     call reopens it).
     """
 
@@ -74,8 +75,9 @@ class SQLiteThreadStore:
     def path(self) -> str:
         return self._db.path
 
-    def close(self) -> None:
-        self._db.close()
+    async def aclose(self) -> None:
+        """Close the connection (waiting for a running statement); the next call reopens it."""
+        await asyncio.to_thread(self._db.close)
 
     async def load(self, thread_id: str) -> ThreadSnapshot:
         def select(conn: sqlite3.Connection) -> ThreadSnapshot:

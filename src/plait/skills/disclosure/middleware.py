@@ -30,6 +30,7 @@ from typing import Any
 from plait.errors import ConfigurationError
 from plait.middleware.base import Middleware, ModelHandler
 from plait.middleware.context import DispatchContext
+from plait.middleware.ordering import Placement
 from plait.models.base import ModelRequest, ModelResponse
 from plait.skills.catalog import Precedence, SkillCatalog
 from plait.skills.disclosure.events import (
@@ -85,6 +86,8 @@ class SkillsMiddleware(Middleware):
     result. Snapshots of at most ``max_threads`` threads are kept in memory (least recently used
     dropped; a dropped thread reloads on its next model call).
     """
+
+    placement = Placement(after=("SummarizationMiddleware",))
 
     def __init__(
         self,

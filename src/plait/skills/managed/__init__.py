@@ -1,4 +1,4 @@
-"""Managed skill mode: a :class:`SkillManager` with a lifecycle (load, unload, refresh, dispose)
+"""Managed skill mode: a :class:`SkillManager` with a lifecycle (load, unload, refresh, aclose)
 and four pipeline hooks that project its skills onto every turn. See ``README.md`` here.
 
 ::
@@ -6,7 +6,7 @@ and four pipeline hooks that project its skills onto every turn. See ``README.md
     manager = await create_skill_manager(sources=[FilesystemSource("skills")], gate=my_gate)
     agent = Agent(model, middleware=[*manager.middleware, *other_middleware])
     ...
-    await manager.dispose()
+    await manager.aclose()
 
 ``__all__`` holds the manager, its configuration and results, the seed's hook factories, the
 typed errors and the events; internals (projection placeholders, tool wrappers, key and marker

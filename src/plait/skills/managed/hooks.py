@@ -21,7 +21,9 @@ With nothing initialized and nothing projected on the context the dispatch hooks
 ``next()``; ``turn_output`` still strips the residue of a skill unloaded mid-turn. The set always
 has all four hooks, whatever the configuration.
 
-Each object overrides only its own hook, so the whole set can simply go first:
+``SkillsTurnOutput`` declares ``Placement(position="outermost")``, so the agent pins it at the head
+of the turn-output chain wherever it is listed. Each object overrides only its own hook, so the
+whole set can simply go first:
 ``Agent(model, middleware=[*manager.middleware, *others])`` puts ``turn_input`` early,
 ``dispatch_input`` before budgets and ``turn_output`` at the head of the output chain.
 """
@@ -34,6 +36,7 @@ from typing import TYPE_CHECKING
 
 from plait.middleware.base import Middleware, Next
 from plait.middleware.context import DispatchContext, TurnContext
+from plait.middleware.ordering import Placement
 from plait.tools import Tool
 
 if TYPE_CHECKING:
@@ -109,6 +112,8 @@ class SkillsDispatchOutput(_SkillsHook):
 
 class SkillsTurnOutput(_SkillsHook):
     label = "turn_output"
+    # At the head of turn_output: strip before any output middleware can see a projection.
+    placement = Placement(position="outermost")
 
     async def turn_output(self, ctx: TurnContext, next: Next) -> None:
         try:

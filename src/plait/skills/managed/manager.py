@@ -6,7 +6,7 @@ registry and ephemeral messages. The four hooks of :attr:`SkillManager.middlewar
 into the second every turn (see :mod:`plait.skills.managed.hooks`).
 
 One manager per conversation; sources may be shared between managers. Every mutation (load,
-unload, refresh, swap, dispose) runs under one :class:`asyncio.Lock`. Load, unload and swap
+unload, refresh, swap, aclose) runs under one :class:`asyncio.Lock`. Load, unload and swap
 *settle immediately*: manager state and the given context change before the call returns.
 """
 
@@ -82,33 +82,33 @@ class SkillManager:
         scripts: ScriptConfig | None = None,
         auto_refresh: bool = False,
         skill_tools: SkillTools | None = None,
-        dispose_timeout: float = 5.0,
+        close_timeout: float = 5.0,
     ) -> None:
         self._catalog = catalog
         self.gate = gate
         self.default_channel: Channel = default_channel
         self.scripts = scripts
         self.auto_refresh = auto_refresh
-        self.dispose_timeout = dispose_timeout
+        self.close_timeout = close_timeout
         self._owner = object()
         self._preparer = Preparer(catalog, skill_tools, scripts, gate, self._owner)
         self._records: dict[str, LoadedSkill] = {}
         self._lock = asyncio.Lock()
         self._table = ProjectionTable(self._owner)
         self._generation = 0
-        self._disposed = False
+        self._closed = False
         self._tools: tuple[Tool, ...] = lifecycle_tools(self)
         self.middleware: SkillMiddlewareSet = create_skill_middleware_set(self)
 
     # --- queries -------------------------------------------------------------------------------
 
     @property
-    def disposed(self) -> bool:
-        return self._disposed
+    def closed(self) -> bool:
+        return self._closed
 
     @property
     def generation(self) -> int:
-        """Bumped by every change of the initialized set (load, unload, swap, dispose)."""
+        """Bumped by every change of the initialized set (load, unload, swap, aclose)."""
         return self._generation
 
     def tools(self) -> tuple[Tool, ...]:
@@ -159,8 +159,8 @@ class SkillManager:
     # --- lifecycle -----------------------------------------------------------------------------
 
     def _check_open(self) -> None:
-        if self._disposed:
-            raise SkillManagerDisposed("The skill manager was disposed; create a new one.")
+        if self._closed:
+            raise SkillManagerDisposed("The skill manager was closed (aclose()); create a new one.")
 
     def _resolve(self, skill: str, invoked_by_model: bool) -> SkillEntry:
         active = self._catalog.active()
@@ -356,14 +356,14 @@ class SkillManager:
             f"{record.body.strip()}\n</skill_content>"
         )
 
-    async def dispose(self) -> None:
-        """Drop every projection, retire every skill, wait (at most ``dispose_timeout``
+    async def aclose(self) -> None:
+        """Drop every projection, retire every skill, wait (at most ``close_timeout``
         seconds) for in-flight skill tool calls, then kill leftover script processes and remove
         every workspace. Idempotent. Does not rely on any hook having run."""
         async with self._lock:
-            if self._disposed:
+            if self._closed:
                 return
-            self._disposed = True
+            self._closed = True
             records = list(self._records.values())
             self._records.clear()
             self._generation += 1
@@ -373,7 +373,7 @@ class SkillManager:
             for record in records:
                 record.retire()
         with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(self.dispose_timeout):
+            async with asyncio.timeout(self.close_timeout):
                 for record in records:
                     await record.wait_idle()
         for record in records:
@@ -384,7 +384,7 @@ class SkillManager:
     async def hydrate(self, ctx: TurnContext) -> None:
         """``turn_input``: with ``auto_refresh`` rediscover (catalog only), then project every
         initialized skill onto the fresh context."""
-        if self.auto_refresh and not self._disposed:
+        if self.auto_refresh and not self._closed:
             async with self._lock:
                 _, newly = await self._refresh_catalog(None)
             for record, version in newly:
@@ -431,7 +431,7 @@ async def create_skill_manager(
     auto_refresh: bool = False,
     skill_tools: SkillTools | None = None,
     precedence: Precedence = Precedence.FIRST_WINS,
-    dispose_timeout: float | None = None,
+    close_timeout: float | None = None,
 ) -> SkillManager:
     """Check the configuration, discover every source, and return a manager.
 
@@ -458,8 +458,8 @@ async def create_skill_manager(
         )
     if scripts is not None:
         scripts.check()
-    if dispose_timeout is not None and dispose_timeout < 0:
-        raise InvalidSkillsConfig("dispose_timeout must be >= 0 seconds.")
+    if close_timeout is not None and close_timeout < 0:
+        raise InvalidSkillsConfig("close_timeout must be >= 0 seconds.")
     try:
         catalog = SkillCatalog(sources, precedence=precedence)
     except ConfigurationError as err:
@@ -468,8 +468,8 @@ async def create_skill_manager(
     failures = catalog.diagnostics(code=Code.SOURCE_UNAVAILABLE)
     if failures:
         raise InvalidSkillsConfig(" ".join(d.message for d in failures))
-    if dispose_timeout is None:
-        dispose_timeout = scripts.timeout if scripts is not None else 5.0
+    if close_timeout is None:
+        close_timeout = scripts.timeout if scripts is not None else 5.0
     return SkillManager(
         catalog,
         gate=gate,
@@ -477,5 +477,5 @@ async def create_skill_manager(
         scripts=scripts,
         auto_refresh=auto_refresh,
         skill_tools=skill_tools,
-        dispose_timeout=dispose_timeout,
+        close_timeout=close_timeout,
     )

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Final
 
 from plait.middleware.base import Middleware, Next
 from plait.middleware.context import DispatchContext, TurnContext
+from plait.middleware.ordering import Placement
 from plait.skills.managed.errors import ManagerError
 from plait.skills.managed.events import SkillRestoreFailed
 
@@ -33,6 +34,8 @@ LOADED_STATE_KEY: Final = "plait.skills.managed.loaded"
 
 class RememberLoadedSkills(Middleware):
     """Record ``manager.loaded()`` in the thread state; restore it on a thread's first turn."""
+
+    placement = Placement(before=("SkillsTurnInput",), requires=("SkillsTurnInput",))
 
     def __init__(self, manager: SkillManager) -> None:
         self.manager = manager

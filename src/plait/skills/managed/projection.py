@@ -15,7 +15,7 @@ by tool call id). Bodies are never persisted:
 State lives in ``ctx.scratch`` under the manager's :class:`ProjectionTable`, so the four hooks
 (even built separately) share it and it dies with the context (the effect of a
 ``WeakKeyDictionary[TurnContext, ...]``, without a second table); the table also keeps a
-:class:`weakref.WeakSet` of the live projections for ``dispose``. Each projection registers a
+:class:`weakref.WeakSet` of the live projections for ``aclose``. Each projection registers a
 persist filter on its context, so body reads are replaced by placeholders in whatever is written:
 dispatch messages, a summary in thread state, an offloaded history span.
 """

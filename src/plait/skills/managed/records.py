@@ -3,7 +3,7 @@ manager hands back (:class:`LoadResult`, :class:`ProjectedSkill`, :class:`SkillS
 
 A record owns what lives with the skill rather than the turn: its body, its wrapped tools, its
 workspace and the script processes running in it. It is *retired* when the skill is unloaded,
-replaced by a refresh or the manager is disposed; its workspace goes when the last in-flight
+replaced by a refresh or the manager is closed; its workspace goes when the last in-flight
 call leaves (:meth:`LoadedSkill.exit`) or when the manager forces it (:meth:`LoadedSkill.release`).
 """
 

@@ -91,7 +91,7 @@ async def call_gate(
 
 class SkillOwnedTool(Tool):
     """A loaded skill's tool as the registry holds it: the gate runs first, the call is counted
-    in flight (so ``dispose`` can wait for it), a retired skill refuses the call. The original
+    in flight (so ``aclose`` can wait for it), a retired skill refuses the call. The original
     tool is never mutated; its definition gains ``skill`` and ``skill_version`` metadata."""
 
     def __init__(self, inner: Tool, record: LoadedSkill, gate: Gate, owner: object) -> None:

@@ -27,8 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Protocol, runtime_checkable
 
 from plait.errors import ConfigurationError
-from plait.messages import AssistantMessage, Message, ToolMessage
-from plait.tools import ToolDefinition
+from plait.messages import AssistantMessage, Message, ToolDefinition, ToolMessage
 
 __all__ = [
     "CHARS_PER_TOKEN",

@@ -14,7 +14,7 @@ the run continues; a different response ends the episode. The ``policy`` decides
 ``"note"`` adds a message telling the model it is repeating itself (persisted after the tool
 results), ``"error"`` ends the turn with :class:`RepetitionError` (nothing of the repeated
 dispatch is persisted, so no call is left without a result). Both emit
-:class:`~plait.guards.events.RepetitionDetected`.
+:class:`~plait.runtime.events.RepetitionDetected`.
 """
 
 from __future__ import annotations
@@ -24,10 +24,12 @@ from collections.abc import Iterator, Sequence
 from typing import Literal
 
 from plait.errors import PlaitError
-from plait.guards.events import RepetitionDetected
 from plait.messages import AssistantMessage, Message, ToolCall, UserMessage
+from plait.middleware.base import Middleware
 from plait.middleware.context import DispatchContext
-from plait.models.base import ModelResponse
+from plait.middleware.ordering import Placement
+from plait.models.base import ModelRequest, ModelResponse
+from plait.runtime.events import RepetitionDetected
 
 __all__ = ["RepetitionDetector", "RepetitionError", "jaccard"]
 
@@ -93,8 +95,11 @@ def _previous_assistants(
             return
 
 
-class RepetitionDetector:
-    """A model hook (registered by default with ``policy="note"``)."""
+class RepetitionDetector(Middleware):
+    """A default guard (with ``policy="note"``): an ``after_model_call`` middleware pinned
+    outermost, so it sees the response every other middleware produced."""
+
+    placement = Placement(position="outermost")
 
     def __init__(
         self,
@@ -113,7 +118,9 @@ class RepetitionDetector:
         self.min_text_chars = min_text_chars
         self.policy = policy
 
-    def __call__(self, response: ModelResponse, ctx: DispatchContext) -> ModelResponse | None:
+    async def after_model_call(
+        self, response: ModelResponse, request: ModelRequest, ctx: DispatchContext
+    ) -> ModelResponse:
         history = ctx.turn.messages
         if response.tool_calls and self._call_run(response, history) == self.max_identical_calls:
             self._fire(ctx, "tool_call", self.max_identical_calls)
@@ -123,7 +130,7 @@ class RepetitionDetector:
             and self._text_run(response, history) == self.text_window
         ):
             self._fire(ctx, "text", self.text_window)
-        return None
+        return response
 
     def _call_run(self, response: ModelResponse, history: Sequence[Message]) -> int:
         calls, run = response.tool_calls, 1

@@ -21,10 +21,12 @@ import re
 from typing import Any
 
 from plait.errors import ToolArgumentsError, ToolResolutionError
-from plait.guards.events import ToolCallRejected, ToolCallRepaired
 from plait.messages import ToolCall
+from plait.middleware.base import Middleware
 from plait.middleware.context import DispatchContext
-from plait.models.base import ModelResponse
+from plait.middleware.ordering import Placement
+from plait.models.base import ModelRequest, ModelResponse
+from plait.runtime.events import ToolCallRejected, ToolCallRepaired
 
 __all__ = ["ToolCallValidator", "repair_json_object"]
 
@@ -52,16 +54,21 @@ def repair_json_object(text: str) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
-class ToolCallValidator:
-    """A model hook (registered by default). ``repair_json`` enables the one-shot repair."""
+class ToolCallValidator(Middleware):
+    """A default guard: an ``after_model_call`` middleware pinned outermost, so it checks the
+    response every other middleware produced. ``repair_json`` enables the one-shot repair."""
+
+    placement = Placement(position="outermost")
 
     def __init__(self, *, repair_json: bool = True) -> None:
         self.repair_json = repair_json
 
-    def __call__(self, response: ModelResponse, ctx: DispatchContext) -> ModelResponse | None:
-        if not response.tool_calls or ctx.request is None:
-            return None
-        advertised = {t.name for t in ctx.request.tools}
+    async def after_model_call(
+        self, response: ModelResponse, request: ModelRequest, ctx: DispatchContext
+    ) -> ModelResponse:
+        if not response.tool_calls:
+            return response
+        advertised = {t.name for t in request.tools}
         late_bound = False
         calls: list[ToolCall] = []
         for call in response.tool_calls:
@@ -72,7 +79,7 @@ class ToolCallValidator:
                 late_bound = True
         if any(a is not b for a, b in zip(calls, response.tool_calls, strict=True)):
             return response.replace(tool_calls=calls)
-        return None
+        return response
 
     def _check(
         self, call: ToolCall, advertised: set[str], late_bound: bool, ctx: DispatchContext

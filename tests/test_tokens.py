@@ -17,8 +17,8 @@ from plait.context import (
     TokenCounter,
     TokenizerUnavailable,
 )
-from plait.context.tokens import MESSAGE_OVERHEAD_TOKENS, message_tokens, tool_tokens
 from plait.errors import ConfigurationError
+from plait.tokens import MESSAGE_OVERHEAD_TOKENS, message_tokens, tool_tokens
 
 
 class CountingCounter:
