@@ -100,7 +100,7 @@ async def test_skill_bodies_are_recorded_by_reference_only(tmp_path: Path) -> No
         middleware=[TraceRecorder(store), *manager.middleware],
     )
     await agent.run("load it", thread_id="t")
-    await manager.dispose()
+    await manager.aclose()
     await store.aclose()
     assert b"BODY-7f3a9c" not in path.read_bytes()
     projected = _rows(path, "SELECT role, body FROM trace_messages WHERE kind = 'projected'")

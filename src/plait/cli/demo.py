@@ -38,7 +38,6 @@ from plait.context import (
     SummarizationMiddleware,
 )
 from plait.context.offload import READ_TOOL_NAME
-from plait.context.tokens import CHARS_PER_TOKEN, message_tokens, tool_tokens
 from plait.messages import ToolCall, ToolMessage, Usage, UserMessage, new_id
 from plait.middleware.context import Event
 from plait.models.base import ModelRequest, ModelResponse
@@ -47,6 +46,7 @@ from plait.runtime.agent import Agent
 from plait.runtime.events import ModelRequestSent, ToolCallStarted
 from plait.skills import SkillsMiddleware
 from plait.skills.disclosure import SkillToolsDisclosed, SkillToolsWithdrawn
+from plait.tokens import CHARS_PER_TOKEN, message_tokens, tool_tokens
 from plait.tools import tool
 from plait.trace.recorder import TraceRecorder
 

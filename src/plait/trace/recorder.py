@@ -1,10 +1,11 @@
 """``TraceRecorder``: middleware that writes each turn's timeline to a trace store.
 
-Put it **first** in the agent's middleware list: its ``wrap_model_call`` and ``wrap_tool_call``
-are then outermost, so a model call's span covers every inner wrapper (retries included) and sees
-the request exactly as sent; its ``before_model_call`` runs before any other, so actions that
-other middleware take while preparing a call (a summary, a disclosure) are filed under that call's
-dispatch.
+Put it **first** in the agent's middleware list. Middleware pinned outermost (the default guards,
+``OverflowRecoveryMiddleware``) still run outside it, so each request actually sent to the provider
+is its own ``model`` span (an overflow retry included), seen after every ``before_model_call``;
+its ``wrap_tool_call`` wraps every other tool wrapper; and its ``before_model_call`` runs before
+the others', so actions other middleware take while preparing a call (a summary, a disclosure)
+are filed under that call's dispatch.
 
 What it records, per turn (one *run*):
 
@@ -32,7 +33,6 @@ import time
 from collections import OrderedDict
 from typing import Any
 
-from plait.context.tokens import CHARS_PER_TOKEN, message_tokens, tool_tokens
 from plait.errors import PlaitError, clipped
 from plait.messages import (
     AssistantMessage,
@@ -49,6 +49,7 @@ from plait.middleware.base import Middleware, ModelHandler, Next, ToolHandler
 from plait.middleware.context import DispatchContext, Event, TurnContext
 from plait.models.base import ModelRequest, ModelResponse
 from plait.runtime.events import ErrorOccurred, ToolCallFinished
+from plait.tokens import CHARS_PER_TOKEN, message_tokens, tool_tokens
 from plait.trace.store import CHECKPOINT_EVERY, RequestRow, SQLiteTraceStore, TraceBatch
 
 __all__ = ["CLOSE_TIMEOUT", "MAX_OUTPUT_CHARS", "PREVIEW_CHARS", "RUNTIME_EVENTS", "TraceRecorder"]

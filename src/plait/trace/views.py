@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from plait.context.tokens import CHARS_PER_TOKEN, tool_tokens
+from plait.tokens import CHARS_PER_TOKEN, tool_tokens
 from plait.tools import ToolDefinition
 from plait.trace.store import SQLiteTraceStore
 
