@@ -21,7 +21,7 @@ or sideways too, but do not count as cycle edges (they never run).
     runtime     runtime
     middleware  middleware tools
     models      models
-    storage     stores backends
+    storage     stores backends sandbox
     data        messages tokens errors paths lazy storable __about__
 """
 

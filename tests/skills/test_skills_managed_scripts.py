@@ -13,6 +13,7 @@ import pytest
 
 from plait import Agent, ScriptedModel, ToolCall, ToolMessage
 from plait.messages import Message
+from plait.sandbox import UnsandboxedRunner
 from plait.skills import FilesystemSource, MemorySource
 from plait.skills.managed import (
     InvalidSkillsConfig,
@@ -184,7 +185,9 @@ async def test_non_zero_exit_is_a_typed_error_with_the_output() -> None:
 
 
 async def test_timeout_kills_the_whole_process_group() -> None:
-    m = await manager(scripts=ScriptConfig(timeout=0.5))
+    # Unsandboxed (explicitly): the process group is what it kills. The bubblewrap sandbox's
+    # PID-namespace kill is tested in test_skills_managed_sandbox.py.
+    m = await manager(scripts=ScriptConfig(timeout=0.5, sandbox=UnsandboxedRunner()))
     message = await call(m, "run_tools_slow", {})
     assert message.text.startswith("Error (SCRIPT_TIMEOUT): Script scripts/slow.py ran past")
     child = int(message.text.split("Output so far:\n", 1)[1].split()[0])

@@ -74,14 +74,16 @@ async def test_skips_git_node_modules_and_does_not_descend_into_skills(
     write_skill("vendor/node_modules/deep")
     found = await discover(FilesystemSource(write_skill("keep").parent))
     assert [e.id for e in entries(found)] == ["keep", "pdf"]
-    assert problems(found) == []
+    [nested] = problems(found)  # a SKILL.md inside a skill's folder is not a skill, but said
+    assert nested.diagnostics[0].code is Code.NESTED_SKILL
+    assert nested.location.endswith("pdf/scripts/inner/SKILL.md")
 
 
-async def test_depth_is_bounded_with_an_info_notice(write_skill: Writer) -> None:
+async def test_depth_is_bounded_with_a_warning(write_skill: Writer) -> None:
     write_skill("a/b/c/deep")
     write_skill("shallow")
     found = await discover(FilesystemSource(write_skill("a/top").parents[1], max_depth=2))
-    assert [e.id for e in entries(found)] == ["shallow", "a/top"]
+    assert [e.id for e in entries(found)] == ["a/top", "shallow"]  # path order
     [notice] = problems(found)
     assert notice.id is None
     assert notice.diagnostics[0].code is Code.DEPTH_LIMIT
@@ -334,7 +336,9 @@ async def test_backend_source_discovers_nested_skills_under_a_prefix(
         ("pdf", "/skills/pdf/SKILL.md"),
         ("team/review", "/skills/team/review/SKILL.md"),
     ]
-    assert [p.id for p in problems(items)] == ["bad"]
+    assert [p.id for p in problems(items)] == ["bad", None]
+    nested = problems(items)[1].diagnostics[0]  # not a skill, but not silently dropped
+    assert nested.code is Code.NESTED_SKILL and "/skills/pdf/scripts/nested" in nested.message
     assert await source.read("pdf") == b"# pdf\n\nInstructions."
     assert await source.list("pdf") == ["scripts/nested/SKILL.md", "scripts/run.py"]
     assert await source.read("pdf", "scripts/run.py") == b"print()"

@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from plait.backends.sqlite import SQLiteBackend
 from plait.context import (
@@ -28,6 +28,9 @@ from plait.models.registry import MODEL_SPEC_FORMS, resolve_model
 from plait.runtime.agent import Agent
 from plait.skills import FilesystemSource
 from plait.stores.sqlite import SQLiteThreadStore
+
+if TYPE_CHECKING:
+    from plait.skills.managed import ScriptConfig
 
 __all__ = [
     "AgentOptions",
@@ -48,6 +51,13 @@ DEFAULT_SYSTEM_PROMPT = (
 class Mode(StrEnum):
     DISCLOSURE = "disclosure"
     MANAGED = "managed"
+
+
+class SandboxChoice(StrEnum):
+    """What runs skill scripts (``--sandbox``): bubblewrap, or (explicitly) nothing."""
+
+    BWRAP = "bwrap"
+    NONE = "none"
 
 
 class NoProviderConfigured(ConfigurationError):
@@ -111,6 +121,7 @@ class AgentOptions:
     max_input_tokens: int = 100_000
     evict_over_tokens: int = 2_000
     allow_scripts: bool = False
+    sandbox: SandboxChoice = SandboxChoice.BWRAP
     extra_middleware: list[Middleware] = field(default_factory=list)
     leading_middleware: list[Middleware] = field(default_factory=list)
     """Placed before every other middleware (the trace recorder, so it sees each call whole)."""
@@ -167,7 +178,7 @@ async def _skills(
         from plait.skills.disclosure import SkillsMiddleware
 
         return [SkillsMiddleware(sources=sources)], None
-    from plait.skills.managed import RememberLoadedSkills, ScriptConfig, create_skill_manager
+    from plait.skills.managed import RememberLoadedSkills, create_skill_manager
 
     async def allow(ctx: Any, tool: str, args: Any) -> None:
         return None  # the person at the terminal asked for managed mode; no further gate
@@ -175,7 +186,16 @@ async def _skills(
     manager = await create_skill_manager(
         sources=sources,
         gate=allow,
-        scripts=ScriptConfig() if options.allow_scripts else None,
+        scripts=_script_config(options) if options.allow_scripts else None,
     )
     # Each `plait run` is a new process with a new manager: the thread remembers what was loaded.
     return [RememberLoadedSkills(manager), *manager.middleware], manager.aclose
+
+
+def _script_config(options: AgentOptions) -> ScriptConfig:
+    from plait.sandbox import BubblewrapSandbox, Sandbox, UnsandboxedRunner
+    from plait.skills.managed import ScriptConfig
+
+    none = options.sandbox is SandboxChoice.NONE
+    sandbox: Sandbox = UnsandboxedRunner() if none else BubblewrapSandbox()
+    return ScriptConfig(sandbox=sandbox)

@@ -81,6 +81,13 @@ def _dim(text: str) -> str:
     return f"[dim]{escape(text)}[/dim]"
 
 
+def _sandbox_note(sandbox: str) -> str:
+    """How a loaded skill's script sandbox is shown; unsandboxed stands out."""
+    if sandbox == "unsandboxed":
+        return "[bold yellow](scripts UNSANDBOXED)[/bold yellow]"
+    return _dim(f"(scripts in {sandbox})")
+
+
 def _names(values: Any) -> str:
     return ", ".join(values) if values else "-"
 
@@ -102,7 +109,9 @@ _BATTERY_LINES: dict[type[Event], Callable[[Any], str | None]] = {
         f"[magenta]- tools withdrawn:[/magenta] {escape(_names(e.tools))}"
     ),
     SkillLoaded: lambda e: (
-        f"[magenta]◆ loaded skill {escape(e.skill)}[/magenta] " + _dim(f"tools: {_names(e.tools)}")
+        f"[magenta]◆ loaded skill {escape(e.skill)}[/magenta] "
+        + _dim(f"tools: {_names(e.tools)}")
+        + ("" if e.sandbox is None else " " + _sandbox_note(e.sandbox))
     ),
     SkillUnloaded: lambda e: f"[magenta]◆ unloaded skill {escape(e.skill)}[/magenta]",
     ResultEvicted: lambda e: (

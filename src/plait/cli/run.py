@@ -16,6 +16,7 @@ from plait.cli.agents import (
     AgentOptions,
     Closer,
     Mode,
+    SandboxChoice,
     build_agent,
     choose_model,
 )
@@ -71,6 +72,15 @@ ScriptsOption = Annotated[
     bool,
     typer.Option("--allow-scripts", help="Managed mode: let skills' scripts/ run as tools."),
 ]
+SandboxOption = Annotated[
+    SandboxChoice,
+    typer.Option(
+        "--sandbox",
+        help="What runs skill scripts (with --allow-scripts): bwrap = bubblewrap, no network, "
+        "writes only in the skill's workspace (fails if bwrap does not work here); none = "
+        "unsandboxed, as your user.",
+    ),
+]
 TokensOption = Annotated[
     int, typer.Option("--max-input-tokens", min=1, help="Summarize history beyond this budget.")
 ]
@@ -92,6 +102,7 @@ def _options(
     mode: Mode,
     store: Path | None,
     allow_scripts: bool,
+    sandbox: SandboxChoice,
     max_input_tokens: int,
     system_prompt: str | None,
     console: Console,
@@ -114,6 +125,7 @@ def _options(
         mode=mode,
         store=store,
         allow_scripts=allow_scripts,
+        sandbox=sandbox,
         max_input_tokens=max_input_tokens,
         system_prompt=DEFAULT_SYSTEM_PROMPT if system_prompt is None else system_prompt,
     )
@@ -187,6 +199,7 @@ def run(
     thread: ThreadOption = None,
     store: StoreOption = None,
     allow_scripts: ScriptsOption = False,
+    sandbox: SandboxOption = SandboxChoice.BWRAP,
     max_input_tokens: TokensOption = 100_000,
     system_prompt: SystemOption = None,
     verbose: VerboseOption = False,
@@ -203,6 +216,7 @@ def run(
         mode,
         store,
         allow_scripts,
+        sandbox,
         max_input_tokens,
         system_prompt,
         console,
@@ -247,6 +261,7 @@ def chat(
     thread: ThreadOption = None,
     store: StoreOption = None,
     allow_scripts: ScriptsOption = False,
+    sandbox: SandboxOption = SandboxChoice.BWRAP,
     max_input_tokens: TokensOption = 100_000,
     system_prompt: SystemOption = None,
     verbose: VerboseOption = False,
@@ -260,6 +275,7 @@ def chat(
         mode,
         store,
         allow_scripts,
+        sandbox,
         max_input_tokens,
         system_prompt,
         console,

@@ -31,7 +31,7 @@ from plait.skills import (
     ValidationMode,
     validate_skill_dir,
 )
-from plait.skills.sources import SKILL_FILE_NAMES
+from plait.skills.skill_file import is_skill_file_name
 from plait.skills.validator import find_skill_md
 
 skills_app = typer.Typer(
@@ -57,7 +57,7 @@ class ListFormat(StrEnum):
 
 def _skill_folders(path: Path) -> tuple[list[Path], list[Diagnostic]]:
     """The skill folders to validate under ``path``, and scan-level diagnostics."""
-    if path.is_file() and path.name in SKILL_FILE_NAMES:
+    if path.is_file() and is_skill_file_name(path.name):
         return [path.parent], []
     if not path.is_dir() or find_skill_md(path) is not None:
         return [path], []
@@ -96,7 +96,7 @@ def validate(
         ReportFormat.TEXT
     ),
 ) -> None:
-    """Validate skills; exit 1 if any has an error.
+    """Validate skills; exit 1 if any has an error or a scan limit left folders unscanned.
 
     Lenient by default: what other clients tolerate is a warning. --strict reports exactly
     what the Agent Skills reference validator (skills-ref) reports.
@@ -106,11 +106,12 @@ def validate(
     scan_notes: list[tuple[Path, list[Diagnostic]]] = []
     for path in paths:
         folders, notes = _skill_folders(path)
-        reports.extend((folder, validate_skill_dir(folder, mode)) for folder in folders)
+        root = path if path.is_dir() else path.parent
+        reports.extend((folder, validate_skill_dir(folder, mode, root=root)) for folder in folders)
         if notes:
             scan_notes.append((path, notes))
     failed = sum(any(d.is_error for d in diags) for _, diags in reports)
-    failed_scans = sum(any(d.is_error for d in diags) for _, diags in scan_notes)
+    failed_scans = sum(any(_fails_scan(d) for d in diags) for _, diags in scan_notes)
     if output is ReportFormat.JSON:
         document = {
             "mode": mode.value,
@@ -128,6 +129,14 @@ def validate(
         )
     if failed or failed_scans:
         raise typer.Exit(1)
+
+
+_INCOMPLETE_SCAN = frozenset({Code.SCAN_LIMIT, Code.DEPTH_LIMIT})
+
+
+def _fails_scan(diagnostic: Diagnostic) -> bool:
+    """An error, or a limit that left folders unscanned (skills may be missing)."""
+    return diagnostic.is_error or diagnostic.code in _INCOMPLETE_SCAN
 
 
 def _report_json(path: Path, diagnostics: list[Diagnostic]) -> dict[str, object]:
@@ -194,6 +203,10 @@ def list_skills(
         typer.echo(json.dumps(rows, indent=2, default=str))
     else:
         _print_table(catalog, rejected)
+    for notice in catalog.problems():
+        if notice.id is None:  # scan limits, nested skill files: said, never silent
+            for d in notice.diagnostics:
+                typer.echo(f"{d.severity.value} {d.code.value}: {d.message}", err=True)
     if _report_failures(catalog):
         raise typer.Exit(1)
 

@@ -39,7 +39,14 @@ if TYPE_CHECKING:
         SkillToolUnresolved,
         ToolNameResolver,
     )
-    from plait.skills.errors import SkillError, SkillFileNotFound, SkillNotFound, SkillSourceError
+    from plait.skills.errors import (
+        SkillError,
+        SkillFileNotFound,
+        SkillFileTooLarge,
+        SkillFileUnreadable,
+        SkillNotFound,
+        SkillSourceError,
+    )
     from plait.skills.managed import (
         ScriptConfig,
         SkillManager,
@@ -86,6 +93,8 @@ __all__ = [
     "SkillError",
     "SkillFileNotFound",
     "SkillFileStat",
+    "SkillFileTooLarge",
+    "SkillFileUnreadable",
     "SkillManager",
     "SkillManagerError",
     "SkillMeta",
@@ -138,6 +147,8 @@ if not TYPE_CHECKING:
             "plait.skills.errors": (
                 "SkillError",
                 "SkillFileNotFound",
+                "SkillFileTooLarge",
+                "SkillFileUnreadable",
                 "SkillNotFound",
                 "SkillSourceError",
             ),

@@ -17,6 +17,7 @@ code                           strict   lenient
 ``frontmatter-not-closed``     error    error, skipped
 ``invalid-yaml``               error    error, skipped (after the unquoted-colon retry)
 ``yaml-unquoted-colon``        (error)  warning, the value is read as a quoted string
+``yaml-too-large``             error    error, skipped (nesting, recursive or expanding aliases)
 ``frontmatter-not-mapping``    error    error, skipped
 ``duplicate-field``            (error)  warning, the last value wins
 ``unexpected-fields``          error    (split into ``unknown-field`` / ``client-field``)
@@ -35,12 +36,14 @@ code                           strict   lenient
 ``metadata-not-mapping``       --       warning, ignored
 ``metadata-value-not-string``  --       warning, that entry ignored
 ``allowed-tools-invalid``      --       warning, ignored
-``lowercase-skill-md``         --       warning (``skill.md`` instead of ``SKILL.md``)
+``lowercase-skill-md``         --       warning (``skill.md``, ``SKILL.MD``... not ``SKILL.md``)
 ``file-too-large``             --       error, skipped
 ``unreadable``                 --       error for a SKILL.md, warning for a folder; skipped
 ``path-escape``                --       error (a symlink leaving the source root), skipped
-``scan-limit``                 --       warning (the source stopped at ``max_dirs``)
-``depth-limit``                --       info (folders deeper than ``max_depth`` not scanned)
+``scan-limit``                 --       warning naming unscanned folders (``max_dirs``, time)
+``depth-limit``                --       warning naming folders deeper than ``max_depth``
+``nested-skill``               --       warning: a SKILL.md inside another skill's folder
+``skill-md-text-link``         --       warning (followed) or error: SKILL.md holds only a path
 ``source-unavailable``         --       error (a whole source failed; its last entries kept)
 ``name-shadowed``              --       info across sources, warning within one source
 =============================  =======  ======================================================
@@ -58,7 +61,8 @@ __all__ = ["Code", "Diagnostic", "Severity"]
 
 
 class Severity(StrEnum):
-    """How bad a diagnostic is. Only ``ERROR`` makes ``plait skills validate`` exit 1."""
+    """How bad a diagnostic is. ``ERROR`` (and a ``scan-limit``/``depth-limit`` warning: skills
+    may be missing) makes ``plait skills validate`` exit 1."""
 
     ERROR = "error"
     WARNING = "warning"
@@ -78,6 +82,7 @@ class Code(StrEnum):
     FRONTMATTER_NOT_CLOSED = "frontmatter-not-closed"
     INVALID_YAML = "invalid-yaml"
     YAML_UNQUOTED_COLON = "yaml-unquoted-colon"
+    YAML_TOO_LARGE = "yaml-too-large"
     FRONTMATTER_NOT_MAPPING = "frontmatter-not-mapping"
     DUPLICATE_FIELD = "duplicate-field"
     UNEXPECTED_FIELDS = "unexpected-fields"
@@ -106,6 +111,8 @@ class Code(StrEnum):
     PATH_ESCAPE = "path-escape"
     SCAN_LIMIT = "scan-limit"
     DEPTH_LIMIT = "depth-limit"
+    NESTED_SKILL = "nested-skill"
+    TEXT_LINK = "skill-md-text-link"
     SOURCE_UNAVAILABLE = "source-unavailable"
     NAME_SHADOWED = "name-shadowed"
 

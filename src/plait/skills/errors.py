@@ -5,9 +5,16 @@ such as "read this file of that skill". Path escapes raise :class:`plait.paths.P
 
 from __future__ import annotations
 
-from plait.errors import PlaitError
+from plait.errors import PlaitError, quoted
 
-__all__ = ["SkillError", "SkillFileNotFound", "SkillNotFound", "SkillSourceError"]
+__all__ = [
+    "SkillError",
+    "SkillFileNotFound",
+    "SkillFileTooLarge",
+    "SkillFileUnreadable",
+    "SkillNotFound",
+    "SkillSourceError",
+]
 
 _MAX_LISTED = 20
 _FIND_HINT = "Check the name (run 'plait skills list PATH') or add the folder that holds it."
@@ -35,7 +42,7 @@ class SkillNotFound(SkillError, LookupError):
         self.known = sorted(known)
         place = f" in {where}" if where else ""
         super().__init__(
-            f"Skill {name!r} not found{place}. Known skills: {_listing(self.known)}. {hint}"
+            f"Skill {quoted(name)} not found{place}. Known skills: {_listing(self.known)}. {hint}"
         )
 
 
@@ -47,10 +54,39 @@ class SkillFileNotFound(SkillError, FileNotFoundError):
         self.path = path
         self.available = available
         super().__init__(
-            f"Skill {skill!r} has no file {path!r}. Its files: {_listing(available)}. "
+            f"Skill {quoted(skill)} has no file {quoted(path)}. Its files: {_listing(available)}. "
             "Use a path relative to the skill folder, e.g. 'references/REFERENCE.md'."
         )
 
 
 class SkillSourceError(SkillError):
     """A skill source as a whole cannot be used (missing root, unreadable backend, ...)."""
+
+
+class SkillFileTooLarge(SkillError):
+    """A skill file (or all a skill's files) is over a size cap; ``size`` is ``None`` when the
+    file was not read far enough to know it."""
+
+    def __init__(
+        self, path: str, size: int | None, limit: int, setting: str = "max_file_bytes"
+    ) -> None:
+        self.path = path
+        self.size = size
+        self.limit = limit
+        how_big = "is larger than" if size is None else f"is {size} bytes, over"
+        super().__init__(
+            f"{quoted(path)} {how_big} the {limit}-byte limit ({setting}). Make it smaller, or "
+            f"raise {setting}."
+        )
+
+
+class SkillFileUnreadable(SkillError):
+    """A skill path exists but is not a regular file (a FIFO, socket or device)."""
+
+    def __init__(self, skill: str, path: str, kind: str) -> None:
+        self.skill = skill
+        self.path = path
+        super().__init__(
+            f"Skill {quoted(skill)}: {quoted(path)} is a {kind}, not a regular file; skill "
+            "files are read only when they are regular files. Replace it with a file."
+        )

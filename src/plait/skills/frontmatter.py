@@ -31,6 +31,8 @@ from yaml.tokens import (
     ValueToken,
 )
 
+from plait.skills.yaml_bounds import yaml_bound_problem
+
 __all__ = [
     "Frontmatter",
     "FrontmatterProblem",
@@ -68,7 +70,8 @@ class Frontmatter:
 
 @dataclass(frozen=True, slots=True)
 class FrontmatterProblem:
-    """Why a frontmatter block is unusable: ``kind`` is ``invalid-yaml`` or ``not-mapping``."""
+    """Why a frontmatter block is unusable: ``kind`` is ``invalid-yaml``, ``not-mapping`` or
+    ``too-large`` (past a :class:`~plait.skills.yaml_bounds.YamlLimits` bound)."""
 
     kind: str
     message: str
@@ -93,6 +96,9 @@ def read_lenient(text: str) -> Frontmatter | FrontmatterProblem:
 
 
 def _compose_fast(text: str) -> MappingNode | FrontmatterProblem | None:
+    bound = yaml_bound_problem(text)
+    if bound is not None:
+        return FrontmatterProblem("too-large", bound.message, bound.line)
     try:
         loader = _FastLoader(text)
         try:
@@ -301,6 +307,9 @@ def read_strict(text: str) -> dict[str, PlainData] | FrontmatterProblem:
     (``skills-ref``: "must be a YAML mapping"), ``invalid-yaml`` with strictyaml's error text
     (``skills-ref`` prefixes "Invalid YAML in frontmatter: "). Never raises.
     """
+    bound = yaml_bound_problem(text)
+    if bound is not None:
+        return FrontmatterProblem("too-large", bound.message, bound.line)
     try:
         loader = _StrictLoader(text)
     except yaml.YAMLError as err:  # the reader refuses control characters up front

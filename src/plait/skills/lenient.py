@@ -19,6 +19,7 @@ import re
 from yaml.nodes import MappingNode, ScalarNode, SequenceNode
 
 from plait.errors import quoted
+from plait.skills.description import first_paragraph
 from plait.skills.diagnostics import Code, Diagnostic, Severity
 from plait.skills.frontmatter import (
     Frontmatter,
@@ -30,7 +31,6 @@ from plait.skills.frontmatter import (
 from plait.skills.model import SPEC_FIELDS, SkillMeta
 from plait.skills.parser import SkillMarkdown
 from plait.skills.rules import (
-    MAX_DESCRIPTION_LENGTH,
     compatibility_problems,
     description_problems,
     name_problems,
@@ -53,7 +53,6 @@ CLIENT_FIELDS = frozenset(
 """Claude Code's frontmatter extensions: kept in ``extra`` with an info, not a warning."""
 
 _TOOL_SEPARATORS = re.compile(r"[\s,]")
-_FENCE = re.compile(r"^(```|~~~)")
 
 
 class _Findings:
@@ -135,6 +134,15 @@ def _report_problem(problem: FrontmatterProblem, found: _Findings) -> None:
             Code.FRONTMATTER_NOT_MAPPING,
             f"Skipped the skill: {problem.message}. Write the frontmatter as "
             "'name: ...' and 'description: ...' lines.",
+            problem.line,
+        )
+        return
+    if problem.kind == "too-large":
+        found.add(
+            Severity.ERROR,
+            Code.YAML_TOO_LARGE,
+            f"Skipped the skill: its frontmatter was not read because {problem.message}. "
+            "Write plain 'key: value' fields without anchors (&) and aliases (*).",
             problem.line,
         )
         return
@@ -421,29 +429,3 @@ def split_allowed_tools(text: str) -> tuple[str, ...]:
     if current:
         tools.append("".join(current))
     return tuple(tools)
-
-
-def first_paragraph(body: str, limit: int = MAX_DESCRIPTION_LENGTH) -> str:
-    """The first paragraph of Markdown prose: headings, code fences and HTML comments are
-    skipped, lines are joined with spaces, and the result is cut at a word to ``limit``."""
-    lines: list[str] = []
-    in_fence = False
-    for raw in body.split("\n"):
-        line = raw.strip()
-        if _FENCE.match(line):
-            in_fence = not in_fence
-            if lines:
-                break
-            continue
-        if in_fence or line.startswith("<!--"):
-            continue
-        if not line or line.startswith("#"):
-            if lines:
-                break
-            continue
-        lines.append(line)
-    text = " ".join(" ".join(lines).split())
-    if len(text) <= limit:
-        return text
-    cut = text[: limit - 3].rsplit(" ", 1)[0]
-    return cut + "..."

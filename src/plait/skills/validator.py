@@ -9,7 +9,9 @@ line). Deliberate differences, each pinned by a test in ``tests/skills``:
 * a UTF-8 byte-order mark is ignored (``skills-ref`` reports a missing frontmatter);
 * bytes that are not UTF-8 give a ``not-utf8`` error (``skills-ref`` raises
   ``UnicodeDecodeError`` out of ``validate()``);
-* a path without a final component (``.``) is checked against its resolved folder name.
+* a path without a final component (``.``) is checked against its resolved folder name;
+* YAML past a :class:`~plait.skills.yaml_bounds.YamlLimits` bound (deep nesting, recursive or
+  expanding aliases) gives ``yaml-too-large`` before any parsing that could recurse or expand.
 
 ``lenient`` (the default for loading) keeps every skill a name and a description can honestly be
 recovered for, with warnings; see :mod:`plait.skills.lenient`.
@@ -17,10 +19,12 @@ recovered for, with warnings; see :mod:`plait.skills.lenient`.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
+from plait.paths import PathEscapeError
 from plait.skills.diagnostics import Code, Diagnostic, Severity
 from plait.skills.frontmatter import FrontmatterProblem, PlainData, read_lenient, read_strict
 from plait.skills.lenient import build_lenient
@@ -33,6 +37,15 @@ from plait.skills.rules import (
     compatibility_problems,
     description_problems,
     name_problems,
+)
+from plait.skills.skill_file import (
+    DEFAULT_MAX_SKILL_MD_BYTES,
+    pick_skill_file,
+    resolve_text_link,
+    skill_file_name_warning,
+    text_link_followed,
+    text_link_refused,
+    text_link_target,
 )
 
 __all__ = [
@@ -92,18 +105,31 @@ def check_skill_md(
 
 
 def find_skill_md(folder: Path) -> Path | None:
-    """``SKILL.md`` in ``folder``, else ``skill.md`` (as ``skills-ref`` accepts), else None."""
-    for name in ("SKILL.md", "skill.md"):
-        candidate = folder / name
-        if candidate.is_file():
-            return candidate
-    return None
+    """``SKILL.md`` in ``folder``, else ``skill.md`` (as ``skills-ref`` accepts), else any
+    other spelling (``SKILL.MD``), else None."""
+    try:
+        names = [n for n in os.listdir(folder) if (folder / n).is_file()]
+    except OSError:
+        return None
+    name = pick_skill_file(names)
+    return None if name is None else folder / name
 
 
 def validate_skill_dir(
-    path: str | Path, mode: ValidationMode = ValidationMode.STRICT
+    path: str | Path,
+    mode: ValidationMode = ValidationMode.STRICT,
+    *,
+    root: str | Path | None = None,
+    max_bytes: int = DEFAULT_MAX_SKILL_MD_BYTES,
 ) -> list[Diagnostic]:
-    """Validate one skill folder, like ``skills_ref.validate(path)`` (strict by default)."""
+    """Validate one skill folder, like ``skills_ref.validate(path)`` (strict by default).
+
+    A SKILL.md over ``max_bytes`` is a ``file-too-large`` error (it is not read). In lenient
+    mode, a SKILL.md that holds only a relative path (a git symlink checked out as text) is
+    validated through its target when that lies inside ``root`` (default: the skill folder's
+    parent), with a ``skill-md-text-link`` warning; otherwise it is that error. Strict mode
+    reads the file as ``skills-ref`` does.
+    """
     folder = Path(path)
     if not folder.exists():
         return [_error(Code.PATH_NOT_FOUND, f"Path does not exist: {folder}", str(folder))]
@@ -112,25 +138,41 @@ def validate_skill_dir(
     skill_md = find_skill_md(folder)
     if skill_md is None:
         return [_error(Code.MISSING_SKILL_MD, "Missing required file: SKILL.md", str(folder))]
-    try:
-        data = skill_md.read_bytes()
-    except OSError as err:
-        return [_error(Code.UNREADABLE, f"Cannot read {skill_md}: {err.strerror}", str(skill_md))]
+    data = _read_capped(skill_md, max_bytes)
+    if isinstance(data, Diagnostic):
+        return [data]
+    notes: list[Diagnostic] = []
+    link = text_link_target(data) if mode is ValidationMode.LENIENT else None
+    if link is not None:
+        try:
+            target = resolve_text_link(skill_md, link, Path(root or folder.resolve().parent))
+        except PathEscapeError:
+            return [text_link_refused(str(skill_md), link, "lies outside the folder validated")]
+        except OSError as err:
+            reason = f"cannot be read ({err.strerror})"
+            return [text_link_refused(str(skill_md), link, reason)]
+        data = _read_capped(target, max_bytes)
+        if isinstance(data, Diagnostic):
+            return [data]
+        notes.append(text_link_followed(str(skill_md), link, target))
     folder_name = folder.name or folder.resolve().name
     check = check_skill_md(data, folder_name=folder_name, file=str(skill_md), mode=mode)
-    diagnostics = list(check.diagnostics)
+    diagnostics = list(check.diagnostics) + notes
     if mode is ValidationMode.LENIENT and skill_md.name != "SKILL.md":
-        diagnostics.append(lowercase_skill_md_warning(str(skill_md)))
+        diagnostics.append(skill_file_name_warning(str(skill_md)))
     return diagnostics
 
 
-def lowercase_skill_md_warning(file: str) -> Diagnostic:
-    return Diagnostic(
-        Severity.WARNING,
-        Code.LOWERCASE_SKILL_MD,
-        "The file is named 'skill.md'; rename it 'SKILL.md', the name the spec requires.",
-        file,
-    )
+def _read_capped(file: Path, max_bytes: int) -> bytes | Diagnostic:
+    try:
+        size = file.stat().st_size
+        if size > max_bytes:
+            message = f"SKILL.md is {size} bytes, over the {max_bytes}-byte limit; not read."
+            return _error(Code.FILE_TOO_LARGE, message, str(file))
+        with file.open("rb") as handle:
+            return handle.read(max_bytes + 1)
+    except OSError as err:
+        return _error(Code.UNREADABLE, f"Cannot read {file}: {err.strerror}", str(file))
 
 
 def strict_diagnostics(
@@ -158,6 +200,9 @@ def strict_diagnostics(
         if data.kind == "not-mapping":
             message = "SKILL.md frontmatter must be a YAML mapping"
             return [_error(Code.FRONTMATTER_NOT_MAPPING, message, file, line)]
+        if data.kind == "too-large":
+            message = f"Frontmatter not read: {data.message}"
+            return [_error(Code.YAML_TOO_LARGE, message, file, line)]
         message = f"Invalid YAML in frontmatter: {data.message}"
         return [_error(Code.INVALID_YAML, message, file, line)]
     return _strict_field_diagnostics(data, markdown, folder_name, file)

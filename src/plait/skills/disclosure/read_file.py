@@ -13,6 +13,11 @@ a skill folder                         the files in it
 a binary file                          a one-line note with its size
 =====================================  =======================================================
 
+A :class:`~plait.skills.sources.FilesystemSource` serves pages streamed from disk
+(:mod:`plait.skills.sources.reading`): ``read_file(path, limit=1)`` on a 1 GiB file reads one line,
+and a file of any size costs at most ``max_chars`` of memory. Other sources read the file whole,
+within their own size cap. A FIFO or device is refused with a message saying so.
+
 Paths are the ones the skills list shows: a SKILL.md location, or a path inside a skill folder.
 Reads are confined: a ``..`` segment or a NUL byte is refused outright, a path outside every
 skill folder of the thread is refused, and the file itself is read through the skill's source,
@@ -25,12 +30,14 @@ from __future__ import annotations
 import posixpath
 from collections.abc import Callable
 
+from plait.errors import quoted
 from plait.paths import PathEscapeError
 from plait.skills.catalog import SkillCatalog
 from plait.skills.disclosure.scan import READ_TOOL_NAME
 from plait.skills.disclosure.snapshot import SkillSnapshot, normalize_location
 from plait.skills.errors import SkillError
 from plait.skills.model import SkillEntry
+from plait.skills.sources.reading import LinePage, LineReader
 from plait.tools import FunctionTool, ToolContext
 
 __all__ = ["DEFAULT_READ_MAX_CHARS", "SkillPathError", "build_read_tool", "read_skill_file"]
@@ -48,7 +55,7 @@ class SkillPathError(SkillError, LookupError):
         self.path = path
         hint = f" such as {example!r}" if example else ""
         super().__init__(
-            f"{path!r} is not inside a skill folder. read_file reads only SKILL.md files and "
+            f"{quoted(path)} is not inside a skill folder. read_file reads only SKILL.md files and "
             f"the files in their folders; use a path from the skills list{hint}."
         )
 
@@ -90,6 +97,9 @@ async def read_skill_file(
     if not inner:
         files = ["SKILL.md", *await source.list(entry.id)]
         return f"[{path}: folder of skill {entry.name!r}]\n" + "\n".join(files)
+    if isinstance(source, LineReader):
+        page = await source.read_lines(entry.id, inner, offset, limit, max_chars)
+        return _render_page(page, path, offset, limit)
     data = await source.read(entry.id, inner)
     try:
         text = data.decode("utf-8")
@@ -98,6 +108,25 @@ async def read_skill_file(
     if offset == 0 and limit is None and len(text) <= max_chars:
         return text
     return _page(text, path, offset, limit, max_chars)
+
+
+def _render_page(page: LinePage, path: str, offset: int, limit: int | None) -> str:
+    """What ``read_file`` shows for a page streamed from disk (same shapes as :func:`_page`)."""
+    if page.binary:
+        return f"[{path}: binary file, {page.size} bytes; not shown]"
+    whole = offset == 0 and limit is None and not page.cut and page.total == page.end
+    if whole:
+        return "".join(page.lines)
+    total = "?" if page.total is None else str(page.total)
+    if page.total == 0:
+        return f"[{path}: empty file]"
+    if not page.lines:
+        return f"[{path}: offset {offset} is past the end of the file ({total} lines)]"
+    at_end = page.total is not None and page.end >= page.total
+    tail = "end of file" if at_end else f"next offset {page.end}"
+    cut = " (the file is larger than one read)" if page.cut else ""
+    header = f"[{path}: lines {offset + 1}-{page.end} of {total}; {tail}{cut}]\n"
+    return header + "".join(page.lines)
 
 
 def _page(text: str, path: str, offset: int, limit: int | None, max_chars: int) -> str:

@@ -5,27 +5,30 @@ The model reads them through :func:`render_error` (``Error (NOT_FOUND): Skill 'x
 skills package's own, raised by both modes) derives from :class:`SkillManagerError`; both derive
 from :class:`~plait.skills.errors.SkillError`. :data:`ManagerError` catches all of them.
 
-=================  ==========================  ===============================================
-code               class                       raised when
-=================  ==========================  ===============================================
-INVALID_CONFIG     InvalidSkillsConfig         ``create_skill_manager`` is misconfigured
-NOT_FOUND          SkillNotFound               no (model-visible) skill has that name (the
-                                               skills package's error, shared by both modes)
-ALREADY_LOADED     SkillAlreadyLoaded          ``load`` of a skill that is loaded
-NOT_LOADED         SkillNotLoaded              ``unload``/``refresh``/a read of a skill that is not
-LOAD_FAILED        SkillLoadFailed             reading the body, resolving tools or building the
-                                               workspace failed (nothing was loaded)
-TOOL_COLLISION     SkillToolCollision          a skill tool's name is taken (another skill, a
-                                               lifecycle tool, an agent or middleware tool)
-TOOL_INVALID       SkillToolInvalid            a tool name breaks the naming rule, or one skill
-                                               has two tools with one name
-DENIED             SkillGateDenied             the gate refused a gated tool call
-SCRIPT_REJECTED    SkillScriptRejected         a script argument starts with ``-`` or has a NUL
-SCRIPT_TIMEOUT     SkillScriptTimeout          a script ran past its timeout (it was killed)
-SCRIPT_FAILED      SkillScriptFailed           a script exited non-zero (or could not start)
-REFRESH_FAILED     SkillRefreshFailed          preparing a new version failed; the old one stays
-DISPOSED           SkillManagerDisposed        the manager was disposed
-=================  ==========================  ===============================================
+===================  ==========================  ===============================================
+code                 class                       raised when
+===================  ==========================  ===============================================
+INVALID_CONFIG       InvalidSkillsConfig         ``create_skill_manager`` is misconfigured
+NOT_FOUND            SkillNotFound               no (model-visible) skill has that name (the
+                                                 skills package's error, shared by both modes)
+ALREADY_LOADED       SkillAlreadyLoaded          ``load`` of a skill that is loaded
+NOT_LOADED           SkillNotLoaded              ``unload``/``refresh``/a read of a skill that
+                                                 is not loaded
+LOAD_FAILED          SkillLoadFailed             reading the body, resolving tools or building the
+                                                 workspace failed (nothing was loaded)
+TOOL_COLLISION       SkillToolCollision          a skill tool's name is taken (another skill, a
+                                                 lifecycle tool, an agent or middleware tool)
+TOOL_INVALID         SkillToolInvalid            a tool name breaks the naming rule, or one skill
+                                                 has two tools with one name
+DENIED               SkillGateDenied             the gate refused a gated tool call
+SCRIPT_REJECTED      SkillScriptRejected         a script argument starts with ``-`` or has a NUL
+SCRIPT_TIMEOUT       SkillScriptTimeout          a script ran past its timeout (it was killed)
+SCRIPT_FAILED        SkillScriptFailed           a script exited non-zero (or could not start)
+SANDBOX_UNAVAILABLE  SkillSandboxUnavailable     a skill with scripts, but the script sandbox does
+                                                 not work here (``cause``: why; message: the fix)
+REFRESH_FAILED       SkillRefreshFailed          preparing a new version failed; the old one stays
+DISPOSED             SkillManagerDisposed        the manager was disposed
+===================  ==========================  ===============================================
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ __all__ = [
     "SkillManagerError",
     "SkillNotLoaded",
     "SkillRefreshFailed",
+    "SkillSandboxUnavailable",
     "SkillScriptFailed",
     "SkillScriptRejected",
     "SkillScriptTimeout",
@@ -68,6 +72,7 @@ class ErrorCode(StrEnum):
     SCRIPT_REJECTED = "SCRIPT_REJECTED"
     SCRIPT_TIMEOUT = "SCRIPT_TIMEOUT"
     SCRIPT_FAILED = "SCRIPT_FAILED"
+    SANDBOX_UNAVAILABLE = "SANDBOX_UNAVAILABLE"
     REFRESH_FAILED = "REFRESH_FAILED"
     DISPOSED = "DISPOSED"
 
@@ -120,6 +125,18 @@ class SkillScriptTimeout(SkillManagerError):
 
 class SkillScriptFailed(SkillManagerError):
     code = ErrorCode.SCRIPT_FAILED
+
+
+class SkillSandboxUnavailable(SkillManagerError):
+    """Loading a skill with scripts failed because the sandbox does not work on this machine;
+    ``cause`` is :attr:`plait.sandbox.SandboxUnavailable.cause`. Nothing was loaded, and
+    nothing falls back to running unsandboxed."""
+
+    code = ErrorCode.SANDBOX_UNAVAILABLE
+
+    def __init__(self, message: str, cause: str = "unknown") -> None:
+        self.cause = cause
+        super().__init__(message)
 
 
 class SkillRefreshFailed(SkillManagerError):

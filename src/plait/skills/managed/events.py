@@ -23,9 +23,13 @@ __all__ = [
 
 @dataclass(slots=True, kw_only=True)
 class SkillLoaded(Event):
+    """A skill was loaded. ``sandbox`` names what runs its scripts (``"bubblewrap"``,
+    ``"unsandboxed"``), None when it has no script tools."""
+
     skill: str
     version: str
     tools: tuple[str, ...] = field(default_factory=tuple)
+    sandbox: str | None = None
     type: str = "skill_loaded"
 
 

@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 
 from plait.errors import ConfigurationError, clipped
 from plait.middleware.context import DispatchContext, TurnContext
+from plait.sandbox import KILL_GRACE_SECONDS
 from plait.skills.catalog import Precedence, SkillCatalog
 from plait.skills.diagnostics import Code
 from plait.skills.errors import SkillNotFound
@@ -230,7 +231,12 @@ class SkillManager:
             self._generation += 1
         if turn is not None:
             turn.emit(
-                SkillLoaded(skill=record.name, version=record.version, tools=record.tool_names)
+                SkillLoaded(
+                    skill=record.name,
+                    version=record.version,
+                    tools=record.tool_names,
+                    sandbox=self._sandbox_of(record),
+                )
             )
         return LoadResult(
             record.name, record.version, record.channel, record.handle, record.tool_names
@@ -342,6 +348,12 @@ class SkillManager:
         old.retire()
         return RefreshOutcome(new.name, "swapped", old.version, new.version)
 
+    def _sandbox_of(self, record: LoadedSkill) -> str | None:
+        """The sandbox that runs ``record``'s scripts (None: the skill has no script tools)."""
+        if self.scripts is None or record.workspace is None:
+            return None
+        return self.scripts.sandbox.name
+
     def read_body(self, handle: str, ctx: ToolContext) -> str:
         """The body behind ``handle`` (or a skill name), recorded as a read of this turn so it
         is kept out of the store and stripped at the end of the turn."""
@@ -358,8 +370,9 @@ class SkillManager:
 
     async def aclose(self) -> None:
         """Drop every projection, retire every skill, wait (at most ``close_timeout``
-        seconds) for in-flight skill tool calls, then kill leftover script processes and remove
-        every workspace. Idempotent. Does not rely on any hook having run."""
+        seconds) for in-flight skill tool calls, then kill leftover script process trees, wait
+        (at most ``2 * KILL_GRACE_SECONDS``) until they are gone, and remove every workspace.
+        Idempotent. Does not rely on any hook having run."""
         async with self._lock:
             if self._closed:
                 return
@@ -378,6 +391,8 @@ class SkillManager:
                     await record.wait_idle()
         for record in records:
             record.release()
+        for record in records:
+            await record.wait_processes(2 * KILL_GRACE_SECONDS)
 
     # --- what the hooks call -------------------------------------------------------------------
 

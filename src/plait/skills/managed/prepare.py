@@ -14,8 +14,14 @@ import re
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from plait.sandbox import SandboxError, SandboxUnavailable
 from plait.skills.catalog import SkillCatalog
-from plait.skills.managed.errors import SkillLoadFailed, SkillManagerError, SkillToolInvalid
+from plait.skills.managed.errors import (
+    SkillLoadFailed,
+    SkillManagerError,
+    SkillSandboxUnavailable,
+    SkillToolInvalid,
+)
 from plait.skills.managed.records import Channel, LoadedSkill
 from plait.skills.managed.scripts import ScriptConfig, materialize, script_paths, script_tool_name
 from plait.skills.managed.tools import Gate, SkillOwnedTool, script_tool
@@ -117,6 +123,19 @@ class Preparer:
         if config is None or not scripts:
             return []
         entry = record.entry
+        try:
+            await config.sandbox.check()
+        except SandboxUnavailable as err:
+            raise SkillSandboxUnavailable(
+                f"Skill '{entry.name}' has scripts, but they cannot run sandboxed here: {err} "
+                "Nothing was loaded.",
+                err.cause,
+            ) from err
+        except SandboxError as err:
+            raise SkillLoadFailed(
+                f"Skill '{entry.name}' has scripts, but its sandbox is misconfigured: {err} "
+                "Nothing was loaded."
+            ) from err
         source = self.catalog.source(entry.source_id)
         try:
             record.workspace = await materialize(

@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
-import signal
 from dataclasses import dataclass
 from typing import Literal
 
 from plait.messages import SystemMessage
+from plait.sandbox import RunningProcess
 from plait.skills.managed.errors import SkillNotLoaded
 from plait.skills.managed.scripts import Workspace
 from plait.skills.model import SkillEntry, SkillRef
@@ -53,6 +52,7 @@ class LoadedSkill:
     __slots__ = (
         "_idle",
         "_in_flight",
+        "_no_processes",
         "_processes",
         "_retired",
         "body",
@@ -75,7 +75,8 @@ class LoadedSkill:
         self._in_flight = 0
         self._idle: asyncio.Event | None = None
         self._retired = False
-        self._processes: set[asyncio.subprocess.Process] = set()
+        self._processes: set[RunningProcess] = set()
+        self._no_processes: asyncio.Event | None = None
 
     @property
     def name(self) -> str:
@@ -150,21 +151,32 @@ class LoadedSkill:
         if self._in_flight <= 0 and self.workspace is not None:
             self.workspace.dispose()
 
-    def track(self, process: asyncio.subprocess.Process) -> None:
+    def track(self, process: RunningProcess) -> None:
         self._processes.add(process)
 
-    def untrack(self, process: asyncio.subprocess.Process) -> None:
+    def untrack(self, process: RunningProcess) -> None:
         self._processes.discard(process)
+        if not self._processes and self._no_processes is not None:
+            self._no_processes.set()
 
     def release(self) -> None:
-        """Force: kill running script process groups and remove the workspace now."""
+        """Force: kill every running script's process tree and remove the workspace now."""
         self._retired = True
         for process in list(self._processes):
-            if process.returncode is None:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(process.pid, signal.SIGKILL)
+            process.kill()
         if self.workspace is not None:
             self.workspace.dispose()
+
+    async def wait_processes(self, seconds: float) -> None:
+        """Return once no script of this skill runs any more (killed trees are reaped), or
+        after ``seconds``."""
+        if not self._processes:
+            return
+        if self._no_processes is None or self._no_processes.is_set():
+            self._no_processes = asyncio.Event()
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(seconds):
+                await self._no_processes.wait()
 
     def __repr__(self) -> str:
         return f"<LoadedSkill {self.name}@{self.version}{' retired' if self._retired else ''}>"

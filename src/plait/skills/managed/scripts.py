@@ -1,42 +1,42 @@
 """Skill scripts as tools: ``scripts/<name>.<ext>`` → ``run_<skill>_<name>``, run argv-only.
 
-Enabled by giving the manager a :class:`ScriptConfig`. At load, every file of the skill is copied
-into a private temporary folder (the *workspace*, which lives as long as the loaded skill, not
-the turn); each script whose suffix has an interpreter becomes a tool taking ``args`` (a list of
+Enabled by giving the manager a :class:`ScriptConfig`. At load, the config's sandbox is checked
+(the first-use probe: a skill with scripts fails to load with
+:class:`~plait.skills.managed.errors.SkillSandboxUnavailable` when bubblewrap does not work
+here, never falling back to running unsandboxed), then every file of the skill is copied into a
+private temporary folder (the *workspace*, which lives as long as the loaded skill, not the
+turn); each script whose suffix has an interpreter becomes a tool taking ``args`` (a list of
 strings) and an optional ``timeout_seconds``.
 
-One run is ``asyncio.create_subprocess_exec(*interpreter, <workspace>/scripts/x.py, *args)``:
+One run is ``<interpreter…> <workspace>/scripts/x.py <args…>`` handed to
+``ScriptConfig.sandbox`` (:class:`~plait.sandbox.BubblewrapSandbox` by default, see
+:mod:`plait.sandbox`):
 
 * never a shell; an argument that starts with ``-`` or contains NUL is refused
-  (:class:`~plait.skills.managed.errors.SkillScriptRejected`);
-* ``cwd`` is the workspace, stdin is ``/dev/null``, the environment is exactly
-  ``ScriptConfig.env`` (empty by default: nothing of the host process's environment leaks);
+  (:class:`~plait.skills.managed.errors.SkillScriptRejected`); the interpreter is resolved to an
+  absolute path on the host first (a missing one is a "could not start" failure);
+* ``cwd`` is the workspace (the only place the default policy lets it write), stdin is
+  ``/dev/null``, the environment is exactly ``ScriptConfig.env`` (empty by default: nothing of
+  the host process's environment leaks, no API key);
 * stdout and stderr share one pipe and ``max_output_bytes``; past it the output is cut and ends
   with ``\\n[output truncated]`` (the rest is drained, not kept);
-* the process starts its own session; on timeout or cancellation the whole process group is
-  killed (SIGKILL), and so are stragglers left in the group after a normal exit;
+* on timeout, cancellation or ``dispose()`` the whole process
+  tree is killed (in bubblewrap: every process of the run's PID namespace, double-forked
+  daemons included) and waited for;
 * a non-zero exit raises :class:`~plait.skills.managed.errors.SkillScriptFailed` (unless
-  ``fail_on_nonzero_exit=False``), a timeout
-  :class:`~plait.skills.managed.errors.SkillScriptTimeout`.
+  ``fail_on_nonzero_exit=False``), naming the resource limit it probably hit; a timeout
+  :class:`~plait.skills.managed.errors.SkillScriptTimeout`. Every result names the sandbox.
 
-What this does **not** isolate: it is not a sandbox. A script runs as the same user as the
-agent, can read and write any file that user can (the workspace is only its working folder), can
-open network connections, and has no CPU or memory limit; a child that leaves the process group
-(``setsid``, a double fork) survives the kill (and, while it holds the inherited output pipe
-open, keeps the call waiting until the timeout). Pure Python cannot do better portably. For skills
-you do not trust, point the interpreter map at a sandboxing wrapper (bubblewrap, nsjail,
-firejail, a container runtime), e.g. ``{".py": ["bwrap", "--ro-bind", "/", "/", …, "python3"]}``,
-or run the whole agent inside one. POSIX only.
+With ``sandbox=UnsandboxedRunner()`` (explicit only) a script runs as the agent's user with no
+isolation: it can read and write what that user can, open connections, and a child that leaves
+the process group survives the kill. POSIX only; the bubblewrap sandbox needs Linux.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import os
 import re
 import shutil
-import signal
 import sys
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
@@ -45,6 +45,15 @@ from pathlib import Path, PurePosixPath
 
 from plait.errors import quoted
 from plait.paths import confine, normalize_virtual_path
+from plait.sandbox import (
+    TRUNCATION_MARKER,
+    BubblewrapSandbox,
+    RunningProcess,
+    Sandbox,
+    SandboxCommand,
+    SandboxError,
+)
+from plait.skills.errors import SkillFileTooLarge
 from plait.skills.managed.errors import (
     InvalidSkillsConfig,
     SkillScriptFailed,
@@ -54,6 +63,7 @@ from plait.skills.managed.errors import (
 from plait.skills.sources.base import SkillSource
 
 __all__ = [
+    "DEFAULT_WORKSPACE_BYTES",
     "TRUNCATION_MARKER",
     "ScriptConfig",
     "ScriptRun",
@@ -64,8 +74,6 @@ __all__ = [
     "script_tool_name",
 ]
 
-TRUNCATION_MARKER = "\n[output truncated]"
-_READ_CHUNK = 65_536
 _UNSAFE_NAME_CHARS = re.compile(r"[^A-Za-z0-9_-]")
 
 
@@ -79,7 +87,10 @@ class ScriptConfig:
     it (default ``{".py": [sys.executable], ".sh": ["/bin/sh"]}``); scripts with other suffixes
     get no tool. ``timeout`` is the default per call (the model may ask for less, or more up to
     ``max_timeout``), in seconds. ``env`` is the whole environment a script gets.
-    ``workspace_dir`` is where workspaces are created (default: the system temp folder)."""
+    ``workspace_dir`` is where workspaces are created (default: the system temp folder).
+    ``sandbox`` runs every script: :class:`~plait.sandbox.BubblewrapSandbox` with the default
+    :class:`~plait.sandbox.SandboxPolicy` unless you pass another (``UnsandboxedRunner()`` only
+    if you trust the skills)."""
 
     interpreters: Mapping[str, Sequence[str]] = field(default_factory=_default_interpreters)
     timeout: float = 30.0
@@ -88,6 +99,7 @@ class ScriptConfig:
     env: Mapping[str, str] = field(default_factory=dict)
     fail_on_nonzero_exit: bool = True
     workspace_dir: str | None = None
+    sandbox: Sandbox = field(default_factory=BubblewrapSandbox)
 
     def check(self) -> None:
         """Raise :class:`InvalidSkillsConfig` naming the first problem."""
@@ -112,6 +124,11 @@ class ScriptConfig:
             )
         if self.max_output_bytes < 1:
             raise InvalidSkillsConfig("ScriptConfig.max_output_bytes must be at least 1.")
+        if not isinstance(self.sandbox, Sandbox):
+            raise InvalidSkillsConfig(
+                "ScriptConfig.sandbox must be a plait.sandbox.Sandbox (BubblewrapSandbox() or, "
+                f"explicitly, UnsandboxedRunner()), not {self.sandbox!r}."
+            )
 
     def interpreter_for(self, path: str) -> Sequence[str] | None:
         return self.interpreters.get(PurePosixPath(path).suffix)
@@ -146,10 +163,22 @@ class Workspace:
         return f"<Workspace {str(self.root)!r}{' disposed' if self.disposed else ''}>"
 
 
+DEFAULT_WORKSPACE_BYTES = 64 * 1024 * 1024
+"""The most bytes :func:`materialize` copies for one skill (each file is also capped by its
+source's ``max_file_bytes``, 5 MiB by default for folders on disk)."""
+
+
 async def materialize(
-    source: SkillSource, ref: str, files: Sequence[str], skill: str, parent: str | None
+    source: SkillSource,
+    ref: str,
+    files: Sequence[str],
+    skill: str,
+    parent: str | None,
+    *,
+    max_bytes: int = DEFAULT_WORKSPACE_BYTES,
 ) -> Workspace:
     """Copy ``files`` of skill ``ref`` into a new temporary folder; on failure remove it.
+    More than ``max_bytes`` in all raises :class:`~plait.skills.errors.SkillFileTooLarge`.
 
     ``skill`` (the frontmatter name, chosen by the skill's author) only labels the folder: it is
     reduced to ``[A-Za-z0-9_-]`` and 32 characters, so a ``/`` or ``..`` in it cannot place the
@@ -157,9 +186,15 @@ async def materialize(
     label = _UNSAFE_NAME_CHARS.sub("_", skill)[:32]
     root = Path(tempfile.mkdtemp(prefix=f"plait-skill-{label}-", dir=parent))
     workspace = Workspace(root)
+    copied = 0
     try:
         for rel in files:
             data = await source.read(ref, rel)
+            copied += len(data)
+            if copied > max_bytes:
+                raise SkillFileTooLarge(
+                    f"the files of skill {skill!r}", copied, max_bytes, "materialize max_bytes"
+                )
             target = root / normalize_virtual_path(rel)
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(data)
@@ -171,19 +206,25 @@ async def materialize(
 
 @dataclass(frozen=True, slots=True)
 class ScriptRun:
-    """One finished run: exit code, output (capped, with the marker if cut), bytes captured."""
+    """One finished run: exit code, output (capped, with the marker if cut), bytes captured,
+    the sandbox that ran it (``"bubblewrap"``, ``"unsandboxed"``) and the limit it probably hit."""
 
     script: str
     exit_code: int
     output: str
     captured: int
     truncated: bool
+    sandbox: str = "bubblewrap"
+    limit: str | None = None
 
     def describe(self) -> str:
-        return (
+        head = (
             f"Script {self.script} exited {self.exit_code}; captured {self.captured} bytes; "
-            f"truncated={self.truncated}\n{self.output}"
+            f"truncated={self.truncated}; sandbox={self.sandbox}"
         )
+        if self.limit is not None:
+            head += f"\nResource limit hit: {self.limit}. The script was stopped."
+        return f"{head}\n{self.output}"
 
 
 def _check_args(args: Sequence[str]) -> None:
@@ -196,26 +237,19 @@ def _check_args(args: Sequence[str]) -> None:
             )
 
 
-def _kill_group(process: asyncio.subprocess.Process) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(process.pid, signal.SIGKILL)
-
-
-async def _drain(stream: asyncio.StreamReader, cap: int, into: bytearray) -> bool:
-    """Read ``stream`` to EOF keeping at most ``cap`` bytes in ``into``; return if it was cut."""
-    truncated = False
-    while chunk := await stream.read(_READ_CHUNK):
-        room = cap - len(into)
-        if len(chunk) > room:
-            truncated = True
-        if room > 0:
-            into += chunk[:room]
-    return truncated
-
-
-def _text(data: bytearray, truncated: bool) -> str:
-    text = data.decode("utf-8", errors="replace")
-    return text + TRUNCATION_MARKER if truncated else text
+def _resolve_interpreter(script: str, interpreter: Sequence[str], env: Mapping[str, str]) -> str:
+    """``interpreter[0]`` as an absolute path on the host (the sandbox sees the same files)."""
+    program = interpreter[0]
+    if os.sep in program:
+        found = program if os.access(program, os.X_OK) and os.path.isfile(program) else None
+    else:
+        found = shutil.which(program, path=env.get("PATH", os.defpath))
+    if found is None:
+        raise SkillScriptFailed(
+            f"Script {script} could not start: interpreter {program!r} was not found or is not "
+            "executable. Check the interpreter map."
+        )
+    return os.path.abspath(found)
 
 
 async def run_script(
@@ -225,10 +259,12 @@ async def run_script(
     config: ScriptConfig,
     *,
     timeout_seconds: float | None = None,
-    on_start: Callable[[asyncio.subprocess.Process], None] | None = None,
-    on_end: Callable[[asyncio.subprocess.Process], None] | None = None,
+    on_start: Callable[[RunningProcess], None] | None = None,
+    on_end: Callable[[RunningProcess], None] | None = None,
 ) -> ScriptRun:
-    """Run ``script`` (a path inside the workspace) with ``args``; see the module docstring."""
+    """Run ``script`` (a path inside the workspace) with ``args`` in ``config.sandbox``; see
+    the module docstring. ``on_start``/``on_end`` get the running process (``kill()`` kills
+    its tree)."""
     _check_args(args)
     interpreter = config.interpreter_for(script)
     if interpreter is None:
@@ -239,47 +275,29 @@ async def run_script(
             f"timeout_seconds must be > 0 and <= {config.max_timeout:g}; got {limit:g}."
         )
     target = confine(workspace.root, script)
+    program = _resolve_interpreter(script, interpreter, config.env)
+    command = SandboxCommand(
+        argv=(program, *interpreter[1:], str(target), *args),
+        workspace=workspace.root,
+        timeout=limit,
+        max_output_bytes=config.max_output_bytes,
+        env=dict(config.env),
+    )
+    sandbox = config.sandbox
     try:
-        process = await asyncio.create_subprocess_exec(
-            *interpreter,
-            str(target),
-            *args,
-            cwd=workspace.root,
-            env=dict(config.env),
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT,
-            start_new_session=True,
-        )
-    except OSError as err:
+        done = await sandbox.run(command, on_start=on_start, on_end=on_end)
+    except (OSError, SandboxError) as err:
         raise SkillScriptFailed(
-            f"Script {script} could not start: {err}. Check the interpreter map."
+            f"Script {script} could not start in the {sandbox.name} sandbox: {err}"
         ) from err
-    if on_start is not None:
-        on_start(process)
-    captured = bytearray()
-    try:
-        assert process.stdout is not None
-        async with asyncio.timeout(limit):
-            truncated = await _drain(process.stdout, config.max_output_bytes, captured)
-            code = await process.wait()
-    except TimeoutError:
-        _kill_group(process)
-        await process.wait()
+    if done.timed_out:
         raise SkillScriptTimeout(
-            f"Script {script} ran past its {limit:g}s timeout and was killed with its process "
-            f"group. Output so far:\n{_text(captured, False)}"
-        ) from None
-    except BaseException:
-        _kill_group(process)
-        with contextlib.suppress(BaseException):
-            await asyncio.shield(process.wait())
-        raise
-    finally:
-        _kill_group(process)  # stragglers the script left in its group
-        if on_end is not None:
-            on_end(process)
-    run = ScriptRun(script, code, _text(captured, truncated), len(captured), truncated)
-    if code != 0 and config.fail_on_nonzero_exit:
+            f"Script {script} ran past its {limit:g}s timeout and was killed with every process "
+            f"it started (sandbox={done.sandbox}). Output so far:\n{done.output}"
+        )
+    run = ScriptRun(
+        script, done.exit_code, done.output, done.captured, done.truncated, done.sandbox, done.limit
+    )
+    if done.exit_code != 0 and config.fail_on_nonzero_exit:
         raise SkillScriptFailed(run.describe())
     return run

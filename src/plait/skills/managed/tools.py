@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from plait.errors import ToolError
 from plait.middleware.context import DispatchContext
+from plait.sandbox import BubblewrapSandbox, Sandbox, UnsandboxedRunner
 from plait.skills.managed.errors import (
     ManagerError,
     SkillGateDenied,
@@ -139,12 +140,26 @@ def script_tool(record: LoadedSkill, path: str, config: ScriptConfig, name: str)
         return done.describe()
 
     description = (
-        f"Run {path} of skill '{record.name}' in the skill's workspace: argv only (no shell), "
+        f"Run {path} of skill '{record.name}' {_where(config.sandbox)}, in the skill's "
+        "workspace: argv only "
+        "(no shell), "
         "each string in args is one argument and may not start with '-'. Returns the exit code "
         f"and the combined stdout/stderr (at most {config.max_output_bytes} bytes). "
         f"timeout_seconds defaults to {config.timeout:g} (max {config.max_timeout:g})."
     )
-    return FunctionTool(run, name=name, description=description)
+    return FunctionTool(
+        run, name=name, description=description, metadata={"sandbox": config.sandbox.name}
+    )
+
+
+def _where(sandbox: Sandbox) -> str:
+    """How a script tool's description names the sandbox (the model should know)."""
+    if isinstance(sandbox, UnsandboxedRunner):
+        return "UNSANDBOXED (as the agent's user)"
+    if isinstance(sandbox, BubblewrapSandbox):
+        network = "no network" if sandbox.policy.network == "off" else "network on"
+        return f"in the bubblewrap sandbox (writes only in the workspace, {network})"
+    return f"in the {sandbox.name} sandbox"
 
 
 def lifecycle_tools(manager: SkillManager) -> tuple[Tool, ...]:

@@ -1,8 +1,11 @@
 """Skills stored in a plait backend, read through its read surface only.
 
 Layout under ``prefix``: ``<prefix>/<skill-folder>/SKILL.md`` (nested folders allowed up to
-``max_depth``), or ``<prefix>/SKILL.md`` for a single skill. A backend has no ``stat``, so each
-discovery reads every SKILL.md; only files whose content hash changed are parsed again.
+``max_depth``, default 32), or ``<prefix>/SKILL.md`` for a single skill; ``SKILL.md`` in any
+letter case. A SKILL.md inside another skill's folder, one deeper than ``max_depth`` and skills
+past ``max_skills`` are not loaded, each with a warning naming them. A backend has no
+``stat``, so each discovery reads every SKILL.md; only files whose content hash changed are
+parsed again.
 Locations are virtual absolute paths: ``/<prefix>/<id>/SKILL.md``.
 
 Paths are normalised (``..`` and NUL refused) and joined under the skill's folder, but symlinks
@@ -21,9 +24,20 @@ from collections.abc import AsyncIterator
 from plait.backends.base import BackendError, BackendReadSurface
 from plait.paths import PathEscapeError, normalize_virtual_path
 from plait.skills.diagnostics import Code, Diagnostic, Severity
-from plait.skills.errors import SkillFileNotFound, SkillNotFound, SkillSourceError
+from plait.skills.errors import (
+    SkillFileNotFound,
+    SkillFileTooLarge,
+    SkillNotFound,
+    SkillSourceError,
+)
 from plait.skills.model import DiscoveryItem, DiscoveryProblem, SkillFileStat, content_version
-from plait.skills.sources.base import DEFAULT_IGNORED, assess_cached, body_bytes
+from plait.skills.skill_file import is_skill_file_name
+from plait.skills.sources.base import (
+    DEFAULT_IGNORED,
+    DEFAULT_MAX_FILE_BYTES,
+    assess_cached,
+    body_bytes,
+)
 
 __all__ = ["BackendSource"]
 
@@ -38,8 +52,9 @@ class BackendSource:
         *,
         prefix: str = "skills",
         source_id: str = "backend",
-        max_depth: int = 6,
+        max_depth: int = 32,
         max_skills: int = 10_000,
+        max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
         ignore: frozenset[str] = DEFAULT_IGNORED,
     ) -> None:
         self._backend = backend
@@ -47,22 +62,28 @@ class BackendSource:
         self._id = source_id
         self.max_depth = max_depth
         self.max_skills = max_skills
+        self.max_file_bytes = max_file_bytes
         self.ignore = ignore
         self._folders: dict[str, str] = {}
         self._cache: dict[str, tuple[str, DiscoveryItem]] = {}
+        self._names: dict[str, str] = {}
 
     @property
     def id(self) -> str:
         return self._id
 
-    async def _skill_files(self) -> builtins.list[tuple[str, str]]:
-        """``(skill id, SKILL.md path)`` pairs, outermost skill folders only."""
+    async def _skill_files(
+        self,
+    ) -> tuple[builtins.list[tuple[str, str]], builtins.list[tuple[Code, str]]]:
+        """``(skill id, SKILL.md path)`` pairs of the outermost skill folders, and notices:
+        skill files too deep, inside another skill's folder, or past ``max_skills``."""
         base = self._prefix
         try:
             listed = await self._backend.ls(f"{base}/" if base else "")
         except BackendError as err:
             raise SkillSourceError(f"Cannot list skills under {base or '/'!r}: {err}") from err
         folders: dict[str, str] = {}
+        too_deep: builtins.list[str] = []
         for raw in listed:
             try:
                 path = normalize_virtual_path(raw)
@@ -73,31 +94,67 @@ class BackendSource:
                 continue
             folder, _, name = rel.rpartition("/")
             parts = folder.split("/") if folder else []
-            if name != "SKILL.md" or len(parts) > self.max_depth:
+            if not is_skill_file_name(name) or any(p in self.ignore for p in parts):
                 continue
-            if any(p in self.ignore for p in parts):
-                continue
-            folders[folder] = path
+            if len(parts) > self.max_depth:
+                too_deep.append("/" + path)
+            elif folder not in folders or name == "SKILL.md":
+                folders[folder] = path
         outermost = [f for f in sorted(folders) if not _inside_any(f, folders)]
+        notes = [
+            (
+                Code.NESTED_SKILL,
+                f"/{folders[f]} was not loaded as a skill: it lies inside another skill's folder, "
+                "whose files (samples, templates) are not skills. Move it out to make it a skill.",
+            )
+            for f in sorted(folders)
+            if _inside_any(f, folders)
+        ]
+        if too_deep:
+            notes.append(
+                (
+                    Code.DEPTH_LIMIT,
+                    f"{len(too_deep)} SKILL.md file(s) deeper than max_depth={self.max_depth} were "
+                    f"not loaded: {', '.join(too_deep[:5])}. Raise max_depth.",
+                )
+            )
+        if len(outermost) > self.max_skills:
+            skipped = [f"/{folders[f]}" for f in outermost[self.max_skills :]]
+            notes.append(
+                (
+                    Code.SCAN_LIMIT,
+                    f"Stopped at max_skills={self.max_skills}; {len(skipped)} skill(s) not loaded, "
+                    f"first: {', '.join(skipped[:5])}. Raise max_skills.",
+                )
+            )
         single = self._prefix.rsplit("/", 1)[-1] or "skill"
-        return [(f or single, folders[f]) for f in outermost[: self.max_skills]]
+        pairs = [(f or single, folders[f]) for f in outermost[: self.max_skills]]
+        return pairs, notes
 
     async def discover(self) -> AsyncIterator[DiscoveryItem]:
         cache: dict[str, tuple[str, DiscoveryItem]] = {}
         folders: dict[str, str] = {}
-        for skill_id, path in await self._skill_files():
-            folders[skill_id] = path.rpartition("/")[0]
+        self._names = {}
+        pairs, notes = await self._skill_files()
+        for skill_id, path in pairs:
+            folder, _, name = path.rpartition("/")
+            folders[skill_id] = folder
+            self._names[skill_id] = name
             item = await self._assess(skill_id, path)
             cache[skill_id] = (item.version or "", item)
             yield item
+        for code, note in notes:
+            location = "/" + self._prefix
+            diagnostic = Diagnostic(Severity.WARNING, code, note, location)
+            yield DiscoveryProblem(self._id, None, location, (diagnostic,))
         self._folders = folders
         self._cache = cache
 
     async def _assess(self, skill_id: str, path: str) -> DiscoveryItem:
         location = "/" + path
         try:
-            data = (await self._backend.read(path)).encode("utf-8")
-        except (FileNotFoundError, BackendError, PathEscapeError) as err:
+            data = await self._read_capped(path)
+        except (FileNotFoundError, BackendError, PathEscapeError, SkillFileTooLarge) as err:
             # One unreadable SKILL.md skips that skill, never the whole source.
             diagnostic = Diagnostic(
                 Severity.ERROR, Code.UNREADABLE, f"Cannot read SKILL.md: {err}; skipped.", location
@@ -120,7 +177,17 @@ class BackendSource:
         return folder
 
     async def _skill_md(self, folder: str) -> bytes:
-        return (await self._backend.read(f"{folder}/SKILL.md")).encode("utf-8")
+        ref = next((r for r, f in self._folders.items() if f == folder), None)
+        name = self._names.get(ref, "SKILL.md") if ref is not None else "SKILL.md"
+        return await self._read_capped(f"{folder}/{name}")
+
+    async def _read_capped(self, path: str) -> bytes:
+        """The text at ``path`` as UTF-8, at most ``max_file_bytes`` characters read: a longer
+        one raises :class:`SkillFileTooLarge` without being read whole."""
+        text = await self._backend.read(path, 0, self.max_file_bytes + 1)
+        if len(text) > self.max_file_bytes:
+            raise SkillFileTooLarge("/" + path, None, self.max_file_bytes)
+        return text.encode("utf-8")
 
     async def read(self, ref: str, path: str | None = None) -> bytes:
         folder = await self._folder(ref)
@@ -128,7 +195,7 @@ class BackendSource:
             return body_bytes(await self._skill_md(folder))
         target = f"{folder}/{normalize_virtual_path(path)}"
         try:
-            return (await self._backend.read(target)).encode("utf-8")
+            return await self._read_capped(target)
         except FileNotFoundError:
             raise SkillFileNotFound(ref, path, await self.list(ref)) from None
 
@@ -148,7 +215,8 @@ class BackendSource:
                 path = normalize_virtual_path(raw)
             except PathEscapeError:
                 continue
-            if path.startswith(folder + "/") and path != f"{folder}/SKILL.md":
+            inner = path[len(folder) + 1 :]
+            if path.startswith(folder + "/") and not is_skill_file_name(inner):
                 found.append(path[len(folder) + 1 :])
         return sorted(found)
 

@@ -17,7 +17,7 @@ import builtins
 from collections.abc import AsyncIterator, Mapping
 from typing import Protocol, runtime_checkable
 
-from plait.skills.diagnostics import Diagnostic
+from plait.skills.diagnostics import Code, Diagnostic, Severity
 from plait.skills.model import (
     DiscoveryItem,
     DiscoveryProblem,
@@ -26,6 +26,7 @@ from plait.skills.model import (
     content_version,
 )
 from plait.skills.parser import split_skill_md
+from plait.skills.skill_file import DEFAULT_MAX_SKILL_MD_BYTES
 from plait.skills.validator import ValidationMode, check_skill_md
 
 __all__ = [
@@ -40,8 +41,9 @@ __all__ = [
 DEFAULT_IGNORED = frozenset({".git", "node_modules", ".hg", ".svn", "__pycache__", ".venv"})
 """Folder names no source descends into."""
 
-DEFAULT_MAX_FILE_BYTES = 5 * 1024 * 1024
-"""A SKILL.md larger than this is skipped with a ``file-too-large`` error."""
+DEFAULT_MAX_FILE_BYTES = DEFAULT_MAX_SKILL_MD_BYTES
+"""5 MiB: a SKILL.md larger than this is skipped with a ``file-too-large`` error, and a skill
+file larger than this is refused by ``read`` (:class:`~plait.skills.errors.SkillFileTooLarge`)."""
 
 SKILL_FILE_NAMES = ("SKILL.md", "skill.md")
 """The skill file, in order of preference (``skill.md`` is accepted with a warning)."""
@@ -79,11 +81,24 @@ def assess_skill_md(
     location: str,
     extra_diagnostics: tuple[Diagnostic, ...] = (),
 ) -> SkillEntry | DiscoveryProblem:
-    """Load one SKILL.md leniently into an entry, or a problem when it is unusable."""
+    """Load one SKILL.md leniently into an entry, or a problem when it is unusable.
+
+    Never raises for the file's content: :func:`check_skill_md` is fuzzed never to, and should
+    a parser bug still surface (``RecursionError``, ``MemoryError`` included), it becomes this
+    skill's ``unreadable`` error, so it never hides the rest of the source.
+    """
     version = content_version(data)
-    check = check_skill_md(
-        data, folder_name=folder_name, file=location, mode=ValidationMode.LENIENT
-    )
+    try:
+        check = check_skill_md(
+            data, folder_name=folder_name, file=location, mode=ValidationMode.LENIENT
+        )
+    except Exception as err:  # a bug (RecursionError, MemoryError): keep it to this file
+        message = (
+            f"SKILL.md could not be parsed ({type(err).__name__}); skipped. This is a plait "
+            "bug: please report it with the file."
+        )
+        diagnostic = Diagnostic(Severity.ERROR, Code.UNREADABLE, message, location)
+        return DiscoveryProblem(source_id, skill_id, location, (diagnostic,), version)
     diagnostics = check.diagnostics + extra_diagnostics
     if check.meta is None:
         return DiscoveryProblem(source_id, skill_id, location, diagnostics, version)

@@ -1,10 +1,12 @@
 """Skills in a folder on disk: a folder of skill folders, or one skill folder.
 
-The scan walks at most ``max_depth`` levels and ``max_dirs`` folders, never descends into a skill
-folder (its ``scripts/`` are not skills) nor into ``.git``, ``node_modules`` and the other
+The scan walks the whole tree within ``max_dirs`` folders, ``scan_seconds`` and ``max_depth``
+levels (defaults 50,000, 30 s, 32), skipping ``.git``, ``node_modules`` and the other
 :data:`~plait.skills.sources.base.DEFAULT_IGNORED` names, and refuses symlinks that resolve
-outside the root. Each SKILL.md is cached with its ``stat`` signature (mtime, size, inode,
-ctime), so a rescan re-reads only the files whose signature changed.
+outside the root. It looks inside skill folders too, only to report a SKILL.md there
+(``nested-skill``: a sample or template, not a skill). Each SKILL.md is cached with its ``stat``
+signature (mtime, size, inode, ctime), so a rescan re-reads only the files whose signature
+changed.
 
 Reads are confined to the skill folder with :func:`~plait.paths.confine` (symlinks are resolved
 and must stay inside), and the file is then opened with ``O_NOFOLLOW``, so a file replaced by a
@@ -21,29 +23,45 @@ File IO is synchronous inside the async methods: it is local and fast (see
 from __future__ import annotations
 
 import builtins
-import errno
 import os
 import stat as stat_module
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from plait.paths import PathEscapeError, confine, normalize_virtual_path
 from plait.skills.diagnostics import Code, Diagnostic, Severity
-from plait.skills.errors import SkillFileNotFound, SkillNotFound, SkillSourceError
+from plait.skills.errors import (
+    SkillFileNotFound,
+    SkillFileTooLarge,
+    SkillFileUnreadable,
+    SkillNotFound,
+    SkillSourceError,
+)
 from plait.skills.model import DiscoveryItem, DiscoveryProblem, SkillFileStat, content_version
+from plait.skills.skill_file import (
+    is_skill_file_name,
+    pick_skill_file,
+    resolve_text_link,
+    skill_file_name_warning,
+    text_link_followed,
+    text_link_refused,
+    text_link_target,
+)
 from plait.skills.sources.base import (
     DEFAULT_IGNORED,
     DEFAULT_MAX_FILE_BYTES,
-    SKILL_FILE_NAMES,
     assess_skill_md,
     body_bytes,
 )
-from plait.skills.validator import lowercase_skill_md_warning
+from plait.skills.sources.reading import LinePage, file_kind, read_line_page, read_regular
 
 __all__ = ["FilesystemSource", "ScanStats"]
 
 _Signature = tuple[int, int, int, int]
+_UNSCANNED_SHOWN = 5
+"""How many unscanned folders a ``scan-limit``/``depth-limit`` warning names."""
 
 
 @dataclass(slots=True)
@@ -60,15 +78,29 @@ class _Cached:
     path: str
     signature: _Signature
     item: DiscoveryItem
+    folder: str
+    """The folder reads are served from: the SKILL.md's, or a text link's target's."""
+
+
+@dataclass(slots=True)
+class _Visit:
+    """A folder to scan; ``owner`` is the id of the skill whose folder it lies in, if any."""
+
+    path: str
+    rel: str
+    depth: int
+    owner: str | None = None
 
 
 @dataclass(slots=True)
 class _Scan:
+    deadline: float
     cache: dict[str, _Cached] = field(default_factory=dict)
     items: list[DiscoveryItem] = field(default_factory=list)
     stats: ScanStats = field(default_factory=ScanStats)
-    too_deep: int = 0
-    stopped: bool = False
+    too_deep: list[str] = field(default_factory=list)
+    stopped_by: str | None = None
+    unscanned: list[str] = field(default_factory=list)
 
 
 class FilesystemSource:
@@ -78,6 +110,14 @@ class FilesystemSource:
     SKILL.md file (its folder is the skill). Skill ids are folder paths relative to the root
     (``pdf``, ``team/pdf``); a single skill's id is its folder name. ``source_id`` defaults to
     the root as given.
+
+    Discovery order is path order (depth first, names sorted), which decides name clashes
+    within the source. Scan bounds (each stop is a ``scan-limit``/``depth-limit`` *warning*
+    naming the first folders left unscanned; ``plait skills validate`` fails on it):
+    ``max_dirs`` folders
+    (default 50 000), ``scan_seconds`` of wall time (default 30), ``max_depth`` levels below the
+    root (default 32, deeper than real collections nest; it stops symlink mazes).
+    ``max_file_bytes`` caps SKILL.md and every file :meth:`read` returns (default 5 MiB).
     """
 
     def __init__(
@@ -85,20 +125,22 @@ class FilesystemSource:
         root: str | os.PathLike[str],
         *,
         source_id: str | None = None,
-        max_depth: int = 6,
-        max_dirs: int = 10_000,
+        max_depth: int = 32,
+        max_dirs: int = 50_000,
+        scan_seconds: float = 30.0,
         max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
         max_resources: int = 1_000,
         ignore: frozenset[str] = DEFAULT_IGNORED,
     ) -> None:
         given = Path(root)
-        if given.name in SKILL_FILE_NAMES and given.is_file():
+        if is_skill_file_name(given.name) and given.is_file():
             given = given.parent
         self._given = given
         self._root = given.resolve()
         self._id = source_id if source_id is not None else str(root)
         self.max_depth = max_depth
         self.max_dirs = max_dirs
+        self.scan_seconds = scan_seconds
         self.max_file_bytes = max_file_bytes
         self.max_resources = max_resources
         self.ignore = ignore
@@ -130,72 +172,96 @@ class FilesystemSource:
                 f"Skill folder {str(self._given)!r} {state}. Create it, or remove it from the "
                 "skill sources."
             )
-        scan = _Scan()
-        single = self._skill_file(str(self._root), self._root.name, scan)
+        scan = _Scan(deadline=time.monotonic() + self.scan_seconds)
+        root = str(self._root)
+        try:
+            names = os.listdir(root)
+        except OSError:
+            names = []
+        single = self._skill_file(root, names, self._root.name, scan)
         self._single = single is not None
         if single is not None:
             self._load(self._root.name, self._root.name, single, scan)
-        else:
-            self._walk(scan)
+        self._walk(scan, _Visit(root, "", 0, self._root.name if single else None))
         self._cache = scan.cache
         self.last_scan = scan.stats
         return scan.items
 
-    def _walk(self, scan: _Scan) -> None:
-        stack: builtins.list[tuple[str, str, int]] = [(str(self._root), "", 0)]
+    def _walk(self, scan: _Scan, start: _Visit) -> None:
+        """Depth-first over the folders: each is listed once, loaded as a skill when it holds a
+        skill file, and reported when that file lies inside another skill's folder."""
+        stack = [start]
         seen_links: set[str] = set()
-        while stack and not scan.stopped:
-            folder, rel, depth = stack.pop()
-            children = self._scan_folder(folder, rel, depth, scan, seen_links)
-            stack.extend(reversed(children))
-        if scan.stopped:
-            scan.items.append(
-                self._notice(
-                    Severity.WARNING,
-                    Code.SCAN_LIMIT,
-                    f"Stopped scanning after {self.max_dirs} folders; skills beyond them were not "
-                    "loaded. Point the source at a narrower folder or raise max_dirs.",
-                )
+        while stack:
+            scan.stopped_by = self._over_limit(scan)
+            if scan.stopped_by is not None:
+                scan.unscanned = [v.path for v in reversed(stack[-_UNSCANNED_SHOWN:])]
+                break
+            visit = stack.pop()
+            scan.stats.folders += visit.depth > 0
+            stack.extend(reversed(self._visit(visit, scan, seen_links)))
+        if scan.stopped_by is not None:
+            message = (
+                f"Stopped scanning {scan.stopped_by}; skills beyond were not loaded. First "
+                f"folders not scanned: {_names(scan.unscanned)}. Point the source at a narrower "
+                "folder or raise the limit."
             )
+            scan.items.append(self._notice(Severity.WARNING, Code.SCAN_LIMIT, message))
         if scan.too_deep:
-            scan.items.append(
-                self._notice(
-                    Severity.INFO,
-                    Code.DEPTH_LIMIT,
-                    f"{scan.too_deep} folder(s) at depth {self.max_depth} were not scanned for "
-                    "skills; raise max_depth if skills live deeper.",
-                )
+            message = (
+                f"{len(scan.too_deep)} folder(s) deeper than max_depth={self.max_depth} were not "
+                f"scanned for skills: {_names(scan.too_deep)}. Raise max_depth if skills live "
+                "there."
             )
+            scan.items.append(self._notice(Severity.WARNING, Code.DEPTH_LIMIT, message))
 
-    def _scan_folder(
-        self, folder: str, rel: str, depth: int, scan: _Scan, seen_links: set[str]
-    ) -> builtins.list[tuple[str, str, int]]:
+    def _over_limit(self, scan: _Scan) -> str | None:
+        if scan.stats.folders >= self.max_dirs:
+            return f"after {self.max_dirs} folders (max_dirs)"
+        if time.monotonic() > scan.deadline:
+            return f"after {self.scan_seconds:g} s (scan_seconds)"
+        return None
+
+    def _visit(self, visit: _Visit, scan: _Scan, seen_links: set[str]) -> builtins.list[_Visit]:
+        """List ``visit`` once: load or report its skill file, return its child folders."""
         try:
-            with os.scandir(folder) as it:
+            with os.scandir(visit.path) as it:
                 entries = sorted(it, key=lambda e: e.name)
         except OSError as err:
-            message = f"Cannot list folder {folder}: {err.strerror}; skipped it."
-            scan.items.append(self._notice(Severity.WARNING, Code.UNREADABLE, message, folder))
+            message = f"Cannot list folder {visit.path}: {err.strerror}; skipped it."
+            scan.items.append(self._notice(Severity.WARNING, Code.UNREADABLE, message, visit.path))
             return []
-        children: builtins.list[tuple[str, str, int]] = []
+        if visit.depth > 0:  # the root's own skill file was handled by scan()
+            names = [e.name for e in entries]
+            skill_file = self._skill_file(visit.path, names, visit.rel, scan)
+            if skill_file is not None and visit.owner is not None:
+                scan.items.append(self._nested_notice(visit, skill_file[0]))
+            elif skill_file is not None:
+                self._load(visit.rel, os.path.basename(visit.path), skill_file, scan)
+                visit.owner = visit.rel
+        children: builtins.list[_Visit] = []
         for entry in entries:
             if entry.name in self.ignore or not _is_dir(entry):
                 continue
-            child_rel = f"{rel}/{entry.name}" if rel else entry.name
-            if entry.is_symlink() and not self._symlink_ok(child_rel, entry.path, scan, seen_links):
+            rel = f"{visit.rel}/{entry.name}" if visit.rel else entry.name
+            if entry.is_symlink() and not self._symlink_ok(rel, entry.path, scan, seen_links):
                 continue
-            scan.stats.folders += 1
-            if scan.stats.folders > self.max_dirs:
-                scan.stopped = True
-                return []
-            skill_file = self._skill_file(entry.path, child_rel, scan)
-            if skill_file is not None:
-                self._load(child_rel, entry.name, skill_file, scan)
-            elif depth + 1 < self.max_depth:
-                children.append((entry.path, child_rel, depth + 1))
-            else:
-                scan.too_deep += 1
+            if visit.depth + 1 > self.max_depth:
+                if len(scan.too_deep) < 10_000:
+                    scan.too_deep.append(entry.path)
+                continue
+            children.append(_Visit(entry.path, rel, visit.depth + 1, visit.owner))
         return children
+
+    def _nested_notice(self, child: _Visit, path: str) -> DiscoveryProblem:
+        owner = child.owner or ""
+        inside = self._root if self._single else self._root / owner
+        message = (
+            f"{path} was not loaded as a skill: it lies inside the folder of skill {owner!r} "
+            f"({inside}), whose files (samples, templates) are not skills. Move it out of "
+            "that folder to make it a skill."
+        )
+        return self._notice(Severity.WARNING, Code.NESTED_SKILL, message, path)
 
     def _symlink_ok(self, rel: str, path: str, scan: _Scan, seen_links: set[str]) -> bool:
         try:
@@ -210,33 +276,33 @@ class FilesystemSource:
         return True
 
     def _skill_file(
-        self, folder: str, skill_id: str, scan: _Scan
+        self, folder: str, names: builtins.list[str], skill_id: str, scan: _Scan
     ) -> tuple[str, os.stat_result] | None:
-        """The skill file in ``folder`` with its stat, or None. A SKILL.md symlink that leaves
-        its skill folder is reported (and the folder counts as a skipped skill): reads are
-        confined to the skill folder, so such a skill could never be read."""
-        for name in SKILL_FILE_NAMES:
-            path = os.path.join(folder, name)
-            try:
-                info = os.lstat(path)
-                if stat_module.S_ISLNK(info.st_mode):
-                    try:
-                        confine(Path(folder), name)
-                        info = os.stat(path)
-                    except PathEscapeError as err:
-                        scan.items.append(self._escape_problem(skill_id, path, err, "skill folder"))
-                        return None
-                    except (OSError, RuntimeError) as err:  # dangling, or a loop (3.11: Runtime)
-                        reason = getattr(err, "strerror", None) or str(err)
-                        message = (
-                            f"{path} is a symlink that cannot be followed ({reason}); skipped."
-                        )
-                        scan.items.append(self._problem(skill_id, path, Code.UNREADABLE, message))
-                        return None
-            except OSError:
-                continue
-            if stat_module.S_ISREG(info.st_mode):
-                return path, info
+        """The skill file among ``folder``'s ``names`` (any case) with its stat, or None. A
+        SKILL.md symlink that leaves its skill folder is reported (and the folder counts as a
+        skipped skill): reads are confined to the skill folder, so it could never be read."""
+        name = pick_skill_file(names)
+        if name is None:
+            return None
+        path = os.path.join(folder, name)
+        try:
+            info = os.lstat(path)
+            if stat_module.S_ISLNK(info.st_mode):
+                confine(Path(folder), name)
+                info = os.stat(path)
+        except PathEscapeError as err:
+            scan.items.append(self._escape_problem(skill_id, path, err, "skill folder"))
+            return None
+        except (OSError, RuntimeError) as err:  # dangling, or a loop (3.11: RuntimeError)
+            reason = getattr(err, "strerror", None) or str(err)
+            message = f"{path} cannot be read ({reason}); skipped."
+            scan.items.append(self._problem(skill_id, path, Code.UNREADABLE, message))
+            return None
+        if stat_module.S_ISREG(info.st_mode):
+            return path, info
+        if not stat_module.S_ISDIR(info.st_mode):
+            message = f"{path} is not a regular file (a FIFO, socket or device); skipped."
+            scan.items.append(self._problem(skill_id, path, Code.UNREADABLE, message))
         return None
 
     def _load(
@@ -247,31 +313,45 @@ class FilesystemSource:
         signature = (info.st_mtime_ns, info.st_size, info.st_ino, info.st_ctime_ns)
         cached = self._cache.get(skill_id)
         if cached is not None and cached.signature == signature and cached.path == path:
-            item = cached.item
+            item, folder = cached.item, cached.folder
         else:
             scan.stats.parsed += 1
-            item = self._read_item(skill_id, folder_name, path, info.st_size)
-        scan.cache[skill_id] = _Cached(path, signature, item)
+            item, real = self._read_item(skill_id, folder_name, path, info.st_size)
+            folder = os.path.dirname(real)
+        scan.cache[skill_id] = _Cached(path, signature, item, folder)
         scan.items.append(item)
 
-    def _read_item(self, skill_id: str, folder_name: str, path: str, size: int) -> DiscoveryItem:
-        if size > self.max_file_bytes:
-            return self._problem(
-                skill_id,
-                path,
-                Code.FILE_TOO_LARGE,
-                f"SKILL.md is {size} bytes, over the {self.max_file_bytes}-byte limit; skipped. "
-                "Move long material into references/ files.",
-            )
+    def _read_item(
+        self, skill_id: str, folder_name: str, path: str, size: int
+    ) -> tuple[DiscoveryItem, str]:
+        """The skill or problem for ``path``, and the SKILL.md actually read (a text link's
+        target, or ``path``)."""
         try:
-            with open(path, "rb") as handle:
-                data = handle.read()
-        except OSError as err:
-            return self._problem(
-                skill_id, path, Code.UNREADABLE, f"Cannot read SKILL.md: {err.strerror}; skipped."
+            # a SKILL.md symlink was confined to its folder by _skill_file; read its target
+            target = os.path.realpath(path) if os.path.islink(path) else path
+            data = read_regular(Path(target), path, self.max_file_bytes)
+        except SkillFileTooLarge:
+            message = (
+                f"SKILL.md is {size} bytes, over the {self.max_file_bytes}-byte limit "
+                "(max_file_bytes); skipped. Move long material into references/ files."
             )
-        extra = () if path.endswith("SKILL.md") else (lowercase_skill_md_warning(path),)
-        return assess_skill_md(
+            return self._problem(skill_id, path, Code.FILE_TOO_LARGE, message), path
+        except (OSError, PathEscapeError) as err:
+            reason = getattr(err, "strerror", None) or str(err)
+            message = f"Cannot read SKILL.md: {reason}; skipped."
+            return self._problem(skill_id, path, Code.UNREADABLE, message), path
+        extra: tuple[Diagnostic, ...] = ()
+        if os.path.basename(path) != "SKILL.md":
+            extra = (skill_file_name_warning(path),)
+        link = text_link_target(data)
+        real = path
+        if link is not None:
+            followed = self._follow_text_link(skill_id, path, link)
+            if isinstance(followed, DiscoveryProblem):
+                return followed, path
+            data, note, real = followed
+            extra += (note,)
+        item = assess_skill_md(
             data,
             source_id=self._id,
             skill_id=skill_id,
@@ -279,6 +359,25 @@ class FilesystemSource:
             location=path,
             extra_diagnostics=extra,
         )
+        return item, real
+
+    def _follow_text_link(
+        self, skill_id: str, path: str, link: str
+    ) -> tuple[bytes, Diagnostic, str] | DiscoveryProblem:
+        """Read the SKILL.md that ``path``'s text ``link`` names, if it lies inside the root."""
+        try:
+            target = resolve_text_link(Path(path), link, self._root)
+            data = read_regular(target, link, self.max_file_bytes)
+        except PathEscapeError:
+            reason = "lies outside the source root"
+        except (OSError, SkillFileTooLarge) as err:
+            reason = f"cannot be read ({getattr(err, 'strerror', None) or err})"
+        else:
+            if text_link_target(data) is None:
+                return data, text_link_followed(path, link, target), str(target)
+            reason = "is again only a path"
+        diagnostic = text_link_refused(path, link, reason)
+        return DiscoveryProblem(self._id, skill_id, path, (diagnostic,))
 
     def _problem(self, skill_id: str, path: str, code: Code, message: str) -> DiscoveryProblem:
         diagnostic = Diagnostic(Severity.ERROR, code, message, path)
@@ -311,32 +410,58 @@ class FilesystemSource:
         """The resolved folder of discovered skill ``ref``, confined to the root.
 
         Only folders the last scan loaded a SKILL.md from are served (the first read scans);
-        a ``..`` in ``ref`` raises :class:`PathEscapeError`.
+        a ``..`` in ``ref`` raises :class:`PathEscapeError`. For a SKILL.md that was a text
+        link, the folder is the target's.
         """
         if not self._cache:
             self.scan()
-        if ref not in self._cache:
+        cached = self._cache.get(ref)
+        if cached is None:
             normalize_virtual_path(ref)
             raise SkillNotFound(ref, self._known_ids(), where=str(self._given))
         if self._single:
             return self._root
-        return confine(self._root, ref)
+        return confine(self._root, os.path.relpath(cached.folder, self._root))
 
     def _skill_md_bytes(self, folder: Path) -> bytes:
-        for name in SKILL_FILE_NAMES:
-            path = confine(folder, name)
-            if path.is_file():
-                return _read_regular(path, name)
-        raise SkillNotFound(folder.name, self._known_ids(), where=str(self._given))
+        try:
+            name = pick_skill_file(os.listdir(folder))
+        except OSError:
+            name = None
+        if name is None:
+            raise SkillNotFound(folder.name, self._known_ids(), where=str(self._given))
+        return read_regular(confine(folder, name), name, self.max_file_bytes)
+
+    def _file(self, ref: str, folder: Path, path: str) -> Path:
+        """``path`` in ``folder`` as a regular file, or the typed error saying what it is."""
+        target = confine(folder, path)
+        try:
+            mode = target.stat().st_mode
+        except OSError:
+            raise SkillFileNotFound(ref, path, self._list_files(folder)) from None
+        kind = file_kind(mode)
+        if kind is not None:
+            raise SkillFileUnreadable(ref, path, kind)
+        if stat_module.S_ISDIR(mode):
+            raise SkillFileNotFound(ref, path, self._list_files(folder))
+        return target
 
     async def read(self, ref: str, path: str | None = None) -> bytes:
+        """The SKILL.md body, or the bytes of ``path``; files over ``max_file_bytes`` raise
+        :class:`SkillFileTooLarge`, FIFOs and devices :class:`SkillFileUnreadable`."""
         folder = self._folder(ref)
         if path is None:
             return body_bytes(self._skill_md_bytes(folder))
-        target = confine(folder, path)
-        if not target.is_file():
-            raise SkillFileNotFound(ref, path, self._list_files(folder))
-        return _read_regular(target, path)
+        return read_regular(self._file(ref, folder, path), path, self.max_file_bytes)
+
+    async def read_lines(
+        self, ref: str, path: str, offset: int, limit: int | None, max_chars: int
+    ) -> LinePage:
+        """Lines ``offset``.. of ``path`` streamed from disk: at most ``limit`` lines and
+        ``max_chars`` characters are kept, whatever the file's size (no ``max_file_bytes``
+        cap applies: nothing is loaded whole)."""
+        target = self._file(ref, self._folder(ref), path)
+        return read_line_page(target, offset, limit, max_chars)
 
     async def stat(self, ref: str, path: str | None = None) -> SkillFileStat:
         folder = self._folder(ref)
@@ -356,10 +481,11 @@ class FilesystemSource:
             rel_dir = os.path.relpath(current, folder).replace(os.sep, "/")
             for name in files:
                 rel = name if rel_dir == "." else f"{rel_dir}/{name}"
-                if rel in SKILL_FILE_NAMES:
+                if rel_dir == "." and is_skill_file_name(name):
                     continue
                 try:
-                    confine(folder, rel)
+                    if not confine(folder, rel).is_file():
+                        continue  # FIFOs, sockets, devices: never served, so never listed
                 except PathEscapeError:
                     continue
                 found.append(rel)
@@ -368,27 +494,10 @@ class FilesystemSource:
         return sorted(found)
 
 
-_OPEN_FLAGS = (
-    os.O_RDONLY
-    | getattr(os, "O_NOFOLLOW", 0)
-    | getattr(os, "O_NONBLOCK", 0)
-    | getattr(os, "O_CLOEXEC", 0)
-)
-
-
-def _read_regular(target: Path, path: str) -> bytes:
-    """Read ``target`` (a path :func:`confine` resolved) without following a symlink put in
-    its place since, and only if it is still a regular file (a FIFO swapped in would block)."""
-    try:
-        fd = os.open(target, _OPEN_FLAGS)
-    except OSError as err:
-        if err.errno == errno.ELOOP:
-            raise PathEscapeError(path, "it became a symlink while it was being read") from None
-        raise
-    with os.fdopen(fd, "rb") as handle:
-        if not stat_module.S_ISREG(os.fstat(handle.fileno()).st_mode):
-            raise PathEscapeError(path, "it is no longer a regular file")
-        return handle.read()
+def _names(paths: builtins.list[str]) -> str:
+    shown = ", ".join(paths[:_UNSCANNED_SHOWN])
+    more = len(paths) - _UNSCANNED_SHOWN
+    return f"{shown} and {more} more" if more > 0 else shown
 
 
 def _is_dir(entry: os.DirEntry[str]) -> bool:

@@ -1,0 +1,304 @@
+"""``BubblewrapSandbox``: each command runs under Debian's ``bwrap``, behind ``prlimit``.
+
+The argv is built here, in Python, and nothing else runs on the host::
+
+    prlimit --cpu=… --as=… --nofile=… --fsize=… --core=0 [--nproc=…] --
+    bwrap --new-session --die-with-parent --unshare-pid --unshare-ipc --unshare-uts
+          --unshare-cgroup-try [--unshare-net] --cap-drop ALL
+          --ro-bind / / --dev /dev [--proc /proc] [--tmpfs /tmp]
+          --bind P P (write_allow…)  --bind W W (the workspace)  --ro-bind P P (write_deny…)
+          --tmpfs D --remount-ro D | --ro-bind <empty file> F (read_deny…)
+          --chdir W --info-fd N [--seccomp M] -- <argv>
+
+* The host file system is read-only; ``/dev`` is a fresh minimal one (``/dev/null``,
+  ``/dev/zero``, ``/dev/urandom``, ``/dev/tty`` … work), ``/proc`` a fresh one for the new PID
+  namespace (unless ``mount_proc=False``, the weaker variant for nested containers).
+* Root running the agent gets no capabilities inside (``--cap-drop ALL``).
+* Unless ``unix_sockets="on"``, a seccomp filter refuses ``socket(AF_UNIX)``
+  (:mod:`plait.sandbox.seccomp`): a read-only mount does not stop connecting to host sockets.
+* The process tree lives in its own PID namespace whose init is bwrap's: when that init dies,
+  the kernel kills every process left in the namespace (double-forked daemons included) before
+  bwrap exits. At the deadline, on cancellation and on ``aclose()`` plait SIGKILLs that init
+  (its host pid comes from ``--info-fd``) and waits for bwrap to exit; ``--die-with-parent``
+  covers plait itself dying.
+* rlimits are set by ``prlimit`` on bwrap and inherited by the whole tree.
+
+``check()`` runs the first-use probe (:mod:`plait.sandbox.probe`). Never falls back to running
+unsandboxed.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import re
+import signal
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from plait.sandbox.base import SandboxCommand
+from plait.sandbox.errors import SandboxPolicyInvalid, SandboxUnavailable
+from plait.sandbox.policy import SandboxPolicy
+from plait.sandbox.probe import OPT_OUT, PROBE_TIMEOUT_SECONDS, probe, resolve_tools
+from plait.sandbox.process import Launch, ProcessSandbox, kill_group
+from plait.sandbox.seccomp import unix_socket_filter, write_filter
+
+__all__ = ["BubblewrapSandbox"]
+
+_CHILD_PID = re.compile(rb'"child-pid"\s*:\s*(\d+)')
+_MEMORY_SIGNS = ("MemoryError", "Cannot allocate memory", "std::bad_alloc", "out of memory")
+
+
+_empty: list[str] = []
+
+
+def _empty_file() -> str:
+    """A read-only empty file (created once per process) bound over denied files: the host's
+    ``/dev/null`` cannot be, as bwrap mounts binds ``nodev``."""
+    if not _empty or not os.path.isfile(_empty[0]):
+        fd, path = tempfile.mkstemp(prefix="plait-sandbox-empty-")
+        os.close(fd)
+        os.chmod(path, 0o444)
+        _empty[:] = [path]
+        atexit.register(_remove, path)
+    return _empty[0]
+
+
+def _remove(path: str) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(path)
+
+
+_MAX_LINKS = 40
+
+
+def _tmp_prefixes(program: str | None) -> list[str]:
+    """The folders to keep visible for ``program``: for it and each symlink it goes through
+    (at most ``_MAX_LINKS``) that lives under ``/tmp``, its prefix (the folder above ``bin/``,
+    else its folder)."""
+    found: list[str] = []
+    path = program
+    for _ in range(_MAX_LINKS):
+        if path is None or not os.path.isabs(path):
+            break
+        parts = Path(os.path.normpath(path))
+        if parts.parts[:2] == ("/", "tmp") and len(parts.parts) >= 4:
+            folder = parts.parent.parent if parts.parent.name == "bin" else parts.parent
+            if len(folder.parts) > 2 and str(folder) not in found:
+                found.append(str(folder))
+        if not os.path.islink(path):
+            break
+        path = os.path.join(os.path.dirname(path), os.readlink(path))
+    return found
+
+
+def _host_path(path: str) -> str:
+    return os.path.realpath(os.path.expanduser(path))
+
+
+class _Info:
+    """Reads bwrap's ``--info-fd`` JSON (non-blocking) to learn the namespace init's pid."""
+
+    def __init__(self) -> None:
+        self.read_fd, self.write_fd = os.pipe()
+        os.set_blocking(self.read_fd, False)
+        self._pid: int | None = None
+        self._data = b""
+
+    def child_pid(self) -> int | None:
+        if self._pid is None:
+            with contextlib.suppress(BlockingIOError, OSError):
+                self._data += os.read(self.read_fd, 4096)
+            found = _CHILD_PID.search(self._data)
+            self._pid = int(found.group(1)) if found else None
+        return self._pid
+
+    def close(self) -> None:
+        for fd in (self.read_fd, self.write_fd):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+class BubblewrapSandbox(ProcessSandbox):
+    """The default sandbox for skill scripts (see the module docstring).
+
+    ``policy`` says what a run may touch; ``bwrap`` and ``prlimit`` are looked up on ``PATH``
+    when the check runs; ``mount_proc=False`` skips the fresh ``/proc`` (needed in some nested
+    containers; the run then sees the outer ``/proc`` read-only, host processes included);
+    ``probe_timeout`` bounds the first-use check. Raises
+    :class:`~plait.sandbox.errors.SandboxPolicyInvalid` for a bad policy."""
+
+    name = "bubblewrap"
+
+    def __init__(
+        self,
+        policy: SandboxPolicy | None = None,
+        *,
+        bwrap: str = "bwrap",
+        prlimit: str = "prlimit",
+        mount_proc: bool = True,
+        probe_timeout: float = PROBE_TIMEOUT_SECONDS,
+    ) -> None:
+        super().__init__()
+        self.policy = policy if policy is not None else SandboxPolicy()
+        self.policy.check()
+        if not probe_timeout > 0:
+            raise SandboxPolicyInvalid("probe_timeout must be > 0 seconds.")
+        self.bwrap = bwrap
+        self.prlimit = prlimit
+        self.mount_proc = mount_proc
+        self.probe_timeout = probe_timeout
+        self._tools: tuple[str, str] | None = None
+        self._filter = unix_socket_filter()
+
+    async def check(self) -> None:
+        """Prove bwrap works here (once per command shape per process) or raise
+        :class:`~plait.sandbox.errors.SandboxUnavailable` naming the cause and the fix;
+        :class:`~plait.sandbox.errors.SandboxPolicyInvalid` for a missing ``write_allow``."""
+        if self._tools is not None:
+            return
+        self._writable()  # a missing write_allow path fails every time, cache or not
+        tools = resolve_tools(self.bwrap, self.prlimit)
+        policy = self.policy
+        if policy.unix_sockets == "off" and self._filter is None:
+            raise SandboxUnavailable(
+                "seccomp-unsupported",
+                "The filter that keeps scripts away from host Unix sockets exists for x86_64 "
+                'and aarch64 only. Accept host Unix sockets with SandboxPolicy(unix_sockets="on")'
+                " if you must. " + OPT_OUT,
+            )
+        flags = (self.mount_proc, policy.network, policy.unix_sockets, policy.private_tmp)
+        key = (*tools, *map(str, flags))
+        seccomp = self._seccomp_fd()
+        fds = () if seccomp is None else (seccomp,)
+        try:
+            await probe(
+                lambda ws, argv: self._argv(tools, ws, argv, None, seccomp),
+                key,
+                self.probe_timeout,
+                fds,
+            )
+        finally:
+            if seccomp is not None:
+                os.close(seccomp)
+        self._tools = tools
+
+    def _seccomp_fd(self) -> int | None:
+        if self.policy.unix_sockets == "on" or self._filter is None:
+            return None
+        return write_filter(self._filter)
+
+    def launch(self, command: SandboxCommand) -> Launch:
+        assert self._tools is not None, "check() runs before launch()"
+        info = _Info()
+        seccomp = self._seccomp_fd()
+
+        def cleanup() -> None:
+            info.close()
+            if seccomp is not None:
+                os.close(seccomp)
+
+        try:
+            argv = self._argv(self._tools, command.workspace, command.argv, info.write_fd, seccomp)
+        except BaseException:
+            cleanup()
+            raise
+        fds = (info.write_fd,) if seccomp is None else (info.write_fd, seccomp)
+
+        def kill_tree(pid: int) -> None:
+            child = info.child_pid()
+            if child is None:
+                kill_group(pid)  # not started yet; --die-with-parent takes the rest
+                return
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(child, signal.SIGKILL)
+
+        return Launch(argv, kill_tree=kill_tree, pass_fds=fds, cleanup=cleanup)
+
+    def _writable(self) -> list[str]:
+        """The host paths of ``write_allow``; raise if one does not exist."""
+        paths = []
+        for raw in self.policy.write_allow:
+            path = _host_path(raw)
+            if not os.path.exists(path):
+                raise SandboxPolicyInvalid(
+                    f"SandboxPolicy.write_allow path {raw!r} does not exist; create it or "
+                    "remove it from the policy."
+                )
+            paths.append(path)
+        return paths
+
+    def bwrap_args(self, workspace: Path, program: str | None = None) -> list[str]:
+        """The bwrap options for a run of ``program`` in ``workspace`` (see the module). With
+        a private ``/tmp``, a ``program`` that lives under ``/tmp`` (a virtualenv there) stays
+        visible, read-only: its prefix (the folder above ``bin/``) is bound back, and so is
+        that of every symlink on the way to the real binary."""
+        policy = self.policy
+        args = ["--new-session", "--die-with-parent", "--unshare-pid", "--unshare-ipc"]
+        args += ["--unshare-uts", "--unshare-cgroup-try"]
+        if policy.network == "off":
+            args.append("--unshare-net")
+        args += ["--cap-drop", "ALL", "--ro-bind", "/", "/", "--dev", "/dev"]
+        if self.mount_proc:
+            args += ["--proc", "/proc"]
+        if policy.private_tmp:
+            args += ["--tmpfs", "/tmp"]
+            for prefix in _tmp_prefixes(program):
+                args += ["--ro-bind", prefix, prefix]
+        for path in self._writable():
+            args += ["--bind", path, path]
+        root = str(workspace.resolve())
+        args += ["--bind", root, root]
+        for raw in policy.write_deny:
+            path = _host_path(raw)
+            if os.path.exists(path):
+                args += ["--ro-bind", path, path]
+        for raw in policy.read_deny:
+            path = _host_path(raw)
+            if not os.access(path, os.R_OK):
+                continue  # missing, or unreadable by this user anyway: nothing to hide
+            if os.path.isdir(path):
+                args += ["--tmpfs", path, "--remount-ro", path]
+            else:
+                args += ["--ro-bind", _empty_file(), path]
+        return [*args, "--chdir", root]
+
+    def _argv(
+        self,
+        tools: tuple[str, str],
+        workspace: Path,
+        argv: Sequence[str],
+        info_fd: int | None,
+        seccomp_fd: int | None,
+    ) -> list[str]:
+        bwrap, prlimit = tools
+        args = self.bwrap_args(workspace, argv[0] if argv else None)
+        if info_fd is not None:
+            args += ["--info-fd", str(info_fd)]
+        if seccomp_fd is not None:
+            args += ["--seccomp", str(seccomp_fd)]
+        return [prlimit, *self.policy.limits.prlimit_args(), "--", bwrap, *args, "--", *argv]
+
+    def wall_seconds(self) -> float | None:
+        return self.policy.limits.wall_seconds
+
+    def limit_hit(self, exit_code: int, output: str) -> str | None:
+        """Name the limit a failed run most likely hit (bwrap exits 128+N for signal N)."""
+        if exit_code == 0:
+            return None
+        limits = self.policy.limits
+        signum = exit_code - 128 if exit_code > 128 else -exit_code
+        if signum == signal.SIGXCPU:
+            return f"cpu_seconds={limits.cpu_seconds} (CPU time limit reached, SIGXCPU)"
+        if signum == signal.SIGXFSZ or "File too large" in output:
+            return f"file_size_bytes={limits.file_size_bytes} (file size limit reached, SIGXFSZ)"
+        if any(sign in output for sign in _MEMORY_SIGNS):
+            return f"memory_bytes={limits.memory_bytes} (memory limit reached)"
+        if "Too many open files" in output:
+            return f"open_files={limits.open_files} (open file limit reached)"
+        return None
+
+    def __repr__(self) -> str:
+        return f"BubblewrapSandbox({self.policy!r}, mount_proc={self.mount_proc})"

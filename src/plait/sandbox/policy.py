@@ -1,0 +1,162 @@
+"""What a sandboxed process may do: :class:`SandboxPolicy` and its :class:`SandboxLimits`.
+
+Reads are deny-listed (the host file system is readable, read-only, except ``read_deny``);
+writes are allow-listed (the run's workspace, plus ``write_allow``, minus ``write_deny``); the
+network is off unless ``network="on"``. Paths may start with ``~`` (the home of the user running
+the agent, expanded when a run starts). The defaults are safe for an untrusted skill::
+
+    SandboxPolicy()                                   # workspace writable, no network
+    SandboxPolicy(network="on")                       # a skill that downloads something
+    SandboxPolicy(write_allow=("~/reports",),         # also write one host folder
+                  limits=SandboxLimits(memory_bytes=4 * GIB, cpu_seconds=120))
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field
+from typing import Literal
+
+from plait.sandbox.errors import SandboxPolicyInvalid
+
+__all__ = ["DEFAULT_READ_DENY", "GIB", "MIB", "SandboxLimits", "SandboxPolicy"]
+
+MIB = 1024 * 1024
+GIB = 1024 * MIB
+
+DEFAULT_READ_DENY: tuple[str, ...] = (
+    "~/.ssh",
+    "~/.gnupg",
+    "~/.aws",
+    "~/.azure",
+    "~/.config/gcloud",
+    "~/.config/gh",
+    "~/.kube",
+    "~/.docker",
+    "~/.netrc",
+    "~/.git-credentials",
+    "~/.pypirc",
+    "~/.npmrc",
+    "/etc/shadow",
+    "/etc/gshadow",
+)
+"""Credential stores hidden from every sandboxed process (they read as empty)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SandboxLimits:
+    """Resource limits of one run, applied as rlimits to the sandboxed process tree.
+
+    =============== ========= ==================================================================
+    field           default   effect when exceeded
+    =============== ========= ==================================================================
+    wall_seconds    300       the whole process tree is killed (a run's timeout is capped to it)
+    cpu_seconds     60        the process gets SIGXCPU, one second later SIGKILL (per process)
+    memory_bytes    2 GiB     address space (RLIMIT_AS): allocations fail (Python: MemoryError)
+    open_files      256       opening more files fails (EMFILE)
+    file_size_bytes 256 MiB   writing past it fails (EFBIG; SIGXFSZ for programs that keep it)
+    processes       None      fork fails (RLIMIT_NPROC). Off by default: Linux counts *every*
+                              process of the user against it and exempts root, so it is not a
+                              per-sandbox cap; the PID namespace and ``wall_seconds`` bound a
+                              fork bomb's life instead.
+    =============== ========= ==================================================================
+    """
+
+    wall_seconds: float = 300.0
+    cpu_seconds: int = 60
+    memory_bytes: int = 2 * GIB
+    open_files: int = 256
+    file_size_bytes: int = 256 * MIB
+    processes: int | None = None
+
+    def check(self) -> None:
+        """Raise :class:`SandboxPolicyInvalid` naming the first bad limit."""
+        if not (math.isfinite(self.wall_seconds) and self.wall_seconds > 0):
+            raise SandboxPolicyInvalid("SandboxLimits.wall_seconds must be a number > 0.")
+        for name in ("cpu_seconds", "memory_bytes", "open_files", "file_size_bytes"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise SandboxPolicyInvalid(f"SandboxLimits.{name} must be an integer >= 1.")
+        if self.memory_bytes < 64 * MIB:
+            raise SandboxPolicyInvalid(
+                "SandboxLimits.memory_bytes below 64 MiB leaves no room for an interpreter; "
+                "raise it."
+            )
+        if self.open_files < 16:
+            raise SandboxPolicyInvalid("SandboxLimits.open_files must be at least 16.")
+        if self.processes is not None and self.processes < 1:
+            raise SandboxPolicyInvalid("SandboxLimits.processes must be >= 1, or None (off).")
+
+    def prlimit_args(self) -> list[str]:
+        """The ``prlimit`` options that apply these limits (soft = hard; core dumps off)."""
+        # CPU: soft first (SIGXCPU, which names the limit), hard one second later (SIGKILL).
+        args = [f"--cpu={self.cpu_seconds}:{self.cpu_seconds + 1}"]
+        pairs = [
+            ("as", self.memory_bytes),
+            ("nofile", self.open_files),
+            ("fsize", self.file_size_bytes),
+            ("core", 0),
+        ]
+        if self.processes is not None:
+            pairs.append(("nproc", self.processes))
+        return args + [f"--{name}={value}:{value}" for name, value in pairs]
+
+
+@dataclass(frozen=True, slots=True)
+class SandboxPolicy:
+    """Everything a sandboxed run may touch, readable in one screen.
+
+    ================ ==========================================================================
+    field            meaning
+    ================ ==========================================================================
+    read_deny        paths that read as empty: a folder becomes an empty read-only tmpfs, a
+                     file an empty read-only file; paths that are missing or that the agent's
+                     user cannot read are skipped (nothing to hide)
+    write_allow      host paths writable besides the run's workspace (each must exist)
+    write_deny       paths kept read-only even inside a writable one
+    network          ``"off"``: a private network namespace (its own loopback only);
+                     ``"on"``: the host's network
+    unix_sockets     ``"off"``: ``socket(AF_UNIX)`` fails (seccomp), so host sockets on the
+                     read-only file system (docker, D-Bus, ssh-agent) stay out of reach;
+                     ``"on"``: allowed
+    private_tmp      ``/tmp`` is an empty tmpfs private to the run (never reaches the host)
+    limits           :class:`SandboxLimits`
+    ================ ==========================================================================
+    """
+
+    read_deny: tuple[str, ...] = DEFAULT_READ_DENY
+    write_allow: tuple[str, ...] = ()
+    write_deny: tuple[str, ...] = ()
+    network: Literal["off", "on"] = "off"
+    unix_sockets: Literal["off", "on"] = "off"
+    private_tmp: bool = True
+    limits: SandboxLimits = field(default_factory=SandboxLimits)
+
+    def check(self) -> None:
+        """Raise :class:`SandboxPolicyInvalid` naming the first problem (paths are checked
+        for shape here, for existence when a run starts)."""
+        for name in ("network", "unix_sockets"):
+            value = getattr(self, name)
+            if value not in ("off", "on"):
+                raise SandboxPolicyInvalid(
+                    f"SandboxPolicy.{name} must be 'off' or 'on', not {value!r}."
+                )
+        for name in ("read_deny", "write_allow", "write_deny"):
+            paths = getattr(self, name)
+            if isinstance(paths, str):
+                raise SandboxPolicyInvalid(
+                    f"SandboxPolicy.{name} must be a tuple of paths, not one string."
+                )
+            for path in paths:
+                expanded = os.path.expanduser(path)
+                if not os.path.isabs(expanded) or "\x00" in expanded:
+                    raise SandboxPolicyInvalid(
+                        f"SandboxPolicy.{name} entry {path!r} must be an absolute path "
+                        "(or start with ~)."
+                    )
+                if os.path.normpath(expanded) == "/":
+                    raise SandboxPolicyInvalid(
+                        f"SandboxPolicy.{name} may not contain '/': name the folders instead."
+                    )
+        self.limits.check()

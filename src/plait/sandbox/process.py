@@ -1,0 +1,247 @@
+"""The process plumbing both sandboxes share: spawn, capped output, deadline, kill, settle.
+
+:class:`ProcessSandbox` runs a :class:`~plait.sandbox.base.SandboxCommand` through
+``loop.subprocess_exec`` with a protocol that keeps at most ``max_output_bytes`` (the rest is
+read and dropped, so a flood never blocks the writer). A run ends when the process has exited
+*and* its output pipe is closed, or at the deadline. Whatever ends it (deadline, cancellation,
+``aclose()``), the tree is killed and the run waits - uncancellably, at most twice
+:data:`~plait.sandbox.base.KILL_GRACE_SECONDS` - until the process is reaped, then closes the
+transport itself, so no transport is left for the garbage collector after the loop is gone
+(the "Exception ignored … Event loop is closed" at interpreter exit).
+
+Subclasses say how to build the argv and how to kill the tree (:class:`Launch`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+
+from plait.sandbox.base import (
+    KILL_GRACE_SECONDS,
+    TRUNCATION_MARKER,
+    ProcessCallback,
+    RunningProcess,
+    SandboxCommand,
+    SandboxRun,
+)
+from plait.sandbox.errors import SandboxClosed
+
+__all__ = ["Launch", "ProcessSandbox", "kill_group"]
+
+_EOF_GRACE_SECONDS = 0.5
+
+
+def kill_group(pid: int) -> None:
+    """SIGKILL the process group ``pid`` leads (ignored when it is gone or not ours)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+
+
+def _noop(pid: int) -> None:
+    return None
+
+
+@dataclass(slots=True)
+class Launch:
+    """How one command is started: ``argv``, fds to pass, ``kill_tree(pid)`` (the tree is
+    still running), ``after_exit(pid)`` (the process exited on its own: kill stragglers),
+    ``cleanup()`` (always called once, last)."""
+
+    argv: Sequence[str]
+    kill_tree: Callable[[int], None] = kill_group
+    after_exit: Callable[[int], None] = _noop
+    pass_fds: tuple[int, ...] = ()
+    cleanup: Callable[[], None] = field(default=lambda: None)
+
+
+class _Collector(asyncio.SubprocessProtocol):
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self.data = bytearray()
+        self.truncated = False
+        self.eof = asyncio.Event()
+        self.exited = asyncio.Event()
+
+    def pipe_data_received(self, fd: int, data: bytes | bytearray) -> None:
+        room = self.cap - len(self.data)
+        if len(data) > room:
+            self.truncated = True
+        if room > 0:
+            self.data += data[:room]
+
+    def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
+        if fd == 1:
+            self.eof.set()
+
+    def process_exited(self) -> None:
+        self.exited.set()
+
+
+async def _wait(event: asyncio.Event, seconds: float) -> bool:
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(seconds):
+            await event.wait()
+    return event.is_set()
+
+
+async def _uncancellable(work: Awaitable[None]) -> None:
+    """Await ``work`` to the end even if the caller is cancelled meanwhile (then re-raise)."""
+    task = asyncio.ensure_future(work)
+    cancelled = False
+    while not task.done():
+        try:
+            await asyncio.shield(task)
+        except asyncio.CancelledError:
+            cancelled = True
+    task.result()
+    if cancelled:
+        raise asyncio.CancelledError
+
+
+class ProcessSandbox:
+    """Shared implementation of :class:`~plait.sandbox.base.Sandbox` (see the module)."""
+
+    name = "process"
+
+    def __init__(self) -> None:
+        self._running: set[RunningProcess] = set()
+        self._settled: set[asyncio.Event] = set()
+        self._closed = False
+
+    async def check(self) -> None:
+        return None
+
+    def launch(self, command: SandboxCommand) -> Launch:
+        raise NotImplementedError
+
+    def wall_seconds(self) -> float | None:
+        """The longest a run may take whatever its command asks (None: no cap)."""
+        return None
+
+    def limit_hit(self, exit_code: int, output: str) -> str | None:
+        """Which resource limit ``exit_code``/``output`` suggest was hit (None: no limits)."""
+        return None
+
+    async def run(
+        self,
+        command: SandboxCommand,
+        *,
+        on_start: ProcessCallback | None = None,
+        on_end: ProcessCallback | None = None,
+    ) -> SandboxRun:
+        """Run ``command``; see :class:`~plait.sandbox.base.Sandbox`. Raises ``OSError`` when
+        the process cannot be started at all."""
+        if self._closed:
+            raise SandboxClosed(f"The {self.name} sandbox was closed; create a new one.")
+        await self.check()
+        launch = self.launch(command)
+        settled = asyncio.Event()
+        self._settled.add(settled)
+        try:
+            collector, code, timed_out = await self._execute(launch, command, on_start, on_end)
+        finally:
+            launch.cleanup()
+            settled.set()
+            self._settled.discard(settled)
+        text = collector.data.decode("utf-8", errors="replace")
+        if collector.truncated:
+            text += TRUNCATION_MARKER
+        limit = self.limit_hit(code, text) if not timed_out else None
+        return SandboxRun(
+            exit_code=code,
+            output=text,
+            captured=len(collector.data),
+            truncated=collector.truncated,
+            timed_out=timed_out,
+            sandbox=self.name,
+            limit=limit,
+        )
+
+    async def _execute(
+        self,
+        launch: Launch,
+        command: SandboxCommand,
+        on_start: ProcessCallback | None,
+        on_end: ProcessCallback | None,
+    ) -> tuple[_Collector, int, bool]:
+        loop = asyncio.get_running_loop()
+        collector = _Collector(command.max_output_bytes)
+        transport, _ = await loop.subprocess_exec(
+            lambda: collector,
+            *launch.argv,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            cwd=command.workspace,
+            env=dict(command.env),
+            start_new_session=True,
+            pass_fds=launch.pass_fds,
+        )
+        pid = transport.get_pid()
+
+        def kill() -> None:
+            if transport.get_returncode() is None:
+                launch.kill_tree(pid)
+
+        handle = RunningProcess(pid, kill, transport.get_returncode)
+        self._running.add(handle)
+        timed_out = False
+        clean = False
+        try:
+            if self._closed:  # aclose() ran while this one was starting
+                kill()
+            if on_start is not None:
+                on_start(handle)
+            cap = self.wall_seconds()
+            async with asyncio.timeout(
+                command.timeout if cap is None else min(cap, command.timeout)
+            ):
+                await collector.exited.wait()
+                await collector.eof.wait()
+            clean = True
+        except TimeoutError:
+            timed_out = True
+        finally:
+            await _uncancellable(self._settle(transport, collector, launch, pid, clean))
+            self._running.discard(handle)
+            if on_end is not None:
+                on_end(handle)
+        code = transport.get_returncode()
+        return collector, code if code is not None else -signal.SIGKILL, timed_out
+
+    async def _settle(
+        self,
+        transport: asyncio.SubprocessTransport,
+        collector: _Collector,
+        launch: Launch,
+        pid: int,
+        clean: bool,
+    ) -> None:
+        try:
+            if clean:
+                launch.after_exit(pid)
+                return
+            if transport.get_returncode() is None:
+                launch.kill_tree(pid)
+            if not await _wait(collector.exited, KILL_GRACE_SECONDS):
+                kill_group(pid)
+                await _wait(collector.exited, KILL_GRACE_SECONDS)
+            await _wait(collector.eof, _EOF_GRACE_SECONDS)
+        finally:
+            transport.close()
+
+    async def aclose(self) -> None:
+        """Kill every running tree and wait (bounded) until each run has settled. Later
+        ``run`` calls raise :class:`~plait.sandbox.errors.SandboxClosed`. Idempotent."""
+        self._closed = True
+        for handle in list(self._running):
+            handle.kill()
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(2 * KILL_GRACE_SECONDS + _EOF_GRACE_SECONDS):
+                for settled in list(self._settled):
+                    await settled.wait()

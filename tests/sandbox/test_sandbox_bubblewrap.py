@@ -1,0 +1,206 @@
+"""The sandbox layer on its own (a real ``bwrap``): policy checks, the argv it builds, runs,
+cancellation, ``aclose()``, and the explicit unsandboxed runner."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from plait.sandbox import (
+    DEFAULT_READ_DENY,
+    MIB,
+    BubblewrapSandbox,
+    RunningProcess,
+    Sandbox,
+    SandboxClosed,
+    SandboxCommand,
+    SandboxLimits,
+    SandboxPolicy,
+    SandboxPolicyInvalid,
+    UnsandboxedRunner,
+)
+
+
+def command(workspace: Path, *argv: str, timeout: float = 20, cap: int = 10_000) -> SandboxCommand:
+    return SandboxCommand(tuple(argv), workspace, timeout, cap)
+
+
+def py(workspace: Path, code: str, *args: str, **kw: Any) -> SandboxCommand:
+    return command(workspace, sys.executable, "-c", code, *args, **kw)
+
+
+def processes_with(marker: str) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            if entry.isdigit() and marker.encode() in Path(f"/proc/{entry}/cmdline").read_bytes():
+                found.append(int(entry))
+        except OSError:
+            continue
+    return found
+
+
+SLEEPER = "import os, sys, time\nif os.fork() == 0:\n    os.setsid()\ntime.sleep(600)\n"
+
+
+@pytest.mark.parametrize(
+    ("policy", "needle"),
+    [
+        (SandboxPolicy(network="maybe"), "network must be 'off' or 'on'"),  # type: ignore[arg-type]
+        (SandboxPolicy(unix_sockets="yes"), "unix_sockets must be"),  # type: ignore[arg-type]
+        (SandboxPolicy(write_allow="/tmp"), "tuple of paths"),  # type: ignore[arg-type]
+        (SandboxPolicy(write_allow=("relative/dir",)), "absolute path"),
+        (SandboxPolicy(read_deny=("/",)), "may not contain '/'"),
+        (SandboxPolicy(limits=SandboxLimits(cpu_seconds=0)), "cpu_seconds must be"),
+        (SandboxPolicy(limits=SandboxLimits(memory_bytes=MIB)), "below 64 MiB"),
+        (SandboxPolicy(limits=SandboxLimits(open_files=3)), "open_files must be at least 16"),
+        (SandboxPolicy(limits=SandboxLimits(processes=0)), "processes must be >= 1"),
+        (SandboxPolicy(limits=SandboxLimits(wall_seconds=float("nan"))), "wall_seconds"),
+    ],
+)
+def test_a_bad_policy_is_a_typed_error_saying_what_to_fix(
+    policy: SandboxPolicy, needle: str
+) -> None:
+    with pytest.raises(SandboxPolicyInvalid, match=needle):
+        BubblewrapSandbox(policy)
+
+
+def test_the_default_policy_is_the_safe_one() -> None:
+    policy = SandboxPolicy()
+    assert policy.network == "off" and policy.write_allow == () and policy.private_tmp
+    assert "~/.ssh" in policy.read_deny and policy.read_deny == DEFAULT_READ_DENY
+    assert policy.limits.prlimit_args() == [
+        "--cpu=60:61",
+        f"--as={2048 * MIB}:{2048 * MIB}",
+        "--nofile=256:256",
+        f"--fsize={256 * MIB}:{256 * MIB}",
+        "--core=0:0",
+    ]
+
+
+def test_the_bwrap_command_line(tmp_path: Path) -> None:
+    secret = tmp_path / "secret"
+    secret.mkdir()
+    allowed = tmp_path / "out"
+    allowed.mkdir()
+    box = BubblewrapSandbox(
+        SandboxPolicy(read_deny=(str(secret), "/no/such/path"), write_allow=(str(allowed),))
+    )
+    args = box.bwrap_args(tmp_path)
+    for flag in ("--new-session", "--die-with-parent", "--unshare-pid", "--unshare-net"):
+        assert flag in args
+    assert args[args.index("--cap-drop") + 1] == "ALL"
+    assert " ".join(args).count("--ro-bind / / --dev /dev --proc /proc --tmpfs /tmp") == 1
+    assert ["--bind", str(allowed), str(allowed)] == args[args.index("--bind") :][:3]
+    assert ["--tmpfs", str(secret), "--remount-ro", str(secret)] == args[
+        args.index(str(secret)) - 1 :
+    ][:4]
+    assert "/no/such/path" not in args and args[-2:] == ["--chdir", str(tmp_path)]
+    nested = BubblewrapSandbox(SandboxPolicy(network="on"), mount_proc=False).bwrap_args(tmp_path)
+    assert "--proc" not in nested and "--unshare-net" not in nested
+
+
+async def test_an_interpreter_in_a_virtualenv_under_tmp_stays_visible(tmp_path: Path) -> None:
+    # venv/bin/python -> base/bin/python -> the real interpreter: both prefixes under /tmp
+    # are bound back read-only over the private /tmp.
+    base, venv = tmp_path / "base", tmp_path / "venv"
+    for prefix in (base, venv):
+        (prefix / "bin").mkdir(parents=True)
+    (base / "bin" / "python").symlink_to(sys.executable)
+    python = venv / "bin" / "python"
+    python.symlink_to(base / "bin" / "python")
+    box = BubblewrapSandbox()
+    args = box.bwrap_args(tmp_path / "ws", str(python))
+    after_tmp = args[args.index("/tmp") + 1 :]
+    assert after_tmp[:6] == ["--ro-bind", str(venv), str(venv), "--ro-bind", str(base), str(base)]
+    (tmp_path / "ws").mkdir()
+    run = await box.run(py_with(python, tmp_path / "ws", "print('from the venv')"))
+    assert (run.exit_code, run.output) == (0, "from the venv\n")
+    assert box.bwrap_args(tmp_path, "/usr/bin/python3") == box.bwrap_args(tmp_path)
+
+
+def py_with(python: Path, workspace: Path, code: str) -> SandboxCommand:
+    return command(workspace, str(python), "-c", code)
+
+
+def test_a_missing_write_allow_path_is_refused_when_a_run_starts(tmp_path: Path) -> None:
+    box = BubblewrapSandbox(SandboxPolicy(write_allow=(str(tmp_path / "missing"),)))
+    with pytest.raises(SandboxPolicyInvalid, match="does not exist; create it"):
+        box.bwrap_args(tmp_path)
+
+
+async def test_a_run_reports_exit_code_output_and_sandbox(tmp_path: Path) -> None:
+    box = BubblewrapSandbox()
+    assert isinstance(box, Sandbox) and isinstance(UnsandboxedRunner(), Sandbox)
+    run = await box.run(
+        py(tmp_path, "import os; print(os.getpid(), os.getcwd()); raise SystemExit(4)")
+    )
+    assert (run.exit_code, run.sandbox, run.timed_out) == (4, "bubblewrap", False)
+    assert run.output.split() == ["2", str(tmp_path)]  # pid 2 in its own PID namespace
+
+
+async def test_cancelling_a_run_kills_its_tree_before_the_cancellation_lands(
+    tmp_path: Path,
+) -> None:
+    box = BubblewrapSandbox()
+    marker = f"plait-cancel-{uuid.uuid4().hex}"
+    started: list[RunningProcess] = []
+    task = asyncio.create_task(box.run(py(tmp_path, SLEEPER, marker), on_start=started.append))
+    for _ in range(1000):
+        # bwrap outside, bwrap's init inside, the script, its setsid child
+        if started and len(processes_with(marker)) >= 4:
+            break
+        await asyncio.sleep(0.01)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert started[0].returncode is not None
+    assert processes_with(marker) == []
+
+
+@pytest.mark.parametrize("make", [BubblewrapSandbox, UnsandboxedRunner])
+async def test_aclose_kills_every_running_tree_and_refuses_new_runs(
+    tmp_path: Path, make: Any
+) -> None:
+    box = make()
+    marker = f"plait-aclose-{uuid.uuid4().hex}"
+    code = "import time\ntime.sleep(600)\n"
+    runs = [asyncio.create_task(box.run(py(tmp_path, code, marker))) for _ in range(2)]
+    for _ in range(1000):
+        if len(processes_with(marker)) >= 2:
+            break
+        await asyncio.sleep(0.01)
+    await box.aclose()
+    assert processes_with(marker) == []
+    for run in runs:
+        assert (await run).exit_code != 0
+    with pytest.raises(SandboxClosed, match="create a new one"):
+        await box.run(py(tmp_path, "pass"))
+    await box.aclose()  # idempotent
+
+
+async def test_the_wall_time_limit_caps_a_longer_timeout(tmp_path: Path) -> None:
+    box = BubblewrapSandbox(SandboxPolicy(limits=SandboxLimits(wall_seconds=0.5)))
+    run = await box.run(py(tmp_path, "import time; time.sleep(60)", timeout=60))
+    assert run.timed_out and run.exit_code != 0
+
+
+async def test_open_files_and_file_size_limits_are_named(tmp_path: Path) -> None:
+    limits = SandboxLimits(open_files=32, file_size_bytes=MIB)
+    box = BubblewrapSandbox(SandboxPolicy(limits=limits))
+    many = await box.run(py(tmp_path, "[open('/dev/null') for _ in range(100)]"))
+    assert many.limit == "open_files=32 (open file limit reached)"
+    big = await box.run(py(tmp_path, "open('big', 'wb').write(b'x' * (4 * 1024 * 1024))"))
+    assert big.limit == f"file_size_bytes={MIB} (file size limit reached, SIGXFSZ)"
+    assert (tmp_path / "big").stat().st_size <= MIB
+
+
+async def test_unsandboxed_is_named_and_unlimited(tmp_path: Path) -> None:
+    run = await UnsandboxedRunner().run(py(tmp_path, "import os; print(os.getpid() > 2)"))
+    assert (run.sandbox, run.output.strip(), run.limit) == ("unsandboxed", "True", None)

@@ -1,0 +1,85 @@
+"""The first-use check: missing tools, a hanging probe, the cache, the diagnosis table."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from plait.sandbox import BubblewrapSandbox, SandboxUnavailable
+from plait.sandbox.probe import diagnose
+
+
+def fake_bwrap(folder: Path, body: str) -> Path:
+    path = folder / "bin" / "bwrap"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(f"#!/bin/sh\n{body}\n")
+    path.chmod(0o755)
+    return path
+
+
+async def test_missing_prlimit_names_util_linux() -> None:
+    with pytest.raises(SandboxUnavailable, match="apt-get install util-linux") as info:
+        await BubblewrapSandbox(prlimit="plait-no-such-prlimit").check()
+    assert info.value.cause == "prlimit-missing"
+
+
+async def test_a_hanging_probe_is_cut_at_its_deadline(tmp_path: Path) -> None:
+    bwrap = fake_bwrap(tmp_path, "exec sleep 30")
+    box = BubblewrapSandbox(bwrap=str(bwrap), probe_timeout=0.3)
+    with pytest.raises(SandboxUnavailable, match="NFS or autofs") as info:
+        await box.check()
+    assert info.value.cause == "probe-timeout"
+
+
+async def test_the_probe_runs_once_per_command_shape(tmp_path: Path) -> None:
+    count = tmp_path / "count"
+    bwrap = fake_bwrap(tmp_path, f"echo probe >> {count}")
+    for _ in range(3):
+        await BubblewrapSandbox(bwrap=str(bwrap)).check()
+    await BubblewrapSandbox(bwrap=str(bwrap), mount_proc=False).check()
+    assert count.read_text().splitlines() == ["probe", "probe"]
+
+
+async def test_a_failed_probe_stays_failed_and_never_falls_back(tmp_path: Path) -> None:
+    bwrap = fake_bwrap(
+        tmp_path, "echo 'bwrap: Failed to make / slave: Permission denied' >&2; exit 1"
+    )
+    box = BubblewrapSandbox(bwrap=str(bwrap))
+    for _ in range(2):
+        with pytest.raises(SandboxUnavailable) as info:
+            await box.check()
+        assert info.value.cause == "mount-propagation-refused"
+    with pytest.raises(SandboxUnavailable):
+        await box.run(None)  # type: ignore[arg-type]  # refused before the command is read
+
+
+def test_an_unknown_failure_shows_bwraps_last_line_and_how_to_see_more() -> None:
+    error = diagnose("noise\nbwrap: something new\n", 1)
+    assert error.cause == "bwrap-failed"
+    assert "(bwrap: something new)" in str(error) and "bwrap --ro-bind / / true" in str(error)
+    assert "UnsandboxedRunner()" in str(error)
+
+
+def test_the_unix_socket_filter_exists_for_x86_64_and_aarch64_only() -> None:
+    from plait.sandbox.seccomp import unix_socket_filter
+
+    x86 = unix_socket_filter("x86_64")
+    arm = unix_socket_filter("aarch64")
+    assert x86 is not None and len(x86) == 9 * 8
+    assert arm is not None and len(arm) == 8 * 8
+    assert unix_socket_filter("riscv64") is None
+
+
+async def test_an_unsupported_architecture_refuses_rather_than_drops_the_filter(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import platform
+
+    from plait.sandbox import SandboxPolicy
+
+    monkeypatch.setattr(platform, "machine", lambda: "riscv64")
+    with pytest.raises(SandboxUnavailable, match='unix_sockets="on"') as info:
+        await BubblewrapSandbox().check()
+    assert info.value.cause == "seccomp-unsupported"
+    await BubblewrapSandbox(SandboxPolicy(unix_sockets="on")).check()  # explicit opt-in works
