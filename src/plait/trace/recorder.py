@@ -38,6 +38,7 @@ from plait.messages import (
     AssistantMessage,
     Message,
     SystemMessage,
+    TextPart,
     ToolCall,
     ToolMessage,
     ToolResult,
@@ -124,31 +125,29 @@ def _output_text(data: Any) -> str:
 class _Known:
     """A message already keyed on this thread: recognised again by id and signature."""
 
-    signature: int
+    signature: tuple[object, ...]
     key: str
     tokens: int
 
 
-def _signature(message: Message) -> int:
-    """A cheap in-process fingerprint of a message's content (no serialization of text).
+def _signature(message: Message) -> tuple[object, ...]:
+    """A cheap structural fingerprint of a message: role, text length, tool calls, and for a
+    tool result its size, error flag and whether it is an evicted reference.
 
     Messages reloaded from the thread store are new objects every turn; their id plus this
-    signature finds the key computed before, so a turn costs O(new messages) in hashing and
-    serialization rather than O(history). A message rewritten under the same id (an overflow
-    eviction, a redaction) changes its signature and gets a new key.
+    fingerprint finds the key computed before, so a turn costs O(new messages) in serialization
+    and hashing rather than O(history). Thread stores are append-only, so a stored id keeps its
+    content; a message rewritten under its id inside a turn (an overflow eviction, a projected
+    skill body, a redaction) differs in size or kind and gets a new key.
     """
     if isinstance(message, ToolMessage):
         data = message.data
-        body = data if isinstance(data, str) else json.dumps(data, sort_keys=True, default=str)
-        return hash((message.role, message.name, message.is_error, body))
-    parts = tuple(getattr(p, "text", None) or repr(p) for p in message.content)
-    calls: tuple[tuple[str, str, str], ...] = ()
-    if isinstance(message, AssistantMessage):
-        calls = tuple(
-            (c.id, c.name, c.raw_args or json.dumps(c.args, sort_keys=True, default=str))
-            for c in message.tool_calls
-        )
-    return hash((message.role, parts, calls))
+        evicted = isinstance(data, dict) and bool(data.get("_evicted"))
+        size = len(data) if isinstance(data, str | dict | list) else -1
+        return ("tool", message.is_error, size, evicted)
+    chars = sum(len(p.text) for p in message.content if isinstance(p, TextPart))
+    calls = len(message.tool_calls) if isinstance(message, AssistantMessage) else 0
+    return (message.role, len(message.content), chars, calls)
 
 
 @dataclasses.dataclass(slots=True)
@@ -160,6 +159,7 @@ class _RunTrace:
     dispatch: int = 0
     failed: bool = False
     pending: asyncio.Future[None] | None = None
+    seen: dict[int, tuple[Message, _Known]] = dataclasses.field(default_factory=dict)
 
 
 class TraceRecorder(Middleware):
@@ -418,6 +418,11 @@ class TraceRecorder(Middleware):
         estimate = 0
         ephemeral = {id(m) for m in turn.ephemeral}
         for message in request.messages:
+            same = trace.seen.get(id(message))
+            if same is not None and same[0] is message:
+                keys.append(same[1].key)
+                estimate += same[1].tokens
+                continue
             signature = _signature(message)
             entry = known.get(message.id)
             if entry is None or entry.signature != signature:
@@ -437,6 +442,7 @@ class TraceRecorder(Middleware):
                             None if projected else body,
                         )
                     )
+            trace.seen[id(message)] = (message, entry)
             keys.append(entry.key)
             estimate += entry.tokens
         system = request.system_prompt
