@@ -14,6 +14,7 @@ __all__ = [
     "ModelTimeoutError",
     "PlaitError",
     "ProviderError",
+    "ThreadBusyError",
     "ThreadConflictError",
     "ToolArgumentsError",
     "ToolError",
@@ -182,6 +183,19 @@ class ThreadConflictError(PlaitError):
             f"Thread {thread_id!r} changed while this run was writing it "
             f"(expected version {expected}, found {actual}). Another run is appending to the "
             "same thread; wait for it to finish and run again."
+        )
+
+
+class ThreadBusyError(PlaitError):
+    """A turn is already running on the thread in another worker (its store's lease is held);
+    this turn did not start: nothing was loaded, sent to a model or run."""
+
+    def __init__(self, thread_id: str, waited: float) -> None:
+        self.thread_id = thread_id
+        self.waited = waited
+        super().__init__(
+            f"Thread {thread_id!r} is running a turn in another worker (waited {waited:g} s). "
+            "Run again when it is done, or give the store a longer lease_wait."
         )
 
 

@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from postgres_server import fresh_schema, postgres_url
 
 from plait.backends import (
     Backend,
@@ -22,7 +23,7 @@ from plait.backends import (
 )
 from plait.paths import PathEscapeError
 
-BACKENDS = ["memory", "local", "sqlite", "fsspec-memory", "fsspec-file"]
+BACKENDS = ["memory", "local", "sqlite", "fsspec-memory", "fsspec-file", "postgres"]
 TEN_MB = 10 * 1024 * 1024
 
 
@@ -43,9 +44,17 @@ async def backend(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterat
         yield memory_backend
         with contextlib.suppress(FileNotFoundError):
             memory_backend.fs.rm(memory_backend.root, recursive=True)
-    else:
+    elif kind == "fsspec-file":
         (tmp_path / "root").mkdir()
         yield FsspecBackend((tmp_path / "root").as_uri())
+    else:
+        from plait.backends.postgres import PostgresBackend
+
+        async with fresh_schema(postgres_url()) as schema:
+            pg_backend = PostgresBackend(postgres_url(), schema=schema, max_size=4)
+            await pg_backend.setup()
+            yield pg_backend
+            await pg_backend.aclose()
 
 
 def test_every_backend_implements_both_surfaces(backend: Backend) -> None:

@@ -9,8 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from postgres_server import fresh_schema, pgbouncer_url, postgres_url
 
-from plait.errors import ThreadConflictError
+from plait.errors import ThreadBusyError, ThreadConflictError
 from plait.messages import AssistantMessage, ToolCall, ToolMessage, Usage, UserMessage
 from plait.stores import (
     MemoryThreadStore,
@@ -19,16 +20,30 @@ from plait.stores import (
     ThreadSnapshot,
     ThreadStore,
 )
+from plait.stores.lease import thread_lease
 
 
-@pytest.fixture(params=["memory", "sqlite"])
+@pytest.fixture(params=["memory", "sqlite", "postgres", "postgres-pgbouncer"])
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[ThreadStore]:
     if request.param == "memory":
         yield MemoryThreadStore()
-        return
-    sqlite_store = SQLiteThreadStore(tmp_path / "threads.db")
-    yield sqlite_store
-    await sqlite_store.aclose()
+    elif request.param == "sqlite":
+        sqlite_store = SQLiteThreadStore(tmp_path / "threads.db")
+        yield sqlite_store
+        await sqlite_store.aclose()
+    else:
+        from plait.stores.postgres import PostgresThreadStore
+
+        # Through PgBouncer in transaction mode, without prepared statements.
+        bounced = request.param == "postgres-pgbouncer"
+        url = pgbouncer_url() if bounced else postgres_url()
+        async with fresh_schema(postgres_url()) as schema:
+            pg_store = PostgresThreadStore(
+                url, schema=schema, max_size=4, prepared_statements=not bounced
+            )
+            await pg_store.setup()
+            yield pg_store
+            await pg_store.aclose()
 
 
 def conversation() -> list[Any]:
@@ -232,6 +247,62 @@ async def test_delete_removes_a_thread_and_reports_whether_it_existed(
     with pytest.raises(ThreadConflictError):
         await store.append("t", [], expected_version=1)
     assert await store.append("t", [UserMessage("fresh")], expected_version=0) == 1
+
+
+# --- Turn leases (plait.stores.lease): every store serialises turns on one thread -------------
+
+
+def _fail_fast(store: ThreadStore) -> Any:
+    """Another handle on the same data whose lease fails fast (a second worker)."""
+    if isinstance(store, MemoryThreadStore):
+        store._leases.wait = 0
+        return store
+    if isinstance(store, SQLiteThreadStore):
+        return SQLiteThreadStore(store.path, lease_wait=0)
+    from plait.stores.postgres import PostgresThreadStore
+
+    assert isinstance(store, PostgresThreadStore)
+    return PostgresThreadStore(store.db, lease_wait=0)
+
+
+async def test_a_held_lease_makes_a_second_one_fail_fast_then_frees(store: ThreadStore) -> None:
+    other = _fail_fast(store)
+    async with thread_lease(store, "t"):
+        with pytest.raises(ThreadBusyError, match="'t' is running a turn"):
+            async with thread_lease(other, "t"):
+                pass
+        async with thread_lease(other, "u"):
+            pass  # another thread is not affected
+    async with thread_lease(other, "t"):
+        pass
+
+
+async def test_a_lease_is_released_when_the_body_raises(store: ThreadStore) -> None:
+    with pytest.raises(RuntimeError):
+        async with thread_lease(store, "t"):
+            raise RuntimeError("turn failed")
+    async with thread_lease(_fail_fast(store), "t"):
+        pass
+
+
+async def test_a_waiting_lease_is_granted_when_the_holder_leaves(store: ThreadStore) -> None:
+    order: list[str] = []
+    held = asyncio.Event()
+
+    async def holder() -> None:
+        async with thread_lease(store, "t"):
+            held.set()
+            order.append("holder in")
+            await asyncio.sleep(0.2)
+            order.append("holder out")
+
+    async def waiter() -> None:
+        await held.wait()
+        async with thread_lease(store, "t"):
+            order.append("waiter in")
+
+    await asyncio.gather(holder(), waiter())
+    assert order == ["holder in", "holder out", "waiter in"]
 
 
 @pytest.mark.parametrize(

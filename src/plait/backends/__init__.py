@@ -8,6 +8,8 @@ backend                what it is for
 ``SQLiteBackend``      the embedded default: one file, paged reads with ``substr``
 ``FsspecBackend``      any fsspec URL (``memory://``, ``file://``, ``s3://`` …); needs
                        ``pip install 'plait[fsspec]'`` (fsspec is imported only when one is built)
+``PostgresBackend``    many workers, one database; shares a ``PostgresDatabase`` (pool and
+                       migrations) with ``PostgresThreadStore``; needs ``plait[postgres]``
 =====================  ==========================================================================
 
 Every backend normalises paths with :func:`plait.paths.normalize_virtual_path` (``..`` raises
@@ -26,6 +28,7 @@ if TYPE_CHECKING:
     from plait.backends.fsspec import FsspecBackend
     from plait.backends.local import LocalBackend
     from plait.backends.memory import MemoryBackend
+    from plait.backends.postgres import PostgresBackend
     from plait.backends.sqlite import SQLiteBackend
 
 __all__ = [
@@ -36,6 +39,7 @@ __all__ = [
     "FsspecBackend",
     "LocalBackend",
     "MemoryBackend",
+    "PostgresBackend",
     "SQLiteBackend",
 ]
 
@@ -53,6 +57,7 @@ if not TYPE_CHECKING:
             "plait.backends.fsspec": ("FsspecBackend",),
             "plait.backends.local": ("LocalBackend",),
             "plait.backends.memory": ("MemoryBackend",),
+            "plait.backends.postgres": ("PostgresBackend",),
             "plait.backends.sqlite": ("SQLiteBackend",),
         },
     )

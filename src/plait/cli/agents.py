@@ -8,14 +8,12 @@ to the same data directory as the thread store.
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from plait.backends.sqlite import SQLiteBackend
 from plait.context import (
     OverflowRecoveryMiddleware,
     ResultEvictionMiddleware,
@@ -27,7 +25,6 @@ from plait.models.base import Model
 from plait.models.registry import MODEL_SPEC_FORMS, resolve_model
 from plait.runtime.agent import Agent
 from plait.skills import FilesystemSource
-from plait.stores.sqlite import SQLiteThreadStore
 
 if TYPE_CHECKING:
     from plait.skills.managed import ScriptConfig
@@ -39,7 +36,6 @@ __all__ = [
     "NoProviderConfigured",
     "build_agent",
     "choose_model",
-    "data_dir",
 ]
 
 DEFAULT_SYSTEM_PROMPT = (
@@ -73,28 +69,6 @@ class NoProviderConfigured(ConfigurationError):
         )
 
 
-def data_dir() -> Path:
-    """Where the CLI keeps threads and offloaded results: ``$PLAIT_HOME``, else the platform's
-    user data directory (``$XDG_DATA_HOME/plait`` or ``~/.local/share/plait``;
-    ``%LOCALAPPDATA%\\plait`` on Windows)."""
-    if home := os.environ.get("PLAIT_HOME"):
-        return Path(home)
-    if sys.platform == "win32" and (local := os.environ.get("LOCALAPPDATA")):
-        return Path(local) / "plait"
-    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(base) / "plait"
-
-
-def default_store() -> Path:
-    """The SQLite file ``run``/``chat`` keep threads in unless ``--store`` says otherwise."""
-    return data_dir() / "threads.sqlite3"
-
-
-def blob_path(store: Path) -> Path:
-    """Where evicted results and offloaded history of the threads in ``store`` go."""
-    return store.with_name(store.stem + "-blobs.sqlite3")
-
-
 def choose_model(spec: str | None) -> Model:
     """The model for ``spec``; without one, ``$PLAIT_MODEL``, then whichever provider key is
     set. Raises :class:`NoProviderConfigured` when there is nothing to use."""
@@ -116,7 +90,7 @@ class AgentOptions:
     model: Model
     skills: Sequence[Path] = ()
     mode: Mode = Mode.DISCLOSURE
-    store: Path | None = None
+    store: str | Path | None = None
     system_prompt: str = DEFAULT_SYSTEM_PROMPT
     max_input_tokens: int = 100_000
     evict_over_tokens: int = 2_000
@@ -134,8 +108,11 @@ async def build_agent(options: AgentOptions) -> tuple[Agent, list[Closer]]:
     """The agent for ``options`` and, in order, what to await when done with it: finish the
     background history offload, close a skill manager, close the model's HTTP client, the
     results database and the thread store."""
-    store_path = options.store or default_store()
-    backend = SQLiteBackend(blob_path(store_path))
+    from plait.cli.db import open_backend, open_thread_store, store_target
+
+    target = store_target(str(options.store) if options.store is not None else None)
+    store = open_thread_store(target)
+    backend = open_backend(store, target)
     summarization = SummarizationMiddleware(options.max_input_tokens, backend=backend)
     # A skill's instructions are read whole (the spec's "exempt skill content from
     # compaction"): read_file results are never evicted.
@@ -160,7 +137,6 @@ async def build_agent(options: AgentOptions) -> tuple[Agent, list[Closer]]:
         if close_skills is not None:
             closers.append(close_skills)
     middleware.extend(options.extra_middleware)
-    store = SQLiteThreadStore(store_path)
     agent = Agent(
         options.model,
         middleware=middleware,

@@ -8,6 +8,7 @@ import sys
 import typer
 
 from plait.__about__ import __version__
+from plait.cli.db import db_app
 from plait.cli.demo import demo
 from plait.cli.root import HELP
 from plait.cli.run import chat, run
@@ -24,6 +25,7 @@ app = typer.Typer(
 )
 app.add_typer(skills_app, name="skills")
 app.add_typer(threads_app, name="threads")
+app.add_typer(db_app, name="db")
 app.command()(run)
 app.command()(chat)
 app.command()(demo)

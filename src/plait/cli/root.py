@@ -25,6 +25,7 @@ COMMANDS: tuple[tuple[str, str], ...] = (
     ("ui", "Open the local trace page: runs, waterfalls, context diffs, tokens and costs."),
     ("skills", "Validate, inspect and render Agent Skills (SKILL.md) folders."),
     ("threads", "List, show and delete stored conversations."),
+    ("db", "Set up the Postgres database a store URL names."),
 )
 """Every root command with its one-line help, in the order the typer app lists them."""
 

@@ -21,6 +21,7 @@ from plait.cli.agents import (
     choose_model,
 )
 from plait.cli.console import EventPrinter, JsonEventWriter, fail, report_error
+from plait.cli.db import STORE_HELP
 from plait.cli.ui import NoTraceOption, trace_hint, trace_path
 from plait.errors import ConfigurationError, PlaitError
 from plait.messages import new_id
@@ -64,10 +65,7 @@ ThreadOption = Annotated[
         "--thread", help="Continue this existing thread (see: plait threads list). Default: new."
     ),
 ]
-StoreOption = Annotated[
-    Path | None,
-    typer.Option("--store", help="SQLite file for threads (default: the user data directory)."),
-]
+StoreOption = Annotated[str | None, typer.Option("--store", help=STORE_HELP)]
 ScriptsOption = Annotated[
     bool,
     typer.Option("--allow-scripts", help="Managed mode: let skills' scripts/ run as tools."),
@@ -100,7 +98,7 @@ def _options(
     model: str | None,
     skills: list[Path] | None,
     mode: Mode,
-    store: Path | None,
+    store: str | None,
     allow_scripts: bool,
     sandbox: SandboxChoice,
     max_input_tokens: int,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Coroutine
+from collections.abc import Coroutine
 from pathlib import Path
 from typing import Annotated, Any, NoReturn, TypeVar
 
@@ -12,55 +12,59 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from plait.backends.sqlite import SQLiteBackend
-from plait.cli.agents import blob_path, default_store
 from plait.cli.console import fail, short
+from plait.cli.db import (
+    STORE_HELP,
+    aclose_store,
+    is_postgres_url,
+    open_backend,
+    open_thread_store,
+    store_target,
+)
 from plait.context import purge_thread
 from plait.errors import PlaitError
 from plait.messages import AssistantMessage, Message, ToolMessage
-from plait.stores.sqlite import SQLiteThreadStore
 
 threads_app = typer.Typer(help="List, show and delete stored conversations.", no_args_is_help=True)
 
-StoreOption = Annotated[
-    Path | None,
-    typer.Option("--store", help="SQLite file for threads (default: the user data directory)."),
-]
+StoreOption = Annotated[str | None, typer.Option("--store", help=STORE_HELP)]
 
 
 T = TypeVar("T")
 
 
-def _store(path: Path | None, console: Console, thread_id: str | None = None) -> SQLiteThreadStore:
-    """The thread store at ``path``. Without its file there is nothing to list (exit 0) and no
-    ``thread_id`` to show or delete (exit 1)."""
-    target = path or default_store()
-    if not target.exists():
+def _store(path: str | None, console: Console, thread_id: str | None = None) -> Any:
+    """The thread store ``path`` names (``--store``, ``$PLAIT_STORE``, the default file). Without
+    its SQLite file there is nothing to list (exit 0) and no ``thread_id`` to show or delete
+    (exit 1)."""
+    target = store_target(path)
+    if isinstance(target, Path) and not target.exists():
         if thread_id is not None:
             _no_thread(console, thread_id)
         console.print(f"No threads yet ({escape(str(target))} does not exist). Run: plait run …")
         raise typer.Exit(0)
-    return SQLiteThreadStore(target)
+    return open_thread_store(target)
 
 
 def _no_thread(console: Console, thread_id: str) -> NoReturn:
     fail(f"No thread {thread_id}. See: plait threads list", 1)
 
 
-def _run(console: Console, work: Coroutine[Any, Any, T]) -> T:
-    """Run ``work``; a damaged, foreign or unopenable store file is a message and exit 1."""
+def _run(console: Console, work: Coroutine[Any, Any, T], *close: Any) -> T:
+    """Run ``work``, then close ``close`` in the same event loop; a damaged, foreign or
+    unopenable store is a message and exit 1."""
+
+    async def within() -> T:
+        try:
+            return await work
+        finally:
+            for resource in close:
+                await aclose_store(resource)
+
     try:
-        return asyncio.run(work)
+        return asyncio.run(within())
     except PlaitError as exc:
         fail(str(exc), 1)
-
-
-async def _closing(resource: SQLiteThreadStore | SQLiteBackend, work: Awaitable[T]) -> T:
-    """``await work``, then ``resource.aclose()`` whatever happened."""
-    try:
-        return await work
-    finally:
-        await resource.aclose()
 
 
 def _line(message: Message) -> str:
@@ -88,7 +92,7 @@ def list_threads(store: StoreOption = None) -> None:
             out.append((thread_id, len(snapshot.messages), short(first, 60)))
         return out
 
-    found = _run(console, _closing(threads, rows()))
+    found = _run(console, rows(), threads)
     table = Table(title="Threads")
     # Ids are what `show`, `delete` and `--thread` take: never wrapped or cut, however narrow.
     table.add_column("thread", no_wrap=True)
@@ -107,7 +111,7 @@ def show_thread(
     """Every message of a thread, one line each."""
     console = Console(highlight=False)
     threads = _store(store, console, thread_id)
-    snapshot = _run(console, _closing(threads, threads.load(thread_id)))
+    snapshot = _run(console, threads.load(thread_id), threads)
     if not snapshot.messages:
         _no_thread(console, thread_id)
     for message in snapshot.messages:
@@ -126,12 +130,19 @@ def delete_thread(
     """Delete a thread and what it offloaded (evicted results, summarized history)."""
     console = Console(highlight=False)
     threads = _store(store, console, thread_id)
-    existed = _run(console, _closing(threads, threads.delete(thread_id)))
+    target = store_target(store)
+    backend = open_backend(threads, target)
+
+    has_blobs = is_postgres_url(target) or Path(backend.path).exists()
+
+    async def delete() -> tuple[bool, list[str]]:
+        if not await threads.delete(thread_id):
+            return False, []
+        if has_blobs:
+            return True, list(await purge_thread(backend, thread_id))
+        return True, []
+
+    existed, removed = _run(console, delete(), backend, threads)
     if not existed:
         _no_thread(console, thread_id)
-    blobs = blob_path(store or default_store())
-    removed: list[str] = []
-    if blobs.exists():
-        backend = SQLiteBackend(blobs)
-        removed = _run(console, _closing(backend, purge_thread(backend, thread_id)))
     console.print(f"Deleted thread {escape(thread_id)} and {len(removed)} offloaded file(s).")

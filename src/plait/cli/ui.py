@@ -12,8 +12,8 @@ from typing import Annotated
 
 import typer
 
-from plait.cli.agents import default_store
 from plait.cli.console import fail
+from plait.cli.db import data_dir, is_postgres_url, store_target
 
 __all__ = ["NoTraceOption", "trace_hint", "trace_path", "ui"]
 
@@ -22,18 +22,23 @@ NoTraceOption = Annotated[
 ]
 
 
-def trace_path(store: Path | None = None) -> Path:
-    """The trace store beside the thread store ``store`` (default: the CLI's thread store):
-    ``threads.sqlite3`` → ``threads-traces.sqlite3``."""
-    store = store or default_store()
-    return store.with_name(store.stem + "-traces.sqlite3")
+def trace_path(store: str | Path | None = None) -> Path:
+    """The SQLite trace store for the thread store ``store`` (``--store``, else
+    ``$PLAIT_STORE``, else the CLI's default file): beside a SQLite thread store
+    (``threads.sqlite3`` → ``threads-traces.sqlite3``); for a Postgres store,
+    ``traces.sqlite3`` in the user data directory."""
+    target = store_target(str(store) if store is not None else None)
+    if is_postgres_url(target) or not isinstance(target, Path):
+        return data_dir() / "traces.sqlite3"
+    return target.with_name(target.stem + "-traces.sqlite3")
 
 
-def trace_hint(run_id: str | None, store: Path | None = None) -> str:
+def trace_hint(run_id: str | None, store: str | Path | None = None) -> str:
     """The line printed after a recorded turn: how to open its trace."""
     from plait.trace.server import DEFAULT_HOST, DEFAULT_PORT
 
-    where = "" if store is None else f" --store {store}"
+    # A Postgres URL may carry a password: never echo it (its traces are in the data dir anyway).
+    where = "" if store is None or is_postgres_url(str(store)) else f" --store {store}"
     anchor = f"#{run_id}" if run_id else ""
     return f"trace: plait ui{where}  →  http://{DEFAULT_HOST}:{DEFAULT_PORT}/{anchor}"
 
@@ -44,7 +49,7 @@ PortOption = Annotated[int, typer.Option("--port", min=0, max=65535, help="Port 
 
 def ui(
     store: Annotated[
-        Path | None,
+        str | None,
         typer.Option("--store", help="The thread store whose traces to show (default: the CLI's)."),
     ] = None,
     traces: Annotated[

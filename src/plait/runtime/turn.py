@@ -40,6 +40,7 @@ from plait.runtime.events import (
 from plait.runtime.storing import append_storable, storable_input, storable_response
 from plait.runtime.tool_calls import results_after_cancel, run_tool_calls
 from plait.storable import storable_text
+from plait.stores.lease import thread_lease
 from plait.tools import ToolRegistry
 
 if TYPE_CHECKING:
@@ -133,6 +134,11 @@ class Turn:
         self.new_messages: list[Message] = list(self.input)
 
     async def run(self) -> RunResult:
+        # The store's turn lease (if it has one) is held before the thread is even loaded.
+        async with thread_lease(self.agent.store, self.thread_id):
+            return await self._run()
+
+    async def _run(self) -> RunResult:
         ctx = await self._start()
         try:
             await self.stack.run_turn_input(ctx)

@@ -5,12 +5,15 @@ store                    what it is for
 =======================  ========================================================================
 ``MemoryThreadStore``    tests and short-lived processes
 ``SQLiteThreadStore``    the embedded default: one file, WAL, safe across processes
+``PostgresThreadStore``  many workers, one database (``plait.stores.postgres``; needs
+                         ``pip install 'plait[postgres]'``, psycopg is imported only when used)
 =======================  ========================================================================
 
-SQLite keeps JSON (``dump_messages`` rows and a JSON state object); the memory store keeps
-private copies and uses the same codec for anything that is not plain JSON, so a value one store
-refuses the other refuses too, with a :class:`ThreadDataError` naming it, and both give back the
-same values.
+Each store serialises turns per thread with a lease (see :mod:`plait.stores.lease`).
+SQLite and Postgres keep JSON (``dump_messages`` rows and a JSON state object); the memory store
+keeps private copies and uses the same codec for anything that is not plain JSON, so a value one
+store refuses the others refuse too, with a :class:`ThreadDataError` naming it, and all give
+back the same values.
 """
 
 from __future__ import annotations
@@ -22,10 +25,12 @@ TYPE_CHECKING = False  # not typing's: importing this package must not import ty
 if TYPE_CHECKING:
     from plait.stores.base import StoreError, ThreadDataError, ThreadSnapshot, ThreadStore
     from plait.stores.memory import MemoryThreadStore
+    from plait.stores.postgres import PostgresThreadStore
     from plait.stores.sqlite import SQLiteThreadStore
 
 __all__ = [
     "MemoryThreadStore",
+    "PostgresThreadStore",
     "SQLiteThreadStore",
     "StoreError",
     "ThreadDataError",
@@ -45,6 +50,7 @@ if not TYPE_CHECKING:
                 "ThreadStore",
             ),
             "plait.stores.memory": ("MemoryThreadStore",),
+            "plait.stores.postgres": ("PostgresThreadStore",),
             "plait.stores.sqlite": ("SQLiteThreadStore",),
         },
     )

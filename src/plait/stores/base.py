@@ -46,7 +46,12 @@ class ThreadSnapshot:
 
 @runtime_checkable
 class ThreadStore(Protocol):
-    """Persistence for threads. Implementations: ``MemoryThreadStore``, ``SQLiteThreadStore``."""
+    """Persistence for threads. Implementations: ``MemoryThreadStore``, ``SQLiteThreadStore``,
+    ``PostgresThreadStore``.
+
+    Optionally a store has ``lease(thread_id)``, an async context manager a turn enters before it
+    loads the thread, holding the thread for that turn alone (see :mod:`plait.stores.lease`).
+    """
 
     async def load(self, thread_id: str) -> ThreadSnapshot:
         """The thread's messages, state and version (empty at version 0 if unknown)."""

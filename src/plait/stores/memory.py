@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from copy import deepcopy
 from dataclasses import dataclass, field
 from typing import Any
@@ -43,6 +44,7 @@ from plait.stores.base import (
     state_from_json,
     state_to_json,
 )
+from plait.stores.lease import DEFAULT_LEASE_WAIT_S, LocalLeases
 
 __all__ = ["MemoryThreadStore"]
 
@@ -55,9 +57,14 @@ class _StoredThread:
 
 
 class MemoryThreadStore:
-    """A :class:`~plait.stores.base.ThreadStore` held in process memory (lost when it exits)."""
+    """A :class:`~plait.stores.base.ThreadStore` held in process memory (lost when it exits).
 
-    def __init__(self) -> None:
+    ``lease_wait`` (default 30 s; 0 fails fast) bounds how long a turn waits for another turn
+    on the same thread in this process (see :mod:`plait.stores.lease`).
+    """
+
+    def __init__(self, *, lease_wait: float = DEFAULT_LEASE_WAIT_S) -> None:
+        self._leases = LocalLeases(lease_wait)
         # Insertion order is recency order: a written thread is moved to the end. No lock:
         # append and delete do not await between checking the version and writing, so on the
         # event loop each is atomic (the store is not for sharing across threads).
@@ -104,6 +111,11 @@ class MemoryThreadStore:
 
     async def delete(self, thread_id: str) -> bool:
         return self._threads.pop(thread_id, None) is not None
+
+    def lease(self, thread_id: str) -> AbstractAsyncContextManager[None]:
+        """One turn at a time on ``thread_id`` in this process; raises
+        :class:`~plait.errors.ThreadBusyError` after ``lease_wait`` seconds."""
+        return self._leases.lease(thread_id)
 
 
 _new = object.__new__

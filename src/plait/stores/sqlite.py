@@ -17,7 +17,8 @@ import asyncio
 import os
 import sqlite3
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
 from typing import Any
 
 from plait.backends.sqlite import SQLITE_MAX_VALUE_BYTES, SQLiteFile
@@ -30,6 +31,12 @@ from plait.stores.base import (
     messages_to_json,
     state_from_json,
     state_to_json,
+)
+from plait.stores.lease import (
+    DEFAULT_LEASE_TTL_S,
+    DEFAULT_LEASE_WAIT_S,
+    check_lease_options,
+    held_lease,
 )
 
 __all__ = ["SQLiteThreadStore"]
@@ -49,6 +56,11 @@ CREATE TABLE IF NOT EXISTS messages (
     json TEXT NOT NULL,
     PRIMARY KEY (thread_id, seq)
 );
+CREATE TABLE IF NOT EXISTS leases (
+    thread_id TEXT PRIMARY KEY,
+    owner TEXT NOT NULL,
+    expires_at REAL NOT NULL
+);
 """
 
 
@@ -62,14 +74,26 @@ class SQLiteThreadStore:
     :data:`~plait.backends.sqlite.SQLITE_MAX_VALUE_BYTES`); an append with a larger one raises
     ``StoreError`` saying so and writes nothing. ``aclose()`` releases the connection (the next
     call reopens it).
+
+    Turns on one thread are serialised across processes sharing the file by :meth:`lease`:
+    ``lease_wait`` (default 30 s; 0 fails fast) bounds the wait for a busy thread, ``lease_ttl``
+    (default 30 s) is how long a killed process keeps it.
     """
 
     def __init__(
-        self, path: str | os.PathLike[str], *, max_value_bytes: int = SQLITE_MAX_VALUE_BYTES
+        self,
+        path: str | os.PathLike[str],
+        *,
+        max_value_bytes: int = SQLITE_MAX_VALUE_BYTES,
+        lease_wait: float = DEFAULT_LEASE_WAIT_S,
+        lease_ttl: float = DEFAULT_LEASE_TTL_S,
     ) -> None:
+        check_lease_options(lease_wait, lease_ttl)
         self._db = SQLiteFile(
             path, schema=_SCHEMA, error=StoreError, max_value_bytes=max_value_bytes
         )
+        self.lease_wait = lease_wait
+        self.lease_ttl = lease_ttl
 
     @property
     def path(self) -> str:
@@ -158,6 +182,50 @@ class SQLiteThreadStore:
             return deleted.rowcount > 0
 
         return await self._db.write(remove)
+
+    @asynccontextmanager
+    async def lease(self, thread_id: str) -> AsyncIterator[None]:
+        """Hold the thread's turn lease (a row of ``leases`` with an expiry) for the body; see
+        :mod:`plait.stores.lease`. Raises :class:`~plait.errors.ThreadBusyError` after
+        ``lease_wait`` seconds."""
+        ttl = self.lease_ttl
+
+        def take(conn: sqlite3.Connection, thread: str, owner: str) -> bool:
+            row = conn.execute(
+                "SELECT expires_at FROM leases WHERE thread_id = ?", (thread,)
+            ).fetchone()
+            now = time.time()
+            if row is not None and float(row[0]) > now:
+                return False
+            conn.execute(
+                "INSERT OR REPLACE INTO leases (thread_id, owner, expires_at) VALUES (?, ?, ?)",
+                (thread, owner, now + ttl),
+            )
+            return True
+
+        def extend(conn: sqlite3.Connection, thread: str, owner: str) -> bool:
+            cur = conn.execute(
+                "UPDATE leases SET expires_at = ? WHERE thread_id = ? AND owner = ?",
+                (time.time() + ttl, thread, owner),
+            )
+            return cur.rowcount == 1
+
+        def free(conn: sqlite3.Connection, thread: str, owner: str) -> None:
+            conn.execute("DELETE FROM leases WHERE thread_id = ? AND owner = ?", (thread, owner))
+
+        async def acquire(thread: str, owner: str) -> bool:
+            return await self._db.write(lambda conn: take(conn, thread, owner))
+
+        async def renew(thread: str, owner: str) -> bool:
+            return await self._db.write(lambda conn: extend(conn, thread, owner))
+
+        async def release(thread: str, owner: str) -> None:
+            await self._db.write(lambda conn: free(conn, thread, owner))
+
+        async with held_lease(
+            thread_id, acquire=acquire, renew=renew, release=release, wait=self.lease_wait, ttl=ttl
+        ):
+            yield
 
 
 def _recency(conn: sqlite3.Connection) -> float:

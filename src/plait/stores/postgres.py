@@ -1,0 +1,290 @@
+"""``PostgresThreadStore``: threads in Postgres, shared by every worker that reaches the server.
+
+Needs ``pip install 'plait[postgres]'``. Tables (created by :meth:`PostgresThreadStore.setup`,
+see :mod:`plait.backends.postgres_db` for the migrations): ``plait_threads(thread_id, version,
+state, write_token, written)``, ``plait_messages(thread_id, seq, id, json)`` and
+``plait_leases(thread_id, owner, expires_at)``.
+
+``append`` is one transaction: ``SELECT … FOR UPDATE`` on the thread row (or an ``INSERT … ON
+CONFLICT DO NOTHING`` for a new thread) serialises writers on the row, so of two writers holding
+the same version exactly one commits and the other raises
+:class:`~plait.errors.ThreadConflictError` with nothing written. The store never reloads and
+carries on: a stale write is always the caller's to handle.
+
+A cancelled ``append`` raises ``CancelledError`` only after its write has committed or rolled
+back (waiting at most ``SETTLE_TIMEOUT_S``, 30 s), never with the write still in flight.
+
+A connection the server drops mid-call is retried once on a fresh connection. For ``append``
+that is safe because each write carries a random ``write_token``: if the first attempt committed
+but its acknowledgement was lost, the retry finds its own token at the next version and returns
+that version instead of raising a false conflict. Any other failure is a
+:class:`~plait.stores.base.StoreError` saying what to do; the transaction was rolled back.
+
+Turns on one thread are serialised across workers by :meth:`PostgresThreadStore.lease` (see
+:mod:`plait.stores.lease`); the lease lives in a table, not in a session, so it works behind a
+transaction-mode pooler and survives a dropped connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any
+
+from plait.backends.postgres_db import DEFAULT_MAX_SIZE, DEFAULT_POOL_TIMEOUT_S, PostgresDatabase
+from plait.errors import ThreadConflictError
+from plait.messages import Message, new_id
+from plait.stores.base import (
+    StoreError,
+    ThreadSnapshot,
+    messages_from_json,
+    messages_to_json,
+    state_from_json,
+    state_to_json,
+)
+from plait.stores.lease import (
+    DEFAULT_LEASE_TTL_S,
+    DEFAULT_LEASE_WAIT_S,
+    check_lease_options,
+    held_lease,
+)
+
+if TYPE_CHECKING:
+    from psycopg import AsyncConnection
+    from psycopg_pool import AsyncConnectionPool
+
+__all__ = ["SETTLE_TIMEOUT_S", "PostgresThreadStore"]
+
+SETTLE_TIMEOUT_S = 30.0
+
+
+class PostgresThreadStore:
+    """A :class:`~plait.stores.base.ThreadStore` in Postgres.
+
+    ``target`` is a ``postgresql://`` URL (the store builds and closes its own pool) or an
+    ``AsyncConnectionPool`` the application owns (never closed here). ``schema`` names the
+    Postgres schema for plait's tables (default ``"public"``). ``prepared_statements=False`` is
+    for transaction-mode poolers such as PgBouncer. ``lease_wait`` (default 30 s; 0 fails fast)
+    bounds how long a turn waits for a thread busy in another worker; ``lease_ttl`` (default
+    30 s) is how long a dead worker keeps a thread. ``pool_timeout`` (default 30 s) bounds the
+    wait for a connection.
+
+    Call :meth:`setup` once (any worker, any number of times) before use; until then every call
+    raises :class:`~plait.stores.base.StoreError` saying so. :meth:`aclose` closes the pool.
+    """
+
+    def __init__(
+        self,
+        target: str | AsyncConnectionPool[Any] | PostgresDatabase,
+        *,
+        schema: str = "public",
+        prepared_statements: bool = True,
+        lease_wait: float = DEFAULT_LEASE_WAIT_S,
+        lease_ttl: float = DEFAULT_LEASE_TTL_S,
+        max_size: int = DEFAULT_MAX_SIZE,
+        pool_timeout: float = DEFAULT_POOL_TIMEOUT_S,
+    ) -> None:
+        check_lease_options(lease_wait, lease_ttl)
+        self.db = (
+            target
+            if isinstance(target, PostgresDatabase)
+            else PostgresDatabase(
+                target,
+                schema=schema,
+                prepared_statements=prepared_statements,
+                max_size=max_size,
+                pool_timeout=pool_timeout,
+            )
+        )
+        self.lease_wait = lease_wait
+        self.lease_ttl = lease_ttl
+        s = self.db.sql
+        # One statement, so one snapshot: the messages always match the version read.
+        self._q_load = s(
+            "SELECT version, state, ARRAY(SELECT json FROM {s}.plait_messages m "
+            "WHERE m.thread_id = t.thread_id ORDER BY seq) FROM {s}.plait_threads t "
+            "WHERE thread_id = %s"
+        )
+        self._q_lock = s(
+            "SELECT version, write_token, (SELECT COALESCE(MAX(seq) + 1, 0) "
+            "FROM {s}.plait_messages WHERE thread_id = %s) "
+            "FROM {s}.plait_threads WHERE thread_id = %s FOR UPDATE"
+        )
+        self._q_create = s(
+            "INSERT INTO {s}.plait_threads (thread_id, version, state, write_token) "
+            "VALUES (%s, 1, %s, %s) ON CONFLICT (thread_id) DO NOTHING"
+        )
+        # The version bump and the message rows in one statement (one round trip).
+        self._q_bump = s(
+            "WITH bump AS (UPDATE {s}.plait_threads SET version = version + 1, "
+            "state = COALESCE(%s, state), write_token = %s, "
+            "written = nextval('{s}.plait_thread_writes'), updated_at = clock_timestamp() "
+            "WHERE thread_id = %s RETURNING thread_id) "
+            "INSERT INTO {s}.plait_messages (thread_id, seq, id, json) "
+            "SELECT bump.thread_id, %s + u.n - 1, u.id, u.json FROM bump, "
+            "unnest(%s::text[], %s::text[]) WITH ORDINALITY AS u(id, json, n)"
+        )
+        self._q_insert = s(
+            "INSERT INTO {s}.plait_messages (thread_id, seq, id, json) "
+            "SELECT %s, u.n - 1, u.id, u.json "
+            "FROM unnest(%s::text[], %s::text[]) WITH ORDINALITY AS u(id, json, n)"
+        )
+
+    async def setup(self) -> list[int]:
+        """Apply the schema migrations not yet applied (see :mod:`plait.backends.postgres_db`);
+        returns their numbers. Safe to run concurrently from several workers."""
+        return await self.db.setup(error=StoreError)
+
+    async def aclose(self) -> None:
+        """Close the pool if the store built it from a URL."""
+        await self.db.aclose()
+
+    async def load(self, thread_id: str) -> ThreadSnapshot:
+        async def select(conn: AsyncConnection[Any]) -> ThreadSnapshot:
+            head = await (await conn.execute(self._q_load, (thread_id,))).fetchone()
+            if head is None:
+                return ThreadSnapshot(thread_id)
+            return ThreadSnapshot(
+                thread_id,
+                messages_from_json(thread_id, head[2]),
+                state_from_json(head[1]),
+                int(head[0]),
+            )
+
+        return await self.db.run(select, error=StoreError, single=True)
+
+    async def append(
+        self,
+        thread_id: str,
+        messages: Sequence[Message],
+        *,
+        expected_version: int,
+        state: Mapping[str, Any] | None = None,
+    ) -> int:
+        rows = messages_to_json(thread_id, messages)
+        state_json = None if state is None else state_to_json(thread_id, state)
+        token = new_id()
+        ids = [message.id for message in messages]
+
+        async def insert(conn: AsyncConnection[Any]) -> int:
+            if expected_version == 0:
+                created = await conn.execute(self._q_create, (thread_id, state_json or "{}", token))
+                if created.rowcount == 1:
+                    if rows:
+                        await conn.execute(self._q_insert, (thread_id, ids, rows))
+                    return 1
+            head = await (await conn.execute(self._q_lock, (thread_id, thread_id))).fetchone()
+            version = 0 if head is None else int(head[0])
+            if version == expected_version + 1 and head is not None and head[1] == token:
+                return version  # a retry after a commit whose acknowledgement was lost
+            if version != expected_version or head is None:
+                raise ThreadConflictError(thread_id, expected_version, version)
+            await conn.execute(
+                self._q_bump, (state_json, token, thread_id, int(head[2]), ids, rows)
+            )
+            return version + 1
+
+        # Cancellation settles (the ThreadStore.append contract): a cancelled caller gets its
+        # CancelledError only once the write has committed or rolled back, so its next write
+        # sees it; the wait is bounded by SETTLE_TIMEOUT_S.
+        work = asyncio.ensure_future(self.db.run(insert, error=StoreError))
+        try:
+            return await asyncio.shield(work)
+        except asyncio.CancelledError:
+            await asyncio.wait([work], timeout=SETTLE_TIMEOUT_S)
+            if work.done() and not work.cancelled():
+                work.exception()  # retrieved: the caller was cancelled, its result is moot
+            raise
+
+    async def _insert_rows(
+        self,
+        conn: AsyncConnection[Any],
+        thread_id: str,
+        first_seq: int,
+        messages: Sequence[Message],
+        rows: Sequence[str],
+    ) -> None:
+        if not rows:
+            return
+        async with conn.cursor() as cur:
+            await cur.executemany(
+                self._q_insert,
+                [
+                    (thread_id, first_seq + i, message.id, row)
+                    for i, (message, row) in enumerate(zip(messages, rows, strict=True))
+                ],
+            )
+
+    async def list_threads(self) -> list[str]:
+        query = self.db.sql("SELECT thread_id FROM {s}.plait_threads ORDER BY written DESC")
+
+        async def select(conn: AsyncConnection[Any]) -> list[str]:
+            return [row[0] for row in await (await conn.execute(query)).fetchall()]
+
+        return await self.db.run(select, error=StoreError, single=True)
+
+    async def delete(self, thread_id: str) -> bool:
+        s = self.db.sql
+
+        async def remove(conn: AsyncConnection[Any]) -> bool:
+            await conn.execute(
+                s("DELETE FROM {s}.plait_messages WHERE thread_id = %s"), (thread_id,)
+            )
+            cur = await conn.execute(
+                s("DELETE FROM {s}.plait_threads WHERE thread_id = %s"), (thread_id,)
+            )
+            return cur.rowcount > 0
+
+        return await self.db.run(remove, error=StoreError)
+
+    @asynccontextmanager
+    async def lease(self, thread_id: str) -> AsyncIterator[None]:
+        """Hold the thread's turn lease for the body (see :mod:`plait.stores.lease`).
+
+        Waits at most ``lease_wait`` seconds for a lease another worker holds, then raises
+        :class:`~plait.errors.ThreadBusyError`. Expiry uses the server's clock, so workers'
+        clocks need not agree.
+        """
+        s, ttl = self.db.sql, self.lease_ttl
+        q_take = s(
+            "INSERT INTO {s}.plait_leases AS l (thread_id, owner, expires_at) "
+            "VALUES (%s, %s, clock_timestamp() + make_interval(secs => %s)) "
+            "ON CONFLICT (thread_id) DO UPDATE SET owner = EXCLUDED.owner, "
+            "expires_at = EXCLUDED.expires_at WHERE l.expires_at < clock_timestamp() "
+            "RETURNING owner"
+        )
+        q_renew = s(
+            "UPDATE {s}.plait_leases SET expires_at = clock_timestamp() + "
+            "make_interval(secs => %s) WHERE thread_id = %s AND owner = %s"
+        )
+        q_free = s("DELETE FROM {s}.plait_leases WHERE thread_id = %s AND owner = %s")
+
+        async def acquire(thread: str, owner: str) -> bool:
+            async def take(conn: AsyncConnection[Any]) -> bool:
+                row = await (await conn.execute(q_take, (thread, owner, ttl))).fetchone()
+                return row is not None
+
+            return await self.db.run(take, error=StoreError, single=True)
+
+        async def renew(thread: str, owner: str) -> bool:
+            async def extend(conn: AsyncConnection[Any]) -> bool:
+                return (await conn.execute(q_renew, (ttl, thread, owner))).rowcount == 1
+
+            return await self.db.run(extend, error=StoreError, single=True)
+
+        async def release(thread: str, owner: str) -> None:
+            async def free(conn: AsyncConnection[Any]) -> None:
+                await conn.execute(q_free, (thread, owner))
+
+            await self.db.run(free, error=StoreError, single=True)
+
+        async with held_lease(
+            thread_id,
+            acquire=acquire,
+            renew=renew,
+            release=release,
+            wait=self.lease_wait,
+            ttl=ttl,
+        ):
+            yield

@@ -1,0 +1,119 @@
+"""``plait db upgrade`` and ``plait threads`` on Postgres (``--store URL``, ``PLAIT_STORE``)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from postgres_server import postgres_url
+from test_cli_run import FIXTURES, sse_text
+from wire_server import WireServer
+
+from plait.backends.postgres import PostgresBackend
+from plait.messages import UserMessage
+from plait.stores.postgres import PostgresThreadStore
+
+
+def plait(*args: str, home: Path, store: str | None = None) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "PLAIT_STORE"}
+    env.update({"PLAIT_HOME": str(home), "COLUMNS": "200", "NO_COLOR": "1"})
+    if store is not None:
+        env["PLAIT_STORE"] = store
+    for variable in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "PLAIT_MODEL"):
+        env.pop(variable, None)
+    return subprocess.run(
+        [sys.executable, "-c", "from plait.cli import main; main()", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+
+
+@pytest.fixture
+async def database() -> AsyncIterator[str]:
+    """The URL of a new, empty database, dropped afterwards."""
+    server = postgres_url()
+    name = f"plait_cli_{uuid.uuid4().hex[:12]}"
+    async with await psycopg.AsyncConnection.connect(server, autocommit=True) as conn:
+        await conn.execute(f'CREATE DATABASE "{name}"')
+    yield server.rsplit("/", 1)[0] + "/" + name
+    async with await psycopg.AsyncConnection.connect(server, autocommit=True) as conn:
+        await conn.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
+
+
+async def test_db_upgrade_applies_migrations_once(database: str, tmp_path: Path) -> None:
+    first = plait("db", "upgrade", "--store", database, home=tmp_path)
+    assert first.returncode == 0, first.stderr
+    assert "Applied migrations: 1" in first.stdout
+    again = plait("db", "upgrade", home=tmp_path, store=database)
+    assert again.returncode == 0, again.stderr
+    assert "already up to date" in again.stdout
+
+
+def test_db_upgrade_refuses_a_sqlite_path(tmp_path: Path) -> None:
+    result = plait("db", "upgrade", "--store", str(tmp_path / "x.sqlite3"), home=tmp_path)
+    assert result.returncode == 2
+    assert "postgresql://" in result.stderr
+
+
+async def test_threads_list_show_delete_against_postgres(database: str, tmp_path: Path) -> None:
+    store = PostgresThreadStore(database)
+    await store.setup()
+    await store.append("chat-1", [UserMessage("hello from postgres")], expected_version=0)
+    await PostgresBackend(store.db).write("results/chat-1/big.txt", "evicted")
+    await store.aclose()
+
+    listed = plait("threads", "list", home=tmp_path, store=database)
+    assert listed.returncode == 0, listed.stderr
+    assert "chat-1" in listed.stdout
+    assert "hello from postgres" in listed.stdout
+    shown = plait("threads", "show", "chat-1", "--store", database, home=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    assert "hello from postgres" in shown.stdout
+    deleted = plait("threads", "delete", "chat-1", home=tmp_path, store=database)
+    assert deleted.returncode == 0, deleted.stderr
+    assert "Deleted thread chat-1" in deleted.stdout
+    after = PostgresThreadStore(database)
+    assert await after.list_threads() == []
+    await after.aclose()
+
+
+async def test_threads_before_db_upgrade_says_to_run_it(database: str, tmp_path: Path) -> None:
+    result = plait("threads", "list", home=tmp_path, store=database)
+    assert result.returncode == 1
+    assert "plait db upgrade" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_run_keeps_its_thread_in_postgres_and_continues_it(database: str, tmp_path: Path) -> None:
+    with WireServer(FIXTURES) as server:
+        _run_twice(database, server, tmp_path)
+
+
+def _run_twice(database: str, server: WireServer, tmp_path: Path) -> None:
+    assert plait("db", "upgrade", "--store", database, home=tmp_path).returncode == 0
+    spec = f"openai-compatible:test-model@{server.url}/v1"
+    server._replies.append(sse_text("Stored in Postgres."))
+    first = plait("run", "first", "--model", spec, home=tmp_path, store=database)
+    assert first.returncode == 0, first.stdout + first.stderr
+    thread = first.stdout.split("thread: ")[1].split()[0]
+    assert not (tmp_path / "threads.sqlite3").exists()
+    server._replies.append(sse_text("Continued."))
+    second = plait(
+        "run", "second", "--model", spec, "--thread", thread, "--store", database, home=tmp_path
+    )
+    assert second.returncode == 0, second.stdout + second.stderr
+    sent = [(m["role"], m.get("content")) for m in server.bodies()[1]["messages"]]
+    assert [m for m in sent if m[0] != "system"] == [
+        ("user", "first"),
+        ("assistant", "Stored in Postgres."),
+        ("user", "second"),
+    ]
