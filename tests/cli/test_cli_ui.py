@@ -70,3 +70,16 @@ def _get_with_retry(url: str) -> list[dict[str, object]]:
             last = exc
             time.sleep(0.1)
     raise AssertionError(f"plait ui did not answer within 20 s: {last}")
+
+
+def test_no_trace_records_nothing(tmp_path: Path) -> None:
+    demo = subprocess.run(
+        [sys.executable, "-m", "plait", "demo", "--no-trace"],
+        env=_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert demo.returncode == 0, demo.stdout + demo.stderr
+    assert not (tmp_path / DEMO_TRACES).exists()
+    assert "trace: plait ui" not in demo.stdout
