@@ -107,11 +107,12 @@ def _data(page: Browser, selector: str, key: str) -> list[str]:
 
 
 def _dispatch_of(page: Browser, row: Any) -> str | None:
-    return row.evaluate(
+    found = row.evaluate(
         "(el) => { let p = el.previousElementSibling;"
         " while (p && !p.classList.contains('dispatch-row')) p = p.previousElementSibling;"
         " return p && p.dataset.dispatch; }"
     )
+    return None if found is None else str(found)
 
 
 def _open_model_call(page: Browser, n: int) -> dict[str, Any]:
@@ -120,7 +121,8 @@ def _open_model_call(page: Browser, n: int) -> dict[str, Any]:
     row.click()
     page.page.wait_for_selector(f"#detail[data-span-id='{span_id}'] #context-diff")
     url = page.page.url.split("#")[0].rstrip("/")
-    return _get(f"{url}/api/calls/{span_id}")
+    call: dict[str, Any] = _get(f"{url}/api/calls/{span_id}")
+    return call
 
 
 def test_model_call_reads_as_a_conversation(page: Browser, tmp_path: Path) -> None:
@@ -158,7 +160,7 @@ def _diff_rows(page: Browser) -> list[tuple[str, int]]:
 
 def test_context_diff_of_eviction_and_summarization(page: Browser, tmp_path: Path) -> None:
     _open_first_turn(page)
-    found = {}
+    found: dict[str, int] = {}
     for n in range(4):
         call = _open_model_call(page, n)
         rows = _diff_rows(page)

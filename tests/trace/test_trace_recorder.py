@@ -49,7 +49,7 @@ async def test_a_long_thread_stores_each_message_once_and_requests_as_deltas(
     assert _rows(path, "SELECT count(*) FROM trace_messages") == [(2 * turns - 1,)]
     added = _rows(path, "SELECT full, length(added) FROM trace_requests ORDER BY seq")
     assert len(added) == turns
-    deltas = [size for full, size in added if not full]
+    deltas = [int(str(size)) for full, size in added if not full]
     assert len(deltas) == turns - 3  # whole rows at seq 0, 50, 100 only
     assert max(deltas) < 200  # a delta names the two new messages, whatever the history
 
