@@ -204,6 +204,7 @@ def test_tool_call_with_evicted_result_and_full_text(
     assert json.loads(page.page.locator("#tool-input").inner_text())["path"].endswith("sales.csv")
     assert page.page.locator("#tool-output").inner_text().startswith("date,region,product")
     assert _number(page.page.locator("#tool-evicted").inner_text()) > 9_000
+    assert '"_evicted": true' in page.page.locator("#tool-model-saw").inner_text()
     href = page.page.locator("a.full-text").get_attribute("href")
     assert href is not None
     with urllib.request.urlopen(served.url + href, timeout=10) as response:

@@ -160,6 +160,7 @@ class _RunTrace:
     failed: bool = False
     pending: asyncio.Future[None] | None = None
     seen: dict[int, tuple[Message, _Known]] = dataclasses.field(default_factory=dict)
+    tools: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
 
 
 class TraceRecorder(Middleware):
@@ -228,8 +229,11 @@ class TraceRecorder(Middleware):
         await next()
 
     def _action(self, trace: _RunTrace, event: Event) -> None:
-        if isinstance(event, ToolCallFinished) and event.skipped_by is not None:
-            self._skipped(trace, event)
+        if isinstance(event, ToolCallFinished):
+            if event.skipped_by is not None:
+                self._skipped(trace, event)
+            else:
+                self._model_saw(trace, event)
         if event.type in RUNTIME_EVENTS:
             return
         now = time.time()
@@ -250,6 +254,19 @@ class TraceRecorder(Middleware):
                 "data": data,
             }
         )
+
+    def _model_saw(self, trace: _RunTrace, event: ToolCallFinished) -> None:
+        """When ``after_tool_call`` middleware replaced a result (an eviction), keep what the
+        model was given on the tool span: the span is written again (rows upsert by id)."""
+        span = trace.tools.pop(event.call.id, None)
+        if span is None:
+            return
+        text = _output_text(event.result.data)
+        data = span["data"]
+        if data.get("projected") or text == data.get("preview"):
+            return
+        data["model_saw"] = clipped(text, self.preview_chars)
+        trace.batch.spans.append(span)
 
     def _skipped(self, trace: _RunTrace, event: ToolCallFinished) -> None:
         """A call that never reached ``wrap_tool_call`` (rejected or skipped by middleware)."""
@@ -355,18 +372,18 @@ class TraceRecorder(Middleware):
             self._tool_output(trace, data, call, result, ctx.turn)
             return result
         finally:
-            trace.batch.spans.append(
-                {
-                    "id": new_id(),
-                    "run_id": trace.run["id"],
-                    "kind": "tool",
-                    "name": call.name,
-                    "dispatch": ctx.index,
-                    "started": started,
-                    "finished": time.time(),
-                    "data": data,
-                }
-            )
+            span = {
+                "id": new_id(),
+                "run_id": trace.run["id"],
+                "kind": "tool",
+                "name": call.name,
+                "dispatch": ctx.index,
+                "started": started,
+                "finished": time.time(),
+                "data": data,
+            }
+            trace.batch.spans.append(span)
+            trace.tools[call.id] = span
 
     def _tool_output(
         self,
