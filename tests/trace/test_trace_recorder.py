@@ -155,3 +155,25 @@ async def test_a_trace_store_that_cannot_be_written_never_fails_the_turn(tmp_pat
     assert result.output == "fine"
     errors = [e for e in result.events if isinstance(e, ErrorOccurred) and e.where == "trace"]
     assert len(errors) == 1 and not errors[0].fatal
+
+
+async def test_a_turn_that_ends_without_an_answer_stays_unfinished(tmp_path: Path) -> None:
+    from plait import Limits
+    from plait.errors import LimitExceeded
+
+    store = SQLiteTraceStore(tmp_path / "t.sqlite3")
+    recorder = TraceRecorder(store)
+    agent = Agent(
+        ScriptedModel([ToolCall("c1", "echo", {"text": "a"})]),
+        tools=[echo],
+        middleware=[recorder],
+        limits=Limits(model_calls_per_turn=1),
+    )
+    with pytest.raises(LimitExceeded):
+        await agent.run("loop", thread_id="t")
+    await recorder.aclose()
+    (run,) = await store.runs()
+    assert run["status"] == "unfinished" and run["finished"] is None
+    view = await run_view(store, run["id"])
+    assert view is not None and view["model_calls"] == 1 and view["tool_calls"] == 1
+    await store.aclose()

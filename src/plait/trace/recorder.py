@@ -209,7 +209,7 @@ class TraceRecorder(Middleware):
             "agent": self.agent,
             "started": time.time(),
             "finished": None,
-            "status": "running",
+            "status": "unfinished",
             "error": None,
             "input": clipped(text, 4_000),
             "output": None,
