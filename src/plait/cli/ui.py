@@ -6,6 +6,7 @@ store beside the thread store (:func:`trace_path`) and print the page's address 
 
 from __future__ import annotations
 
+import importlib
 import webbrowser
 from pathlib import Path
 from typing import Annotated
@@ -81,5 +82,16 @@ def ui(
 
 
 def _prices() -> dict[str, dict[str, float]]:
-    """The default price table for the page (empty until plait.pricing provides one)."""
-    return {}
+    """The page's starting price table: ``plait.pricing.PRICES`` when this plait has it (USD per
+    million tokens; a cache rate left unset costs as input), else empty (the user fills it in)."""
+    try:
+        pricing = importlib.import_module("plait.pricing")
+    except ImportError:
+        return {}
+    table: dict[str, dict[str, float]] = {}
+    for name, price in getattr(pricing, "PRICES", {}).items():
+        rates = {
+            k: getattr(price, k, None) for k in ("input", "output", "cache_read", "cache_write")
+        }
+        table[str(name)] = {k: float(v) for k, v in rates.items() if v is not None}
+    return table
