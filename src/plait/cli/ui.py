@@ -81,6 +81,9 @@ def ui(
     serve(app, host=host, port=port)
 
 
+_RATES = ("input", "output", "cache_read", "cache_write")
+
+
 def _prices() -> dict[str, dict[str, float]]:
     """The page's starting price table: ``plait.pricing.PRICES`` when this plait has it (USD per
     million tokens; a cache rate left unset costs as input), else empty (the user fills it in)."""
