@@ -254,7 +254,11 @@ class Turn:
                 d.add_message(message)
         for followup in d.followups:
             d.add_message(followup)
-        await stack.run_dispatch_output(d)
+        try:
+            await stack.run_dispatch_output(d)
+        except asyncio.CancelledError:
+            await self._persist_cancelled(list(d.new_messages), d)
+            raise
         persisted = list(d.new_messages)
         for keep_out in ctx.persist_filters:
             persisted = keep_out(persisted)
@@ -280,15 +284,22 @@ class Turn:
                 finished=finished,
             )
         except asyncio.CancelledError:
-            persisted = [*d.new_messages, *results_after_cancel(calls, finished)]
-            try:
-                for keep_out in d.turn.persist_filters:
-                    persisted = keep_out(persisted)
-                self.version = await self._append(persisted, d.turn.state)
-                self.new_messages.extend(persisted)
-            except Exception as exc:  # the cancellation is what the caller must see
-                self.emit(ErrorOccurred(error=exc, where="persist_cancelled_dispatch"))
+            await self._persist_cancelled(
+                [*d.new_messages, *results_after_cancel(calls, finished)], d
+            )
             raise
+
+    async def _persist_cancelled(self, messages: list[Message], d: DispatchContext) -> None:
+        """Persist what a cancelled dispatch produced (through the persist filters) before the
+        cancellation goes on; a store error is reported, the cancellation is what the caller
+        sees."""
+        try:
+            for keep_out in d.turn.persist_filters:
+                messages = keep_out(messages)
+            self.version = await self._append(messages, d.turn.state)
+            self.new_messages.extend(messages)
+        except Exception as exc:
+            self.emit(ErrorOccurred(error=exc, where="persist_cancelled_dispatch"))
 
     async def _append(self, messages: list[Message], state: dict[str, Any]) -> int:
         """Write at the current version; values a store cannot encode are replaced, not fatal
