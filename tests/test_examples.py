@@ -20,6 +20,7 @@ EXAMPLES = Path(__file__).parents[1] / "examples"
             "stored tool result: {'name': 'Ada', 'email': 'ada@example.com', 'card': '•••• 1111'}",
         ),
         ("skills_disclosure.py", "answer: The table has 2 rows."),
+        ("skills_ranker.py", "first skill listed for the photo request: photo-albums"),
     ],
 )
 def test_offline_example_runs(script: str, expected: str) -> None:

@@ -209,7 +209,8 @@ async def test_thread_state_is_a_small_json_summary_even_for_1000_skills() -> No
 async def test_each_thread_keeps_its_own_list_until_it_resets() -> None:
     source = MemorySource({"a": {"SKILL.md": md("a")}})
     model = ScriptedModel(["1", "2", "3", "4"])
-    agent = Agent(model, middleware=[SkillsMiddleware(sources=[source])])
+    skills = SkillsMiddleware(sources=[source], refresh_interval=0)
+    agent = Agent(model, middleware=[skills])
     await agent.run("go", thread_id="old")
     source.put("b", {"SKILL.md": md("b")})
     await agent.run("go", thread_id="new")  # a new thread loads the current skills

@@ -63,6 +63,7 @@ async def test_configuration_errors_are_invalid_config(tmp_path: Path) -> None:
         {"sources": one, "gate": allow_all, "default_channel": "email"},
         {"sources": one, "gate": allow_all, "skill_tools": 3},
         {"sources": [source(), source()], "gate": allow_all},
+        {"sources": one, "gate": allow_all, "ranker": object()},
     ]
     for options in bad:
         with pytest.raises(InvalidSkillsConfig) as info:

@@ -158,6 +158,29 @@ async def test_list_skills_filters_and_can_refresh() -> None:
     assert {s["name"] for s in json.loads(out["c3"].text)["skills"]} == {"csv", "pdf", "xlsx"}
 
 
+async def test_list_skills_query_ranks_by_relevance_with_the_shared_ranker() -> None:
+    filler = {
+        f"tool-{i}": {"SKILL.md": skill_md(f"tool-{i}", description=f"Handles chores {i}.")}
+        for i in range(30)
+    }
+    src = two_skills(**filler)
+    m = await make(src)
+    out = await run(
+        m,
+        ToolCall("c1", "list_skills", {"query": "rows of my spreadsheets", "limit": 3}),
+        ToolCall("c2", "list_skills", {"query": "chores", "limit": 2}),
+        ToolCall("c3", "list_skills", {"query": "zebras"}),
+    )
+    ranked = json.loads(out["c1"].text)["skills"]
+    assert ranked[0]["name"] == "csv"
+    assert len(json.loads(out["c2"].text)["skills"]) == 2
+    assert json.loads(out["c3"].text) == {"skills": []}
+    assert [s.name for s in m.search("pdf files", 1)] == ["pdf"]
+    src.put("pdf", {"SKILL.md": skill_md("pdf", description="Now about zebras.")})
+    await m.refresh()
+    assert [s.name for s in m.search("zebras", 5)] == ["pdf"]  # re-indexed after the refresh
+
+
 async def test_list_skills_hides_shadowed_and_model_hidden_skills() -> None:
     hidden = "---\nname: deploy\ndescription: Deploys.\ndisable-model-invocation: true\n---\nB\n"
     first = MemorySource({"pdf": {"SKILL.md": skill_md("pdf")}}, source_id="a")

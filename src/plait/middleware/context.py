@@ -22,7 +22,14 @@ from plait.tools import ToolRegistry
 if TYPE_CHECKING:
     from plait.models.base import Model, ModelRequest, ModelResponse
 
-__all__ = ["DispatchContext", "Event", "EventSink", "PersistFilter", "TurnContext"]
+__all__ = [
+    "DispatchContext",
+    "Event",
+    "EventSink",
+    "Finalizer",
+    "PersistFilter",
+    "TurnContext",
+]
 
 
 @dataclass(slots=True, kw_only=True)
@@ -43,6 +50,8 @@ class Event:
 EventSink = Callable[[Event], None]
 PersistFilter = Callable[[list[Message]], list[Message]]
 """Maps the messages about to be persisted to what is written (see ``persist_filters``)."""
+Finalizer = Callable[[BaseException | None], None]
+"""Called once when the turn ends, with its error (``None`` on success; see ``finalizers``)."""
 
 
 def _discard(_: Event) -> None:
@@ -64,6 +73,12 @@ class TurnContext:
     and the remaining middleware skipped. A filter returns the messages to write (it may replace
     a message with a redacted copy; it must keep every tool call paired with its result). This is
     how projected, ephemeral content is kept out of persistence.
+
+    ``finalizers`` run when the turn ends, however it ends (answer, error, abort, cancellation),
+    last registered first, each with the turn's error or ``None``; they must not block. A
+    finalizer that raises is reported as an ``ErrorOccurred`` event (``where="finalizer"``) and
+    the others still run. This is where middleware closes what it opened in ``turn_input`` (a
+    telemetry span), since ``turn_output`` runs only after a successful turn.
     """
 
     thread_id: str
@@ -79,6 +94,7 @@ class TurnContext:
     dispatch_count: int = 0
     emit: EventSink = _discard
     persist_filters: list[PersistFilter] = field(default_factory=list)
+    finalizers: list[Finalizer] = field(default_factory=list)
     _error: BaseException | None = None
 
     def abort(self, error: BaseException) -> None:

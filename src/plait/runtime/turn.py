@@ -152,9 +152,21 @@ class Turn:
             if isinstance(exc, Exception):
                 self.emit(ErrorOccurred(error=exc, where="turn", fatal=True))
                 await self._save_state(ctx, exc)
+            self._finalize(ctx, exc)
             raise
         self.emit(TurnFinished(output=output, usage=ctx.usage))
+        self._finalize(ctx, None)
         return RunResult(output, self.thread_id, self.new_messages, ctx.usage, ctx.state)
+
+    def _finalize(self, ctx: TurnContext, error: BaseException | None) -> None:
+        """Run ``ctx.finalizers``, last registered first; one that raises is reported and the
+        rest still run."""
+        while ctx.finalizers:
+            finalizer = ctx.finalizers.pop()
+            try:
+                finalizer(error)
+            except Exception as exc:
+                self.emit(ErrorOccurred(error=exc, where="finalizer"))
 
     async def _save_state(self, ctx: TurnContext, error: Exception) -> None:
         """After a failure, persist the thread state as middleware left it (best effort).

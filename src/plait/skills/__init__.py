@@ -11,6 +11,8 @@ Layers, bottom up:
   :class:`SkillFileStat`).
 * :class:`SkillCatalog` orders sources, resolves name collisions, keeps diagnostics and
   refreshes incrementally; :func:`render_prompt` turns it into a prompt section.
+* :mod:`.ranking`: :class:`SkillRanker` orders skills by relevance to a text (the default
+  :class:`LexicalRanker` is BM25F), for catalogs larger than their prompt budget.
 * Two modes on top: :class:`SkillsMiddleware` (disclosure, :mod:`.disclosure`) and
   :class:`SkillManager` (managed, :mod:`.managed`, whose full surface lives there).
 
@@ -62,6 +64,7 @@ if TYPE_CHECKING:
         SkillMeta,
         SkillRef,
     )
+    from plait.skills.ranking import LexicalRanker, SkillRanker
     from plait.skills.render import PromptFormat, render_prompt
     from plait.skills.sources import BackendSource, FilesystemSource, MemorySource, SkillSource
     from plait.skills.validator import (
@@ -78,6 +81,7 @@ __all__ = [
     "DiscoveryItem",
     "DiscoveryProblem",
     "FilesystemSource",
+    "LexicalRanker",
     "MemorySource",
     "PinnedSkillNotFound",
     "Precedence",
@@ -102,6 +106,7 @@ __all__ = [
     "SkillPathError",
     "SkillPinned",
     "SkillProblemFound",
+    "SkillRanker",
     "SkillRef",
     "SkillSource",
     "SkillSourceError",
@@ -166,6 +171,10 @@ if not TYPE_CHECKING:
                 "SkillFileStat",
                 "SkillMeta",
                 "SkillRef",
+            ),
+            "plait.skills.ranking": (
+                "LexicalRanker",
+                "SkillRanker",
             ),
             "plait.skills.render": (
                 "PromptFormat",

@@ -20,12 +20,13 @@ request) is covered by ``wrap_model_call``, which repeats step 3 on the request 
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from plait.errors import ConfigurationError
 from plait.middleware.base import Middleware, ModelHandler
@@ -40,6 +41,7 @@ from plait.skills.disclosure.events import (
     SkillToolsDisclosed,
     SkillToolsWithdrawn,
 )
+from plait.skills.disclosure.listing import RankedListing
 from plait.skills.disclosure.pins import PINNED_KEY, pin_messages, pinned_names
 from plait.skills.disclosure.read_file import DEFAULT_READ_MAX_CHARS, build_read_tool
 from plait.skills.disclosure.scan import DisclosureScan
@@ -51,13 +53,19 @@ from plait.skills.sources.base import SkillSource
 from plait.skills.sources.filesystem import FilesystemSource
 from plait.tools import Tool, ToolContext
 
-__all__ = ["DEFAULT_BUDGET", "STATE_KEY", "SkillsMiddleware"]
+if TYPE_CHECKING:
+    from plait.skills.ranking import SkillRanker
+
+__all__ = ["DEFAULT_BUDGET", "DEFAULT_REFRESH_INTERVAL", "STATE_KEY", "SkillsMiddleware"]
 
 STATE_KEY = "skills_metadata"
 """The thread-state key of the loaded skills' summary; set it to ``None`` to reload."""
 
 DEFAULT_BUDGET = 8_000
 """Characters of the skill list in the system prompt (about 2,000 tokens)."""
+
+DEFAULT_REFRESH_INTERVAL = 2.0
+"""Seconds a catalog refresh serves new threads before the next new thread refreshes again."""
 
 _MISSING: Any = object()
 
@@ -70,7 +78,8 @@ class _Thread:
     scan: DisclosureScan = field(default_factory=DisclosureScan)
     shown: tuple[str, ...] = ()
     deferred: tuple[str, ...] = ()
-    prompt: tuple[str, SkillSnapshot, str] | None = None
+    listing: tuple[SkillSnapshot, str] | None = None
+    prompt: tuple[str, str, str] | None = None
 
 
 class SkillsMiddleware(Middleware):
@@ -82,9 +91,15 @@ class SkillsMiddleware(Middleware):
     bound); past it, ``search_skills`` finds the rest. ``instructions`` precede the list
     (``None``: the list alone). ``auto_refresh``: ``True`` refreshes the catalog incrementally
     before each turn's first model call, a number of seconds before any model call once that
-    long has passed since the thread's last load. ``read_max_chars`` bounds one ``read_file``
-    result. Snapshots of at most ``max_threads`` threads are kept in memory (least recently used
-    dropped; a dropped thread reloads on its next model call).
+    long has passed since the thread's last load. A new thread (or one this process forgot)
+    reuses the catalog refreshed less than ``refresh_interval`` seconds ago, so opening
+    threads does not walk every skill folder each time; a reset of ``skills_metadata``
+    always refreshes at once. Past the budget, the listed skills are chosen per user turn by
+    relevance (:mod:`.listing`) with ``ranker`` (default: a
+    :class:`~plait.skills.ranking.LexicalRanker`, built on first need), keeping pinned, read and
+    ``always_listed`` skills. ``read_max_chars`` bounds one ``read_file`` result. Snapshots of
+    at most ``max_threads`` threads are kept in memory (least recently used dropped; a dropped
+    thread reloads on its next model call).
     """
 
     placement = Placement(after=("SummarizationMiddleware",))
@@ -101,11 +116,26 @@ class SkillsMiddleware(Middleware):
         auto_refresh: bool | float = False,
         read_max_chars: int = DEFAULT_READ_MAX_CHARS,
         max_threads: int = 1_000,
+        ranker: SkillRanker | None = None,
+        always_listed: Sequence[str] = (),
+        refresh_interval: float = DEFAULT_REFRESH_INTERVAL,
     ) -> None:
         if read_max_chars < 1000 or max_threads < 1 or (budget is not None and budget < 1):
             raise ConfigurationError(
                 "SkillsMiddleware needs read_max_chars >= 1000, max_threads >= 1 and a "
                 "positive budget (or budget=None)."
+            )
+        if ranker is not None and not all(
+            callable(getattr(ranker, name, None)) for name in ("update", "rank")
+        ):
+            raise ConfigurationError(
+                f"ranker must have update(entries) and rank(query, limit) methods (the "
+                f"plait.skills.SkillRanker protocol); got {type(ranker).__name__}."
+            )
+        if not refresh_interval >= 0 or isinstance(always_listed, str):
+            raise ConfigurationError(
+                "SkillsMiddleware needs refresh_interval >= 0 (seconds; 0 refreshes for every "
+                "new thread) and always_listed as a list of skill names, not one string."
             )
         resolved = [s if isinstance(s, SkillSource) else FilesystemSource(s) for s in sources]
         self.catalog = SkillCatalog(resolved, precedence=precedence)
@@ -117,10 +147,33 @@ class SkillsMiddleware(Middleware):
         self._threads: OrderedDict[str, _Thread] = OrderedDict()
         self._max_threads = max_threads
         self._snapshot: SkillSnapshot | None = None
+        self.refresh_interval = refresh_interval
+        self._refreshed_at = -float("inf")
+        self._refresh_lock = asyncio.Lock()
+        self._ranker = ranker
+        self.always_listed = tuple(always_listed)
+        self._listing: RankedListing | None = None
         self.read_tool = build_read_tool(
             self.catalog, self._tool_snapshot, max_chars=read_max_chars
         )
-        self.search_tool = build_search_tool(self._tool_snapshot)
+        self.search_tool = build_search_tool(self._tool_snapshot, self._ranked)
+
+    @property
+    def ranker(self) -> SkillRanker:
+        """The ranker that orders the list past the budget and answers ``search_skills`` (the
+        default :class:`~plait.skills.ranking.LexicalRanker` is built on first access)."""
+        return self._ranked().ranker
+
+    def _ranked(self) -> RankedListing:
+        """The ranked listing, built (and the default ranker imported) on first need."""
+        if self._listing is None:
+            ranker = self._ranker
+            if ranker is None:
+                from plait.skills.ranking import LexicalRanker  # only past the budget
+
+                ranker = LexicalRanker()
+            self._listing = RankedListing(ranker, self.always_listed)
+        return self._listing
 
     # --- public views -------------------------------------------------------------------------
 
@@ -147,6 +200,19 @@ class SkillsMiddleware(Middleware):
         if ctx.state.get(PINNED_KEY) is not None:
             request = await self._pin(request, ctx, thread)
         request = await self._disclose(request, ctx, thread, turn_tools)
+        snapshot = thread.snapshot
+        if snapshot.overflowed and (
+            first_of_turn or thread.listing is None or thread.listing[0] is not snapshot
+        ):
+            section = self._ranked().render(
+                snapshot,
+                request.messages,
+                thread.scan.update(request.messages),
+                format=self.format,
+                budget=self.budget,
+                instructions=self.instructions,
+            )
+            thread.listing = (snapshot, section)
         return self._with_prompt(request, thread)
 
     async def wrap_model_call(
@@ -177,7 +243,8 @@ class SkillsMiddleware(Middleware):
         turn_tools.disclosed_for = request.messages
         if not snapshot.entries and not turn_tools.owned:
             return request
-        locations = thread.scan.update(request.messages) if snapshot.tools_by_location else ()
+        scan = snapshot.tools_by_location or snapshot.overflowed
+        locations = thread.scan.update(request.messages) if scan else ()
         base: tuple[Tool, ...] = ()
         if snapshot.entries:
             base = (self.read_tool, self.search_tool) if snapshot.overflowed else (self.read_tool,)
@@ -223,8 +290,18 @@ class SkillsMiddleware(Middleware):
             return False
         return time.monotonic() - thread.loaded_at >= every
 
+    async def _refresh(self, force: bool) -> None:
+        """Refresh the catalog, unless (``force`` false) it was refreshed less than
+        ``refresh_interval`` seconds ago; concurrent callers share one refresh."""
+        async with self._refresh_lock:
+            fresh = time.monotonic() - self._refreshed_at < self.refresh_interval
+            if fresh and not force and self.catalog.loaded:
+                return
+            await self.catalog.refresh()
+            self._refreshed_at = time.monotonic()
+
     async def _load(self, ctx: DispatchContext, thread: _Thread | None, reason: str) -> _Thread:
-        await self.catalog.refresh()
+        await self._refresh(force=reason in ("reset", "auto_refresh"))
         if self._snapshot is None or self._snapshot.generation != self.catalog.generation:
             self._snapshot = take_snapshot(
                 self.catalog, format=self.format, budget=self.budget, instructions=self.instructions
@@ -257,8 +334,15 @@ class SkillsMiddleware(Middleware):
         reason: str,
     ) -> None:
         thread_id = ctx.turn.thread_id
-        old = {e.name: e.version for e in previous.entries} if previous is not None else {}
-        new = {e.name: e.version for e in snapshot.entries}
+        added: list[str] = []
+        removed: list[str] = []
+        changed: list[str] = []
+        if previous is not None and previous is not snapshot:  # a first load has nothing to diff
+            old = {e.name: e.version for e in previous.entries}
+            new = {e.name: e.version for e in snapshot.entries}
+            added = [n for n in new if n not in old]
+            removed = [n for n in old if n not in new]
+            changed = [n for n, v in new.items() if old.get(n, v) != v]
         emit = ctx.turn.emit
         emit(
             SkillCatalogLoaded(
@@ -266,9 +350,9 @@ class SkillsMiddleware(Middleware):
                 reason=reason,
                 skills=len(snapshot.entries),
                 skipped=snapshot.skipped,
-                added=[n for n in new if previous is not None and n not in old],
-                removed=[n for n in old if n not in new],
-                changed=[n for n, v in new.items() if old.get(n, v) != v],
+                added=added,
+                removed=removed,
+                changed=changed,
             )
         )
         for problem in snapshot.problems:
@@ -329,13 +413,15 @@ class SkillsMiddleware(Middleware):
 
     def _with_prompt(self, request: ModelRequest, thread: _Thread) -> ModelRequest:
         snapshot = thread.snapshot
-        if not snapshot.section:
+        listing = thread.listing
+        section = listing[1] if listing is not None and listing[0] is snapshot else snapshot.section
+        if not section:
             return request
         base = request.system_prompt
         cached = thread.prompt
-        if cached is None or cached[1] is not snapshot or cached[0] != base:
-            text = f"{base}\n\n{snapshot.section}" if base else snapshot.section
-            cached = thread.prompt = (base, snapshot, text)
+        if cached is None or cached[1] is not section or cached[0] != base:
+            text = f"{base}\n\n{section}" if base else section
+            cached = thread.prompt = (base, section, text)
         return request.replace(system_prompt=cached[2])
 
     def _tool_snapshot(self, ctx: ToolContext) -> SkillSnapshot:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import posixpath
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from plait.skills.catalog import SkillCatalog
@@ -67,7 +67,9 @@ class SkillSnapshot:
 
     ``section`` is what goes after the agent's system prompt (``""`` when there is nothing to
     say); ``overflowed`` is true when the budget left skills out of the list, which is when
-    ``search_skills`` is offered. ``tools_by_location`` maps a SKILL.md location (normalised)
+    ``search_skills`` is offered and the list is chosen by relevance each turn
+    (:mod:`.listing`); ``note`` is the line about skills that could not be loaded.
+    ``tools_by_location`` maps a SKILL.md location (normalised)
     to the skill's ``metadata.include_tools`` names, for skills that have any.
     """
 
@@ -83,7 +85,7 @@ class SkillSnapshot:
     digest: str
     skipped: int
     problems: tuple[LoadProblem, ...] = ()
-    _search_text: dict[int, str] = field(default_factory=dict)
+    note: str = ""
 
     @property
     def summary(self) -> dict[str, Any]:
@@ -93,15 +95,6 @@ class SkillSnapshot:
     def matches(self, value: object) -> bool:
         """Whether a state value is this snapshot's summary (after a JSON round trip)."""
         return isinstance(value, dict) and value.get("digest") == self.digest
-
-    def search_text(self, index: int) -> str:
-        """Lower-cased name and description of ``listed[index]``, computed on first use."""
-        text = self._search_text.get(index)
-        if text is None:
-            entry = self.listed[index]
-            text = f"{entry.name} {entry.name.replace('-', ' ')} {entry.description}".lower()
-            self._search_text[index] = text
-        return text
 
 
 def normalize_location(path: str) -> str:
@@ -158,6 +151,7 @@ def take_snapshot(
         digest=_digest(entries),
         skipped=skipped,
         problems=problems,
+        note=note,
     )
 
 

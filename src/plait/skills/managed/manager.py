@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from plait.errors import ConfigurationError, clipped
 from plait.middleware.context import DispatchContext, TurnContext
@@ -56,10 +57,14 @@ from plait.skills.model import SkillEntry
 from plait.skills.sources.base import SkillSource
 from plait.tools import Tool, ToolContext, ToolRegistry
 
+if TYPE_CHECKING:
+    from plait.skills.ranking import CatalogRanking, SkillRanker
+
 __all__ = ["SkillManager", "create_skill_manager"]
 
 _CHANNELS = ("handle", "inline")
 _MAX_LISTED = 20
+_RANKER = ("update", "rank")  # the SkillRanker protocol's methods
 
 
 def _turn(ctx: TurnContext | DispatchContext | None) -> TurnContext | None:
@@ -84,8 +89,11 @@ class SkillManager:
         auto_refresh: bool = False,
         skill_tools: SkillTools | None = None,
         close_timeout: float = 5.0,
+        ranker: SkillRanker | None = None,
     ) -> None:
         self._catalog = catalog
+        self.ranker = ranker
+        self._ranking: CatalogRanking | None = None
         self.gate = gate
         self.default_channel: Channel = default_channel
         self.scripts = scripts
@@ -137,6 +145,16 @@ class SkillManager:
                 )
             )
         return out
+
+    def search(self, query: str, limit: int = 20) -> list[SkillStatus]:
+        """The ``limit`` active, model-invocable skills most relevant to ``query``, best first,
+        by ``ranker`` (default: a ``LexicalRanker``, built on first use)."""
+        if self._ranking is None:
+            from plait.skills.ranking import CatalogRanking  # only when someone searches
+
+            self._ranking = CatalogRanking(self._catalog, self.ranker)
+        statuses = {status.ref: status for status in self.catalog()}
+        return [statuses[e.ref] for e in self._ranking.rank(query, limit) if e.ref in statuses]
 
     def loaded(self) -> list[str]:
         """The initialized skills (manager state; independent of any context), by name."""
@@ -447,6 +465,7 @@ async def create_skill_manager(
     skill_tools: SkillTools | None = None,
     precedence: Precedence = Precedence.FIRST_WINS,
     close_timeout: float | None = None,
+    ranker: SkillRanker | None = None,
 ) -> SkillManager:
     """Check the configuration, discover every source, and return a manager.
 
@@ -454,6 +473,7 @@ async def create_skill_manager(
     required (``gate(ctx, tool_name, args)``, sync or async, raise to refuse; see
     :func:`~plait.skills.managed.tools.allow_all`). ``skill_tools`` gives skills Python tools
     (``{skill_name: [Tool, …]}`` or a resolver). ``scripts`` turns ``scripts/`` files into tools.
+    ``ranker`` orders ``list_skills(query=...)`` (:meth:`SkillManager.search`).
     Raises :class:`InvalidSkillsConfig` for a bad configuration or a source that fails.
     """
     if not sources:
@@ -473,6 +493,8 @@ async def create_skill_manager(
         )
     if scripts is not None:
         scripts.check()
+    if ranker is not None and not all(callable(getattr(ranker, m, None)) for m in _RANKER):
+        raise InvalidSkillsConfig("ranker needs update(entries) and rank(query, limit) methods.")
     if close_timeout is not None and close_timeout < 0:
         raise InvalidSkillsConfig("close_timeout must be >= 0 seconds.")
     try:
@@ -493,4 +515,5 @@ async def create_skill_manager(
         auto_refresh=auto_refresh,
         skill_tools=skill_tools,
         close_timeout=close_timeout,
+        ranker=ranker,
     )

@@ -4,7 +4,7 @@
 ==================== ========== ====================================================
 tool                 gated      what it does
 ==================== ========== ====================================================
-list_skills          no         the catalog (``query`` filters, ``refresh`` rediscovers)
+list_skills          no         the catalog (``query`` ranks, ``refresh`` rediscovers)
 list_loaded_skills   no         initialized skills, and those projected onto this turn
 load_skill           yes, seq.  load a skill: tools callable at once, body projected
 unload_skill         yes, seq.  unload: tools unregistered at once, body leaves context
@@ -68,6 +68,7 @@ LIFECYCLE_TOOL_NAMES = (
 )
 
 _SEQUENTIAL = {"sequential": True}
+_MAX_SEARCH_RESULTS = 50
 
 
 def allow_all(ctx: DispatchContext, tool_name: str, args: Mapping[str, Any]) -> None:
@@ -165,22 +166,21 @@ def _where(sandbox: Sandbox) -> str:
 def lifecycle_tools(manager: SkillManager) -> tuple[Tool, ...]:
     """The six tools bound to ``manager`` (see the module table)."""
 
-    async def list_skills(query: str | None = None, refresh: bool = False) -> Any:
-        """List the skills you can load, with whether each is loaded. query filters by
-        substring of name, id or description; refresh=true rediscovers the sources first."""
+    async def list_skills(query: str | None = None, refresh: bool = False, limit: int = 20) -> Any:
+        """List the skills you can load, with whether each is loaded. With a query (keywords
+        or a description of the task) only the best matches, best first, at most limit;
+        refresh=true rediscovers the sources first."""
         try:
             if refresh:
                 await manager.refresh()
         except ManagerError as err:
             raise ToolError(render_error(err)) from None
-        needle = (query or "").lower()
+        if query and query.strip():
+            found = manager.search(query, max(1, min(limit, _MAX_SEARCH_RESULTS)))
+        else:
+            found = [s for s in manager.catalog() if s.model_invocable and s.shadowed_by is None]
         shown = []
-        for entry in manager.catalog():
-            if not entry.model_invocable or entry.shadowed_by is not None:
-                continue
-            text = f"{entry.name} {entry.ref.id} {entry.description}".lower()
-            if needle and needle not in text:
-                continue
+        for entry in found:
             item: dict[str, Any] = {
                 "name": entry.name,
                 "id": str(entry.ref),

@@ -1,0 +1,379 @@
+"""Relevance-ranked skill catalogs: recall, search quality and latency (issue 17).
+
+    python bench/skills_relevance.py [--sizes 1000 10000] [--cases 400] [--runs 7] [--bm25s]
+
+The evaluation set is ``bench/relevance_set.py`` (read its docstring): generated skills with
+overlapping descriptions plus the bundled example skills, written to a temporary folder, and
+requests phrased from a separate vocabulary. For each catalog size and each budget (4k, 8k, 16k
+characters) it prints, beside today's behaviour (catalog order; substring-count search):
+
+* recall: the right skill is in the prompt's list for the request (target >= 95% at 8k, 10,000);
+* search top-5: the right skill is in ``search_skills``' first five (target >= 98%);
+
+then latency, medians of ``--runs`` (paired configurations interleaved round by round):
+
+* ranking per turn: order + render the prompt list for one request (target <= 5 ms at 10,000);
+* index build: a fresh ``LexicalRanker`` over the catalog (<= 300 ms at 10,000);
+* refresh of one changed skill: ``update()`` with one new version (<= 5 ms);
+* first turn of a new thread with a ``FilesystemSource`` (<= 20 ms at 10,000), with the shared
+  refresh (``refresh_interval=2``) and as before (``refresh_interval=0``: every new thread walks
+  every folder), and the added cost as the median of paired differences;
+* import cost when the catalog fits its budget (``plait.skills.ranking`` must not be imported).
+
+``--bm25s`` also measures the ``bm25s`` library on the same tokens (import, build, query, and
+refresh of one skill, which for bm25s is a rebuild). Numbers are noisy on a loaded machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib.util
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+
+from relevance_set import EXAMPLE_CASES, Case, generate_cases, generate_skills
+
+from plait import Agent, FunctionModel, ModelRequest, UserMessage
+from plait.skills import FilesystemSource, SkillCatalog, SkillEntry, SkillsMiddleware
+from plait.skills.disclosure.listing import RankedListing
+from plait.skills.disclosure.snapshot import DEFAULT_INSTRUCTIONS, SkillSnapshot, take_snapshot
+from plait.skills.ranking import LexicalRanker, terms
+from plait.skills.render import PromptFormat
+
+EXAMPLES = Path(__file__).parents[1] / "examples" / "skills"
+BUDGETS = (4_000, 8_000, 16_000)
+TARGETS = {"recall_8k": 95.0, "search5": 98.0, "rank": 5.0, "build": 300.0, "one": 5.0}
+TARGET_FIRST_TURN_MS = 20.0
+
+
+def write_catalog(root: Path, count: int) -> list[str]:
+    """``count`` skills: the bundled examples plus generated ones; returns generated names."""
+    names = []
+    for name, description in generate_skills(count - 4):
+        folder = root / name
+        folder.mkdir()
+        quoted = json.dumps(description)  # a YAML double-quoted scalar: the ": " stays text
+        (folder / "SKILL.md").write_text(
+            f"---\nname: {name}\ndescription: {quoted}\n---\n\n# {name}\n\nSteps.\n"
+        )
+        names.append(name)
+    for example in EXAMPLES.iterdir():
+        if (example / "SKILL.md").is_file():
+            (root / example.name).mkdir()
+            (root / example.name / "SKILL.md").write_bytes((example / "SKILL.md").read_bytes())
+    return names
+
+
+def substring_search(snapshot: SkillSnapshot, query: str, limit: int) -> list[str]:
+    """Today's search_skills scoring: 3 per query word in the name, 1 in the description."""
+    words = list(dict.fromkeys(w for w in query.lower().replace("_", " ").split() if w))
+    scored = []
+    for index, entry in enumerate(snapshot.listed):
+        name = entry.name.lower()
+        text = f"{entry.name} {name.replace('-', ' ')} {entry.description}".lower()
+        score = sum(3 * (w in name) + (w in text) for w in words)
+        if score:
+            scored.append((-score, index))
+    scored.sort()
+    return [snapshot.listed[i].name for _, i in scored[:limit]]
+
+
+def quality(catalog: SkillCatalog, cases: list[Case]) -> dict[str, float]:
+    """Recall per budget (ranked and catalog order) and search top-5 (ranked and substring)."""
+    out: dict[str, float] = {}
+    listing = RankedListing(LexicalRanker())
+    for budget in BUDGETS:
+        snapshot = take_snapshot(
+            catalog, format=PromptFormat.MARKDOWN, budget=budget, instructions=DEFAULT_INSTRUCTIONS
+        )
+        ranked = today = 0
+        by_overlap: dict[str, list[bool]] = {}
+        for case in cases:
+            mark = f"**{case.skill}**:"
+            section = listing.render(
+                snapshot,
+                [UserMessage(case.request)],
+                (),
+                format=PromptFormat.MARKDOWN,
+                budget=budget,
+                instructions=DEFAULT_INSTRUCTIONS,
+            )
+            ranked += mark in section
+            today += mark in snapshot.section
+            by_overlap.setdefault(overlap(catalog, case), []).append(mark in section)
+        out[f"recall_{budget // 1000}k"] = 100 * ranked / len(cases)
+        out[f"today_recall_{budget // 1000}k"] = 100 * today / len(cases)
+        for group, hits in by_overlap.items():
+            out[f"recall_{budget // 1000}k_{group}"] = 100 * sum(hits) / len(hits)
+            out[f"cases_{group}"] = len(hits)
+    found = sum(
+        case.skill in [e.name for e in listing.search(snapshot, case.request, 5)] for case in cases
+    )
+    old = sum(case.skill in substring_search(snapshot, case.request, 5) for case in cases)
+    out["search5"] = 100 * found / len(cases)
+    out["today_search5"] = 100 * old / len(cases)
+    return out
+
+
+OVERLAP_GROUPS = ("0-1", "2", "3+")
+
+
+def overlap(catalog: SkillCatalog, case: Case) -> str:
+    """How many distinct index terms the request shares with its skill's name + description."""
+    entry = catalog.get(case.skill)
+    shared = set(terms(case.request)) & set(terms(f"{entry.name} {entry.description}"))
+    return "0-1" if len(shared) <= 1 else "2" if len(shared) == 2 else "3+"
+
+
+def median_ms(action: Callable[[], object], runs: int) -> float:
+    samples = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        action()
+        samples.append(time.perf_counter() - start)
+    return statistics.median(samples) * 1000
+
+
+def latency(catalog: SkillCatalog, cases: list[Case], runs: int) -> dict[str, float]:
+    entries = [e for e in catalog.active() if e.meta.model_invocable]
+    snapshot = take_snapshot(
+        catalog, format=PromptFormat.MARKDOWN, budget=8_000, instructions=DEFAULT_INSTRUCTIONS
+    )
+    listing = RankedListing(LexicalRanker())
+    listing.index(snapshot)
+    per_turn = []
+    for case in cases:
+        messages = [UserMessage(case.request)]
+        start = time.perf_counter()
+        listing.render(
+            snapshot,
+            messages,
+            (),
+            format=PromptFormat.MARKDOWN,
+            budget=8_000,
+            instructions=DEFAULT_INSTRUCTIONS,
+        )
+        per_turn.append(time.perf_counter() - start)
+    ranker = LexicalRanker()
+    ranker.update(entries)
+    middle = len(entries) // 2
+    versions = [entries, [*entries[:middle], _bumped(entries[middle]), *entries[middle + 1 :]]]
+    flips = iter(range(10**9))
+    return {
+        "rank": statistics.median(per_turn) * 1000,
+        "rank_p95": statistics.quantiles(per_turn, n=20)[-1] * 1000,
+        "build": median_ms(lambda: LexicalRanker().update(entries), runs),
+        "one": median_ms(lambda: ranker.update(versions[next(flips) % 2 - 1]), runs * 3),
+    }
+
+
+def _bumped(entry: SkillEntry) -> SkillEntry:
+    meta = replace(entry.meta, description=entry.meta.description + " Revised.")
+    return replace(entry, version=entry.version[::-1], meta=meta)
+
+
+async def first_turns(root: Path, rounds: int) -> dict[str, float]:
+    """First turn of new threads, shared refresh vs every-thread refresh, interleaved."""
+
+    def answer(request: ModelRequest) -> str:
+        return "ok"
+
+    agents = {
+        interval: Agent(
+            FunctionModel(answer),
+            middleware=[SkillsMiddleware([FilesystemSource(root)], refresh_interval=interval)],
+        )
+        for interval in (2.0, 0.0)
+    }
+    for agent in agents.values():
+        await agent.run("warm up", thread_id="warm")
+    samples: dict[float, list[float]] = {2.0: [], 0.0: []}
+    for index in range(rounds):
+        for interval, agent in agents.items():
+            start = time.perf_counter()
+            await agent.run("convert my spreadsheets to csv", thread_id=f"new-{index}")
+            samples[interval].append(time.perf_counter() - start)
+    diffs = [b - a for a, b in zip(samples[2.0], samples[0.0], strict=True)]
+    return {
+        "shared": statistics.median(samples[2.0]) * 1000,
+        "shared_max": max(samples[2.0]) * 1000,
+        "every": statistics.median(samples[0.0]) * 1000,
+        "saved": statistics.median(diffs) * 1000,
+    }
+
+
+def import_cost() -> tuple[bool, float]:
+    """Whether an under-budget run imports the ranker (or snowballstemmer), and what importing
+    them costs when a catalog first exceeds its budget (ranking module + stemmer)."""
+    fits = (
+        "import asyncio, sys\n"
+        "from plait import Agent, ScriptedModel\n"
+        "from plait.skills import SkillsMiddleware\n"
+        f"skills = SkillsMiddleware([{str(EXAMPLES)!r}])\n"
+        "asyncio.run(Agent(ScriptedModel(['ok']), middleware=[skills]).run('go'))\n"
+        "print(int(any('ranking' in m or 'snowball' in m for m in sys.modules)))\n"
+    )
+    imported = _seconds(fits) != 0
+    timing = (
+        "import time, plait.skills.disclosure\n"
+        "t = time.perf_counter(); import plait.skills.ranking as r; r.stemmer()\n"
+        "print(time.perf_counter() - t)\n"
+    )
+    return imported, statistics.median(_seconds(timing) for _ in range(5)) * 1000
+
+
+def bm25s_figures(catalog: SkillCatalog, cases: list[Case], runs: int) -> dict[str, float]:
+    """The bm25s library on the same tokens (the name three times, as BM25F weighs it): import,
+    build, query (scores of every skill, then the top 128), one-skill refresh (a rebuild), and
+    search top-5 as a check that the two rank alike."""
+    timing = "import time; t = time.perf_counter(); import bm25s; print(time.perf_counter() - t)"
+    imp = statistics.median(_seconds(timing) for _ in range(3)) * 1000
+    import bm25s
+    import numpy as np
+
+    entries = [e for e in catalog.active() if e.meta.model_invocable]
+    corpus = [terms(e.name) * 3 + terms(e.description) for e in entries]
+
+    def build() -> bm25s.BM25:
+        model = bm25s.BM25()
+        model.index(corpus, show_progress=False)
+        return model
+
+    model = build()
+    vocab = model.vocab_dict
+    per_query, hits = [], 0
+    for case in cases:
+        query = [t for t in terms(case.request) if t in vocab]
+        start = time.perf_counter()
+        top: list[int] = []
+        if query:
+            scores = model.get_scores(query)
+            best = np.argpartition(-scores, 128)[:128]
+            top = best[np.argsort(-scores[best], kind="stable")].tolist()
+        per_query.append(time.perf_counter() - start)
+        hits += case.skill in [entries[i].name for i in top[:5]]
+    build_ms = median_ms(build, runs)
+    return {
+        "import": imp,
+        "build": build_ms,
+        "rank": statistics.median(per_query) * 1000,
+        "one": build_ms,
+        "search5": 100 * hits / len(cases),
+    }
+
+
+def _seconds(code: str) -> float:
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return float(run.stdout)
+
+
+def table(rows: list[list[str]]) -> None:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for number, row in enumerate(rows):
+        print("| " + " | ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)) + " |")
+        if number == 0:
+            print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+
+
+def mark(ok: bool) -> str:
+    return "" if ok else " (over target)"
+
+
+async def measure(size: int, cases: int, runs: int, with_bm25s: bool) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        names = write_catalog(root, size)
+        catalog = SkillCatalog([FilesystemSource(root)])
+        await catalog.load()
+        set_ = generate_cases(names, cases) + EXAMPLE_CASES
+        got = quality(catalog, set_)
+        every = len(catalog.render(PromptFormat.MARKDOWN))
+        print(f"\n## {size:,} skills, {len(set_)} requests\n")
+        print(f"(listing every skill, as deepagents does, would take {every:,} characters)\n")
+        rows = [["figure", "ranked (new)", "catalog order / substring (today)", "target"]]
+        for budget in BUDGETS:
+            key = f"recall_{budget // 1000}k"
+            rows.append(
+                [
+                    f"recall at {budget // 1000}k chars",
+                    f"{got[key]:.1f}%",
+                    f"{got['today_' + key]:.1f}%",
+                    ">= 95%" if budget == 8_000 else "",
+                ]
+            )
+        rows.append(
+            ["search top-5", f"{got['search5']:.1f}%", f"{got['today_search5']:.1f}%", ">= 98%"]
+        )
+        for group in OVERLAP_GROUPS:
+            if f"cases_{group}" in got:
+                rows.append(
+                    [
+                        f"  recall at 8k, requests sharing {group} terms with their skill",
+                        f"{got[f'recall_8k_{group}']:.1f}% of {got[f'cases_{group}']:.0f}",
+                        "",
+                        "",
+                    ]
+                )
+        table(rows)
+        lat = latency(catalog, set_, runs)
+        first = await first_turns(root, max(runs, 15))
+        print()
+        rows = [
+            ["latency (median)", "ms", "target ms"],
+            [
+                "ranking per turn (order + render, 8k)",
+                f"{lat['rank']:.2f} (p95 {lat['rank_p95']:.2f})",
+                "<= 5",
+            ],
+            ["index build", f"{lat['build']:.1f}", "<= 300"],
+            ["refresh of one changed skill", f"{lat['one']:.2f}", "<= 5"],
+            [
+                "first turn, new thread, shared refresh",
+                f"{first['shared']:.1f} (max {first['shared_max']:.1f})",
+                "<= 20",
+            ],
+            ["first turn, new thread, refresh per thread (today)", f"{first['every']:.1f}", ""],
+            ["  saved per new thread (median of paired diffs)", f"{first['saved']:.1f}", ""],
+        ]
+        if with_bm25s:
+            if importlib.util.find_spec("bm25s") is None:
+                rows.append(["bm25s", "not installed (pip install bm25s)", ""])
+            else:
+                b = bm25s_figures(catalog, set_, runs)
+                rows += [
+                    ["bm25s: import (with numpy)", f"{b['import']:.0f}", ""],
+                    ["bm25s: index build", f"{b['build']:.1f}", "<= 300"],
+                    ["bm25s: query (top 128)", f"{b['rank']:.2f}", "<= 5"],
+                    ["bm25s: refresh of one skill (= rebuild)", f"{b['one']:.1f}", "<= 5"],
+                    ["bm25s: search top-5 (%, same tokens)", f"{b['search5']:.1f}", ""],
+                ]
+        table(rows)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1_000, 10_000])
+    parser.add_argument("--cases", type=int, default=600)
+    parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--bm25s", action="store_true")
+    args = parser.parse_args()
+    imported, import_ms = import_cost()
+    print(
+        f"catalog within its budget: ranker or stemmer imported: {imported} (must be False); "
+        f"their import once a catalog exceeds its budget: {import_ms:.1f} ms"
+    )
+    for size in args.sizes:
+        asyncio.run(measure(size, args.cases, args.runs, args.bm25s))
+    return 1 if imported else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,101 @@
+"""Message content as the GenAI conventions' JSON (``gen_ai.input.messages`` and friends).
+
+Only built when content capture is on and the span records. Each message becomes ``{"role",
+"parts"}`` with ``text``, ``tool_call`` and ``tool_call_response`` parts; every text, argument
+and result is clipped to ``max_chars`` (the JSON structure stays intact), so one huge tool result
+cannot make a span attribute of megabytes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+from plait.messages import AssistantMessage, Message, ToolMessage
+from plait.models.base import ModelResponse
+
+__all__ = [
+    "MAX_CONTENT_CHARS",
+    "input_messages",
+    "output_messages",
+    "system_instructions",
+    "to_json",
+]
+
+MAX_CONTENT_CHARS = 8_000
+"""Default bound on each text, tool argument or tool result recorded in a content attribute."""
+
+
+def _clip(text: str, max_chars: int) -> str:
+    if len(text) <= max_chars:
+        return text
+    return f"{text[:max_chars]}… [{len(text) - max_chars} more chars]"
+
+
+def to_json(value: Any, max_chars: int = MAX_CONTENT_CHARS) -> str:
+    """``value`` as compact JSON text (strings as they are), clipped to ``max_chars``."""
+    if isinstance(value, str):
+        return _clip(value, max_chars)
+    text = json.dumps(value, ensure_ascii=False, default=str, separators=(",", ":"))
+    return _clip(text, max_chars)
+
+
+def _parts(message: Message, max_chars: int) -> list[dict[str, Any]]:
+    if isinstance(message, ToolMessage):
+        return [
+            {
+                "type": "tool_call_response",
+                "id": message.tool_call_id,
+                "response": to_json(message.data, max_chars),
+            }
+        ]
+    parts: list[dict[str, Any]] = [
+        {"type": "text", "content": _clip(text, max_chars)}
+        for text in (getattr(p, "text", None) for p in message.content)
+        if isinstance(text, str)
+    ]
+    if isinstance(message, AssistantMessage):
+        parts.extend(
+            {
+                "type": "tool_call",
+                "id": call.id,
+                "name": call.name,
+                "arguments": to_json(call.args, max_chars),
+            }
+            for call in message.tool_calls
+        )
+    return parts
+
+
+def input_messages(messages: Iterable[Message], max_chars: int = MAX_CONTENT_CHARS) -> str:
+    """``gen_ai.input.messages``: ``messages`` as one JSON array."""
+    return json.dumps(
+        [{"role": m.role, "parts": _parts(m, max_chars)} for m in messages],
+        ensure_ascii=False,
+        separators=(",", ":"),
+    )
+
+
+def output_messages(response: ModelResponse, max_chars: int = MAX_CONTENT_CHARS) -> str:
+    """``gen_ai.output.messages``: the response as one assistant message with its finish
+    reason."""
+    parts: list[dict[str, Any]] = []
+    if response.content:
+        parts.append({"type": "text", "content": _clip(response.content, max_chars)})
+    parts.extend(
+        {
+            "type": "tool_call",
+            "id": call.id,
+            "name": call.name,
+            "arguments": to_json(call.args, max_chars),
+        }
+        for call in response.tool_calls
+    )
+    message = {"role": "assistant", "parts": parts, "finish_reason": response.finish_reason}
+    return json.dumps([message], ensure_ascii=False, separators=(",", ":"))
+
+
+def system_instructions(text: str, max_chars: int = MAX_CONTENT_CHARS) -> str:
+    """``gen_ai.system_instructions``: the system prompt as one text part."""
+    return json.dumps([{"type": "text", "content": _clip(text, max_chars)}], ensure_ascii=False)
