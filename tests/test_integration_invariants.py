@@ -551,7 +551,9 @@ async def recover(
     rig.driver.recovering = True
     rig.driver.provider_errors = False
     # An unknown pin stays in the state until dropped, as its error message says.
-    fix = {"pinned_skills": []} if isinstance(error, PinnedSkillNotFound) else None
+    fix: dict[str, list[str]] | None = (
+        {"pinned_skills": []} if isinstance(error, PinnedSkillNotFound) else None
+    )
     problems: list[str] = []
     again = await run_turn(rig, thread, f"after {type(error).__name__}", fix, stream=stream)
     if again is not None:

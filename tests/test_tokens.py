@@ -8,7 +8,15 @@ from typing import Any
 
 import pytest
 
-from plait import AssistantMessage, ToolCall, ToolDefinition, ToolMessage, Usage, UserMessage
+from plait import (
+    AssistantMessage,
+    Message,
+    ToolCall,
+    ToolDefinition,
+    ToolMessage,
+    Usage,
+    UserMessage,
+)
 from plait.context import (
     CHARS_PER_TOKEN,
     CharEstimator,
@@ -88,7 +96,7 @@ def test_request_estimate_counts_system_prompt_tools_and_messages() -> None:
 
 def test_provider_usage_anchors_the_estimate() -> None:
     acc = TokenAccountant()
-    msgs = [
+    msgs: list[Message] = [
         UserMessage("x" * 10_000),
         AssistantMessage("ok", usage=Usage(input_tokens=7_000)),
         UserMessage("y" * 40),

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import psycopg
 import pytest
+from cli_inprocess import Completed, run_plait
 from postgres_server import postgres_url
 from test_cli_run import FIXTURES, sse_text
 from wire_server import WireServer
@@ -20,21 +18,8 @@ from plait.messages import UserMessage
 from plait.stores.postgres import PostgresThreadStore
 
 
-def plait(*args: str, home: Path, store: str | None = None) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "PLAIT_STORE"}
-    env.update({"PLAIT_HOME": str(home), "COLUMNS": "200", "NO_COLOR": "1"})
-    if store is not None:
-        env["PLAIT_STORE"] = store
-    for variable in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "PLAIT_MODEL"):
-        env.pop(variable, None)
-    return subprocess.run(
-        [sys.executable, "-c", "from plait.cli import main; main()", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=60,
-        check=False,
-    )
+def plait(*args: str, home: Path, store: str | None = None) -> Completed:
+    return run_plait(*args, home=home, env={} if store is None else {"PLAIT_STORE": store})
 
 
 @pytest.fixture

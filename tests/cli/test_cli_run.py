@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from cli_inprocess import Completed, run_plait
 from wire_server import Reply, WireServer
 
 FIXTURES = Path(__file__).parents[1] / "models" / "fixtures" / "openai"
@@ -49,22 +47,8 @@ def server() -> Iterator[WireServer]:
         yield s
 
 
-def plait(*args: str, home: Path, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "PLAIT_MODEL")
-    }
-    env.update({"PLAIT_HOME": str(home), "COLUMNS": "200", "NO_COLOR": "1"})
-    return subprocess.run(
-        [sys.executable, "-c", "from plait.cli import main; main()", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        input=stdin,
-        timeout=60,
-        check=False,
-    )
+def plait(*args: str, home: Path, stdin: str | None = None) -> Completed:
+    return run_plait(*args, home=home, stdin=stdin)
 
 
 def test_run_without_a_provider_names_the_variables_and_model_forms(tmp_path: Path) -> None:

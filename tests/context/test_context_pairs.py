@@ -54,7 +54,7 @@ def crossing(messages: Sequence[Message], cut: int) -> bool:
 
 
 def test_safe_cut_moves_back_to_the_assistant_message_of_a_result_run() -> None:
-    history = [U(), A("a", "b", "c"), T("a"), T("b"), T("c"), A(text="done")]
+    history: list[Message] = [U(), A("a", "b", "c"), T("a"), T("b"), T("c"), A(text="done")]
     assert safe_cut(history, 3) == 1
     assert safe_cut(history, 5) == 5
     assert safe_cut(history, 3, direction="forward") == 5
@@ -62,41 +62,41 @@ def test_safe_cut_moves_back_to_the_assistant_message_of_a_result_run() -> None:
 
 def test_safe_cut_requires_every_id_covered_not_any_id() -> None:
     # langchain #38352: a result run answering two assistant messages.
-    history = [U(), A("a"), A("b"), T("a"), T("b"), U("next")]
+    history: list[Message] = [U(), A("a"), A("b"), T("a"), T("b"), U("next")]
     assert safe_cut(history, 2) == 1
     assert not crossing(history, safe_cut(history, 2))
 
 
 def test_safe_cut_with_non_adjacent_results() -> None:
     # microsoft/agent-framework #7212: a user message between a call and its result.
-    history = [U(), A("a"), U("interjection"), T("a"), U("end")]
+    history: list[Message] = [U(), A("a"), U("interjection"), T("a"), U("end")]
     assert safe_cut(history, 2) == 1
     assert safe_cut(history, 3) == 1
     assert safe_cut(history, 4) == 4
 
 
 def test_safe_cut_ignores_results_whose_call_exists_nowhere() -> None:
-    history = [U(), A("a"), T("a"), U(), T("ghost"), U("end")]
+    history: list[Message] = [U(), A("a"), T("a"), U(), T("ghost"), U("end")]
     assert safe_cut(history, 3) == 3
     assert safe_cut(history, 5) == 5
 
 
 def test_safe_cut_clamps_and_keeps_the_ends() -> None:
-    history = [U(), A("a"), T("a")]
+    history: list[Message] = [U(), A("a"), T("a")]
     assert safe_cut(history, -4) == 0
     assert safe_cut(history, 99) == 3
     assert safe_cut([], 2) == 0
 
 
 def test_reused_call_ids_pair_with_the_nearest_open_call() -> None:
-    history = [U(), A("0"), T("0"), U(), A("0"), T("0"), U()]
+    history: list[Message] = [U(), A("0"), T("0"), U(), A("0"), T("0"), U()]
     assert not find_orphans(history)
     assert safe_cut(history, 5) == 4
     assert safe_cut(history, 3) == 3
 
 
 def test_find_orphans_reports_results_and_calls() -> None:
-    history = [T("x"), U(), A("a", "b"), T("a"), T("a")]
+    history: list[Message] = [T("x"), U(), A("a", "b"), T("a"), T("a")]
     orphans = find_orphans(history)
     assert orphans.results == (0, 4)
     assert orphans.calls == ((2, "b"),)
@@ -105,7 +105,7 @@ def test_find_orphans_reports_results_and_calls() -> None:
 
 def test_repair_drops_orphan_results_and_answers_dangling_calls() -> None:
     a = A("a", "b")
-    history = [T("x"), U(), a, T("a"), U("later")]
+    history: list[Message] = [T("x"), U(), a, T("a"), U("later")]
     fixed = repair(history)
     assert not find_orphans(fixed)
     assert [m.role for m in fixed] == ["user", "assistant", "tool", "tool", "user"]
@@ -140,7 +140,7 @@ def valid_histories(draw: st.DrawFn) -> list[Message]:
         elif step == "call":
             ids = []
             for _ in range(draw(st.integers(1, 3))):
-                if free and draw(st.booleans()):
+                if len(free) > 0 and draw(st.booleans()):
                     ids.append(free.pop())
                 else:
                     serial += 1
@@ -162,7 +162,7 @@ def valid_histories(draw: st.DrawFn) -> list[Message]:
 def broken_histories(draw: st.DrawFn) -> list[Message]:
     base = draw(valid_histories())
     for _ in range(draw(st.integers(0, 4))):
-        if base and draw(st.booleans()):
+        if len(base) > 0 and draw(st.booleans()):
             base.pop(draw(st.integers(0, len(base) - 1)))
         else:
             base.insert(draw(st.integers(0, len(base))), T(draw(st.sampled_from(["c1", "zz"]))))

@@ -235,7 +235,7 @@ async def test_a_failing_summarizer_falls_back_to_extractive_with_an_event() -> 
         500, keep_messages=4, summarizer=ModelSummarizer(FunctionModel(broken))
     )
     request = await run(mw, make_ctx(conversation(10), events))
-    assert "question 0" in request.messages[0].text  # type: ignore[union-attr]
+    assert "question 0" in request.messages[0].text
     failed = [e for e in events if isinstance(e, SummarizerFailed)]
     assert len(failed) == 1 and "summarizer down" in str(failed[0].error)
     summarized = [e for e in events if isinstance(e, HistorySummarized)]
@@ -250,13 +250,13 @@ async def test_model_summarizer_sends_a_summarizer_call_with_trimmed_input() -> 
     request = await run(mw, ctx)
     (sent,) = model.requests
     assert sent.call_class == "summarizer" and sent.max_tokens == mw.max_summary_tokens
-    prompt = sent.messages[0].text  # type: ignore[union-attr]
+    prompt = sent.messages[0].text
     assert len(prompt) <= 2000 * 4 + 100
     assert "question 0 " in prompt and "answer 297" in prompt and "messages omitted" in prompt
-    assert "The user asked many questions." in request.messages[0].text  # type: ignore[union-attr]
+    assert "The user asked many questions." in request.messages[0].text
     ctx.turn.messages.extend(conversation(300, size=1000))
     await run(mw, ctx)
-    assert "The user asked many questions." in model.requests[1].messages[0].text  # type: ignore[union-attr]
+    assert "The user asked many questions." in model.requests[1].messages[0].text
 
 
 def test_extractive_summary_is_deterministic_bounded_and_keeps_the_first_entry() -> None:
@@ -285,7 +285,7 @@ def test_extractive_summary_is_deterministic_bounded_and_keeps_the_first_entry()
 def test_configuration_is_validated() -> None:
     for bad in ({"keep_messages": 0}, {"trigger_ratio": 0}, {"trigger_ratio": 1.5}):
         with pytest.raises(ConfigurationError, match="SummarizationMiddleware"):
-            SummarizationMiddleware(100, **bad)  # type: ignore[arg-type]
+            SummarizationMiddleware(100, **bad)
     with pytest.raises(ConfigurationError, match="SummarizationMiddleware"):
         SummarizationMiddleware(0)
 

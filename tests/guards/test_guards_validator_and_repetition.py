@@ -60,6 +60,7 @@ async def test_validator_unknown_tool_lists_the_advertised_names_and_siblings_st
     assert (msgs["c2"].data, ran) == ("value of b", ["b"])
     rejected = [e for e in result.events if isinstance(e, ToolCallRejected)]
     assert [e.call.id for e in rejected] == ["c1"]
+    model.assert_complete()
 
 
 async def test_validator_schema_violation_names_the_field_before_any_tool_runs() -> None:
@@ -106,6 +107,7 @@ async def test_validator_repair_on_repairs_broken_json_once_and_reports_it() -> 
     assert [e.original for e in repaired] == ["{'key': 'x',}"]
     # the persisted call carries the repaired arguments
     assert result.new_messages[1].tool_calls[0].args == {"key": "x"}  # type: ignore[union-attr]
+    model.assert_complete()
 
 
 async def test_validator_repair_off_rejects_bad_json() -> None:
@@ -119,6 +121,7 @@ async def test_validator_repair_off_rejects_bad_json() -> None:
     result = await agent.run("go")
     msg = results(result.new_messages)["c1"]
     assert msg.is_error and "arguments are not a JSON object" in msg.data and ran == []
+    model.assert_complete()
 
 
 async def test_validator_leaves_calls_after_a_sequential_tool_to_late_resolution() -> None:
@@ -136,6 +139,7 @@ async def test_validator_leaves_calls_after_a_sequential_tool_to_late_resolution
     model = ScriptedModel([[ToolCall("c1", "load", {}), ToolCall("c2", "late", {})], "ok"])
     result = await Agent(model, tools=[load]).run("go")
     assert results(result.new_messages)["c2"].data == "late ok"
+    model.assert_complete()
 
 
 async def test_guards_are_opt_out_per_agent() -> None:

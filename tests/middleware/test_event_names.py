@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import gc
 import importlib
 import pkgutil
 import re
@@ -24,6 +25,9 @@ def _all_event_classes() -> list[type[Event]]:
     for info in pkgutil.walk_packages(plait.__path__, "plait."):
         if not info.name.endswith("__main__"):  # importing it runs the CLI
             importlib.import_module(info.name)
+    # dataclass(slots=True) replaces each class; the replaced one stays a subclass until the
+    # collector frees it, so collect first (else the count depends on when gc last ran).
+    gc.collect()
     found: list[type[Event]] = []
     pending = list(Event.__subclasses__())
     while pending:

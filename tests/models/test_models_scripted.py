@@ -8,7 +8,7 @@ import pytest
 
 from plait import FunctionModel, ModelRequest, ModelResponse, ScriptedModel, ToolCall
 from plait.models import ResponseComplete, TextDelta, ToolCallDelta, collect_stream
-from plait.models.scripted import ScriptExhausted
+from plait.models.scripted import ScriptExhausted, ScriptIncomplete
 
 
 async def test_scripted_model_answers_in_order_and_records_requests() -> None:
@@ -27,6 +27,18 @@ async def test_scripted_model_exhausted_is_a_clear_error() -> None:
     await model.generate(ModelRequest(messages=[]))
     with pytest.raises(ScriptExhausted, match="has 1 responses and was called 2 times"):
         await model.generate(ModelRequest(messages=[]))
+
+
+async def test_assert_complete_fails_on_an_unused_entry_and_passes_once_used() -> None:
+    model = ScriptedModel(["first", ToolCall("c1", "lookup", {"q": "x"})])
+    await model.generate(ModelRequest(messages=[]))
+    unused = r"answered 1 of 2 script entries; 1 never used"
+    with pytest.raises(ScriptIncomplete, match=unused) as e:
+        model.assert_complete()
+    assert isinstance(e.value, AssertionError) and "lookup" in str(e.value)
+    await model.generate(ModelRequest(messages=[]))
+    model.assert_complete()
+    assert model.remaining == 0
 
 
 async def test_scripted_model_streams_text_and_tool_call_deltas() -> None:

@@ -110,7 +110,7 @@ async def test_an_agent_turn_on_a_silent_server_fails_typed_and_keeps_the_input(
     with pytest.raises(ModelTimeoutError):
         await agent.run("Are you there?", thread_id="t")
     assert [m.text for m in (await store.load("t")).messages] == ["Are you there?"]
-    await agent.model.aclose()  # type: ignore[attr-defined]
+    await agent.model.aclose()
 
 
 def test_defaults_are_documented_and_reach_the_sdk_client() -> None:

@@ -81,6 +81,7 @@ async def test_issue_reproducer_the_dispatch_is_persisted_and_the_tool_ran_once(
     assert replaced(result.events) == {
         "model_response": ["tool_calls[0].args['x']: lone surrogate U+D800 -> U+FFFD"]
     }
+    model.assert_complete()
 
 
 async def test_model_text_with_a_lone_surrogate_is_stored(store: ThreadStore) -> None:
@@ -114,6 +115,7 @@ async def test_parallel_results_are_all_kept_when_one_holds_undecodable_names(
     data = {m.tool_call_id: m.data for m in snap.messages if isinstance(m, ToolMessage)}
     assert data == {"a": ["report-\ufffd.csv", "fine.txt"], "b": "ok"}
     assert replaced(result.events) == {"tool:listing": ["data[0]: lone surrogate U+DCFF -> U+FFFD"]}
+    model.assert_complete()
 
 
 async def test_non_finite_floats_and_huge_ints_in_a_result_are_stored(store: ThreadStore) -> None:
@@ -123,6 +125,7 @@ async def test_non_finite_floats_and_huge_ints_in_a_result_are_stored(store: Thr
     (message,) = [m for m in snap.messages if isinstance(m, ToolMessage)]
     assert message.data == {"mean": "NaN", "max": "Infinity", "big": hex(10**5000)}
     assert len(replaced(result.events)["tool:numbers"]) == 3
+    model.assert_complete()
 
 
 class AddsBadValues(Middleware):
@@ -148,6 +151,7 @@ async def test_unstorable_state_and_middleware_messages_are_fixed_at_the_write(
     assert snap.state["seen"] == ["a set"] and snap.state["score"] == "NaN"
     sources = replaced(result.events)
     assert "persist" in sources and "state" in sources
+    model.assert_complete()
 
 
 async def test_a_streamed_turn_persists_the_same(store: ThreadStore) -> None:
@@ -160,6 +164,7 @@ async def test_a_streamed_turn_persists_the_same(store: ThreadStore) -> None:
     assert len(replaced(events)["model_response"]) == 2  # one per response
     deltas = "".join(e.text for e in events if isinstance(e, TextDeltaReceived))
     assert deltas == "d\ufffdne"  # printable live, e.g. as a JSON line
+    model.assert_complete()
 
 
 async def test_a_model_response_object_is_checked_like_a_scripted_one(store: ThreadStore) -> None:

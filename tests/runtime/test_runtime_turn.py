@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 
 import pytest
 
@@ -53,7 +54,7 @@ class Boom(Exception):
     pass
 
 
-def _roles(messages: list[object]) -> list[str]:
+def _roles(messages: Sequence[Message]) -> list[str]:
     return [m.role for m in messages]
 
 
@@ -191,6 +192,7 @@ async def test_tool_registered_mid_dispatch_resolves_later_but_is_absent_from_pa
     results = {m.tool_call_id: m for m in result.new_messages if isinstance(m, ToolMessage)}
     assert (results["c2"].data, results["c2"].is_error) == ("secret value", False)
     assert "secret" in [t.name for t in model.requests[1].tools]
+    model.assert_complete()
 
 
 async def test_unregistered_tool_fails_resolution_with_the_standard_unknown_tool_error() -> None:
@@ -213,6 +215,7 @@ async def test_unregistered_tool_fails_resolution_with_the_standard_unknown_tool
     assert msg.is_error
     assert msg.data == str(ToolResolutionError("add", ["drop"]))
     assert msg.data == "Unknown tool 'add'. Available tools: drop."
+    model.assert_complete()
 
 
 async def test_unknown_tool_never_raises_out_of_the_loop() -> None:
@@ -221,6 +224,7 @@ async def test_unknown_tool_never_raises_out_of_the_loop() -> None:
     assert result.output == "recovered"
     msg = result.new_messages[2]
     assert isinstance(msg, ToolMessage) and msg.is_error and "Unknown tool 'nope'" in msg.data
+    model.assert_complete()
 
 
 async def test_exception_in_dispatch_three_leaves_dispatches_one_and_two_persisted() -> None:
@@ -306,6 +310,7 @@ async def test_invalid_tool_arguments_become_an_error_result_the_model_reads() -
     assert msgs["c3"].is_error and "not a JSON object" in msgs["c3"].data
     assert (msgs["c4"].data, msgs["c4"].is_error) == (3, False)
     assert result.output == "done"
+    model.assert_complete()
 
 
 async def test_tool_that_raises_becomes_an_error_result_and_an_event() -> None:
@@ -321,6 +326,7 @@ async def test_tool_that_raises_becomes_an_error_result_and_an_event() -> None:
     assert msg.data == "Tool 'broken' failed: Boom: disk on fire"
     errors = [e for e in result.events if isinstance(e, ErrorOccurred)]
     assert [(e.where, e.fatal) for e in errors] == [("tool:broken", False)]
+    model.assert_complete()
 
 
 async def test_dispatch_limit_ends_the_turn_with_a_clear_error_and_a_valid_thread() -> None:
@@ -361,6 +367,7 @@ async def test_cancellation_aborts_the_turn_and_keeps_persisted_messages() -> No
     assert _roles(snap.messages) == ["user", "assistant", "tool", "assistant", "tool"]
     last = snap.messages[-1]
     assert isinstance(last, ToolMessage) and last.is_error and "cancelled" in last.text
+    model.assert_complete()
 
 
 async def test_tools_run_concurrently_with_a_bound() -> None:
@@ -383,6 +390,7 @@ async def test_tools_run_concurrently_with_a_bound() -> None:
     assert peak == 3
     # results are in call order whatever the completion order
     assert [m.data for m in result.new_messages if isinstance(m, ToolMessage)] == list(range(6))
+    model.assert_complete()
 
 
 async def test_registry_is_rebuilt_every_turn() -> None:
@@ -403,6 +411,7 @@ async def test_registry_is_rebuilt_every_turn() -> None:
     await agent.run("b", thread_id="t")
     assert [t.name for t in model.requests[1].tools] == ["adder", "extra"]
     assert [t.name for t in model.requests[2].tools] == ["adder"]
+    model.assert_complete()
 
 
 async def test_stream_yields_typed_events_live_in_order() -> None:
@@ -416,6 +425,7 @@ async def test_stream_yields_typed_events_live_in_order() -> None:
     text = "".join(e.text for e in events if isinstance(e, TextDeltaReceived))
     assert text == "four it is"
     assert stream.result is not None and stream.result.output == "four it is"
+    model.assert_complete()
 
 
 async def test_stream_raises_the_turn_error_after_the_error_event() -> None:
@@ -485,6 +495,7 @@ async def test_usage_is_summed_over_dispatches() -> None:
         5,
         2,
     )
+    model.assert_complete()
 
 
 async def test_persist_filters_apply_even_when_the_dispatch_was_stopped() -> None:
@@ -554,3 +565,4 @@ async def test_empty_or_repeated_tool_call_ids_are_made_unique_before_anything_r
     assert ids[1] == "dup" and len(set(ids)) == 3 and all(ids)
     results = {m.tool_call_id: m.data for m in result.new_messages if isinstance(m, ToolMessage)}
     assert [results[i] for i in ids] == [2, 4, 6]
+    model.assert_complete()

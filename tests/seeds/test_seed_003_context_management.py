@@ -301,7 +301,7 @@ async def test_summarization_replaces_the_older_ones_with_a_single_extractive_su
     summaries = [m for m in first.messages if isinstance(m, SystemMessage)]
     assert len(summaries) == 1 and len(first.messages) == 1 + 6
     assert "question 0" in summaries[0].text  # extracted from the messages themselves
-    assert first.messages[0].text == second.messages[0].text  # type: ignore[union-attr]
+    assert first.messages[0].text == second.messages[0].text
     assert model.requests == []  # extractive: no model call
 
 

@@ -62,6 +62,7 @@ async def test_no_skills_means_no_catalog_and_no_skill_tools_at_all() -> None:
     assert result.new_messages[2].data.startswith("Unknown tool 'read_file'.")
     stored = await agent.store.load("t")
     assert stored.state["skills_metadata"]["count"] == 0
+    model.assert_complete()
 
 
 async def test_catalog_follows_the_system_prompt_with_instructions_names_and_paths() -> None:
@@ -73,6 +74,7 @@ async def test_catalog_follows_the_system_prompt_with_instructions_names_and_pat
     assert model.requests[0].system_prompt == (
         f"Hi.\n\n{DEFAULT_INSTRUCTIONS}\n\n- **pdf**: Fill PDF forms. — path: /skills/pdf/SKILL.md"
     )
+    model.assert_complete()
 
 
 async def test_xml_format_and_no_instructions() -> None:
@@ -85,6 +87,7 @@ async def test_xml_format_and_no_instructions() -> None:
         "Fill &lt;PDF&gt; forms.\n</description>\n<location>\n/skills/pdf/SKILL.md\n"
         "</location>\n</skill>\n</available_skills>"
     )
+    model.assert_complete()
 
 
 async def test_past_the_budget_search_skills_finds_the_rest_by_keyword() -> None:
@@ -148,6 +151,7 @@ async def test_later_source_wins_by_default_and_precedence_is_configurable() -> 
         skills = SkillsMiddleware(sources=[base, project], instructions=None, **kwargs)
         await Agent(model, middleware=[skills]).run("go")
         assert model.requests[0].system_prompt == expected
+    model.assert_complete()
 
 
 async def test_load_diagnostics_reach_the_caller_as_events_and_the_model_as_a_note(
@@ -179,6 +183,7 @@ async def test_load_diagnostics_reach_the_caller_as_events_and_the_model_as_a_no
     assert ("memory", "Mixed", Code.NAME_NOT_LOWERCASE) in others
     loaded = [e for e in result.events if isinstance(e, SkillCatalogLoaded)]
     assert [(e.skills, e.skipped) for e in loaded] == [(2, 2)]
+    model.assert_complete()
 
 
 async def test_the_note_is_bounded_and_shown_even_when_no_skill_loaded() -> None:
@@ -193,6 +198,7 @@ async def test_the_note_is_bounded_and_shown_even_when_no_skill_loaded() -> None
         "description), and 7 more. Tell the user if they ask for one of these."
     )
     assert model.requests[0].tools == []
+    model.assert_complete()
 
 
 async def test_thread_state_is_a_small_json_summary_even_for_1000_skills() -> None:
@@ -204,6 +210,7 @@ async def test_thread_state_is_a_small_json_summary_even_for_1000_skills() -> No
     assert set(value) == {"count", "skipped", "digest"}
     assert value["count"] == 1000
     assert len(json.dumps(state)) < 120
+    model.assert_complete()
 
 
 async def test_each_thread_keeps_its_own_list_until_it_resets() -> None:
@@ -219,6 +226,7 @@ async def test_each_thread_keeps_its_own_list_until_it_resets() -> None:
     assert "**b**" not in model.requests[2].system_prompt
     await agent.run("go", thread_id="old", state={"skills_metadata": None})
     assert "**b**" in model.requests[3].system_prompt
+    model.assert_complete()
 
 
 async def test_a_new_process_reloads_a_thread_and_reports_it_restored() -> None:
@@ -230,6 +238,7 @@ async def test_a_new_process_reloads_a_thread_and_reports_it_restored() -> None:
     result = await restarted.run("go", thread_id="t")
     assert [e.reason for e in result.events if isinstance(e, SkillCatalogLoaded)] == ["restored"]
     assert model.requests[1].system_prompt == model.requests[0].system_prompt
+    model.assert_complete()
 
 
 async def test_max_threads_drops_the_least_recent_snapshot() -> None:
@@ -257,6 +266,7 @@ async def test_auto_refresh_picks_up_changes_before_each_turn_without_a_reset() 
     assert [(e.reason, e.added, e.changed) for e in loaded] == [("auto_refresh", ["b"], ["a"])]
     assert "- **a**: Edited." in model.requests[2].system_prompt
     assert "**b**" in model.requests[2].system_prompt
+    model.assert_complete()
 
 
 async def test_auto_refresh_interval_is_checked_before_every_model_call() -> None:
@@ -274,6 +284,7 @@ async def test_auto_refresh_interval_is_checked_before_every_model_call() -> Non
     await Agent(model, middleware=[AddSkill(), skills]).run("go")
     assert "**b**" not in model.requests[0].system_prompt
     assert "**b**" in model.requests[1].system_prompt
+    model.assert_complete()
 
 
 async def test_paths_become_filesystem_sources_and_bad_settings_are_refused(
@@ -304,3 +315,4 @@ async def test_a_name_collision_within_one_source_is_reported_for_the_losing_ski
         if isinstance(e, SkillProblemFound) and e.diagnostic.code is Code.NAME_SHADOWED
     ]
     assert shadowed == [("memory", "a")]
+    model.assert_complete()

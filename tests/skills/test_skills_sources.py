@@ -76,7 +76,7 @@ async def test_skips_git_node_modules_and_does_not_descend_into_skills(
     assert [e.id for e in entries(found)] == ["keep", "pdf"]
     [nested] = problems(found)  # a SKILL.md inside a skill's folder is not a skill, but said
     assert nested.diagnostics[0].code is Code.NESTED_SKILL
-    assert nested.location.endswith("pdf/scripts/inner/SKILL.md")
+    assert nested.location is not None and nested.location.endswith("pdf/scripts/inner/SKILL.md")
 
 
 async def test_depth_is_bounded_with_a_warning(write_skill: Writer) -> None:

@@ -11,28 +11,15 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 import uvicorn
 from rich.console import Console
+from trace_page import CHROMIUM, CHROMIUM_ARGS, DEMO_PRICES, Browser, Served
 
 from plait.cli.demo import _run_demo, bundled_skills
 from plait.trace import SQLiteTraceStore, TraceRecorder, create_app
 from plait.trace.server import free_port
-
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-DEMO_PRICES = {"scripted-demo": {"input": 2.0, "output": 8.0, "cache_read": 0.5}}
 
 
 def record_demo(path: Path, workdir: Path) -> None:
@@ -55,12 +42,6 @@ def demo_traces(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-class Served:
-    def __init__(self, url: str, store: SQLiteTraceStore) -> None:
-        self.url = url
-        self.store = store
-
-
 @pytest.fixture(scope="session")
 def served(demo_traces: Path) -> Iterator[Served]:
     store = SQLiteTraceStore(demo_traces)
@@ -79,17 +60,6 @@ def served(demo_traces: Path) -> Iterator[Served]:
     finally:
         server.should_exit = True
         thread.join(timeout=10)
-
-
-class Browser:
-    """A Chromium page plus every URL it requested.
-
-    Module-scoped: Playwright's sync API keeps an event loop running in this thread while it is
-    open, which would stop later async tests from starting theirs."""
-
-    def __init__(self, page: Any, requests: list[str]) -> None:
-        self.page = page
-        self.requests = requests
 
 
 @pytest.fixture(scope="module")

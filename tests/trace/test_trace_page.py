@@ -15,8 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from conftest import DEMO_PRICES, Browser, Served
+from trace_page import DEMO_PRICES, Browser, Served
 
 DOCS = Path(__file__).parents[2] / "docs"
 

@@ -30,7 +30,7 @@ from typing import IO, Any, TypeVar
 from plait.backends.base import BackendError
 from plait.backends.memory import check_page, encode_text, virtual_prefix
 from plait.errors import quoted
-from plait.paths import confine, normalize_virtual_path
+from plait.paths import MAX_PATH_DEPTH, confine, normalize_virtual_path
 
 __all__ = [
     "BlockingBackend",
@@ -142,10 +142,14 @@ async def _in_thread(fn: Callable[..., T], *args: Any) -> T:
     try:
         return await asyncio.to_thread(fn, *args)
     except RecursionError as exc:
-        raise BackendError(
-            "The backend root holds directories nested too deep to walk; "
-            "flatten or remove them, or list a deeper prefix."
-        ) from exc
+        raise _too_deep() from exc
+
+
+def _too_deep() -> BackendError:
+    return BackendError(
+        "The backend root holds directories nested too deep to walk; "
+        "flatten or remove them, or list a deeper prefix."
+    )
 
 
 class BlockingBackend(ABC):
@@ -256,7 +260,11 @@ class LocalBackend(BlockingBackend):
             raise os_failure(prefix, "list", exc) from exc
         found: list[str] = []
         # followlinks=False: a symlinked directory is not descended (its files stay readable).
+        # The depth is bounded here, not by the interpreter's recursion limit: os.walk recurses
+        # before Python 3.13 and iterates from 3.13 on; no valid key is deeper than MAX_PATH_DEPTH.
         for dirpath, _, filenames in os.walk(start):
+            if os.path.relpath(dirpath, base).count(os.sep) >= MAX_PATH_DEPTH:
+                raise _too_deep()
             for name in filenames:
                 if is_temp_name(name):
                     continue

@@ -52,6 +52,9 @@ class MiddlewareStack:
     def __init__(self, middleware: Iterable[Middleware] = ()) -> None:
         self._middleware: list[Middleware] = []
         self._by_hook: dict[str, list[Middleware]] = {hook: [] for hook in SEAMS}
+        # Per hook, (middleware, bound hook) pairs taken once at registration: a model call then
+        # creates no bound methods (the hook an instance has when it is added is what runs).
+        self._bound: dict[str, list[tuple[Middleware, Any]]] = {hook: [] for hook in SEAMS}
         for m in middleware:
             self.use(m)
 
@@ -66,6 +69,7 @@ class MiddlewareStack:
         for hook in SEAMS:
             if middleware.overrides(hook):
                 self._by_hook[hook].append(middleware)
+                self._bound[hook].append((middleware, getattr(middleware, hook)))
         return self
 
     def __iter__(self) -> Iterator[Middleware]:
@@ -82,12 +86,12 @@ class MiddlewareStack:
 
     async def run_turn_input(self, ctx: TurnContext) -> None:
         await _pipeline(
-            [m.turn_input for m in self._by_hook["turn_input"]], ctx, lambda: ctx.aborted, ctx.abort
+            [hook for _, hook in self._bound["turn_input"]], ctx, lambda: ctx.aborted, ctx.abort
         )
 
     async def run_turn_output(self, ctx: TurnContext) -> None:
         await _pipeline(
-            [m.turn_output for m in self._by_hook["turn_output"]],
+            [hook for _, hook in self._bound["turn_output"]],
             ctx,
             lambda: ctx.aborted,
             ctx.abort,
@@ -97,7 +101,7 @@ class MiddlewareStack:
         if not self._by_hook["dispatch_input"]:
             return  # per model call: skip building an empty chain
         await _pipeline(
-            [m.dispatch_input for m in self._by_hook["dispatch_input"]],
+            [hook for _, hook in self._bound["dispatch_input"]],
             ctx,
             lambda: ctx.stopped,
             ctx.nack,
@@ -107,7 +111,7 @@ class MiddlewareStack:
         if not self._by_hook["dispatch_output"]:
             return
         await _pipeline(
-            [m.dispatch_output for m in self._by_hook["dispatch_output"]],
+            [hook for _, hook in self._bound["dispatch_output"]],
             ctx,
             lambda: ctx.stopped,
             ctx.nack,
@@ -119,10 +123,11 @@ class MiddlewareStack:
         self, request: ModelRequest, ctx: DispatchContext
     ) -> ModelRequest:
         """``before_model_call`` first → last; each gets the previous one's request."""
-        for m in self._by_hook["before_model_call"]:
-            if ctx.stopped:
+        turn = ctx.turn
+        for m, hook in self._bound["before_model_call"]:
+            if ctx._error is not None or turn._error is not None:  # ctx.stopped, inline
                 break
-            changed = await m.before_model_call(request, ctx)
+            changed = await hook(request, ctx)
             request = (
                 changed
                 if type(changed) is ModelRequest
@@ -140,10 +145,11 @@ class MiddlewareStack:
         self, response: ModelResponse, request: ModelRequest, ctx: DispatchContext
     ) -> ModelResponse:
         """``after_model_call`` last → first, so the outermost middleware sees the final word."""
-        for m in reversed(self._by_hook["after_model_call"]):
-            if ctx.stopped:
+        turn = ctx.turn
+        for m, hook in reversed(self._bound["after_model_call"]):
+            if ctx._error is not None or turn._error is not None:  # ctx.stopped, inline
                 break
-            changed = await m.after_model_call(response, request, ctx)
+            changed = await hook(response, request, ctx)
             response = (
                 changed
                 if type(changed) is ModelResponse
@@ -158,11 +164,12 @@ class MiddlewareStack:
     ) -> ToolCall | SkipToolCall:
         """``before_tool_call`` first → last; a ``None`` or a raised :class:`SkipToolCall` stops
         the chain and is returned as a ``SkipToolCall`` naming the middleware (``by``)."""
-        for m in self._by_hook["before_tool_call"]:
-            if ctx.stopped:
+        turn = ctx.turn
+        for m, hook in self._bound["before_tool_call"]:
+            if ctx._error is not None or turn._error is not None:  # ctx.stopped, inline
                 break
             try:
-                changed = await m.before_tool_call(call, ctx)
+                changed = await hook(call, ctx)
             except SkipToolCall as skip:
                 skip.by = m.name
                 return skip
@@ -181,10 +188,11 @@ class MiddlewareStack:
         self, call: ToolCall, result: ToolResult, ctx: DispatchContext
     ) -> ToolResult:
         """``after_tool_call`` first → last."""
-        for m in self._by_hook["after_tool_call"]:
-            if ctx.stopped:
+        turn = ctx.turn
+        for m, hook in self._bound["after_tool_call"]:
+            if ctx._error is not None or turn._error is not None:  # ctx.stopped, inline
                 break
-            changed = await m.after_tool_call(call, result, ctx)
+            changed = await hook(call, result, ctx)
             result = (
                 changed
                 if type(changed) is ToolResult
@@ -226,29 +234,37 @@ async def _pipeline(
     :class:`ConfigurationError` (which fails the pipeline) rather than running every later hook
     again.
     """
-    count = len(hooks)
+    if hooks:
+        await _next(hooks, 0, ctx, stopped, fail)()
 
-    async def step(i: int) -> None:
-        if i >= count or stopped():
+
+def _next(
+    hooks: list[Callable[[Any, Next], Awaitable[None]]],
+    i: int,
+    ctx: Any,
+    stopped: Callable[[], bool],
+    fail: Callable[[BaseException], None],
+) -> Next:
+    """The ``next`` that runs ``hooks[i]`` (given to ``hooks[i - 1]``): it awaits the hook
+    itself, so a level costs the hook's coroutine and its ``next``'s, nothing more."""
+    called = False
+
+    async def next_() -> None:
+        nonlocal called
+        if called:
+            raise ConfigurationError(
+                f"{_hook_name(hooks[i - 1])} called next() more than once; "
+                "a pipeline hook awaits next() at most once."
+            )
+        called = True
+        if i >= len(hooks) or stopped():
             return
-        called = False
-
-        async def next_() -> None:
-            nonlocal called
-            if called:
-                raise ConfigurationError(
-                    f"{_hook_name(hooks[i])} called next() more than once; "
-                    "a pipeline hook awaits next() at most once."
-                )
-            called = True
-            await step(i + 1)
-
         try:
-            await hooks[i](ctx, next_)
+            await hooks[i](ctx, _next(hooks, i + 1, ctx, stopped, fail))
         except Exception as exc:
             fail(exc)
 
-    await step(0)
+    return next_
 
 
 def _hook_name(hook: Callable[..., Any]) -> str:

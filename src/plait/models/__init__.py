@@ -32,6 +32,7 @@ if TYPE_CHECKING:
         InvalidScriptEntry,
         ScriptedModel,
         ScriptExhausted,
+        ScriptIncomplete,
     )
     from plait.models.timeouts import ModelTimeouts
 
@@ -49,6 +50,7 @@ __all__ = [
     "OpenAIChatModel",
     "ResponseComplete",
     "ScriptExhausted",
+    "ScriptIncomplete",
     "ScriptedModel",
     "StreamEvent",
     "TextDelta",
@@ -89,6 +91,7 @@ if not TYPE_CHECKING:
                 "InvalidScriptEntry",
                 "ScriptedModel",
                 "ScriptExhausted",
+                "ScriptIncomplete",
             ),
             "plait.models.timeouts": ("ModelTimeouts",),
         },

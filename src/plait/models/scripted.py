@@ -40,6 +40,7 @@ __all__ = [
     "InvalidScriptEntry",
     "ScriptEntry",
     "ScriptExhausted",
+    "ScriptIncomplete",
     "ScriptedModel",
     "stream_response",
 ]
@@ -49,6 +50,11 @@ ScriptEntry: TypeAlias = ModelResponse | str | ToolCall | Sequence[ToolCall]
 
 class ScriptExhausted(PlaitError):
     """A :class:`ScriptedModel` was called more times than it has entries."""
+
+
+class ScriptIncomplete(PlaitError, AssertionError):
+    """:meth:`ScriptedModel.assert_complete` found script entries the agent never asked for; the
+    message says how many, and shows the first one. An ``AssertionError``, so a test fails."""
 
 
 class InvalidScriptEntry(PlaitError, TypeError):
@@ -134,6 +140,25 @@ class ScriptedModel:
     @property
     def remaining(self) -> int:
         return len(self._script) - len(self.requests)
+
+    def assert_complete(self) -> None:
+        """Raise :class:`ScriptIncomplete` unless every script entry was answered.
+
+        Call it at the end of a test whose agent should have used the whole script: a step left
+        over means the agent stopped early (an error, a guard, a missed tool call). Calling more
+        times than the script allows already raises :class:`ScriptExhausted` during the run.
+        """
+        if self.remaining <= 0:
+            return
+        first = self._script[len(self.requests)]
+        shown = repr(first.tool_calls) if first.tool_calls else repr(first.content)
+        shown = shown if len(shown) <= 200 else shown[:200] + "…"
+        raise ScriptIncomplete(
+            f"ScriptedModel {self._name!r} answered {len(self.requests)} of {len(self._script)} "
+            f"script entries; {self.remaining} never used, the next being {shown}. The agent "
+            "stopped early (look for an error or a guard in its events), or remove the extra "
+            "entries from the script."
+        )
 
     def _next(self, request: ModelRequest) -> ModelResponse:
         index = len(self.requests)

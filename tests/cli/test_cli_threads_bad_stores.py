@@ -2,30 +2,15 @@
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_inprocess import Completed, run_plait
 
 
-def plait(*args: str, home: Path, columns: int = 200) -> subprocess.CompletedProcess[str]:
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "PLAIT_MODEL")
-    }
-    env.update({"PLAIT_HOME": str(home), "COLUMNS": str(columns), "NO_COLOR": "1"})
-    return subprocess.run(
-        [sys.executable, "-c", "from plait.cli import main; main()", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=60,
-        check=False,
-    )
+def plait(*args: str, home: Path, columns: int = 200) -> Completed:
+    return run_plait(*args, home=home, columns=columns)
 
 
 @pytest.mark.parametrize("command", [["list"], ["show", "t1"], ["delete", "t1"]])

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from cli_inprocess import Completed, run_plait
 from wire_server import Reply, WireServer
 
 FIXTURES = Path(__file__).parents[1] / "models" / "fixtures" / "openai"
@@ -45,8 +46,18 @@ def plait(
     home: Path,
     columns: int = 200,
     stdin: str | None = None,
+) -> Completed:
+    return run_plait(*args, home=home, columns=columns, stdin=stdin)
+
+
+def plait_process(
+    *args: str,
+    home: Path,
+    columns: int = 200,
+    stdin: str | None = None,
     env_extra: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
+    """A spawned ``plait``: for what depends on the process's own stdout encoding."""
     env = {
         k: v
         for k, v in os.environ.items()
@@ -145,7 +156,7 @@ def test_demo_with_a_missing_skills_folder_is_a_usage_error(tmp_path: Path) -> N
 
 
 def test_demo_on_a_terminal_that_cannot_print_unicode(tmp_path: Path) -> None:
-    result = plait("demo", home=tmp_path, env_extra={"PYTHONIOENCODING": "ascii"})
+    result = plait_process("demo", home=tmp_path, env_extra={"PYTHONIOENCODING": "ascii"})
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     assert "UnicodeEncodeError" not in result.stderr
     assert "North sold the most" in result.stdout
@@ -153,7 +164,7 @@ def test_demo_on_a_terminal_that_cannot_print_unicode(tmp_path: Path) -> None:
 
 def test_run_answer_with_unicode_on_an_ascii_terminal(server: WireServer, tmp_path: Path) -> None:
     server._replies.append(sse_text("Résumé ✓ 日本語"))
-    result = plait(
+    result = plait_process(
         "run",
         "hi",
         "--model",
