@@ -5,11 +5,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 
-def test_demo_runs_the_whole_lifecycle_labelled_as_scripted() -> None:
+def test_demo_runs_the_whole_lifecycle_labelled_as_scripted(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")}
-    env.update({"COLUMNS": "200", "NO_COLOR": "1"})
+    env.update({"COLUMNS": "200", "NO_COLOR": "1", "PLAIT_HOME": str(tmp_path)})
     result = subprocess.run(
         [sys.executable, "-m", "plait", "demo"],
         capture_output=True,
@@ -33,3 +34,6 @@ def test_demo_runs_the_whole_lifecycle_labelled_as_scripted() -> None:
     ):
         assert step in out, step
     assert "✗" not in out and out.count("✓ │") == 6
+    # recorded for plait ui, beside the CLI's thread store
+    assert (tmp_path / "threads-traces.sqlite3").is_file()
+    assert "trace: plait ui  →  http://127.0.0.1:7600/#" in out

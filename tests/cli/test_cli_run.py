@@ -190,11 +190,12 @@ def test_run_verbose_prints_the_resolved_middleware_order(
     result = plait("run", "hi", "--model", spec, "-v", home=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     order = result.stdout.split("middleware, in order:")[1]
-    names = [line.split(". ")[1].split(" ")[0].rstrip(":") for line in order.splitlines()[1:6]]
+    names = [line.split(". ")[1].split(" ")[0].rstrip(":") for line in order.splitlines()[1:7]]
     assert names == [
         "RepetitionDetector",
         "ToolCallValidator",
         "OverflowRecoveryMiddleware",
+        "TraceRecorder",
         "SummarizationMiddleware",
         "ResultEvictionMiddleware",
     ]

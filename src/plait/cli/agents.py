@@ -100,6 +100,8 @@ class AgentOptions:
     extra_middleware: list[Middleware] = field(default_factory=list)
     mcp: dict[str, Any] = field(default_factory=dict)
     """MCP servers, ``{name: settings}`` (see :func:`plait.mcp.servers_from_mapping`)."""
+    leading_middleware: list[Middleware] = field(default_factory=list)
+    """Placed before every other middleware (the trace recorder, so it sees each call whole)."""
 
 
 Closer = Callable[[], Awaitable[None]]
@@ -122,11 +124,16 @@ async def build_agent(options: AgentOptions) -> tuple[Agent, list[Closer]]:
         options.evict_over_tokens, backend=backend, excluded_tools=["read_file"]
     )
     middleware: list[Middleware] = [
+        *options.leading_middleware,
         OverflowRecoveryMiddleware(summarization=summarization, eviction=eviction),
         summarization,
         eviction,
     ]
     closers: list[Closer] = [summarization.drain]
+    for leading in options.leading_middleware:
+        aclose = getattr(leading, "aclose", None)
+        if aclose is not None:
+            closers.append(aclose)
     sources = [FilesystemSource(Path(p)) for p in options.skills]
     if sources:
         skills_middleware, close_skills = await _skills(options, sources)

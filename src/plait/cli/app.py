@@ -15,6 +15,7 @@ from plait.cli.root import HELP
 from plait.cli.run import MODEL_EPILOG, chat, run
 from plait.cli.skills import skills_app
 from plait.cli.threads import threads_app
+from plait.cli.ui import ui
 
 app = typer.Typer(
     name="plait",
@@ -30,6 +31,7 @@ app.add_typer(config_app, name="config")
 app.command(epilog=MODEL_EPILOG)(run)
 app.command(epilog=MODEL_EPILOG)(chat)
 app.command()(demo)
+app.command()(ui)
 
 
 def _version(value: bool) -> None:

@@ -23,12 +23,14 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
 from plait.backends.memory import MemoryBackend
 from plait.cli.console import EventPrinter
 from plait.cli.run import check_skills_folders
+from plait.cli.ui import NoTraceOption, trace_hint, trace_path
 from plait.context import (
     HistorySummarized,
     ResultEvicted,
@@ -36,7 +38,7 @@ from plait.context import (
     SummarizationMiddleware,
 )
 from plait.context.offload import READ_TOOL_NAME
-from plait.messages import ToolCall, ToolMessage, UserMessage
+from plait.messages import ToolCall, ToolMessage, Usage, UserMessage, new_id
 from plait.middleware.context import Event
 from plait.models.base import ModelRequest, ModelResponse
 from plait.models.scripted import FunctionModel
@@ -44,7 +46,9 @@ from plait.runtime.agent import Agent
 from plait.runtime.events import ModelRequestSent, ToolCallStarted
 from plait.skills import SkillsMiddleware
 from plait.skills.disclosure import SkillToolsDisclosed, SkillToolsWithdrawn
+from plait.tokens import CHARS_PER_TOKEN, message_tokens, tool_tokens
 from plait.tools import tool
+from plait.trace.recorder import TraceRecorder
 
 __all__ = ["QUESTIONS", "bundled_skills", "demo"]
 
@@ -100,6 +104,12 @@ class _Script:
     answers: list[str] = field(default_factory=list)
 
     def __call__(self, request: ModelRequest) -> ModelResponse:
+        response = self._decide(request)
+        # Report usage as a provider would (estimated: there is no tokenizer behind a script),
+        # so the trace page has figures to show.
+        return response.replace(usage=_estimated_usage(request, response))
+
+    def _decide(self, request: ModelRequest) -> ModelResponse:
         last = request.messages[-1]
         tools = {t.name for t in request.tools}
         if isinstance(last, UserMessage):
@@ -156,6 +166,15 @@ class _Script:
         )
 
 
+def _estimated_usage(request: ModelRequest, response: ModelResponse) -> Usage:
+    prompt = sum(message_tokens(m) for m in request.messages) + sum(
+        tool_tokens(t) for t in request.tools
+    )
+    prompt += -(-len(request.system_prompt) // CHARS_PER_TOKEN)
+    answer = -(-len(response.content) // CHARS_PER_TOKEN) + 8 * len(response.tool_calls)
+    return Usage(input_tokens=prompt, output_tokens=answer, requests=1)
+
+
 def _call(text: str, name: str, args: dict[str, object]) -> ModelResponse:
     return ModelResponse(content=text, tool_calls=[ToolCall(f"call_{name}", name, args)])
 
@@ -194,13 +213,20 @@ class _Milestones:
         ]
 
 
-async def _run_demo(console: Console, skills: Path, workdir: Path) -> _Milestones:
+async def _run_demo(
+    console: Console,
+    skills: Path,
+    workdir: Path,
+    recorder: TraceRecorder | None = None,
+    thread_id: str = "demo",
+) -> _Milestones:
     data = _write_sales(workdir)
     backend = MemoryBackend()
     agent = Agent(
         FunctionModel(_Script(data), name="scripted-demo"),
         system_prompt="You are a data assistant. Use the skills listed below.",
         middleware=[
+            *([recorder] if recorder is not None else []),
             SummarizationMiddleware(1000, keep_messages=2, backend=backend),
             ResultEvictionMiddleware(500, backend=backend, excluded_tools=["read_file"]),
             SkillsMiddleware(sources=[skills], tools=[csv_rows]),
@@ -209,17 +235,35 @@ async def _run_demo(console: Console, skills: Path, workdir: Path) -> _Milestone
     printer, seen = EventPrinter(console), _Milestones()
     for question in QUESTIONS:
         console.print(f"\n[bold]you>[/bold] {question}")
-        async for event in agent.stream(question, thread_id="demo"):
+        async for event in agent.stream(question, thread_id=thread_id):
             seen.see(event)
             printer(event)
         printer.finish()
     return seen
 
 
+async def _recorded_demo(
+    console: Console, skills: Path, workdir: Path, trace: bool
+) -> tuple[_Milestones, str | None]:
+    """The demo, recorded into the CLI's trace store unless ``trace`` is false; returns what
+    happened and the id of the last turn's run (for the ``plait ui`` hint)."""
+    if not trace:
+        return await _run_demo(console, skills, workdir), None
+    from plait.trace import SQLiteTraceStore, TraceRecorder
+
+    recorder = TraceRecorder(SQLiteTraceStore(trace_path()), agent="plait demo")
+    try:
+        seen = await _run_demo(console, skills, workdir, recorder, thread_id=f"demo-{new_id()[:8]}")
+    finally:
+        await recorder.aclose()
+    return seen, recorder.last_run_id
+
+
 def demo(
     skills: Annotated[
         Path | None, typer.Option("--skills", help="Skills folder (default: the bundled one).")
     ] = None,
+    no_trace: NoTraceOption = False,
 ) -> None:
     """Run the bundled example skills end to end with a scripted model (no key, no network)."""
     console = Console(highlight=False, emoji=False)
@@ -234,10 +278,12 @@ def demo(
         )
     )
     with tempfile.TemporaryDirectory(prefix="plait-demo-") as workdir:
-        seen = asyncio.run(_run_demo(console, folder, Path(workdir)))
+        seen, run_id = asyncio.run(_recorded_demo(console, folder, Path(workdir), not no_trace))
     table = Table(title="What happened", show_header=False)
     for label, happened in seen.rows():
         table.add_row("[green]✓[/green]" if happened else "[red]✗[/red]", label)
     console.print(table)
+    if run_id is not None:
+        console.print(f"[dim]{escape(trace_hint(run_id))}[/dim]", soft_wrap=True)
     if not all(happened for _, happened in seen.rows()):
         raise typer.Exit(1)

@@ -22,6 +22,7 @@ COMMANDS: tuple[tuple[str, str], ...] = (
         "demo",
         "Run the bundled example skills end to end with a scripted model (no key, no network).",
     ),
+    ("ui", "Open the local trace page: runs, waterfalls, context diffs, tokens and costs."),
     ("skills", "Validate, inspect and render Agent Skills (SKILL.md) folders."),
     ("threads", "List, show and delete stored conversations."),
     ("db", "Set up the Postgres database a store URL names."),

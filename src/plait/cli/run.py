@@ -21,6 +21,7 @@ from plait.cli.console import JsonEventWriter, fail, report_error
 from plait.cli.db import STORE_HELP
 from plait.cli.display import TurnDisplay, make_console
 from plait.cli.options import Flags, Resolved, agent_options, merged_settings
+from plait.cli.ui import NoTraceOption, trace_hint, trace_path
 from plait.errors import (
     ConfigurationError,
     ContextOverflowError,
@@ -192,7 +193,10 @@ columns (an option's help column is too narrow for them)."""
 
 
 def _resolve(
-    flags: Flags, display: TurnDisplay | JsonEventWriter, mcp: list[str] | None = None
+    flags: Flags,
+    display: TurnDisplay | JsonEventWriter,
+    mcp: list[str] | None = None,
+    trace: bool = True,
 ) -> Resolved:
     """The merged settings turned into the agent's options; a bad config, a bad ``--mcp``, a
     missing provider or a missing skills folder is a message and exit 2. ``--mcp`` servers join
@@ -209,7 +213,22 @@ def _resolve(
         fail(str(exc), 2)
     check_skills_folders(list(resolved.options.skills), settings.origins.get("skills", ""))
     resolved.options.mcp = servers
+    if trace:
+        from plait.trace import SQLiteTraceStore, TraceRecorder
+
+        store = resolved.options.store
+        recorder = TraceRecorder(SQLiteTraceStore(trace_path(store)), agent="plait")
+        resolved.options.leading_middleware = [recorder]
     return resolved
+
+
+def _trace_line(console: Console, options: AgentOptions) -> None:
+    """After a recorded turn: how to open its trace (nothing when ``--no-trace``)."""
+    from plait.trace import TraceRecorder
+
+    for m in options.leading_middleware:
+        if isinstance(m, TraceRecorder) and m.last_run_id is not None:
+            _thread_line(console, trace_hint(m.last_run_id, options.store))
 
 
 def _markdown(display: TurnDisplay, resolved: Resolved, flag: bool | None) -> bool:
@@ -326,6 +345,7 @@ def run(
     plain: PlainOption = None,
     verbose: VerboseOption = False,
     json_lines: JsonOption = False,
+    no_trace: NoTraceOption = False,
 ) -> None:
     """Run one turn: stream the answer and show tool calls, skills and context events."""
     console = make_console()
@@ -346,7 +366,7 @@ def run(
         plain,
     )
     printer = JsonEventWriter() if json_lines else TurnDisplay(console, verbose=verbose)
-    resolved = _resolve(flags, printer, mcp)
+    resolved = _resolve(flags, printer, mcp, trace=not no_trace)
     if isinstance(printer, TurnDisplay):
         printer.markdown = _markdown(printer, resolved, plain)
         printer.price = resolved.price
@@ -379,6 +399,8 @@ def run(
         printer.emit({"type": "thread", "thread_id": thread_id})
         return
     _thread_line(console, f"thread: {thread_id} (continue with -c or --thread {thread_id})")
+    _trace_line(console, resolved.options)
+    _trace_line(console, resolved.options)
 
 
 def chat(
@@ -397,6 +419,7 @@ def chat(
     timeout: TimeoutOption = None,
     plain: PlainOption = None,
     verbose: VerboseOption = False,
+    no_trace: NoTraceOption = False,
 ) -> None:
     """An interactive session. Ctrl-C cancels the running turn; Ctrl-D or /exit ends the session."""
     console = make_console()
@@ -415,7 +438,7 @@ def chat(
         plain,
     )
     display = TurnDisplay(console, verbose=verbose)
-    resolved = _resolve(flags, display, mcp)
+    resolved = _resolve(flags, display, mcp, trace=not no_trace)
     display.markdown = _markdown(display, resolved, plain)
     display.price = resolved.price
     with contextlib.suppress(ImportError):
@@ -431,7 +454,7 @@ def chat(
         if verbose:
             _print_order(console, agent)
         try:
-            _chat_loop(runner, agent, thread_id, display, console, resolved.spec)
+            _chat_loop(runner, agent, thread_id, display, console, resolved)
         finally:
             runner.run(_close(agent, closers))
     _thread_line(console, f"thread: {thread_id}")
@@ -443,7 +466,7 @@ def _chat_loop(
     thread_id: str,
     display: TurnDisplay,
     console: Console,
-    spec: str,
+    resolved: Resolved,
 ) -> None:
     while True:
         try:
@@ -459,7 +482,8 @@ def _chat_loop(
         if not text:
             continue
         try:
-            runner.run(_turn(agent, text, thread_id, display, spec))
+            runner.run(_turn(agent, text, thread_id, display, resolved.spec))
+            _trace_line(console, resolved.options)
         except KeyboardInterrupt:
             console.print(Text("(turn cancelled; what was already saved is kept)", style="yellow"))
         except PlaitError as exc:

@@ -1,0 +1,100 @@
+"""``plait ui``: the local trace page, and where the CLI keeps traces.
+
+``plait run``, ``chat`` and ``demo`` record every turn (unless ``--no-trace``) into a SQLite trace
+store beside the thread store (:func:`trace_path`) and print the page's address for the turn.
+"""
+
+from __future__ import annotations
+
+import importlib
+import webbrowser
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from plait.cli.console import fail
+from plait.cli.db import data_dir, is_postgres_url, store_target
+
+__all__ = ["NoTraceOption", "trace_hint", "trace_path", "ui"]
+
+NoTraceOption = Annotated[
+    bool, typer.Option("--no-trace", help="Do not record this session for plait ui.")
+]
+
+
+def trace_path(store: str | Path | None = None) -> Path:
+    """The SQLite trace store for the thread store ``store`` (``--store``, else
+    ``$PLAIT_STORE``, else the CLI's default file): beside a SQLite thread store
+    (``threads.sqlite3`` → ``threads-traces.sqlite3``); for a Postgres store,
+    ``traces.sqlite3`` in the user data directory."""
+    target = store_target(str(store) if store is not None else None)
+    if is_postgres_url(target) or not isinstance(target, Path):
+        return data_dir() / "traces.sqlite3"
+    return target.with_name(target.stem + "-traces.sqlite3")
+
+
+def trace_hint(run_id: str | None, store: str | Path | None = None) -> str:
+    """The line printed after a recorded turn: how to open its trace."""
+    from plait.trace.server import DEFAULT_HOST, DEFAULT_PORT
+
+    # A Postgres URL may carry a password: never echo it (its traces are in the data dir anyway).
+    where = "" if store is None or is_postgres_url(str(store)) else f" --store {store}"
+    anchor = f"#{run_id}" if run_id else ""
+    return f"trace: plait ui{where}  →  http://{DEFAULT_HOST}:{DEFAULT_PORT}/{anchor}"
+
+
+HostOption = Annotated[str, typer.Option("--host", help="Address to bind (local by default).")]
+PortOption = Annotated[int, typer.Option("--port", min=0, max=65535, help="Port (0: any free).")]
+
+
+def ui(
+    store: Annotated[
+        str | None,
+        typer.Option("--store", help="The thread store whose traces to show (default: the CLI's)."),
+    ] = None,
+    traces: Annotated[
+        Path | None, typer.Option("--traces", help="A trace store file (overrides --store).")
+    ] = None,
+    host: HostOption = "127.0.0.1",
+    port: PortOption = 7600,
+    no_browser: Annotated[
+        bool, typer.Option("--no-browser", help="Do not open a browser window.")
+    ] = False,
+) -> None:
+    """Open the local trace page: runs, waterfalls, context diffs, tokens and costs."""
+    try:
+        from plait.trace import SQLiteTraceStore, create_app, serve
+        from plait.trace.server import free_port
+
+        path = traces or trace_path(store)
+        if not path.exists():
+            fail(f"No traces at {path} yet: run 'plait demo' or 'plait run ...' first.", 2)
+        app = create_app(SQLiteTraceStore(path), prices=_prices())
+    except ImportError as exc:  # pragma: no cover - the ui extra is in dev
+        fail(f"plait ui needs its extra: pip install 'plait[ui]' ({exc})", 2)
+    port = port or free_port(host)
+    url = f"http://{host}:{port}/"
+    typer.echo(f"plait ui: serving {path} at {url} (Ctrl-C to stop)")
+    if not no_browser:
+        webbrowser.open(url)
+    serve(app, host=host, port=port)
+
+
+_RATES = ("input", "output", "cache_read", "cache_write")
+
+
+def _prices() -> dict[str, dict[str, float]]:
+    """The page's starting price table: ``plait.pricing.PRICES`` when this plait has it (USD per
+    million tokens; a cache rate left unset costs as input), else empty (the user fills it in)."""
+    try:
+        pricing = importlib.import_module("plait.pricing")
+    except ImportError:
+        return {}
+    table: dict[str, dict[str, float]] = {}
+    for name, price in getattr(pricing, "PRICES", {}).items():
+        rates = {
+            k: getattr(price, k, None) for k in ("input", "output", "cache_read", "cache_write")
+        }
+        table[str(name)] = {k: float(v) for k, v in rates.items() if v is not None}
+    return table

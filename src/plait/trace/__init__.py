@@ -1,0 +1,26 @@
+"""Traces of agent runs and the local page that shows them (``plait ui``).
+
+* :class:`TraceRecorder` (middleware, opt-in; put it first) writes each turn's timeline: model
+  calls with their requests stored as deltas, tool calls, middleware actions.
+* :class:`SQLiteTraceStore` keeps them in SQLite (beside the thread store by default in the CLI).
+* :func:`create_app` / :func:`serve` (extra ``plait[ui]``) serve the page over a store.
+
+See ``README.md`` in this folder for what the page shows and how the figures are computed.
+"""
+
+from __future__ import annotations
+
+from plait.trace.recorder import TraceRecorder
+from plait.trace.server import create_app, serve
+from plait.trace.store import SQLiteTraceStore, TraceStoreError
+from plait.trace.views import call_view, run_view
+
+__all__ = [
+    "SQLiteTraceStore",
+    "TraceRecorder",
+    "TraceStoreError",
+    "call_view",
+    "create_app",
+    "run_view",
+    "serve",
+]

@@ -1,0 +1,133 @@
+"""The ``plait ui`` web app: one inline page and a small JSON API over a trace store.
+
+Needs the ``ui`` extra (``pip install 'plait[ui]'``: Starlette and uvicorn). Nothing is fetched
+from anywhere but the server itself: the page's CSS and JavaScript are inline, with no fonts,
+images or CDN links.
+
+====================================  ===================================================
+route                                 answers
+====================================  ===================================================
+``GET /``                             the page (``page.html``)
+``GET /api/runs?q=``                  runs newest first, filtered by ``q``
+``GET /api/runs/{run_id}``            :func:`~plait.trace.views.run_view`
+``GET /api/calls/{span_id}``          :func:`~plait.trace.views.call_view`
+``GET /api/blobs/{digest}``           a stored text (a full tool output), ``text/plain``
+``GET /api/prices``                   the default price table (USD per million tokens)
+====================================  ===================================================
+
+Unknown ids answer 404 with a JSON ``{"error": ...}`` saying what to do.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Mapping
+from importlib import resources
+from typing import TYPE_CHECKING, Any
+
+from plait.errors import ConfigurationError
+from plait.trace.store import SQLiteTraceStore
+from plait.trace.views import call_view, run_view
+
+if TYPE_CHECKING:
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import Response
+
+__all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "create_app", "free_port", "serve"]
+
+DEFAULT_HOST = "127.0.0.1"
+"""``plait ui`` binds here unless told otherwise: the page is for this machine only."""
+
+DEFAULT_PORT = 7600
+"""``plait ui``'s default port."""
+
+MAX_QUERY_CHARS = 200
+"""Longest search text accepted by ``/api/runs`` (longer ones are cut)."""
+
+
+def _starlette() -> Any:
+    try:
+        import starlette.applications
+    except ImportError as exc:
+        raise ConfigurationError(
+            "plait ui needs Starlette and uvicorn: pip install 'plait[ui]'"
+        ) from exc
+    return starlette.applications
+
+
+def page_html() -> str:
+    """The page, with its inline CSS and JavaScript."""
+    return resources.files("plait.trace").joinpath("page.html").read_text(encoding="utf-8")
+
+
+def create_app(
+    store: SQLiteTraceStore, *, prices: Mapping[str, Mapping[str, float]] | None = None
+) -> Starlette:
+    """The ASGI app serving ``store``. ``prices`` is the default price table the page starts
+    from (model name to ``{"input", "output", "cache_read", "cache_write"}`` in USD per million
+    tokens); the user edits it in the page (kept in the browser's local storage)."""
+    applications = _starlette()
+    from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse
+    from starlette.routing import Route
+
+    html = page_html()
+    table = {name: dict(price) for name, price in (prices or {}).items()}
+
+    def not_found(what: str) -> Response:
+        return JSONResponse(
+            {"error": f"No {what} here: pick one from the run list (GET /api/runs)."},
+            status_code=404,
+        )
+
+    async def index(request: Request) -> Response:
+        return HTMLResponse(html)
+
+    async def runs(request: Request) -> Response:
+        query = request.query_params.get("q", "")[:MAX_QUERY_CHARS]
+        return JSONResponse(await store.runs(query))
+
+    async def run(request: Request) -> Response:
+        view = await run_view(store, request.path_params["run_id"])
+        return not_found("run") if view is None else JSONResponse(view)
+
+    async def call(request: Request) -> Response:
+        view = await call_view(store, request.path_params["span_id"])
+        return not_found("model call") if view is None else JSONResponse(view)
+
+    async def blob(request: Request) -> Response:
+        text = await store.blob(request.path_params["digest"])
+        return not_found("stored text") if text is None else PlainTextResponse(text)
+
+    async def price_table(request: Request) -> Response:
+        return JSONResponse(table)
+
+    app: Starlette = applications.Starlette(
+        routes=[
+            Route("/", index),
+            Route("/api/runs", runs),
+            Route("/api/runs/{run_id}", run),
+            Route("/api/calls/{span_id}", call),
+            Route("/api/blobs/{digest}", blob),
+            Route("/api/prices", price_table),
+        ]
+    )
+    return app
+
+
+def free_port(host: str = DEFAULT_HOST) -> int:
+    """A TCP port free on ``host`` right now (for tests and ``--port 0``)."""
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def serve(app: Starlette, *, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT) -> None:
+    """Serve ``app`` with uvicorn until interrupted (Ctrl-C)."""
+    try:
+        import uvicorn
+    except ImportError as exc:
+        raise ConfigurationError(
+            "plait ui needs Starlette and uvicorn: pip install 'plait[ui]'"
+        ) from exc
+    uvicorn.run(app, host=host, port=port, log_level="warning")

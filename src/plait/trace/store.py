@@ -1,0 +1,339 @@
+"""``SQLiteTraceStore``: the timelines a :class:`~plait.trace.TraceRecorder` writes, in SQLite.
+
+Five tables, all prefixed ``trace_`` so a trace store may share a file with a thread store:
+
+* ``trace_runs``: one row per turn (thread, start, end, status, input and output text).
+* ``trace_spans``: model calls, tool calls and middleware actions of a run, with their dispatch,
+  start and end (seconds since the epoch), and a JSON ``data`` column (usage, arguments, result
+  preview, error, event fields).
+* ``trace_requests``: one row per model call, stored as a *delta* against the previous request of
+  the same thread: message keys removed and added (with their positions), the system prompt and
+  tool list by hash. Reading request *n* replays the deltas since the last full row (every
+  :data:`CHECKPOINT_EVERY` calls a request is stored whole, so a replay is bounded).
+* ``trace_messages``: each message once per thread, keyed ``id:content-hash``; projected messages
+  (skill bodies and anything a persist filter keeps out) are rows with ``body`` NULL, shown by
+  reference (role, size, tokens).
+* ``trace_blobs``: system prompts, tool lists and full tool outputs, once per content hash.
+
+Writes go through :class:`~plait.backends.sqlite.SQLiteFile` (a worker thread, one connection,
+WAL); a foreign file is refused with :class:`TraceStoreError`, unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from plait.backends.sqlite import SQLiteFile
+from plait.errors import PlaitError
+
+__all__ = [
+    "CHECKPOINT_EVERY",
+    "MAX_RUNS_LISTED",
+    "RequestRow",
+    "SQLiteTraceStore",
+    "TraceBatch",
+    "TraceStoreError",
+]
+
+CHECKPOINT_EVERY = 50
+"""Every this many model calls of a thread, a request is stored whole (a bounded replay)."""
+
+MAX_RUNS_LISTED = 500
+"""The most runs :meth:`SQLiteTraceStore.runs` returns (newest first)."""
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS trace_runs (
+    id TEXT PRIMARY KEY, thread_id TEXT NOT NULL, agent TEXT NOT NULL, started REAL NOT NULL,
+    finished REAL, status TEXT NOT NULL, error TEXT, input TEXT NOT NULL, output TEXT
+);
+CREATE INDEX IF NOT EXISTS trace_runs_by_start ON trace_runs (started);
+CREATE TABLE IF NOT EXISTS trace_spans (
+    id TEXT PRIMARY KEY, run_id TEXT NOT NULL, kind TEXT NOT NULL, name TEXT NOT NULL,
+    dispatch INTEGER NOT NULL, started REAL NOT NULL, finished REAL NOT NULL, data TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS trace_spans_by_run ON trace_spans (run_id, started);
+CREATE TABLE IF NOT EXISTS trace_requests (
+    span_id TEXT PRIMARY KEY, thread_id TEXT NOT NULL, seq INTEGER NOT NULL, full INTEGER NOT NULL,
+    removed TEXT NOT NULL, added TEXT NOT NULL, system_hash TEXT NOT NULL,
+    tools_hash TEXT NOT NULL, base_prompt_hash TEXT NOT NULL
+);
+CREATE UNIQUE INDEX IF NOT EXISTS trace_requests_by_thread ON trace_requests (thread_id, seq);
+CREATE TABLE IF NOT EXISTS trace_messages (
+    thread_id TEXT NOT NULL, key TEXT NOT NULL, role TEXT NOT NULL, tokens INTEGER NOT NULL,
+    kind TEXT NOT NULL, body TEXT, PRIMARY KEY (thread_id, key)
+);
+CREATE TABLE IF NOT EXISTS trace_blobs (hash TEXT PRIMARY KEY, text TEXT NOT NULL);
+"""
+
+
+class TraceStoreError(PlaitError):
+    """The trace store's file cannot be used (damaged, foreign, unwritable)."""
+
+
+@dataclass(slots=True)
+class RequestRow:
+    """One model call's request as stored: a delta (``full`` False) or whole (``full`` True).
+
+    ``added`` holds ``[position, key]`` pairs in ascending position: replaying a delta keeps the
+    previous keys not in ``removed``, in order, then inserts each added key at its position.
+    """
+
+    span_id: str
+    thread_id: str
+    seq: int
+    full: bool
+    removed: list[str]
+    added: list[tuple[int, str]]
+    system_hash: str
+    tools_hash: str
+    base_prompt_hash: str
+
+
+@dataclass(slots=True)
+class TraceBatch:
+    """Rows to write in one transaction; the recorder fills one per flush."""
+
+    runs: list[dict[str, Any]] = field(default_factory=list)
+    spans: list[dict[str, Any]] = field(default_factory=list)
+    requests: list[RequestRow] = field(default_factory=list)
+    messages: list[tuple[str, str, str, int, str, str | None]] = field(default_factory=list)
+    blobs: dict[str, str] = field(default_factory=dict)
+
+    def __bool__(self) -> bool:
+        return bool(self.runs or self.spans or self.requests or self.messages or self.blobs)
+
+
+def replay(previous: Sequence[str], row: RequestRow) -> list[str]:
+    """The message keys of ``row``'s request, given the keys of the request before it."""
+    if row.full:
+        return [key for _, key in row.added]
+    gone = set(row.removed)
+    keys = [k for k in previous if k not in gone]
+    for position, key in row.added:
+        keys.insert(position, key)
+    return keys
+
+
+class SQLiteTraceStore:
+    """Traces in the SQLite file at ``path`` (created on first write; ``":memory:"`` works)."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = str(path)
+        self._file = SQLiteFile(path, schema=_SCHEMA, error=TraceStoreError)
+
+    async def write(self, batch: TraceBatch) -> None:
+        """Write ``batch`` in one transaction (runs and spans are upserted by id)."""
+        if batch:
+            await self._file.write(lambda conn: _write(conn, batch))
+
+    async def aclose(self) -> None:
+        """Close the connection (the next call opens it again)."""
+        self._file.close()
+
+    async def runs(self, query: str = "", limit: int = MAX_RUNS_LISTED) -> list[dict[str, Any]]:
+        """Runs newest first, with per-run totals; ``query`` filters (case-insensitive) on the
+        thread id, run id, input or output text."""
+        like = f"%{query.lower()}%"
+        limit = max(1, min(limit, MAX_RUNS_LISTED))
+
+        def select(conn: sqlite3.Connection) -> list[dict[str, Any]]:
+            rows = conn.execute(
+                "SELECT id, thread_id, agent, started, finished, status, error, input, output "
+                "FROM trace_runs WHERE lower(thread_id || ' ' || id || ' ' || input || ' ' || "
+                "coalesce(output, '')) LIKE ? ORDER BY started DESC LIMIT ?",
+                (like, limit),
+            ).fetchall()
+            return [_run_dict(row) for row in rows]
+
+        return await self._file.read(select)
+
+    async def run(self, run_id: str) -> tuple[dict[str, Any], list[dict[str, Any]]] | None:
+        """A run and its spans in start order, or ``None`` if unknown."""
+
+        def select(conn: sqlite3.Connection) -> tuple[dict[str, Any], list[dict[str, Any]]] | None:
+            row = conn.execute(
+                "SELECT id, thread_id, agent, started, finished, status, error, input, output "
+                "FROM trace_runs WHERE id = ?",
+                (run_id,),
+            ).fetchone()
+            if row is None:
+                return None
+            spans = conn.execute(
+                "SELECT id, kind, name, dispatch, started, finished, data FROM trace_spans "
+                "WHERE run_id = ? ORDER BY started, rowid",
+                (run_id,),
+            ).fetchall()
+            return _run_dict(row), [_span_dict(s) for s in spans]
+
+        return await self._file.read(select)
+
+    async def request(self, span_id: str) -> tuple[RequestRow, list[str], RequestRow | None] | None:
+        """The request of model call ``span_id``: its row, its message keys (replayed from the
+        last whole row), and the row of the thread's previous request (``None`` for the first)."""
+        return await self._file.read(lambda conn: _request(conn, span_id))
+
+    async def messages(self, thread_id: str, keys: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """The stored messages of ``thread_id`` by key (``body`` is ``None`` for projected ones)."""
+
+        def select(conn: sqlite3.Connection) -> dict[str, dict[str, Any]]:
+            found: dict[str, dict[str, Any]] = {}
+            for start in range(0, len(keys), 500):
+                chunk = list(keys[start : start + 500])
+                marks = ",".join("?" * len(chunk))
+                for key, role, tokens, kind, body in conn.execute(
+                    "SELECT key, role, tokens, kind, body FROM trace_messages "
+                    f"WHERE thread_id = ? AND key IN ({marks})",
+                    (thread_id, *chunk),
+                ):
+                    found[key] = {
+                        "key": key,
+                        "role": role,
+                        "tokens": tokens,
+                        "kind": kind,
+                        "body": None if body is None else json.loads(body),
+                    }
+            return found
+
+        return await self._file.read(select)
+
+    async def blob(self, digest: str) -> str | None:
+        """The text stored under ``digest``, or ``None``."""
+
+        def select(conn: sqlite3.Connection) -> str | None:
+            row = conn.execute("SELECT text FROM trace_blobs WHERE hash = ?", (digest,)).fetchone()
+            return None if row is None else str(row[0])
+
+        return await self._file.read(select)
+
+    async def last_request(self, thread_id: str) -> tuple[int, list[str]] | None:
+        """The sequence number and message keys of the thread's newest request, or ``None``."""
+
+        def select(conn: sqlite3.Connection) -> tuple[int, list[str]] | None:
+            row = conn.execute(
+                "SELECT span_id FROM trace_requests WHERE thread_id = ? ORDER BY seq DESC LIMIT 1",
+                (thread_id,),
+            ).fetchone()
+            if row is None:
+                return None
+            found = _request(conn, str(row[0]))
+            return None if found is None else (found[0].seq, found[1])
+
+        return await self._file.read(select)
+
+
+def _write(conn: sqlite3.Connection, batch: TraceBatch) -> None:
+    conn.executemany(
+        "INSERT INTO trace_runs (id, thread_id, agent, started, finished, status, error, input, "
+        "output) VALUES (:id, :thread_id, :agent, :started, :finished, :status, :error, :input, "
+        ":output) ON CONFLICT (id) DO UPDATE SET finished = excluded.finished, "
+        "status = excluded.status, error = excluded.error, output = excluded.output",
+        batch.runs,
+    )
+    conn.executemany(
+        "INSERT OR REPLACE INTO trace_spans (id, run_id, kind, name, dispatch, started, finished, "
+        "data) VALUES (:id, :run_id, :kind, :name, :dispatch, :started, :finished, :data)",
+        [{**s, "data": json.dumps(s["data"], default=str)} for s in batch.spans],
+    )
+    conn.executemany(
+        "INSERT INTO trace_requests (span_id, thread_id, seq, full, removed, added, system_hash, "
+        "tools_hash, base_prompt_hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [
+            (
+                r.span_id,
+                r.thread_id,
+                r.seq,
+                int(r.full),
+                json.dumps(r.removed),
+                json.dumps(r.added),
+                r.system_hash,
+                r.tools_hash,
+                r.base_prompt_hash,
+            )
+            for r in batch.requests
+        ],
+    )
+    conn.executemany(
+        "INSERT OR IGNORE INTO trace_messages (thread_id, key, role, tokens, kind, body) "
+        "VALUES (?, ?, ?, ?, ?, ?)",
+        batch.messages,
+    )
+    conn.executemany(
+        "INSERT OR IGNORE INTO trace_blobs (hash, text) VALUES (?, ?)", batch.blobs.items()
+    )
+
+
+def _request_row(row: tuple[Any, ...]) -> RequestRow:
+    span_id, thread_id, seq, full, removed, added, system_hash, tools_hash, base = row
+    return RequestRow(
+        span_id=span_id,
+        thread_id=thread_id,
+        seq=seq,
+        full=bool(full),
+        removed=json.loads(removed),
+        added=[(int(p), str(k)) for p, k in json.loads(added)],
+        system_hash=system_hash,
+        tools_hash=tools_hash,
+        base_prompt_hash=base,
+    )
+
+
+_REQUEST_COLUMNS = (
+    "span_id, thread_id, seq, full, removed, added, system_hash, tools_hash, base_prompt_hash"
+)
+
+
+def _request(
+    conn: sqlite3.Connection, span_id: str
+) -> tuple[RequestRow, list[str], RequestRow | None] | None:
+    found = conn.execute(
+        f"SELECT {_REQUEST_COLUMNS} FROM trace_requests WHERE span_id = ?", (span_id,)
+    ).fetchone()
+    if found is None:
+        return None
+    target = _request_row(found)
+    start = conn.execute(
+        "SELECT max(seq) FROM trace_requests WHERE thread_id = ? AND seq <= ? AND full = 1",
+        (target.thread_id, target.seq),
+    ).fetchone()[0]
+    rows = [
+        _request_row(r)
+        for r in conn.execute(
+            f"SELECT {_REQUEST_COLUMNS} FROM trace_requests WHERE thread_id = ? AND seq >= ? "
+            "AND seq <= ? ORDER BY seq",
+            (target.thread_id, start if start is not None else 0, target.seq),
+        )
+    ]
+    keys: list[str] = []
+    for row in rows:
+        keys = replay(keys, row)
+    previous = rows[-2] if len(rows) > 1 else None
+    if previous is None and target.seq > 0:
+        before = conn.execute(
+            f"SELECT {_REQUEST_COLUMNS} FROM trace_requests WHERE thread_id = ? AND seq = ?",
+            (target.thread_id, target.seq - 1),
+        ).fetchone()
+        previous = None if before is None else _request_row(before)
+    return target, keys, previous
+
+
+def _run_dict(row: tuple[Any, ...]) -> dict[str, Any]:
+    keys = ("id", "thread_id", "agent", "started", "finished", "status", "error", "input", "output")
+    return dict(zip(keys, row, strict=True))
+
+
+def _span_dict(row: tuple[Any, ...]) -> dict[str, Any]:
+    span_id, kind, name, dispatch, started, finished, data = row
+    return {
+        "id": span_id,
+        "kind": kind,
+        "name": name,
+        "dispatch": dispatch,
+        "started": started,
+        "finished": finished,
+        "data": json.loads(data),
+    }

@@ -1,0 +1,85 @@
+"""``plait ui``: serves a trace store on 127.0.0.1; says what to do when there is none."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+from plait.trace.server import free_port
+
+DEMO_TRACES = "threads-traces.sqlite3"
+
+
+def _env(home: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")}
+    env.update({"COLUMNS": "200", "NO_COLOR": "1", "PLAIT_HOME": str(home)})
+    return env
+
+
+def test_ui_without_traces_says_how_to_make_some(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "plait", "ui", "--no-browser"],
+        capture_output=True,
+        text=True,
+        env=_env(tmp_path),
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert "plait demo" in result.stdout + result.stderr
+
+
+def test_ui_serves_the_demo_trace_locally(tmp_path: Path) -> None:
+    env = _env(tmp_path)
+    demo = subprocess.run(
+        [sys.executable, "-m", "plait", "demo"], env=env, capture_output=True, timeout=120
+    )
+    assert demo.returncode == 0 and (tmp_path / DEMO_TRACES).is_file()
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "plait", "ui", "--no-browser", "--port", str(port)],
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert server.stdout is not None
+        first = server.stdout.readline()
+        assert f"http://127.0.0.1:{port}/" in first
+        runs = _get_with_retry(f"http://127.0.0.1:{port}/api/runs")
+        assert [r["input"] for r in runs][-1] == "What is in sales.csv?"
+        assert all(r["agent"] == "plait demo" and r["status"] == "ok" for r in runs)
+    finally:
+        server.terminate()
+        server.wait(timeout=20)
+
+
+def _get_with_retry(url: str) -> list[dict[str, object]]:
+    """uvicorn prints nothing when ready: retry the first request for up to 20 s."""
+    last: OSError | None = None
+    for _ in range(200):
+        try:
+            with urllib.request.urlopen(url, timeout=5) as response:
+                return list(json.loads(response.read()))
+        except OSError as exc:
+            last = exc
+            time.sleep(0.1)
+    raise AssertionError(f"plait ui did not answer within 20 s: {last}")
+
+
+def test_no_trace_records_nothing(tmp_path: Path) -> None:
+    demo = subprocess.run(
+        [sys.executable, "-m", "plait", "demo", "--no-trace"],
+        env=_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert demo.returncode == 0, demo.stdout + demo.stderr
+    assert not (tmp_path / DEMO_TRACES).exists()
+    assert "trace: plait ui" not in demo.stdout

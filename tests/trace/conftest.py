@@ -1,0 +1,86 @@
+"""Fixtures for the trace tests: the demo recorded into a trace store, the page served by uvicorn
+on 127.0.0.1, and Debian's Chromium driven by Playwright (no browser download: the system
+binary, with the flags a closed network needs)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import uvicorn
+from rich.console import Console
+from trace_page import CHROMIUM, CHROMIUM_ARGS, DEMO_PRICES, Browser, Served
+
+from plait.cli.demo import _run_demo, bundled_skills
+from plait.trace import SQLiteTraceStore, TraceRecorder, create_app
+from plait.trace.server import free_port
+
+
+def record_demo(path: Path, workdir: Path) -> None:
+    """Run ``plait demo``'s three turns with a recorder writing to ``path``."""
+    store = SQLiteTraceStore(path)
+
+    async def main() -> None:
+        recorder = TraceRecorder(store, agent="demo")
+        await _run_demo(Console(file=io.StringIO()), bundled_skills(), workdir, recorder)
+        await store.aclose()
+
+    asyncio.run(main())
+
+
+@pytest.fixture(scope="session")
+def demo_traces(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("demo")
+    path = folder / "traces.sqlite3"
+    record_demo(path, folder)
+    return path
+
+
+@pytest.fixture(scope="session")
+def served(demo_traces: Path) -> Iterator[Served]:
+    store = SQLiteTraceStore(demo_traces)
+    app = create_app(store, prices=DEMO_PRICES)
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        if time.monotonic() > deadline or not thread.is_alive():
+            raise RuntimeError("uvicorn did not start within 20 s")
+        time.sleep(0.05)
+    try:
+        yield Served(f"http://127.0.0.1:{port}", store)
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def browser(served: Served, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Browser]:
+    from playwright.sync_api import sync_playwright
+
+    profile = tmp_path_factory.mktemp("chromium-profile")
+    with sync_playwright() as p:
+        context = p.chromium.launch_persistent_context(
+            str(profile),
+            executable_path=CHROMIUM,
+            headless=True,
+            args=CHROMIUM_ARGS,
+            viewport={"width": 1400, "height": 1000},
+        )
+        requests: list[str] = []
+        context.on("request", lambda r: requests.append(r.url))
+        page = context.new_page()
+        page.set_default_timeout(15_000)
+        try:
+            yield Browser(page, requests)
+        finally:
+            with contextlib.suppress(Exception):
+                context.close()
