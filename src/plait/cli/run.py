@@ -200,7 +200,8 @@ def _resolve(
 ) -> Resolved:
     """The merged settings turned into the agent's options; a bad config, a bad ``--mcp``, a
     missing provider or a missing skills folder is a message and exit 2. ``--mcp`` servers join
-    the config's ``[mcp.*]`` servers (a flag wins over a config entry of the same name)."""
+    the config's ``[mcp.*]`` servers (a flag wins over a config entry of the same name). A
+    terminal display learns here whether to render Markdown and the model's price."""
     try:
         settings = merged_settings(flags)
         resolved = agent_options(settings, on_retry=display.retry)
@@ -213,6 +214,9 @@ def _resolve(
         fail(str(exc), 2)
     check_skills_folders(list(resolved.options.skills), settings.origins.get("skills", ""))
     resolved.options.mcp = servers
+    if isinstance(display, TurnDisplay):
+        display.markdown = _markdown(display, resolved, flags.plain)
+        display.price = resolved.price
     if trace:
         from plait.trace import SQLiteTraceStore, TraceRecorder
 
@@ -367,9 +371,6 @@ def run(
     )
     printer = JsonEventWriter() if json_lines else TurnDisplay(console, verbose=verbose)
     resolved = _resolve(flags, printer, mcp, trace=not no_trace)
-    if isinstance(printer, TurnDisplay):
-        printer.markdown = _markdown(printer, resolved, plain)
-        printer.price = resolved.price
     thread_id = thread or new_id()
 
     async def main() -> None:
@@ -439,8 +440,6 @@ def chat(
     )
     display = TurnDisplay(console, verbose=verbose)
     resolved = _resolve(flags, display, mcp, trace=not no_trace)
-    display.markdown = _markdown(display, resolved, plain)
-    display.price = resolved.price
     with contextlib.suppress(ImportError):
         import readline  # noqa: F401  (line editing and history for input())
     with asyncio.Runner() as runner:
