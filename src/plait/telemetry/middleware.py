@@ -183,12 +183,10 @@ class GenAITelemetry(Middleware):
             fresh = {id(m) for m in ctx.input}
             cursor.seen.update(m.id for m in ctx.messages if id(m) not in fresh)
         ctx.scratch[self] = _TurnTelemetry(instruments, cursor, ctx.model, provider)
-        downstream = ctx.emit
 
-        def tee(event: Event) -> None:
+        def observe(event: Event) -> None:
             if event.type not in _AS_SPANS or _skipped_call(event):
                 _add_event(event, capture)
-            downstream(event)
 
         def finish(error: BaseException | None) -> None:
             if span.is_recording():
@@ -199,7 +197,7 @@ class GenAITelemetry(Middleware):
             span.end()
             otel_context.detach(token)
 
-        ctx.emit = tee
+        ctx.observe(observe)
         ctx.finalizers.append(finish)
         await next()
 

@@ -26,7 +26,7 @@ from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 from plait.errors import ConfigurationError
-from plait.trace.store import SQLiteTraceStore
+from plait.trace.store import TraceStore
 from plait.trace.views import call_view, run_view
 
 if TYPE_CHECKING:
@@ -62,7 +62,7 @@ def page_html() -> str:
 
 
 def create_app(
-    store: SQLiteTraceStore, *, prices: Mapping[str, Mapping[str, float]] | None = None
+    store: TraceStore, *, prices: Mapping[str, Mapping[str, float]] | None = None
 ) -> Starlette:
     """The ASGI app serving ``store``. ``prices`` is the default price table the page starts
     from (model name to ``{"input", "output", "cache_read", "cache_write"}`` in USD per million

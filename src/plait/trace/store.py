@@ -16,7 +16,10 @@ Five tables, all prefixed ``trace_`` so a trace store may share a file with a th
 * ``trace_blobs``: system prompts, tool lists and full tool outputs, once per content hash.
 
 Writes go through :class:`~plait.backends.sqlite.SQLiteFile` (a worker thread, one connection,
-WAL); a foreign file is refused with :class:`TraceStoreError`, unchanged.
+WAL with ``synchronous=NORMAL``: a trace commit is not synced to disk, so a power failure may
+lose the last traces, never the file); a foreign file is refused with :class:`TraceStoreError`,
+unchanged. :class:`TraceStore` is the protocol both stores (this one and
+:class:`~plait.trace.postgres.PostgresTraceStore`) implement.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ import os
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from plait.backends.sqlite import SQLiteFile
 from plait.errors import PlaitError
@@ -37,6 +40,7 @@ __all__ = [
     "RequestRow",
     "SQLiteTraceStore",
     "TraceBatch",
+    "TraceStore",
     "TraceStoreError",
 ]
 
@@ -108,6 +112,44 @@ class TraceBatch:
         return bool(self.runs or self.spans or self.requests or self.messages or self.blobs)
 
 
+class TraceStore(Protocol):
+    """Where a :class:`~plait.trace.TraceRecorder` writes and the page reads (SQLite, Postgres).
+
+    Every method raises :class:`TraceStoreError` when the database cannot be used."""
+
+    async def write(self, batch: TraceBatch) -> None:
+        """Write ``batch`` in one transaction (runs and spans upsert by id; messages and blobs
+        are written once)."""
+        ...
+
+    async def aclose(self) -> None: ...
+
+    async def runs(self, query: str = "", limit: int = MAX_RUNS_LISTED) -> list[dict[str, Any]]:
+        """Runs newest first (at most ``limit``, capped at :data:`MAX_RUNS_LISTED`), filtered
+        case-insensitively on thread id, run id, input and output text."""
+        ...
+
+    async def run(self, run_id: str) -> tuple[dict[str, Any], list[dict[str, Any]]] | None:
+        """A run and its spans in start order, or ``None``."""
+        ...
+
+    async def request(self, span_id: str) -> tuple[RequestRow, list[str], RequestRow | None] | None:
+        """Model call ``span_id``'s row, its replayed message keys, and the previous row."""
+        ...
+
+    async def messages(self, thread_id: str, keys: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """The stored messages of ``thread_id`` by key."""
+        ...
+
+    async def blob(self, digest: str) -> str | None:
+        """The text stored under ``digest``, or ``None``."""
+        ...
+
+    async def last_request(self, thread_id: str) -> tuple[int, list[str]] | None:
+        """The sequence number and message keys of the thread's newest request, or ``None``."""
+        ...
+
+
 def replay(previous: Sequence[str], row: RequestRow) -> list[str]:
     """The message keys of ``row``'s request, given the keys of the request before it."""
     if row.full:
@@ -124,7 +166,7 @@ class SQLiteTraceStore:
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = str(path)
-        self._file = SQLiteFile(path, schema=_SCHEMA, error=TraceStoreError)
+        self._file = SQLiteFile(path, schema=_SCHEMA, error=TraceStoreError, synchronous="NORMAL")
 
     async def write(self, batch: TraceBatch) -> None:
         """Write ``batch`` in one transaction (runs and spans are upserted by id)."""
