@@ -45,16 +45,15 @@ def _answer(request: ModelRequest) -> ModelResponse:
 
 
 async def _thread(turns: int, trace: Path | None) -> list[float]:
-    store = SQLiteTraceStore(trace) if trace else None
-    middleware = [TraceRecorder(store)] if store else []
-    agent = Agent(FunctionModel(_answer), tools=[lookup], middleware=middleware)
+    recorder = TraceRecorder(SQLiteTraceStore(trace)) if trace else None
+    agent = Agent(FunctionModel(_answer), tools=[lookup], middleware=[recorder] if recorder else [])
     times = []
     for i in range(turns):
         start = time.perf_counter()
         await agent.run(f"question {i}", thread_id="bench")
         times.append(time.perf_counter() - start)
-    if store is not None:
-        await store.aclose()
+    if recorder is not None:
+        await recorder.aclose()  # waits for the writes still in flight
     return times
 
 

@@ -21,14 +21,19 @@ What it records, per turn (one *run*):
   ``cancelled`` with the error, however the turn failed (a model call, a limit, a store error).
 
 Requests are turned into deltas by :class:`~plait.trace.requests.RequestDeltas`. A turn's rows
-are written in one transaction when it ends (awaited on success, so the trace is complete when
-``run`` returns; in the background after a failure, which :meth:`TraceRecorder.drain` and
-``aclose`` wait for), plus every :data:`FLUSH_EVERY` model calls of a long turn.
+are written in one transaction when it ends, however it ends, plus every :data:`FLUSH_EVERY`
+model calls of a long turn. Writes run in the background, one after another in order: the turn
+does not wait for its trace (unless more than :data:`MAX_PENDING_WRITES` are behind).
+:meth:`TraceRecorder.drain` waits until everything recorded so far is written, and
+:meth:`TraceRecorder.aclose` drains before closing the store, so no finished or failed turn's
+trace is lost on a clean shutdown.
 
 Never stored: a message a persist filter would keep out of the thread store or that sits in
 ``TurnContext.ephemeral`` (a skill body, a pinned note) is recorded by reference only (role and
 token count, no body). A failure to write the trace never fails the turn: it is reported once per
-turn as a non-fatal :class:`~plait.runtime.events.ErrorOccurred` (``where="trace"``).
+turn as a non-fatal :class:`~plait.runtime.events.ErrorOccurred` (``where="trace"``), by the
+turn itself while it runs, else by the next turn (writes land after their turn), and kept in
+:attr:`TraceRecorder.write_error`.
 """
 
 from __future__ import annotations
@@ -60,6 +65,7 @@ __all__ = [
     "CLOSE_TIMEOUT",
     "FLUSH_EVERY",
     "MAX_OUTPUT_CHARS",
+    "MAX_PENDING_WRITES",
     "PREVIEW_CHARS",
     "RETRY_EVENTS",
     "RUNTIME_EVENTS",
@@ -98,6 +104,10 @@ FLUSH_EVERY = 16
 calls also writes what it holds (in the background) every this many calls, so it shows while it
 runs and memory stays bounded."""
 
+MAX_PENDING_WRITES = 8
+"""When more writes than this are still in flight at the end of a turn, the turn waits for
+them (the store is slower than the agent; memory stays bounded)."""
+
 _FIELD_CHARS = 500
 _FIELD_ITEMS = 50
 
@@ -131,9 +141,9 @@ class _RunTrace:
     batch: TraceBatch = dataclasses.field(default_factory=TraceBatch)
     dispatch: int = 0
     failed: bool = False
+    ended: bool = False
     calls: int = 0
     call: dict[str, Any] | None = None
-    pending: asyncio.Future[None] | None = None
     messages: TurnMessages = dataclasses.field(default_factory=TurnMessages)
     tools: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
 
@@ -160,6 +170,10 @@ class TraceRecorder(Middleware):
         self.preview_chars = preview_chars
         self._deltas = RequestDeltas(store)
         self._writes: set[asyncio.Future[None]] = set()
+        self._tail: asyncio.Future[None] | None = None
+        self._unreported: PlaitError | None = None
+        self.write_error: PlaitError | None = None
+        """The last error writing the trace (``None`` if every write succeeded)."""
         self.last_run_id: str | None = None
         """The id of the run (turn) most recently started, for a link to its trace."""
 
@@ -194,9 +208,13 @@ class TraceRecorder(Middleware):
             "output": None,
         }
         trace = _RunTrace(run)
+        trace.messages.start(ctx)
         self.last_run_id = run_id
         ctx.scratch[self] = trace
         trace.batch.runs.append(run)
+        if self._unreported is not None:
+            ctx.emit(ErrorOccurred(error=self._unreported, where="trace"))
+            self._unreported = None
         ctx.observe(lambda event: self._action(trace, event))
         ctx.finalizers.append(lambda error: self._finish(ctx, trace, error))
         await next()
@@ -205,6 +223,7 @@ class TraceRecorder(Middleware):
         """The turn's finalizer: a turn that ended with an error (a failed model call, a limit,
         a store error, an abort, a cancellation) closes its run with that error, written in the
         background (:meth:`drain`)."""
+        trace.ended = True
         if error is None or trace.run["status"] == "ok":
             return
         cancelled = not isinstance(error, Exception)
@@ -388,24 +407,20 @@ class TraceRecorder(Middleware):
         answer = next_answer(ctx.messages)
         trace.run.update(status="ok", finished=time.time(), output=clipped(answer, 4_000))
         trace.batch.runs.append(trace.run)
-        await self._flush(ctx, trace)
+        self._flush_soon(ctx, trace)
+        if len(self._writes) > MAX_PENDING_WRITES and self._tail is not None:
+            await asyncio.wait([self._tail])  # the store is behind: wait rather than pile up
 
     def _flush_soon(self, turn: TurnContext, trace: _RunTrace) -> None:
-        """Write what the batch holds in the background, after the run's earlier writes (the
-        turn goes on meanwhile; :meth:`_flush` and :meth:`drain` wait for it)."""
+        """Write what the batch holds in the background, after every earlier write of this
+        recorder (so rows land in order; :meth:`drain` and :meth:`aclose` wait for them)."""
         batch, trace.batch = trace.batch, TraceBatch()
         if not batch:
             return
-        write = asyncio.ensure_future(self._write(turn, trace, trace.pending, batch))
-        trace.pending = write
+        write = asyncio.ensure_future(self._write(turn, trace, self._tail, batch))
+        self._tail = write
         self._writes.add(write)
         write.add_done_callback(self._writes.discard)
-
-    async def _flush(self, turn: TurnContext, trace: _RunTrace) -> None:
-        """Write the batch now, after every earlier write of the run."""
-        batch, trace.batch = trace.batch, TraceBatch()
-        await self._write(turn, trace, trace.pending, batch)
-        trace.pending = None
 
     async def _write(
         self,
@@ -415,14 +430,17 @@ class TraceRecorder(Middleware):
         batch: TraceBatch,
     ) -> None:
         if after is not None:
-            await asyncio.shield(after)
-        if not batch:
-            return
+            await asyncio.wait([after])  # its failure was reported by its own task
         try:
             await self.store.write(batch)
         except PlaitError as exc:
-            if not trace.failed:
-                trace.failed = True
+            self.write_error = exc
+            if trace.failed:
+                return
+            trace.failed = True
+            if trace.ended:  # the turn is over: its successor reports it
+                self._unreported = exc
+            else:
                 turn.emit(ErrorOccurred(error=exc, where="trace"))
 
 

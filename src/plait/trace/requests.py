@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import operator
 from collections import OrderedDict
 
 from plait.errors import PlaitError
@@ -48,7 +49,7 @@ def digest(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
-@dataclasses.dataclass(slots=True)
+@dataclasses.dataclass(slots=True, eq=False)
 class Known:
     """A message already keyed on this thread: recognised again by id and signature."""
 
@@ -97,20 +98,47 @@ def persistable(message: Message, turn: TurnContext) -> bool:
 
 @dataclasses.dataclass(slots=True)
 class TurnMessages:
-    """What one turn has keyed so far: message objects seen in its requests (by ``id()``, the
-    objects kept so no ``id()`` is reused while the turn runs) and the messages it loaded from
-    the thread store (its history without the new input), found once per turn."""
+    """What one turn has keyed so far, so each request costs O(what changed):
 
-    seen: dict[int, tuple[Message, Known]] = dataclasses.field(default_factory=dict)
-    history: list[Message] | None = None
+    * ``history``: the messages the turn loaded from the thread store (taken by :meth:`start`
+      before any request; the objects are kept, so no ``id()`` is reused while the turn runs);
+    * ``objects``/``entries``: the previous request of this turn and the key of each message;
+    * ``seen``: every other message object keyed in this turn, by ``id()``.
+    """
+
+    history: list[Message] = dataclasses.field(default_factory=list)
     loaded: set[int] = dataclasses.field(default_factory=set)
+    objects: list[Message] = dataclasses.field(default_factory=list)
+    entries: list[Known] = dataclasses.field(default_factory=list)
+    seen: dict[int, tuple[Message, Known]] = dataclasses.field(default_factory=dict)
 
-    def load(self, turn: TurnContext) -> set[int]:
-        if self.history is None:
+    def start(self, turn: TurnContext) -> None:
+        """Note the turn's history (its messages without the new input); call in
+        ``turn_input``."""
+        head = len(turn.messages) - len(turn.input)
+        if head >= 0 and all(map(operator.is_, turn.messages[head:], turn.input)):
+            self.history = turn.messages[:head]
+        else:  # middleware moved things around: find the input by identity
             fresh = {id(m) for m in turn.input}
             self.history = [m for m in turn.messages if id(m) not in fresh]
-            self.loaded = {id(m) for m in self.history}
-        return self.loaded
+        self.loaded = set(map(id, self.history))
+
+    def leading(self, messages: list[Message], stored: dict[str, Known]) -> list[Known]:
+        """The keys of the longest leading run of ``messages`` known without looking at them:
+        the same objects as this turn's previous request, or, for the turn's first request, the
+        same objects as the history whose ids were keyed in an earlier turn as loaded."""
+        prior, entries = (self.objects, self.entries) if self.objects else (self.history, None)
+        same = list(map(operator.is_, messages, prior))
+        n = same.index(False) if False in same else len(same)
+        if entries is not None:
+            return entries[:n]
+        found = list(map(stored.get, map(_ID, prior[:n])))
+        return found[: found.index(None)] if None in found else found  # type: ignore[return-value]
+
+
+_ID = operator.attrgetter("id")
+_KEY = operator.attrgetter("key")
+_TOKENS = operator.attrgetter("tokens")
 
 
 class RequestDeltas:
@@ -136,58 +164,69 @@ class RequestDeltas:
         input tokens. ``turn_messages`` is the turn's own (one per turn).
 
         A message loaded from the thread store whose id was keyed before as loaded is taken as
-        is (thread stores are append-only: a stored id keeps its content), so a turn pays a set
-        lookup per history message and serializes only what is new or rewritten."""
+        is (thread stores are append-only: a stored id keeps its content), and a leading run of
+        the same objects as the turn's previous request is taken whole, so a turn serializes
+        only what is new or rewritten."""
         thread = turn.thread_id
         previous = await self._previous(thread)
         seq, old = (previous[0] + 1, previous[1]) if previous else (0, [])
-        old_set = set(old)
+        stored = self._stored.setdefault(thread, {})
+        messages = request.messages
+        entries = turn_messages.leading(messages, stored)
+        if len(entries) < len(messages):
+            self._key_rest(batch, turn_messages, messages, entries, set(old), turn)
+        keys = list(map(_KEY, entries))
+        batch.requests.append(
+            delta(span_id, thread, seq, old, keys, self._prompts(batch, request, turn))
+        )
+        self._remember(thread, seq, keys)
+        turn_messages.objects = list(messages)
+        turn_messages.entries = entries
+        system = request.system_prompt
+        estimate: int = sum(map(_TOKENS, entries)) + sum(tool_tokens(t) for t in request.tools)
+        return estimate - (-len(system) // CHARS_PER_TOKEN)
+
+    def _key_rest(
+        self,
+        batch: TraceBatch,
+        turn_messages: TurnMessages,
+        messages: list[Message],
+        entries: list[Known],
+        old_set: set[str],
+        turn: TurnContext,
+    ) -> None:
+        """Key the messages after the leading run (appended to ``entries``); queue the rows of
+        messages new to the thread."""
+        thread = turn.thread_id
         known = self._known.get(thread)
         if known is None:
             known = self._known[thread] = {}
-        keys: list[str] = []
-        estimate = 0
+        stored = self._stored[thread]
+        seen, loaded = turn_messages.seen, turn_messages.loaded
         ephemeral = {id(m) for m in turn.ephemeral}
-        stored = self._stored.get(thread)
-        if stored is None:
-            stored = self._stored[thread] = {}
-        seen = turn_messages.seen
-        loaded = turn_messages.load(turn)
-        for message in request.messages:
+        for message in messages[len(entries) :]:
             same = seen.get(id(message))
             if same is not None and same[0] is message:
-                keys.append(same[1].key)
-                estimate += same[1].tokens
+                entries.append(same[1])
                 continue
             from_store = id(message) in loaded
             entry = stored.get(message.id) if from_store else None
-            if entry is not None:  # as loaded from the append-only thread store: unchanged
-                seen[id(message)] = (message, entry)
-                keys.append(entry.key)
-                estimate += entry.tokens
-                continue
-            shape = signature(message)
-            entry = known.get(message.id)
-            if entry is None or entry.signature != shape:
-                body = dump_messages([message])[1:-1]
-                entry = Known(shape, f"{message.id}:{digest(body)}", message_tokens(message))
-                known[message.id] = entry
-                if entry.key not in old_set:
-                    projected = id(message) in ephemeral or not persistable(message, turn)
-                    kind = message_kind(message, projected)
-                    row = (thread, entry.key, message.role, entry.tokens, kind)
-                    batch.messages.append((*row, None if projected else body))
-            if from_store:
-                stored[message.id] = entry
+            if entry is None:
+                shape = signature(message)
+                entry = known.get(message.id)
+                if entry is None or entry.signature != shape:
+                    body = dump_messages([message])[1:-1]
+                    entry = Known(shape, f"{message.id}:{digest(body)}", message_tokens(message))
+                    known[message.id] = entry
+                    if entry.key not in old_set:
+                        projected = id(message) in ephemeral or not persistable(message, turn)
+                        kind = message_kind(message, projected)
+                        row = (thread, entry.key, message.role, entry.tokens, kind)
+                        batch.messages.append((*row, None if projected else body))
+                if from_store:
+                    stored[message.id] = entry
             seen[id(message)] = (message, entry)
-            keys.append(entry.key)
-            estimate += entry.tokens
-        hashes = self._prompts(batch, request, turn)
-        batch.requests.append(delta(span_id, thread, seq, old, keys, hashes))
-        self._remember(thread, seq, keys)
-        system = request.system_prompt
-        estimate += sum(tool_tokens(t) for t in request.tools) - (-len(system) // CHARS_PER_TOKEN)
-        return estimate
+            entries.append(entry)
 
     def _prompts(self, batch: TraceBatch, request: ModelRequest, turn: TurnContext) -> list[str]:
         """Hash the system prompt, the tool list and the base prompt; queue unseen ones."""
@@ -234,6 +273,22 @@ def delta(
 ) -> RequestRow:
     """The row for request ``seq`` with message ``keys``, given the previous request's ``old``:
     whole at every checkpoint or when kept keys changed order (or repeat), else a delta."""
+    head = len(old)
+    if keys[:head] == old:  # the common case: the history kept, messages appended
+        old_set, tail = set(old), keys[head:]
+        if len(old_set) == head and len(set(tail)) == len(tail) and old_set.isdisjoint(tail):
+            full = seq % CHECKPOINT_EVERY == 0
+            return RequestRow(
+                span_id=span_id,
+                thread_id=thread,
+                seq=seq,
+                full=full,
+                removed=[],
+                added=list(enumerate(keys if full else tail, 0 if full else head)),
+                system_hash=hashes[0],
+                tools_hash=hashes[1],
+                base_prompt_hash=hashes[2],
+            )
     new_set = set(keys)
     old_set = set(old)
     kept_old = [k for k in old if k in new_set]
