@@ -37,7 +37,7 @@ async def database() -> AsyncIterator[str]:
 async def test_db_upgrade_applies_migrations_once(database: str, tmp_path: Path) -> None:
     first = plait("db", "upgrade", "--store", database, home=tmp_path)
     assert first.returncode == 0, first.stderr
-    assert "Applied migrations: 1" in first.stdout
+    assert "Applied migrations: 1, 2." in first.stdout  # threads, then traces
     again = plait("db", "upgrade", home=tmp_path, store=database)
     assert again.returncode == 0, again.stderr
     assert "already up to date" in again.stdout
@@ -102,3 +102,11 @@ def _run_twice(database: str, server: WireServer, tmp_path: Path) -> None:
         ("assistant", "Stored in Postgres."),
         ("user", "second"),
     ]
+    # The traces went to the same database, and the hint names the store (no password).
+    assert not list(tmp_path.glob("*traces*"))
+    assert f"plait ui --store {database}" in second.stdout
+    with psycopg.connect(database) as conn:
+        rows = conn.execute(
+            "SELECT thread_id, input, status FROM plait_trace_runs ORDER BY started"
+        ).fetchall()
+    assert rows == [(thread, "first", "ok"), (thread, "second", "ok")]

@@ -180,17 +180,17 @@ class SQLiteTraceStore:
     async def runs(self, query: str = "", limit: int = MAX_RUNS_LISTED) -> list[dict[str, Any]]:
         """Runs newest first, with per-run totals; ``query`` filters (case-insensitive) on the
         thread id, run id, input or output text."""
-        like = f"%{query.lower()}%"
+        like = "%" + escape_like(query.lower()) + "%"
         limit = max(1, min(limit, MAX_RUNS_LISTED))
 
         def select(conn: sqlite3.Connection) -> list[dict[str, Any]]:
             rows = conn.execute(
                 "SELECT id, thread_id, agent, started, finished, status, error, input, output "
                 "FROM trace_runs WHERE lower(thread_id || ' ' || id || ' ' || input || ' ' || "
-                "coalesce(output, '')) LIKE ? ORDER BY started DESC LIMIT ?",
+                "coalesce(output, '')) LIKE ? ESCAPE '\\' ORDER BY started DESC LIMIT ?",
                 (like, limit),
             ).fetchall()
-            return [_run_dict(row) for row in rows]
+            return [run_dict(row) for row in rows]
 
         return await self._file.read(select)
 
@@ -210,7 +210,7 @@ class SQLiteTraceStore:
                 "WHERE run_id = ? ORDER BY started, rowid",
                 (run_id,),
             ).fetchall()
-            return _run_dict(row), [_span_dict(s) for s in spans]
+            return run_dict(row), [span_dict(s) for s in spans]
 
         return await self._file.read(select)
 
@@ -268,6 +268,11 @@ class SQLiteTraceStore:
         return await self._file.read(select)
 
 
+def escape_like(text: str) -> str:
+    """``text`` matched literally by ``LIKE … ESCAPE '\\'`` (``%`` and ``_`` are not wildcards)."""
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
 def _write(conn: sqlite3.Connection, batch: TraceBatch) -> None:
     conn.executemany(
         "INSERT INTO trace_runs (id, thread_id, agent, started, finished, status, error, input, "
@@ -309,7 +314,8 @@ def _write(conn: sqlite3.Connection, batch: TraceBatch) -> None:
     )
 
 
-def _request_row(row: tuple[Any, ...]) -> RequestRow:
+def request_row(row: tuple[Any, ...]) -> RequestRow:
+    """A ``trace_requests`` row (:data:`REQUEST_COLUMNS`) as a :class:`RequestRow`."""
     span_id, thread_id, seq, full, removed, added, system_hash, tools_hash, base = row
     return RequestRow(
         span_id=span_id,
@@ -324,7 +330,7 @@ def _request_row(row: tuple[Any, ...]) -> RequestRow:
     )
 
 
-_REQUEST_COLUMNS = (
+REQUEST_COLUMNS = (
     "span_id, thread_id, seq, full, removed, added, system_hash, tools_hash, base_prompt_hash"
 )
 
@@ -333,19 +339,19 @@ def _request(
     conn: sqlite3.Connection, span_id: str
 ) -> tuple[RequestRow, list[str], RequestRow | None] | None:
     found = conn.execute(
-        f"SELECT {_REQUEST_COLUMNS} FROM trace_requests WHERE span_id = ?", (span_id,)
+        f"SELECT {REQUEST_COLUMNS} FROM trace_requests WHERE span_id = ?", (span_id,)
     ).fetchone()
     if found is None:
         return None
-    target = _request_row(found)
+    target = request_row(found)
     start = conn.execute(
         "SELECT max(seq) FROM trace_requests WHERE thread_id = ? AND seq <= ? AND full = 1",
         (target.thread_id, target.seq),
     ).fetchone()[0]
     rows = [
-        _request_row(r)
+        request_row(r)
         for r in conn.execute(
-            f"SELECT {_REQUEST_COLUMNS} FROM trace_requests WHERE thread_id = ? AND seq >= ? "
+            f"SELECT {REQUEST_COLUMNS} FROM trace_requests WHERE thread_id = ? AND seq >= ? "
             "AND seq <= ? ORDER BY seq",
             (target.thread_id, start if start is not None else 0, target.seq),
         )
@@ -356,19 +362,34 @@ def _request(
     previous = rows[-2] if len(rows) > 1 else None
     if previous is None and target.seq > 0:
         before = conn.execute(
-            f"SELECT {_REQUEST_COLUMNS} FROM trace_requests WHERE thread_id = ? AND seq = ?",
+            f"SELECT {REQUEST_COLUMNS} FROM trace_requests WHERE thread_id = ? AND seq = ?",
             (target.thread_id, target.seq - 1),
         ).fetchone()
-        previous = None if before is None else _request_row(before)
+        previous = None if before is None else request_row(before)
     return target, keys, previous
 
 
-def _run_dict(row: tuple[Any, ...]) -> dict[str, Any]:
-    keys = ("id", "thread_id", "agent", "started", "finished", "status", "error", "input", "output")
-    return dict(zip(keys, row, strict=True))
+_RUN_KEYS = (
+    "id",
+    "thread_id",
+    "agent",
+    "started",
+    "finished",
+    "status",
+    "error",
+    "input",
+    "output",
+)
+RUN_COLUMNS = ", ".join(_RUN_KEYS)
 
 
-def _span_dict(row: tuple[Any, ...]) -> dict[str, Any]:
+def run_dict(row: tuple[Any, ...]) -> dict[str, Any]:
+    """A run row (:data:`RUN_COLUMNS`) as the dict the views use."""
+    return dict(zip(_RUN_KEYS, row, strict=True))
+
+
+def span_dict(row: tuple[Any, ...]) -> dict[str, Any]:
+    """A span row (id, kind, name, dispatch, started, finished, data) as a dict."""
     span_id, kind, name, dispatch, started, finished, data = row
     return {
         "id": span_id,
