@@ -9,8 +9,10 @@ Configurations, interleaved round by round (rotating order): ``no recorder`` (me
 store) and ``recorder`` (the same agent with ``TraceRecorder`` first, writing to a SQLite file).
 Per round, each configuration runs a fresh thread of N turns; a figure is the median over rounds
 of the per-round median turn wall time; ``added`` is the median over rounds of the paired
-difference (recorder minus no recorder, same round). The last table shows the trace file's size
-and how many message rows and request rows it holds after the longest thread.
+difference (recorder minus no recorder, same round). The recorder writes each turn in the
+background; the time ``aclose()`` then waits for writes still in flight is printed too. The last
+table shows the trace file's size and how many message rows and request rows it holds after the
+longest thread.
 
 Run: ``python bench/trace_overhead.py [--rounds 7] [--turns 200]``.
 """
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sqlite3
 import statistics
 import tempfile
@@ -53,8 +56,13 @@ async def _thread(turns: int, trace: Path | None) -> list[float]:
         await agent.run(f"question {i}", thread_id="bench")
         times.append(time.perf_counter() - start)
     if recorder is not None:
+        start = time.perf_counter()
         await recorder.aclose()  # waits for the writes still in flight
+        _DRAINS.append(time.perf_counter() - start)
     return times
+
+
+_DRAINS: list[float] = []
 
 
 def main() -> None:
@@ -73,7 +81,9 @@ def main() -> None:
             figures[name].append((statistics.median(times), statistics.median(times[-20:])))
             if trace is not None:
                 last_file = trace
-    print(f"{args.turns} turns per thread, {args.rounds} rounds; per-turn wall time (ms)")
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(f"{args.turns} turns per thread, {args.rounds} rounds, load average {load}")
+    print("per-turn wall time (ms)")
     print(f"{'configuration':<14} {'all turns':>10} {'last 20 turns':>14}")
     for name, rows in figures.items():
         whole = statistics.median(a for a, _ in rows) * 1e3
@@ -85,6 +95,8 @@ def main() -> None:
         f"{'added':<14} {statistics.median(a for a, _ in added) * 1e3:>10.3f} "
         f"{statistics.median(b for _, b in added) * 1e3:>14.3f}"
     )
+    drain = statistics.median(_DRAINS) * 1e3
+    print(f"writes still in flight after the last turn: drained in {drain:.1f} ms (median)")
     with sqlite3.connect(last_file) as conn:
         messages = conn.execute("SELECT count(*) FROM trace_messages").fetchone()[0]
         requests = conn.execute("SELECT count(*) FROM trace_requests").fetchone()[0]

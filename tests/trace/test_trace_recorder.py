@@ -167,3 +167,23 @@ async def test_a_trace_store_that_cannot_be_written_never_fails_the_turn(tmp_pat
     assert second.output == "still fine"
     errors = [e for e in second.events if isinstance(e, ErrorOccurred) and e.where == "trace"]
     assert len(errors) == 1 and not errors[0].fatal and errors[0].error is failure
+
+
+async def test_background_false_completes_the_trace_before_run_returns(tmp_path: Path) -> None:
+    store = SQLiteTraceStore(tmp_path / "t.sqlite3")
+    recorder = TraceRecorder(store, background=False)
+    agent = Agent(ScriptedModel(["fine"]), middleware=[recorder])
+    await agent.run("hi", thread_id="t")
+    (run,) = await store.runs()  # no drain: the turn waited for its write
+    assert (run["input"], run["status"], run["output"]) == ("hi", "ok", "fine")
+    await recorder.aclose()
+
+
+async def test_background_false_reports_a_failed_write_in_the_same_turn(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    recorder = TraceRecorder(SQLiteTraceStore(blocker / "t.sqlite3"), background=False)
+    result = await Agent(ScriptedModel(["fine"]), middleware=[recorder]).run("hi")
+    errors = [e for e in result.events if isinstance(e, ErrorOccurred) and e.where == "trace"]
+    assert result.output == "fine" and len(errors) == 1
+    assert errors[0].error is recorder.write_error

@@ -154,6 +154,11 @@ class TraceRecorder(Middleware):
     ``store`` is a :class:`~plait.trace.store.TraceStore` (SQLite or Postgres). ``agent`` names
     the agent in the run list. Opt-in: nothing is recorded unless the recorder is in the
     middleware list (the ``plait`` CLI adds one unless ``--no-trace``).
+
+    With ``background`` (the default) a turn does not wait for its trace: call
+    :meth:`aclose` (or :meth:`drain`) before the event loop ends, or the last writes may not
+    land. ``background=False`` makes each successful turn wait for its write, so its trace is
+    complete when ``run`` returns (a failed turn's is still written in the background).
     """
 
     def __init__(
@@ -163,8 +168,10 @@ class TraceRecorder(Middleware):
         agent: str = "agent",
         max_output_chars: int = MAX_OUTPUT_CHARS,
         preview_chars: int = PREVIEW_CHARS,
+        background: bool = True,
     ) -> None:
         self.store = store
+        self.background = background
         self.agent = agent
         self.max_output_chars = max_output_chars
         self.preview_chars = preview_chars
@@ -408,8 +415,10 @@ class TraceRecorder(Middleware):
         trace.run.update(status="ok", finished=time.time(), output=clipped(answer, 4_000))
         trace.batch.runs.append(trace.run)
         self._flush_soon(ctx, trace)
-        if len(self._writes) > MAX_PENDING_WRITES and self._tail is not None:
-            await asyncio.wait([self._tail])  # the store is behind: wait rather than pile up
+        if self._tail is not None and (
+            not self.background or len(self._writes) > MAX_PENDING_WRITES
+        ):
+            await asyncio.wait([self._tail])  # asked to, or the store is behind: no pile-up
 
     def _flush_soon(self, turn: TurnContext, trace: _RunTrace) -> None:
         """Write what the batch holds in the background, after every earlier write of this
