@@ -42,6 +42,7 @@ import asyncio
 import dataclasses
 import json
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from plait.errors import PlaitError, clipped
@@ -472,7 +473,7 @@ def _response_data(response: ModelResponse, model: Any, max_chars: int) -> dict[
     }
 
 
-def next_answer(messages: list[Message]) -> str:
+def next_answer(messages: Sequence[Message]) -> str:
     """The text of the last assistant message of ``messages`` (``""`` if none)."""
     for message in reversed(messages):
         if isinstance(message, AssistantMessage):

@@ -23,6 +23,7 @@ import hashlib
 import json
 import operator
 from collections import OrderedDict
+from collections.abc import Sequence
 
 from plait.errors import PlaitError
 from plait.messages import (
@@ -106,7 +107,7 @@ class TurnMessages:
     * ``seen``: every other message object keyed in this turn, by ``id()``.
     """
 
-    history: list[Message] = dataclasses.field(default_factory=list)
+    history: Sequence[Message] = dataclasses.field(default_factory=list)
     loaded: set[int] = dataclasses.field(default_factory=set)
     objects: list[Message] = dataclasses.field(default_factory=list)
     entries: list[Known] = dataclasses.field(default_factory=list)
@@ -123,7 +124,7 @@ class TurnMessages:
             self.history = [m for m in turn.messages if id(m) not in fresh]
         self.loaded = set(map(id, self.history))
 
-    def leading(self, messages: list[Message], stored: dict[str, Known]) -> list[Known]:
+    def leading(self, messages: Sequence[Message], stored: dict[str, Known]) -> list[Known]:
         """The keys of the longest leading run of ``messages`` known without looking at them:
         the same objects as this turn's previous request, or, for the turn's first request, the
         same objects as the history whose ids were keyed in an earlier turn as loaded."""
@@ -190,7 +191,7 @@ class RequestDeltas:
         self,
         batch: TraceBatch,
         turn_messages: TurnMessages,
-        messages: list[Message],
+        messages: Sequence[Message],
         entries: list[Known],
         old_set: set[str],
         turn: TurnContext,
