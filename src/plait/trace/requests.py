@@ -101,14 +101,15 @@ def persistable(message: Message, turn: TurnContext) -> bool:
 class TurnMessages:
     """What one turn has keyed so far, so each request costs O(what changed):
 
-    * ``history``: the messages the turn loaded from the thread store (taken by :meth:`start`
-      before any request; the objects are kept, so no ``id()`` is reused while the turn runs);
+    * ``history``: the messages the turn loaded from the thread store, in order (taken by
+      :meth:`start` before any request; a request message is "as loaded" when it is the history's
+      object at the same position);
     * ``objects``/``entries``: the previous request of this turn and the key of each message;
-    * ``seen``: every other message object keyed in this turn, by ``id()``.
+    * ``seen``: every other message object keyed in this turn, by ``id()`` (the objects are
+      kept, so no ``id()`` is reused while the turn runs).
     """
 
     history: Sequence[Message] = dataclasses.field(default_factory=list)
-    loaded: set[int] = dataclasses.field(default_factory=set)
     objects: list[Message] = dataclasses.field(default_factory=list)
     entries: list[Known] = dataclasses.field(default_factory=list)
     seen: dict[int, tuple[Message, Known]] = dataclasses.field(default_factory=dict)
@@ -122,7 +123,6 @@ class TurnMessages:
         else:  # middleware moved things around: find the input by identity
             fresh = {id(m) for m in turn.input}
             self.history = [m for m in turn.messages if id(m) not in fresh]
-        self.loaded = set(map(id, self.history))
 
     def leading(self, messages: Sequence[Message], stored: dict[str, Known]) -> list[Known]:
         """The keys of the longest leading run of ``messages`` known without looking at them:
@@ -152,6 +152,7 @@ class RequestDeltas:
         self._known: OrderedDict[str, dict[str, Known]] = OrderedDict()
         self._stored: dict[str, dict[str, Known]] = {}
         self._blobs: OrderedDict[str, None] = OrderedDict()
+        self._prompt_cache: tuple[tuple[object, ...], list[str]] | None = None
 
     async def record(
         self,
@@ -203,14 +204,16 @@ class RequestDeltas:
         if known is None:
             known = self._known[thread] = {}
         stored = self._stored[thread]
-        seen, loaded = turn_messages.seen, turn_messages.loaded
+        seen, history = turn_messages.seen, turn_messages.history
         ephemeral = {id(m) for m in turn.ephemeral}
-        for message in messages[len(entries) :]:
+        for index in range(len(entries), len(messages)):
+            message = messages[index]
             same = seen.get(id(message))
             if same is not None and same[0] is message:
                 entries.append(same[1])
                 continue
-            from_store = id(message) in loaded
+            # As loaded from the thread store: the history's object, at its place.
+            from_store = index < len(history) and history[index] is message
             entry = stored.get(message.id) if from_store else None
             if entry is None:
                 shape = signature(message)
@@ -230,7 +233,19 @@ class RequestDeltas:
             entries.append(entry)
 
     def _prompts(self, batch: TraceBatch, request: ModelRequest, turn: TurnContext) -> list[str]:
-        """Hash the system prompt, the tool list and the base prompt; queue unseen ones."""
+        """Hash the system prompt, the tool list and the base prompt; queue unseen ones. The
+        last request's hashes are reused while its prompts and tool objects are the same."""
+        system = request.system_prompt
+        shape = (system, turn.system_prompt, tuple(request.tools))
+        if self._prompt_cache is not None and self._prompt_cache[0] == shape:
+            return self._prompt_cache[1]
+        hashes = self._hash_prompts(batch, request, turn)
+        self._prompt_cache = (shape, hashes)
+        return hashes
+
+    def _hash_prompts(
+        self, batch: TraceBatch, request: ModelRequest, turn: TurnContext
+    ) -> list[str]:
         system = request.system_prompt
         tools = json.dumps(
             [
