@@ -22,8 +22,9 @@ What it records, per turn (one *run*):
 
 Requests are turned into deltas by :class:`~plait.trace.requests.RequestDeltas`. A turn's rows
 are written in one transaction when it ends, however it ends, plus every :data:`FLUSH_EVERY`
-model calls of a long turn. Writes run in the background, one after another in order: the turn
-does not wait for its trace (unless more than :data:`MAX_PENDING_WRITES` are behind).
+model calls of a long turn. One background writer writes them in order; batches queued while a
+write is under way are merged into the next transaction, so a busy agent pays fewer commits. The
+turn does not wait for its trace (unless more than :data:`MAX_PENDING_WRITES` are queued).
 :meth:`TraceRecorder.drain` waits until everything recorded so far is written, and
 :meth:`TraceRecorder.aclose` drains before closing the store, so no finished or failed turn's
 trace is lost on a clean shutdown.
@@ -105,9 +106,9 @@ FLUSH_EVERY = 16
 calls also writes what it holds (in the background) every this many calls, so it shows while it
 runs and memory stays bounded."""
 
-MAX_PENDING_WRITES = 8
-"""When more writes than this are still in flight at the end of a turn, the turn waits for
-them (the store is slower than the agent; memory stays bounded)."""
+MAX_PENDING_WRITES = 64
+"""When more batches than this are queued at the end of a turn, the turn waits for the writer
+(the store is slower than the agent; memory stays bounded)."""
 
 _FIELD_CHARS = 500
 _FIELD_ITEMS = 50
@@ -177,8 +178,8 @@ class TraceRecorder(Middleware):
         self.max_output_chars = max_output_chars
         self.preview_chars = preview_chars
         self._deltas = RequestDeltas(store)
-        self._writes: set[asyncio.Future[None]] = set()
-        self._tail: asyncio.Future[None] | None = None
+        self._queue: list[tuple[TurnContext, _RunTrace, TraceBatch]] = []
+        self._writer: asyncio.Future[None] | None = None
         self._unreported: PlaitError | None = None
         self.write_error: PlaitError | None = None
         """The last error writing the trace (``None`` if every write succeeded)."""
@@ -194,8 +195,8 @@ class TraceRecorder(Middleware):
     async def drain(self) -> None:
         """Wait up to :data:`CLOSE_TIMEOUT` seconds for the writes still in flight (a failed or
         cancelled turn's trace is written in the background: the turn cannot wait for it)."""
-        if self._writes:
-            await asyncio.wait(set(self._writes), timeout=CLOSE_TIMEOUT)
+        if self._writer is not None and not self._writer.done():
+            await asyncio.wait([self._writer], timeout=CLOSE_TIMEOUT)
 
     def _trace(self, ctx: TurnContext) -> _RunTrace | None:
         found = ctx.scratch.get(self)
@@ -416,42 +417,43 @@ class TraceRecorder(Middleware):
         trace.run.update(status="ok", finished=time.time(), output=clipped(answer, 4_000))
         trace.batch.runs.append(trace.run)
         self._flush_soon(ctx, trace)
-        if self._tail is not None and (
-            not self.background or len(self._writes) > MAX_PENDING_WRITES
-        ):
-            await asyncio.wait([self._tail])  # asked to, or the store is behind: no pile-up
+        if not self.background or len(self._queue) > MAX_PENDING_WRITES:
+            await self.drain()  # asked to, or the store is behind: no pile-up
 
     def _flush_soon(self, turn: TurnContext, trace: _RunTrace) -> None:
-        """Write what the batch holds in the background, after every earlier write of this
-        recorder (so rows land in order; :meth:`drain` and :meth:`aclose` wait for them)."""
+        """Queue what the batch holds for the background writer (started if idle); rows land in
+        the order they were queued (:meth:`drain` and :meth:`aclose` wait for them)."""
         batch, trace.batch = trace.batch, TraceBatch()
         if not batch:
             return
-        write = asyncio.ensure_future(self._write(turn, trace, self._tail, batch))
-        self._tail = write
-        self._writes.add(write)
-        write.add_done_callback(self._writes.discard)
+        self._queue.append((turn, trace, batch))
+        if self._writer is None or self._writer.done():
+            self._writer = asyncio.ensure_future(self._write_queued())
 
-    async def _write(
-        self,
-        turn: TurnContext,
-        trace: _RunTrace,
-        after: asyncio.Future[None] | None,
-        batch: TraceBatch,
-    ) -> None:
-        if after is not None:
-            await asyncio.wait([after])  # its failure was reported by its own task
-        try:
-            await self.store.write(batch)
-        except PlaitError as exc:
-            self.write_error = exc
-            if trace.failed:
-                return
-            trace.failed = True
-            if trace.ended:  # the turn is over: its successor reports it
-                self._unreported = exc
-            else:
-                turn.emit(ErrorOccurred(error=exc, where="trace"))
+    async def _write_queued(self) -> None:
+        """Write the queue until it is empty, everything queued so far in one transaction."""
+        while self._queue:
+            queued, self._queue = self._queue, []
+            merged = TraceBatch()
+            for _, _, batch in queued:
+                merged.extend(batch)
+            try:
+                await self.store.write(merged)
+            except PlaitError as exc:
+                self.write_error = exc
+                for turn, trace, _ in queued:
+                    self._report(turn, trace, exc)
+
+    def _report(self, turn: TurnContext, trace: _RunTrace, error: PlaitError) -> None:
+        """One ``ErrorOccurred(where="trace")`` per turn: by the turn while it runs, else by the
+        next turn."""
+        if trace.failed:
+            return
+        trace.failed = True
+        if trace.ended:
+            self._unreported = error
+        else:
+            turn.emit(ErrorOccurred(error=error, where="trace"))
 
 
 def _response_data(response: ModelResponse, model: Any, max_chars: int) -> dict[str, Any]:

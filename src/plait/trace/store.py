@@ -111,6 +111,14 @@ class TraceBatch:
     def __bool__(self) -> bool:
         return bool(self.runs or self.spans or self.requests or self.messages or self.blobs)
 
+    def extend(self, later: TraceBatch) -> None:
+        """Append ``later``'s rows after this batch's (one transaction for both)."""
+        self.runs += later.runs
+        self.spans += later.spans
+        self.requests += later.requests
+        self.messages += later.messages
+        self.blobs.update(later.blobs)
+
 
 class TraceStore(Protocol):
     """Where a :class:`~plait.trace.TraceRecorder` writes and the page reads (SQLite, Postgres).
