@@ -4,7 +4,7 @@ path, which must give every backend either a working path or a typed ``BackendEr
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import pytest
@@ -48,13 +48,14 @@ async def test_unicode_paths_round_trip_and_list(backend: Backend) -> None:
 
 async def test_a_lone_surrogate_in_a_path_works_or_is_a_backend_error(backend: Backend) -> None:
     path = "s/\udc80name"
-    for action in (
+    actions: list[Callable[[], Awaitable[object]]] = [
         lambda: backend.write(path, "v"),
         lambda: backend.read(path),
         lambda: backend.exists(path),
         lambda: backend.delete(path),
         lambda: backend.ls("s/\udc80"),
-    ):
+    ]
+    for action in actions:
         # Typed, or it worked; anything else (a driver's UnicodeEncodeError) fails the test.
         with contextlib.suppress(BackendError, FileNotFoundError):
             await action()

@@ -9,6 +9,7 @@ from plait import (
     Agent,
     DispatchContext,
     FunctionModel,
+    Message,
     Middleware,
     ModelRequest,
     ModelResponse,
@@ -40,7 +41,7 @@ def lookup(key: str, limit: int = 5) -> str:
     return f"value of {key}"
 
 
-def results(result_messages: list[object]) -> dict[str, ToolMessage]:
+def results(result_messages: list[Message]) -> dict[str, ToolMessage]:
     return {m.tool_call_id: m for m in result_messages if isinstance(m, ToolMessage)}
 
 

@@ -64,6 +64,9 @@ class JitteryStore:
     async def delete(self, thread_id: str) -> bool:
         return await self.inner.delete(thread_id)
 
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
 
 def build_agent(store: ThreadStore, rng: random.Random) -> Agent:
     @tool

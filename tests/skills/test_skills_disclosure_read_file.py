@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from plait import Agent, ScriptedModel, ToolCall, ToolMessage, tool
+from plait import Agent, Message, ScriptedModel, ToolCall, ToolMessage, tool
 from plait.paths import PathEscapeError
 from plait.skills import (
     FilesystemSource,
@@ -21,6 +22,12 @@ from plait.skills.disclosure.read_file import read_skill_file
 from plait.skills.disclosure.snapshot import SkillSnapshot, take_snapshot
 
 HEAD = "---\nname: big\ndescription: A very long skill.\n---\n"
+
+
+def tool_data(message: Message) -> Any:
+    """The data of a tool result, failing the test if ``message`` is not one."""
+    assert isinstance(message, ToolMessage), message
+    return message.data
 
 
 def write_skill(root: Path, folder: str, text: str, files: dict[str, bytes] | None = None) -> Path:
@@ -54,7 +61,7 @@ async def test_read_of_a_5000_line_skill_md_returns_all_of_it(tmp_path: Path) ->
     assert message.data == text  # every one of the 5,000 lines, frontmatter included
     assert message.data.count("\n") == 5004
     stored = await agent.store.load("t")
-    assert stored.messages[2].data == text
+    assert tool_data(stored.messages[2]) == text
 
 
 async def test_file_over_max_chars_is_paged_and_the_cut_is_announced() -> None:
@@ -159,5 +166,5 @@ async def test_agent_with_its_own_read_file_keeps_it_and_its_reads_disclose_tool
     result = await Agent(model, tools=[read_file], middleware=[skills]).run("go")
     assert [t.name for t in model.requests[0].tools] == ["read_file"]
     assert model.requests[0].tools[0].description == "The agent's own file reader."
-    assert result.new_messages[2].data == "agent read /skills/crm/SKILL.md"
+    assert tool_data(result.new_messages[2]) == "agent read /skills/crm/SKILL.md"
     assert [t.name for t in model.requests[1].tools] == ["read_file", "crm_create"]
