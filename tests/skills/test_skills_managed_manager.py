@@ -276,18 +276,20 @@ async def test_a_skill_removed_from_its_source_fails_refresh_and_stays_loaded() 
 
 
 async def test_mutations_are_serialised_by_one_lock() -> None:
-    gate_open = asyncio.Event()
+    gate_open, first_in = asyncio.Event(), asyncio.Event()
     entered: list[str] = []
 
     async def slow(entry: SkillEntry) -> Sequence[Tool]:
         entered.append(entry.name)
+        first_in.set()
         await gate_open.wait()
         return [pdf_extract]
 
     m = await make(skill_tools=slow)
     first = asyncio.create_task(m.load("pdf"))
     second = asyncio.create_task(m.load("pdf"))
-    await asyncio.sleep(0.01)
+    await first_in.wait()
+    await asyncio.sleep(0)  # let the second load run up to the lock
     assert entered == ["pdf"]  # the second load waits for the lock
     gate_open.set()
     results = await asyncio.gather(first, second, return_exceptions=True)
