@@ -241,7 +241,8 @@ class TraceRecorder(Middleware):
             error=_field(error),
             finished=time.time(),
         )
-        trace.batch.runs.append(trace.run)
+        if not trace.batch.runs:  # a batch holds at most this run (its current state)
+            trace.batch.runs.append(trace.run)
         self._flush_soon(ctx, trace)
 
     def _action(self, trace: _RunTrace, event: Event) -> None:
@@ -415,7 +416,8 @@ class TraceRecorder(Middleware):
             return
         answer = next_answer(ctx.messages)
         trace.run.update(status="ok", finished=time.time(), output=clipped(answer, 4_000))
-        trace.batch.runs.append(trace.run)
+        if not trace.batch.runs:
+            trace.batch.runs.append(trace.run)
         self._flush_soon(ctx, trace)
         if not self.background or len(self._queue) > MAX_PENDING_WRITES:
             await self.drain()  # asked to, or the store is behind: no pile-up
