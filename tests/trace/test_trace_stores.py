@@ -211,3 +211,14 @@ async def test_the_page_api_answers_the_same_from_sqlite_and_postgres(tmp_path: 
         assert answers[0] == answers[1]
         await pg.aclose()
         await lite.aclose()
+
+
+async def test_the_page_api_says_what_to_do_when_the_store_cannot_be_read() -> None:
+    async with fresh_schema(postgres_url()) as schema:
+        store = PostgresTraceStore(postgres_url(), schema=schema)  # setup() never ran
+        transport = httpx.ASGITransport(app=create_app(store))
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+            response = await client.get("/api/runs")
+        assert response.status_code == 503
+        assert "plait db upgrade" in response.json()["error"]
+        await store.aclose()
