@@ -20,7 +20,12 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
 
 from plait.messages import Message
 from plait.models.base import ModelRequest, ModelResponse
-from plait.telemetry.content import input_messages, output_messages, system_instructions
+from plait.telemetry.content import (
+    JsonMemo,
+    input_messages,
+    output_messages,
+    system_instructions,
+)
 from plait.telemetry.semconv import (
     DURATION_BUCKETS,
     TOKEN_BUCKETS,
@@ -40,6 +45,7 @@ class ContentCursor:
     seen: set[str] = field(default_factory=set)
     system_prompt: str | None = None
     previous: list[Message] | None = None
+    memo: JsonMemo = field(default_factory=JsonMemo)
 
     def new_messages(self, messages: list[Message]) -> list[Message]:
         """The messages of ``messages`` not recorded before, in order; marks them recorded.
@@ -94,6 +100,7 @@ class ChatCall:
     metric: _MetricShape
     start: float
     streaming: bool = False
+    cursor: ContentCursor | None = None
 
 
 @dataclass(slots=True)
@@ -224,8 +231,9 @@ class Instruments:
         name, attributes, metric = self._shape(request, model, conversation_id, provider, streaming)
         span = self.tracer.start_span(name, kind=SpanKind.CLIENT, attributes=attributes)
         if self.capture_content and span.is_recording():
-            self._record_input(span, request, cursor or ContentCursor())
-        return ChatCall(span, metric, time.perf_counter(), streaming)
+            cursor = cursor or ContentCursor()
+            self._record_input(span, request, cursor)
+        return ChatCall(span, metric, time.perf_counter(), streaming, cursor)
 
     def finish_chat(
         self,
@@ -243,7 +251,7 @@ class Instruments:
             if first_chunk is not None and span.is_recording():
                 span.set_attribute("gen_ai.response.time_to_first_chunk", first_chunk)
         elif response is not None and span.is_recording():
-            self._record_output(span, response, first_chunk)
+            self._record_output(span, response, first_chunk, chat.cursor)
         span.end()
         if self.duration is not None:
             self._record_metrics(chat, error, response, first_chunk)
@@ -257,29 +265,21 @@ class Instruments:
         conversation_id: str | None = None,
         cursor: ContentCursor | None = None,
         provider: str | None = None,
-        dispatch: Any = None,
     ) -> ModelResponse:
-        """``call(request)`` inside a ``chat`` span made current for the call (see
-        :meth:`start_chat`), then the metrics. ``dispatch`` (a ``DispatchContext``), when given,
-        says whether the turn streams and when the first chunk came."""
-        streaming = dispatch is not None and dispatch.turn.streaming
+        """``call(request)`` (not streamed) inside a ``chat`` span made current for the call
+        (see :meth:`start_chat`), then the metrics."""
         chat = self.start_chat(
-            request,
-            model,
-            conversation_id=conversation_id,
-            cursor=cursor,
-            provider=provider,
-            streaming=streaming,
+            request, model, conversation_id=conversation_id, cursor=cursor, provider=provider
         )
         token = otel_context.attach(trace.set_span_in_context(chat.span))
         try:
             response = await call(request)
         except BaseException as exc:
             otel_context.detach(token)
-            self.finish_chat(chat, error=exc, first_chunk_at=_first_chunk(dispatch, streaming))
+            self.finish_chat(chat, error=exc)
             raise
         otel_context.detach(token)
-        self.finish_chat(chat, response, first_chunk_at=_first_chunk(dispatch, streaming))
+        self.finish_chat(chat, response)
         return response
 
     def _record_input(self, span: Span, request: ModelRequest, cursor: ContentCursor) -> None:
@@ -292,11 +292,15 @@ class Instruments:
         span.set_attribute("plait.request.messages", len(request.messages))
         span.set_attribute(
             "gen_ai.input.messages",
-            input_messages(cursor.new_messages(request.messages), self.max_chars),
+            input_messages(cursor.new_messages(request.messages), self.max_chars, cursor.memo),
         )
 
     def _record_output(
-        self, span: Span, response: ModelResponse, first_chunk: float | None
+        self,
+        span: Span,
+        response: ModelResponse,
+        first_chunk: float | None,
+        cursor: ContentCursor | None,
     ) -> None:
         attributes: dict[str, Any] = usage_attributes(response.usage)
         attributes["gen_ai.response.finish_reasons"] = (response.finish_reason,)
@@ -309,7 +313,8 @@ class Instruments:
         if first_chunk is not None:
             attributes["gen_ai.response.time_to_first_chunk"] = first_chunk
         if self.capture_content:
-            attributes["gen_ai.output.messages"] = output_messages(response, self.max_chars)
+            memo = cursor.memo if cursor is not None else None
+            attributes["gen_ai.output.messages"] = output_messages(response, self.max_chars, memo)
         span.set_attributes(attributes)
 
     def _record_metrics(
@@ -333,7 +338,3 @@ class Instruments:
         if usage is not None and (usage.input_tokens or usage.output_tokens):
             self.token_usage.record(usage.input_tokens, input_set)
             self.token_usage.record(usage.output_tokens, output_set)
-
-
-def _first_chunk(dispatch: Any, streaming: bool) -> float | None:
-    return dispatch.first_chunk_at if streaming else None
