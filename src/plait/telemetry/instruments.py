@@ -283,17 +283,17 @@ class Instruments:
         return response
 
     def _record_input(self, span: Span, request: ModelRequest, cursor: ContentCursor) -> None:
+        attributes: dict[str, Any] = {}
         if request.system_prompt and request.system_prompt != cursor.system_prompt:
             cursor.system_prompt = request.system_prompt
-            span.set_attribute(
-                "gen_ai.system_instructions",
-                system_instructions(request.system_prompt, self.max_chars),
+            attributes["gen_ai.system_instructions"] = system_instructions(
+                request.system_prompt, self.max_chars
             )
-        span.set_attribute("plait.request.messages", len(request.messages))
-        span.set_attribute(
-            "gen_ai.input.messages",
-            input_messages(cursor.new_messages(request.messages), self.max_chars, cursor.memo),
+        attributes["plait.request.messages"] = len(request.messages)
+        attributes["gen_ai.input.messages"] = input_messages(
+            cursor.new_messages(request.messages), self.max_chars, cursor.memo
         )
+        span.set_attributes(attributes)
 
     def _record_output(
         self,

@@ -273,30 +273,31 @@ class GenAITelemetry(Middleware):
                 "gen_ai.tool.type": "function",
             },
         )
-        capture = instruments.capture_content and span.is_recording()
-        if capture:
-            span.set_attribute(
-                "gen_ai.tool.call.arguments",
-                turn.cursor.memo.text(call.id, call.args, instruments.max_chars),
-            )
+        capture = instruments.capture_content
+        memo = turn.cursor.memo
         token = otel_context.attach(trace.set_span_in_context(span))
         try:
             result = await call_next(call)
         except BaseException as exc:
             otel_context.detach(token)
+            if capture and span.is_recording():
+                arguments = memo.text(call.id, call.args, instruments.max_chars)
+                span.set_attribute("gen_ai.tool.call.arguments", arguments)
             fail(span, exc)
             span.end()
             raise
         otel_context.detach(token)
         if (result.is_error or capture) and span.is_recording():
-            if result.is_error:
-                span.set_attribute("error.type", "tool_error")
-                span.set_status(trace.Status(trace.StatusCode.ERROR, "the tool returned an error"))
+            # One call into the SDK for everything the result adds.
+            attributes: dict[str, Any] = {}
             if capture:
-                span.set_attribute(
-                    "gen_ai.tool.call.result",
-                    turn.cursor.memo.text(call.id, result.data, instruments.max_chars),
-                )
+                max_chars = instruments.max_chars
+                attributes["gen_ai.tool.call.arguments"] = memo.text(call.id, call.args, max_chars)
+                attributes["gen_ai.tool.call.result"] = memo.text(call.id, result.data, max_chars)
+            if result.is_error:
+                attributes["error.type"] = "tool_error"
+                span.set_status(trace.Status(trace.StatusCode.ERROR, "the tool returned an error"))
+            span.set_attributes(attributes)
         span.end()
         return result
 
