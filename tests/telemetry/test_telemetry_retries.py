@@ -92,7 +92,7 @@ async def test_a_streamed_turn_reports_its_retries_too(
     assert (retried.type, retried.dispatch, retried.error.status) == ("model_call_retried", 0, 503)
 
 
-async def test_record_retry_serves_calls_outside_a_turn_and_is_silent_inside_one(
+async def test_record_retry_serves_calls_outside_a_turn(
     server: WireServer, model: OpenAIChatModel, otel: Otel
 ) -> None:
     server.reply("server_error.json", status=500)
@@ -104,12 +104,25 @@ async def test_record_retry_serves_calls_outside_a_turn_and_is_silent_inside_one
             await model.generate(ModelRequest(messages=[UserMessage("hi")]))
         finally:
             retry_listener.reset(token)
-    assert [e.name for e in otel.one("my call").events] == []  # a listener set: the turn's way
+    [event] = otel.one("my call").events
+    assert event.name == "plait.provider_retry"
+    assert dict(event.attributes or {})["plait.status"] == 500
+    record_retry(RetryNotice(ProviderError("x", provider="x", status=529), 0.5, 1, 2))
+    assert trace.get_current_span().is_recording() is False  # no span: nothing recorded
 
+
+async def test_record_retry_wired_as_on_retry_does_not_double_a_turns_retries(
+    server: WireServer, otel: Otel
+) -> None:
+    async def no_wait(seconds: float) -> None:
+        return None
+
+    backoff = Backoff(base_delay=0.25, jitter=0.0, sleep=no_wait, on_retry=record_retry)
+    model = OpenAIChatModel(
+        "gpt-4.1-mini", api_key="sk-test", base_url=server.url + "/v1", backoff=backoff
+    )
     server.reply("server_error.json", status=500)
     server.reply("text.json")
-    with tracer.start_as_current_span("direct"):
-        record_retry(RetryNotice(ProviderError("busy", provider="x", status=529), 0.5, 1, 2))
-    [event] = otel.one("direct").events
-    assert dict(event.attributes or {})["plait.status"] == 529
-    assert trace.get_current_span().is_recording() is False
+    await Agent(model, middleware=[otel.telemetry()]).run("hi")
+    await model.aclose()
+    assert [e.name for e in otel.one("chat ").events] == ["plait.provider_retry"]

@@ -51,9 +51,10 @@ def retry_attributes(notice: RetryFacts) -> dict[str, Any]:
 
 def record_retry(notice: RetryFacts) -> None:
     """Add ``plait.provider_retry`` (see :func:`retry_attributes`) to the current span. Nothing
-    happens when no span records, nor inside an agent turn (the turn reports the retry itself,
-    so wiring both never records a retry twice)."""
-    if retry_listener.get() is not None:
+    happens when no span records, nor, as a backoff's ``on_retry``, inside an agent turn (the
+    turn reports the retry itself, so wiring both never records a retry twice)."""
+    listener = retry_listener.get()
+    if listener is not None and listener is not record_retry:
         return
     span = trace.get_current_span()
     if span.is_recording():
