@@ -227,10 +227,10 @@ class Turn:
             emit=self.emit,
             streaming=self.streaming,
         )
-        _report_retries(ctx)
         self.emit(TurnStarted(thread_id=self.thread_id, input=self.input))
         for event in self._input_events:
             self.emit(event)
+        _report_retries(ctx)  # last: from here on, the turn's finalizers run however it ends
         return ctx
 
     async def _dispatch_loop(self, ctx: TurnContext) -> str:
