@@ -343,6 +343,49 @@ def test_without_the_api_installed_the_import_says_which_extra_to_install() -> N
     assert "pip install 'plait[otel]'" in done.stdout
 
 
+SDK_SET_LATER = """
+import asyncio
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from plait import Agent, Middleware, ScriptedModel
+from plait.telemetry import GenAITelemetry
+
+telemetry = GenAITelemetry()
+skipped = []
+
+class Look(Middleware):
+    async def wrap_model_call(self, request, ctx, call_next):
+        skipped.append(telemetry in ctx.turn.skip_wraps)
+        return await call_next(request)
+
+agent = Agent(ScriptedModel(["one", "two"]), middleware=[telemetry, Look()])
+asyncio.run(agent.run("before"))
+exporter = InMemorySpanExporter()
+provider = TracerProvider()
+provider.add_span_processor(SimpleSpanProcessor(exporter))
+trace.set_tracer_provider(provider)
+asyncio.run(agent.run("after"))
+print(skipped, sorted(s.name for s in exporter.get_finished_spans()))
+"""
+
+
+def test_an_sdk_set_after_the_agent_was_built_is_used_from_the_next_turn() -> None:
+    import subprocess
+    import sys
+
+    # The API lets a process set its global provider once: a process of its own.
+    done = subprocess.run(
+        [sys.executable, "-c", SDK_SET_LATER],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert done.stdout.strip() == "[True, False] ['chat scripted', 'invoke_agent plait']"
+
+
 def test_a_content_bound_below_one_is_a_configuration_error() -> None:
     with pytest.raises(ConfigurationError, match="max_content_chars"):
         GenAITelemetry(max_content_chars=0)
