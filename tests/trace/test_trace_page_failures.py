@@ -1,6 +1,7 @@
 """The trace page in a real headless Chromium over runs that went wrong: a model call with
-provider retries (waterfall badge, model-call panel), a run that failed outside any model call
-(a limit) and a cancelled run, each shown with its error."""
+provider retries (the official ``openai`` SDK against a local wire server answering 500 and 429
+first: waterfall badge, model-call panel), a run that failed outside any model call (a limit)
+and a cancelled run, each shown with its error."""
 
 from __future__ import annotations
 
@@ -9,18 +10,17 @@ import os
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import uvicorn
 from trace_page import Browser, Served
+from wire_server import WireServer
 
 from plait import Agent, Limits, ScriptedModel, ToolCall
-from plait.errors import LimitExceeded, ProviderError
-from plait.middleware.base import Middleware, ModelHandler
-from plait.middleware.context import DispatchContext, Event
-from plait.models.base import ModelRequest, ModelResponse
+from plait.errors import LimitExceeded
+from plait.models.openai import OpenAIChatModel
+from plait.models.retrying import Backoff
 from plait.tools import tool
 from plait.trace import SQLiteTraceStore, TraceRecorder, create_app
 from plait.trace.server import free_port
@@ -34,40 +34,29 @@ def echo(text: str) -> str:
     return text
 
 
-@dataclass(slots=True, kw_only=True)
-class ProviderRetried(Event):
-    """Shaped as the runtime's provider-retry event (``model_call_retried``)."""
-
-    dispatch: int
-    error: ProviderError
-    delay: float
-    retry: int
-    max_retries: int
-    type: str = "model_call_retried"
+FIXTURES = Path(__file__).parents[1] / "models" / "fixtures" / "openai"
 
 
-class Flaky(Middleware):
-    """Inside the recorded model call, report two provider retries before the answer, as a
-    provider adapter does while it backs off."""
-
-    async def wrap_model_call(
-        self, request: ModelRequest, ctx: DispatchContext, call_next: ModelHandler
-    ) -> ModelResponse:
-        for n in (1, 2):
-            error = ProviderError(f"overloaded ({n})", provider="test", status=529)
-            ctx.turn.emit(
-                ProviderRetried(
-                    dispatch=ctx.index, error=error, delay=0.25 * n, retry=n, max_retries=3
-                )
-            )
-        return await call_next(request)
+async def _no_wait(seconds: float) -> None:
+    return None
 
 
 def _record(path: Path) -> None:
     async def main() -> None:
         recorder = TraceRecorder(SQLiteTraceStore(path), agent="failures")
-        flaky = Agent(ScriptedModel(["after retries"]), middleware=[recorder, Flaky()])
-        await flaky.run("flaky provider", thread_id="retries")
+        with WireServer(FIXTURES) as server:
+            server.reply("server_error.json", status=500)
+            server.reply("rate_limit.json", status=429, headers={"retry-after": "0"})
+            server.reply("text.json")
+            model = OpenAIChatModel(
+                "gpt-4.1-mini",
+                api_key="sk-test",
+                base_url=server.url + "/v1",
+                backoff=Backoff(base_delay=0.25, jitter=0.0, sleep=_no_wait),
+                max_retries=3,
+            )
+            await Agent(model, middleware=[recorder]).run("flaky provider", thread_id="retries")
+            await model.aclose()
         limited = Agent(
             ScriptedModel([ToolCall("c1", "echo", {"text": "a"})]),
             tools=[echo],
@@ -156,8 +145,9 @@ def test_provider_retries_show_on_the_waterfall_and_the_model_call(
     rows = page.page.locator("#call-retries .retry-row").all()
     cells = [r.locator("td").all_inner_texts() for r in rows]
     assert [c[0] for c in cells] == ["1 of 3", "2 of 3"]
-    assert [c[1] for c in cells] == ["250.0 ms", "500.0 ms"]
-    assert "overloaded (1)" in cells[0][2] and "overloaded (2)" in cells[1][2]
+    assert [c[1] for c in cells] == ["250.0 ms", "0.0 ms"]  # the 429 said retry-after: 0
+    assert cells[0][2].startswith("ProviderError") and "500" in cells[0][2]
+    assert cells[1][2].startswith("ProviderError") and "429" in cells[1][2]
     _shot(page, "main", "9-retries", tmp_path)
 
 
