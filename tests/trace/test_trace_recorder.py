@@ -187,3 +187,25 @@ async def test_background_false_reports_a_failed_write_in_the_same_turn(tmp_path
     errors = [e for e in result.events if isinstance(e, ErrorOccurred) and e.where == "trace"]
     assert result.output == "fine" and len(errors) == 1
     assert errors[0].error is recorder.write_error
+
+
+async def test_reasoning_tokens_are_recorded_and_summed(tmp_path: Path) -> None:
+    from plait.messages import Usage
+
+    store = SQLiteTraceStore(tmp_path / "t.sqlite3")
+    usage = Usage(input_tokens=50, output_tokens=40, reasoning_tokens=32, requests=1)
+    model = ScriptedModel(
+        [
+            ModelResponse(tool_calls=[ToolCall("c1", "echo", {"text": "a"})], usage=usage),
+            ModelResponse(content="done", usage=usage),
+        ]
+    )
+    recorder = TraceRecorder(store)
+    await Agent(model, tools=[echo], middleware=[recorder]).run("think", thread_id="t")
+    await recorder.drain()
+    (run,) = await store.runs()
+    view = await run_view(store, run["id"])
+    assert view is not None
+    assert [d["usage"]["reasoning"] for d in view["dispatches"]] == [32, 32]
+    assert view["usage"]["reasoning"] == 64 and view["usage"]["output"] == 80
+    await recorder.aclose()

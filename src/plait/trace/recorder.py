@@ -469,6 +469,7 @@ def _response_data(response: ModelResponse, model: Any, max_chars: int) -> dict[
             "output": usage.output_tokens,
             "cache_read": usage.cache_read_tokens,
             "cache_write": usage.cache_write_tokens,
+            "reasoning": usage.reasoning_tokens,
         },
         "content": clipped(response.content, max_chars),
         "tool_calls": [

@@ -21,8 +21,9 @@ from plait.trace.store import TraceStore
 
 __all__ = ["BREAKDOWN_PARTS", "USAGE_FIELDS", "call_view", "run_view"]
 
-USAGE_FIELDS = ("input", "output", "cache_read", "cache_write")
-"""The usage figures summed from model calls up to dispatches and runs."""
+USAGE_FIELDS = ("input", "output", "cache_read", "cache_write", "reasoning")
+"""The usage figures summed from model calls up to dispatches and runs (``reasoning`` is part of
+``output``, as the provider reported it)."""
 
 BREAKDOWN_PARTS = (
     "system prompt",
