@@ -121,3 +121,35 @@ async def test_a_cancelled_turn_is_closed_as_cancelled(tmp_path: Path) -> None:
     view = await run_view(store, run["id"])
     assert view is not None and view["model_calls"] == 1
     await recorder.aclose()
+
+
+async def test_a_long_turn_shows_while_it_runs(tmp_path: Path) -> None:
+    from plait.trace.recorder import FLUSH_EVERY
+
+    store = SQLiteTraceStore(tmp_path / "t.sqlite3")
+    recorder = TraceRecorder(store)
+    seen: list[tuple[str, int]] = []
+
+    @tool
+    async def peek() -> str:
+        """Look at the trace store from inside the turn."""
+        if len(seen) == FLUSH_EVERY + 1:  # the first FLUSH_EVERY calls were queued by now
+            await recorder.drain()
+            (run,) = await store.runs()
+            found = await store.run(run["id"])
+            assert found is not None
+            seen.append((run["status"], sum(s["kind"] == "model" for s in found[1])))
+        else:
+            seen.append(("", 0))
+        return "again"
+
+    calls = FLUSH_EVERY + 3
+    script: list[object] = [ToolCall(f"c{i}", "peek", {}) for i in range(calls)] + ["done"]
+    agent = Agent(ScriptedModel(script), tools=[peek], middleware=[recorder])  # type: ignore[arg-type]
+    await agent.run("loop a while", thread_id="t")
+    await recorder.drain()
+    assert seen[FLUSH_EVERY + 1] == ("unfinished", FLUSH_EVERY)
+    (run,) = await store.runs()
+    view = await run_view(store, run["id"])
+    assert run["status"] == "ok" and view is not None and view["model_calls"] == calls + 1
+    await recorder.aclose()
