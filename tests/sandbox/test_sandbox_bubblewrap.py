@@ -145,6 +145,26 @@ async def test_a_run_reports_exit_code_output_and_sandbox(tmp_path: Path) -> Non
     assert run.output.split() == ["2", str(tmp_path)]  # pid 2 in its own PID namespace
 
 
+IO_URING_SETUP = (
+    "import ctypes, os\n"
+    "libc = ctypes.CDLL(None, use_errno=True)\n"
+    "params = ctypes.create_string_buffer(120)\n"
+    "fd = libc.syscall(425, 4, params)\n"
+    "print('refused' if fd < 0 and ctypes.get_errno() == 1 else f'ring {fd}')\n"
+)
+
+
+async def test_io_uring_is_refused_as_it_would_get_around_the_socket_filter(
+    tmp_path: Path,
+) -> None:
+    # IORING_OP_SOCKET / IORING_OP_CONNECT create and connect an AF_UNIX socket without the
+    # socket() system call, so the seccomp filter must refuse io_uring itself.
+    run = await BubblewrapSandbox().run(py(tmp_path, IO_URING_SETUP))
+    assert run.output.strip() == "refused"
+    allowed = BubblewrapSandbox(SandboxPolicy(unix_sockets="on"))
+    assert (await allowed.run(py(tmp_path, IO_URING_SETUP))).output.startswith("ring ")
+
+
 async def test_cancelling_a_run_kills_its_tree_before_the_cancellation_lands(
     tmp_path: Path,
 ) -> None:
