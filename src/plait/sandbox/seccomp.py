@@ -6,8 +6,9 @@ So, like Anthropic's sandbox-runtime, the sandbox refuses ``socket(AF_UNIX, …)
 ``socketpair`` stays allowed (asyncio's self-pipe uses it; it cannot reach anything outside).
 System calls of another ABI (i386 through ``int 0x80``, x32) are refused outright, so
 ``socketcall`` cannot get around the filter, and so are the io_uring calls (an io_uring
-``IORING_OP_SOCKET`` makes a socket without the ``socket`` system call). Built here as classic BPF, no library needed;
-x86_64 and aarch64 only (:func:`unix_socket_filter` returns None elsewhere).
+``IORING_OP_SOCKET`` makes a socket without the ``socket`` system call). Built here as
+classic BPF, no library needed; x86_64 and aarch64 only (:func:`unix_socket_filter` returns
+None elsewhere).
 """
 
 from __future__ import annotations
