@@ -221,6 +221,23 @@ async def test_open_files_and_file_size_limits_are_named(tmp_path: Path) -> None
     assert (tmp_path / "big").stat().st_size <= MIB
 
 
+BACKGROUND = (
+    "import subprocess, sys\n"
+    "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)', sys.argv[1]])\n"
+    "print('done')\n"
+)
+
+
+@pytest.mark.parametrize("make", [BubblewrapSandbox, UnsandboxedRunner])
+async def test_a_background_child_holding_the_output_pipe_does_not_make_a_run_time_out(
+    tmp_path: Path, make: Any
+) -> None:
+    marker = f"plait-background-{uuid.uuid4().hex}"
+    run = await make().run(py(tmp_path, BACKGROUND, marker, timeout=60))
+    assert (run.exit_code, run.output.strip(), run.timed_out) == (0, "done", False)
+    assert processes_with(marker) == []  # the straggler was killed with its group
+
+
 async def test_unsandboxed_is_named_and_unlimited(tmp_path: Path) -> None:
     run = await UnsandboxedRunner().run(py(tmp_path, "import os; print(os.getpid() > 2)"))
     assert (run.sandbox, run.output.strip(), run.limit) == ("unsandboxed", "True", None)

@@ -3,7 +3,9 @@
 :class:`ProcessSandbox` runs a :class:`~plait.sandbox.base.SandboxCommand` through
 ``loop.subprocess_exec`` with a protocol that keeps at most ``max_output_bytes`` (the rest is
 read and dropped, so a flood never blocks the writer). A run ends when the process has exited
-*and* its output pipe is closed, or at the deadline. Whatever ends it (deadline, cancellation,
+*and* its output pipe is closed, or at the deadline; a background child still holding the pipe
+:data:`_EOF_GRACE_SECONDS` after the exit is killed (``Launch.after_exit``) rather than waited for.
+Whatever ends it (deadline, cancellation,
 ``aclose()``), the tree is killed and the run waits - uncancellably, at most twice
 :data:`~plait.sandbox.base.KILL_GRACE_SECONDS` - until the process is reaped, then closes the
 transport itself, so no transport is left for the garbage collector after the loop is gone
@@ -202,7 +204,11 @@ class ProcessSandbox:
                 command.timeout if cap is None else min(cap, command.timeout)
             ):
                 await collector.exited.wait()
-                await collector.eof.wait()
+                if not await _wait(collector.eof, _EOF_GRACE_SECONDS):
+                    # A child left running in the background holds the pipe open: the run is
+                    # over, so kill the stragglers now instead of waiting out the deadline.
+                    launch.after_exit(pid)
+                    await collector.eof.wait()
             clean = True
         except TimeoutError:
             timed_out = True
