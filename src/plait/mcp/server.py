@@ -57,7 +57,10 @@ class McpTool(Tool):
     """A server's tool as a plait tool; calls go through the server's session."""
 
     def __init__(self, server: McpServer, remote: RemoteTool, name: str) -> None:
-        super().__init__(ToolDefinition(name, remote.description, dict(remote.input_schema)))
+        metadata = {"defer_loading": True} if server.defer else {}
+        super().__init__(
+            ToolDefinition(name, remote.description, dict(remote.input_schema), metadata)
+        )
         self.server = server
         self.remote = remote
         # The server enforces its own, precise timeout; this backstop covers a restart too.
@@ -94,6 +97,7 @@ class McpServer:
         init_timeout: float = DEFAULT_INIT_TIMEOUT,
         max_tools: int = DEFAULT_MAX_TOOLS,
         max_result_chars: int = DEFAULT_MAX_RESULT_CHARS,
+        defer: bool = False,
     ) -> None:
         _require_sdk(name)
         self.name = name
@@ -109,6 +113,9 @@ class McpServer:
             )
         self.max_tools = max_tools
         self.max_result_chars = max_result_chars
+        if not isinstance(defer, bool):
+            raise McpConfigError(f"MCP server {name!r}: defer must be true or false.")
+        self.defer = defer
         self._client: McpClient | None = None
         # Dead clients whose owner may still be closing its transport: kept (a task nobody
         # references can be garbage collected mid-run) and awaited by aclose().
