@@ -185,6 +185,18 @@ async def test_reading_a_directory_is_file_not_found(root: Path) -> None:
     assert await backend.delete("dir") is False
 
 
+async def test_a_fifo_under_the_root_is_neither_read_nor_listed(root: Path) -> None:
+    # Opening a FIFO for reading blocks until a writer comes: a read must refuse it, not hang
+    # a worker thread forever.
+    backend = LocalBackend(root)
+    await backend.write("kept.txt", "x")
+    os.mkfifo(root / "pipe")
+    with pytest.raises(FileNotFoundError, match="'pipe' is not a regular file"):
+        await backend.read("pipe")
+    assert await backend.exists("pipe") is False
+    assert await backend.ls() == ["kept.txt"]
+
+
 async def test_a_file_that_is_not_utf8_gives_a_backend_error(root: Path) -> None:
     (root / "binary").write_bytes(b"\xff\xfe\x00garbage")
     with pytest.raises(BackendError, match="not UTF-8"):

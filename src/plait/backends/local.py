@@ -2,7 +2,8 @@
 
 Every path is confined with :func:`plait.paths.confine`: ``..`` is refused before any I/O, and a
 symlink (anywhere in the path) that resolves outside the root is refused on read, write, exists,
-delete and ``ls``. Confinement guards against paths chosen by a model or a skill; it does not
+delete and ``ls``. A FIFO, socket or device under the root is never listed, and reading one is
+``FileNotFoundError`` (opening a FIFO would wait for a writer forever). Confinement guards against paths chosen by a model or a skill; it does not
 defend against another local process swapping directories for symlinks while a call runs.
 
 A write goes to a hidden temp file in the target's directory (``.plait-<hex>.tmp``), is flushed
@@ -21,6 +22,7 @@ import asyncio
 import errno
 import os
 import secrets
+import stat
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -235,10 +237,29 @@ class LocalBackend(BlockingBackend):
 
     def _read(self, key: str, offset: int, limit: int | None) -> str:
         target = self._confine(key, "read")
-        with (
-            text_read_errors(key, repr(str(self.root))),
-            open(target, encoding="utf-8", newline="") as file,
-        ):
+        where = repr(str(self.root))
+        with text_read_errors(key, where):
+            # O_NONBLOCK: opening a FIFO must not wait for a writer (a worker thread blocked
+            # forever); only a regular file is read.
+            fd = os.open(target, os.O_RDONLY | os.O_NONBLOCK)
+        try:
+            mode = os.fstat(fd).st_mode
+            if stat.S_ISREG(mode):
+                os.set_blocking(fd, True)
+        except BaseException:
+            os.close(fd)
+            raise
+        if not stat.S_ISREG(mode):
+            os.close(fd)
+            if stat.S_ISDIR(mode):
+                raise FileNotFoundError(
+                    f"{quoted(key)} is a directory under {where}, not a file; list it with ls()."
+                )
+            raise FileNotFoundError(
+                f"{quoted(key)} is not a regular file (a FIFO, socket or device) under {where}; "
+                "a backend reads only files."
+            )
+        with text_read_errors(key, where), open(fd, encoding="utf-8", newline="") as file:
             return read_text_page(file, offset, limit)
 
     def _exists(self, key: str) -> bool:
@@ -270,10 +291,20 @@ class LocalBackend(BlockingBackend):
                     continue
                 full = os.path.join(dirpath, name)
                 relative = os.path.relpath(full, base).replace(os.sep, "/")
-                if os.path.islink(full) and not self._is_confined_file(relative):
+                if not self._listable(full, relative):
                     continue
                 found.append(relative)
         return sorted(found)
+
+    def _listable(self, full: str, relative: str) -> bool:
+        """A regular file, or a symlink to one inside the root (not a FIFO, socket, device)."""
+        try:
+            mode = os.lstat(full).st_mode
+        except OSError:
+            return False  # gone since the walk saw it
+        if stat.S_ISLNK(mode):
+            return self._is_confined_file(relative)
+        return stat.S_ISREG(mode)
 
     def _is_confined_file(self, key: str) -> bool:
         try:
