@@ -3,8 +3,9 @@
 Every path is confined with :func:`plait.paths.confine`: ``..`` is refused before any I/O, and a
 symlink (anywhere in the path) that resolves outside the root is refused on read, write, exists,
 delete and ``ls``. A FIFO, socket or device under the root is never listed, and reading one is
-``FileNotFoundError`` (opening a FIFO would wait for a writer forever). Confinement guards against paths chosen by a model or a skill; it does not
-defend against another local process swapping directories for symlinks while a call runs.
+``FileNotFoundError`` (opening a FIFO would wait for a writer forever). Confinement guards
+against paths chosen by a model or a skill; it does not defend against another local process
+swapping directories for symlinks while a call runs.
 
 A write goes to a hidden temp file in the target's directory (``.plait-<hex>.tmp``), is flushed
 and fsynced, then renamed over the target with :func:`os.replace`. A reader therefore sees the
