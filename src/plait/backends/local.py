@@ -41,6 +41,7 @@ __all__ = [
     "confine_on_disk",
     "is_temp_name",
     "os_failure",
+    "read_regular_file",
     "read_text_page",
     "temp_name",
     "text_read_errors",
@@ -136,6 +137,36 @@ def read_text_page(stream: IO[str], offset: int, limit: int | None) -> str:
             return ""
         remaining -= len(skipped)
     return stream.read() if limit is None else stream.read(limit)
+
+
+def read_regular_file(
+    path: str | Path, key: str, where: str, offset: int, limit: int | None
+) -> str:
+    """A page of the UTF-8 file at ``path`` (see :func:`read_text_page`), errors as in
+    :func:`text_read_errors`. Only a regular file is read: a directory, FIFO, socket or device
+    is ``FileNotFoundError``; the file is opened non-blocking, as opening a FIFO for reading
+    would otherwise wait for a writer forever."""
+    with text_read_errors(key, where):
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISREG(mode):
+            os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        if stat.S_ISDIR(mode):
+            raise FileNotFoundError(
+                f"{quoted(key)} is a directory under {where}, not a file; list it with ls()."
+            )
+        raise FileNotFoundError(
+            f"{quoted(key)} is not a regular file (a FIFO, socket or device) under {where}; "
+            "a backend reads only files."
+        )
+    with text_read_errors(key, where), open(fd, encoding="utf-8", newline="") as file:
+        return read_text_page(file, offset, limit)
 
 
 async def _in_thread(fn: Callable[..., T], *args: Any) -> T:
@@ -238,30 +269,7 @@ class LocalBackend(BlockingBackend):
 
     def _read(self, key: str, offset: int, limit: int | None) -> str:
         target = self._confine(key, "read")
-        where = repr(str(self.root))
-        with text_read_errors(key, where):
-            # O_NONBLOCK: opening a FIFO must not wait for a writer (a worker thread blocked
-            # forever); only a regular file is read.
-            fd = os.open(target, os.O_RDONLY | os.O_NONBLOCK)
-        try:
-            mode = os.fstat(fd).st_mode
-            if stat.S_ISREG(mode):
-                os.set_blocking(fd, True)
-        except BaseException:
-            os.close(fd)
-            raise
-        if not stat.S_ISREG(mode):
-            os.close(fd)
-            if stat.S_ISDIR(mode):
-                raise FileNotFoundError(
-                    f"{quoted(key)} is a directory under {where}, not a file; list it with ls()."
-                )
-            raise FileNotFoundError(
-                f"{quoted(key)} is not a regular file (a FIFO, socket or device) under {where}; "
-                "a backend reads only files."
-            )
-        with text_read_errors(key, where), open(fd, encoding="utf-8", newline="") as file:
-            return read_text_page(file, offset, limit)
+        return read_regular_file(target, key, repr(str(self.root)), offset, limit)
 
     def _exists(self, key: str) -> bool:
         target = self._confine(key, "check")
