@@ -62,6 +62,9 @@ SLEEPER = "import os, sys, time\nif os.fork() == 0:\n    os.setsid()\ntime.sleep
         (SandboxPolicy(limits=SandboxLimits(open_files=3)), "open_files must be at least 16"),
         (SandboxPolicy(limits=SandboxLimits(processes=0)), "processes must be >= 1"),
         (SandboxPolicy(limits=SandboxLimits(wall_seconds=float("nan"))), "wall_seconds"),
+        (SandboxPolicy(limits=SandboxLimits(wall_seconds="5")), "wall_seconds"),  # type: ignore[arg-type]
+        (SandboxPolicy(limits=None), "limits must be a SandboxLimits"),  # type: ignore[arg-type]
+        (SandboxPolicy(private_tmp="no"), "private_tmp must be True or False"),  # type: ignore[arg-type]
     ],
 )
 def test_a_bad_policy_is_a_typed_error_saying_what_to_fix(
