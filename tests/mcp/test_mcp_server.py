@@ -4,6 +4,7 @@ filters, results of every content kind, timeouts, crashes and restarts."""
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
 from typing import Any
 
@@ -12,6 +13,8 @@ from mcp_server import STDIO, HttpServerProcess
 
 from plait.errors import ToolError, ToolTimeoutError
 from plait.mcp import McpConfigError, McpServer
+from plait.mcp.client import BinaryContent, CallOutcome, LinkContent
+from plait.mcp.results import plait_result
 
 
 async def _call(server: McpServer, name: str, **args: Any) -> Any:
@@ -199,3 +202,18 @@ def test_without_the_sdk_a_server_is_a_config_error_naming_the_extra(
     monkeypatch.setitem(sys.modules, "mcp", None)  # what an environment without the extra sees
     with pytest.raises(McpConfigError, match=r"pip install 'plait\[mcp\]'"):
         McpServer("s", command=STDIO)
+
+
+def test_many_links_and_images_stay_within_max_result_chars() -> None:
+    # A result of many non-text blocks (or one with a huge URI) is bounded like text is: the
+    # parts count against max_result_chars and the rest are cut with a note.
+    links = [LinkContent(f"file:///{i}", "n" * 1000) for i in range(1000)]
+    images = [BinaryContent("image", "image/png", 10, uri="u" * 100_000) for _ in range(1000)]
+    for blocks in (links, images):
+        parts = plait_result(
+            CallOutcome(content=tuple(blocks), structured=None, is_error=False),
+            tool="demo_many",
+            max_chars=5_000,
+        )
+        assert len(json.dumps(parts)) < 3 * 5_000
+        assert parts[-1]["type"] == "text" and "more content blocks cut" in parts[-1]["text"]
