@@ -217,3 +217,9 @@ def test_many_links_and_images_stay_within_max_result_chars() -> None:
         )
         assert len(json.dumps(parts)) < 3 * 5_000
         assert parts[-1]["type"] == "text" and "more content blocks cut" in parts[-1]["text"]
+
+
+async def test_a_long_tool_description_is_cut_with_a_note() -> None:
+    async with McpServer("demo", command=STDIO, allow=["echo"], max_description_chars=10) as s:
+        (echo,) = await s.list_tools()
+    assert echo.definition.description == "Return the [description cut at 10 characters]"

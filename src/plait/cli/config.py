@@ -98,6 +98,7 @@ class McpServerConfig(_Strict):
     init_timeout: PositiveFloat | None = None
     max_tools: PositiveInt | None = None
     max_result_chars: PositiveInt | None = None
+    max_description_chars: PositiveInt | None = None
     defer: bool | None = None
     """``true``: the server's tools stay out of requests until the model finds them with
     ``search_tools``."""

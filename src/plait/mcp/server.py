@@ -34,6 +34,7 @@ from plait.tools import Tool, ToolContext, ToolDefinition
 __all__ = [
     "DEFAULT_CALL_TIMEOUT",
     "DEFAULT_INIT_TIMEOUT",
+    "DEFAULT_MAX_DESCRIPTION_CHARS",
     "DEFAULT_MAX_TOOLS",
     "McpServer",
     "McpTool",
@@ -48,6 +49,10 @@ DEFAULT_INIT_TIMEOUT = 30.0
 DEFAULT_MAX_TOOLS = 500
 """Tools one server may list; a longer list is a :class:`McpConfigError` (filter it)."""
 
+DEFAULT_MAX_DESCRIPTION_CHARS = 2_000
+"""Characters of a tool's description sent to the model (a longer one is cut with a note): a
+description rides along in every request, so one server cannot fill the context with it."""
+
 _PREFIX = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,31}$")
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 _MAX_NAME = 64
@@ -58,9 +63,11 @@ class McpTool(Tool):
 
     def __init__(self, server: McpServer, remote: RemoteTool, name: str) -> None:
         metadata = {"defer_loading": True} if server.defer else {}
-        super().__init__(
-            ToolDefinition(name, remote.description, dict(remote.input_schema), metadata)
-        )
+        description = remote.description
+        limit = server.max_description_chars
+        if len(description) > limit:
+            description = f"{description[:limit]} [description cut at {limit} characters]"
+        super().__init__(ToolDefinition(name, description, dict(remote.input_schema), metadata))
         self.server = server
         self.remote = remote
         # The server enforces its own, precise timeout; this backstop covers a restart too.
@@ -76,7 +83,8 @@ class McpServer:
 
     ``env`` adds variables to a stdio server's (safe, minimal) environment; ``headers`` are sent
     to an HTTP server. ``timeout`` bounds a tool call, ``init_timeout`` a (re)start and a
-    ``tools/list``; ``max_tools`` bounds the list; ``max_result_chars`` the text of a result.
+    ``tools/list``; ``max_tools`` bounds the list; ``max_result_chars`` the text of a result;
+    ``max_description_chars`` each tool's description.
     Close it with :meth:`aclose` or ``async with``; an :class:`~plait.runtime.Agent` never closes
     servers it was given.
     """
@@ -97,6 +105,7 @@ class McpServer:
         init_timeout: float = DEFAULT_INIT_TIMEOUT,
         max_tools: int = DEFAULT_MAX_TOOLS,
         max_result_chars: int = DEFAULT_MAX_RESULT_CHARS,
+        max_description_chars: int = DEFAULT_MAX_DESCRIPTION_CHARS,
         defer: bool = False,
     ) -> None:
         _require_sdk(name)
@@ -107,10 +116,12 @@ class McpServer:
         self.block = frozenset(_names(block, "block", name))
         self.timeout = _seconds(timeout, "timeout", name)
         self.init_timeout = _seconds(init_timeout, "init_timeout", name)
-        if max_tools < 1 or max_result_chars < 1:
+        if min(max_tools, max_result_chars, max_description_chars) < 1:
             raise McpConfigError(
-                f"MCP server {name!r}: max_tools and max_result_chars must be >= 1."
+                f"MCP server {name!r}: max_tools, max_result_chars and max_description_chars "
+                "must be >= 1."
             )
+        self.max_description_chars = max_description_chars
         self.max_tools = max_tools
         self.max_result_chars = max_result_chars
         if not isinstance(defer, bool):
