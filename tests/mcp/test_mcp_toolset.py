@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from mcp_server import STDIO
+from mcp_server import NO_TOOLS, STDIO
 
 from plait import (
     Agent,
@@ -16,7 +16,7 @@ from plait import (
     TurnAborted,
     tool,
 )
-from plait.mcp import McpConfigError, McpServer, McpServerSkipped, McpToolset
+from plait.mcp import McpConfigError, McpError, McpServer, McpServerSkipped, McpToolset
 from plait.skills import MemorySource, SkillsMiddleware
 from plait.skills.managed import allow_all, create_skill_manager
 
@@ -199,3 +199,14 @@ async def test_a_deferred_server_is_found_through_search_tools() -> None:
     data = {m.tool_call_id: m.data for m in result.new_messages if isinstance(m, ToolMessage)}
     assert [t["name"] for t in data["c1"]["tools"]] == ["demo_weather"]
     assert data["c2"] == {"city": "Rome", "celsius": 21.5}
+
+
+async def test_a_server_without_tools_is_skipped_naming_it_not_an_sdk_error() -> None:
+    bare = McpServer("bare", command=NO_TOOLS)
+    model = ScriptedModel(["fine"])
+    async with McpToolset([bare]) as mcp:
+        result = await Agent(model, middleware=[mcp]).run("go")
+        with pytest.raises(McpError, match="'bare' refused tools/list \\(Method not found\\)"):
+            await bare.list_tools()
+    (skipped,) = [e for e in result.events if isinstance(e, McpServerSkipped)]
+    assert "MCP server 'bare' refused tools/list" in skipped.reason and result.output == "fine"

@@ -146,10 +146,13 @@ class McpServer:
     async def list_tools(self) -> list[McpTool]:
         """The server's tools after filtering, prefixed; cached until the server says its list
         changed or the session restarts. Raises :class:`McpConfigError` if two tools would share
-        a prefixed name or the list is longer than ``max_tools``."""
+        a prefixed name or the list is longer than ``max_tools``,
+        :class:`~plait.mcp.errors.McpConnectError` if the server cannot be started, and
+        :class:`McpError` naming the server if ``tools/list`` fails or takes longer than
+        ``init_timeout``."""
         client = self._live_client()
         if self._tools is None:
-            remote = await client.list_tools(self.max_tools)
+            remote = await self._list_remote(client)
             if len(remote) > self.max_tools:
                 raise McpConfigError(
                     f"MCP server {self.name!r} lists more than {self.max_tools} tools; keep the "
@@ -157,6 +160,27 @@ class McpServer:
                 )
             self._tools = self._wrap(remote)
         return list(self._tools)
+
+    async def _list_remote(self, client: McpClient) -> list[RemoteTool]:
+        """``tools/list``, with its failures as plait errors naming the server."""
+        try:
+            return await client.list_tools(self.max_tools)
+        except TimeoutError:
+            raise McpError(
+                f"MCP server {self.name!r} did not answer tools/list within "
+                f"{self.init_timeout:g} s; raise its init_timeout if it is slow."
+            ) from None
+        except McpError:
+            raise
+        except Exception as exc:
+            from mcp.shared.exceptions import McpError as SdkError
+
+            if isinstance(exc, SdkError):
+                raise McpError(
+                    f"MCP server {self.name!r} refused tools/list ({exc}); check that it serves "
+                    "tools, or remove it from the configuration."
+                ) from exc
+            raise
 
     async def call(self, remote_name: str, args: Mapping[str, Any], *, tool: str) -> Any:
         """Call the server's tool ``remote_name``; the plait result (see

@@ -15,12 +15,13 @@ Two ways to use the tools of a set of servers:
       create_skill_manager(sources, skill_tools=toolset.skill_tools)  # managed mode
 
 **A server that cannot be reached** (it does not start, ``initialize`` or ``tools/list`` does
-not answer within ``init_timeout``, its session ends) does not fail the turn: its tools are left
-out, an :class:`~plait.mcp.events.McpServerSkipped` event names it and the cause, and it is tried
-again on the first turn :data:`RETRY_FIRST_SECONDS` later, the wait doubling after each failure
-in a row up to :data:`RETRY_MAX_SECONDS`; a success resets it. Until then every turn skips it
-without waiting and reports it again. The same applies to :meth:`McpToolset.resolve` and
-:meth:`McpToolset.skill_tools` (a skipped server resolves no tool).
+not answer within ``init_timeout``, ``tools/list`` fails, its session ends) does not fail the
+turn: its tools are left out, an :class:`~plait.mcp.events.McpServerSkipped` event names it and
+the cause, and it is tried again on the first turn :data:`RETRY_FIRST_SECONDS` later, the wait
+doubling after each failure in a row up to :data:`RETRY_MAX_SECONDS`; a success resets it. Until
+then every turn skips it without waiting and reports it again. The same applies to
+:meth:`McpToolset.resolve` and :meth:`McpToolset.skill_tools` (a skipped server resolves no
+tool).
 
 **Deferred servers** (``McpServer(defer=True)``) register their tools without advertising them:
 the model finds them with ``search_tools`` (:class:`~plait.runtime.tool_search.ToolSearch`, which
@@ -175,9 +176,9 @@ class McpToolset(Middleware):
         if down is None or down.retry_at <= now:
             try:
                 tools = await server.list_tools()
-            except (McpError, TimeoutError, OSError) as exc:
-                if isinstance(exc, McpConfigError):
-                    raise
+            except McpConfigError:
+                raise
+            except McpError as exc:  # cannot start, tools/list failed or timed out, gone
                 down = self._failed(server, exc, down, now)
             else:
                 self._down.pop(server.name, None)
@@ -192,16 +193,10 @@ class McpToolset(Middleware):
         )
         return []
 
-    def _failed(
-        self, server: McpServer, exc: BaseException, down: _Down | None, now: float
-    ) -> _Down:
+    def _failed(self, server: McpServer, exc: McpError, down: _Down | None, now: float) -> _Down:
         failures = 1 if down is None else down.failures + 1
         wait = min(self.max_retry_seconds, self.retry_seconds * 2 ** min(failures - 1, 30))
-        if isinstance(exc, TimeoutError):
-            reason = f"tools/list did not answer within {server.init_timeout:g} s"
-        else:
-            reason = str(exc) or type(exc).__name__
-        self._down[server.name] = _Down(reason, failures, now + wait)
+        self._down[server.name] = _Down(str(exc), failures, now + wait)
         return self._down[server.name]
 
     async def aclose(self) -> None:
