@@ -32,6 +32,18 @@ async def test_a_hanging_probe_is_cut_at_its_deadline(tmp_path: Path) -> None:
     assert info.value.cause == "probe-timeout"
 
 
+async def test_a_probe_that_timed_out_is_tried_again_not_cached(tmp_path: Path) -> None:
+    # A probe cut at its deadline (a loaded machine, an NFS hiccup) says nothing lasting about
+    # this machine: caching it would disable every sandbox of the process until a restart.
+    flag = tmp_path / "slow-once"
+    bwrap = fake_bwrap(tmp_path, f"[ -e {flag} ] && exit 0; touch {flag}; exec sleep 30")
+    box = BubblewrapSandbox(bwrap=str(bwrap), probe_timeout=0.3)
+    with pytest.raises(SandboxUnavailable) as info:
+        await box.check()
+    assert info.value.cause == "probe-timeout"
+    await box.check()  # the machine answers now: the sandbox works
+
+
 async def test_the_probe_runs_once_per_command_shape(tmp_path: Path) -> None:
     count = tmp_path / "count"
     bwrap = fake_bwrap(tmp_path, f"echo probe >> {count}")
