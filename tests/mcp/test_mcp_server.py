@@ -12,7 +12,7 @@ import pytest
 from mcp_server import STDIO, HttpServerProcess
 
 from plait.errors import ToolError, ToolTimeoutError
-from plait.mcp import McpConfigError, McpServer
+from plait.mcp import McpConfigError, McpConnectError, McpServer
 from plait.mcp.client import BinaryContent, CallOutcome, LinkContent
 from plait.mcp.results import plait_result
 
@@ -223,3 +223,21 @@ async def test_a_long_tool_description_is_cut_with_a_note() -> None:
     async with McpServer("demo", command=STDIO, allow=["echo"], max_description_chars=10) as s:
         (echo,) = await s.list_tools()
     assert echo.definition.description == "Return the [description cut at 10 characters]"
+
+
+FLOOD = (
+    "import sys, time\n"
+    "sys.stdout.write('x' * 3_000_000)\n"  # one 'line' that never ends
+    "sys.stdout.flush()\n"
+    "time.sleep(60)\n"
+)
+
+
+async def test_a_line_longer_than_max_message_bytes_ends_the_session_naming_the_bound() -> None:
+    flood = McpServer(
+        "flood", command=[sys.executable, "-c", FLOOD], max_message_bytes=1_000_000, init_timeout=20
+    )
+    async with flood:
+        with pytest.raises(McpConnectError, match="longer than 1,000,000 bytes") as info:
+            await flood.list_tools()
+    assert "raise the server's max_message_bytes" in str(info.value)

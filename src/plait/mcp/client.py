@@ -1,4 +1,5 @@
-"""plait's MCP client: the one module that imports the ``mcp`` SDK (1.x).
+"""plait's MCP client: with :mod:`plait.mcp.stdio`, the only code that imports the ``mcp`` SDK
+(1.x).
 
 One asyncio task, the *owner*, runs each session from start to end: it opens the transport, runs
 ``initialize``, serves every request (each in a child task of its own task group) and closes the
@@ -26,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from plait.mcp.errors import McpConnectError, McpServerGone
+from plait.mcp.stdio import DEFAULT_MAX_MESSAGE_BYTES, open_stdio
 
 if TYPE_CHECKING:
     from mcp import ClientSession
@@ -60,12 +62,14 @@ class StdioTransport:
     """Start ``command`` (program and arguments) and speak MCP over its stdin/stdout.
 
     ``env`` is added to the SDK's safe default environment (``HOME``, ``PATH``, …), not to this
-    process's whole environment; ``cwd`` defaults to the current directory.
+    process's whole environment; ``cwd`` defaults to the current directory. A message (one line)
+    longer than ``max_message_bytes`` ends the session (see :mod:`plait.mcp.stdio`).
     """
 
     command: tuple[str, ...]
     env: Mapping[str, str] | None = None
     cwd: str | None = None
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
 
 
 @dataclass(frozen=True, slots=True)
@@ -307,16 +311,15 @@ class McpClient:
     async def _open(self, stack: contextlib.AsyncExitStack) -> tuple[Any, Any]:
         transport = self.transport
         if isinstance(transport, StdioTransport):
-            from mcp import StdioServerParameters
-            from mcp.client.stdio import stdio_client
-
-            params = StdioServerParameters(
-                command=transport.command[0],
-                args=list(transport.command[1:]),
-                env=dict(transport.env) if transport.env is not None else None,
-                cwd=transport.cwd,
+            read, write = await stack.enter_async_context(
+                open_stdio(
+                    transport.command,
+                    transport.env,
+                    transport.cwd,
+                    transport.max_message_bytes,
+                    on_too_large=lambda exc: self._stop(str(exc)),
+                )
             )
-            read, write = await stack.enter_async_context(stdio_client(params))
             return read, write
         import httpx
         from mcp.client.streamable_http import streamable_http_client

@@ -29,6 +29,7 @@ from plait.errors import ToolError, ToolTimeoutError
 from plait.mcp.client import CLOSE_TIMEOUT, HttpTransport, McpClient, RemoteTool, StdioTransport
 from plait.mcp.errors import McpConfigError, McpError
 from plait.mcp.results import DEFAULT_MAX_RESULT_CHARS, plait_result
+from plait.mcp.stdio import DEFAULT_MAX_MESSAGE_BYTES
 from plait.tools import Tool, ToolContext, ToolDefinition
 
 __all__ = [
@@ -84,7 +85,8 @@ class McpServer:
     ``env`` adds variables to a stdio server's (safe, minimal) environment; ``headers`` are sent
     to an HTTP server. ``timeout`` bounds a tool call, ``init_timeout`` a (re)start and a
     ``tools/list``; ``max_tools`` bounds the list; ``max_result_chars`` the text of a result;
-    ``max_description_chars`` each tool's description.
+    ``max_description_chars`` each tool's description; ``max_message_bytes`` one message from a
+    stdio server (a longer one ends the session; see :mod:`plait.mcp.stdio`).
     Close it with :meth:`aclose` or ``async with``; an :class:`~plait.runtime.Agent` never closes
     servers it was given.
     """
@@ -106,12 +108,15 @@ class McpServer:
         max_tools: int = DEFAULT_MAX_TOOLS,
         max_result_chars: int = DEFAULT_MAX_RESULT_CHARS,
         max_description_chars: int = DEFAULT_MAX_DESCRIPTION_CHARS,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         defer: bool = False,
     ) -> None:
         _require_sdk(name)
         self.name = name
         self.prefix = _check_prefix(name if prefix is None else prefix, name)
-        self.transport = _transport(name, command, url, env, cwd, headers)
+        if max_message_bytes < 1024:
+            raise McpConfigError(f"MCP server {name!r}: max_message_bytes must be >= 1024.")
+        self.transport = _transport(name, command, url, env, cwd, headers, max_message_bytes)
         self.allow = None if allow is None else frozenset(_names(allow, "allow", name))
         self.block = frozenset(_names(block, "block", name))
         self.timeout = _seconds(timeout, "timeout", name)
@@ -278,6 +283,7 @@ def _transport(
     env: Mapping[str, str] | None,
     cwd: str | None,
     headers: Mapping[str, str] | None,
+    max_message_bytes: int,
 ) -> StdioTransport | HttpTransport:
     if (command is None) == (url is None):
         raise McpConfigError(
@@ -291,7 +297,8 @@ def _transport(
             )
         if headers:
             raise McpConfigError(f"MCP server {name!r}: headers apply to url= servers only.")
-        return StdioTransport(tuple(command), dict(env) if env is not None else None, cwd)
+        env_copy = dict(env) if env is not None else None
+        return StdioTransport(tuple(command), env_copy, cwd, max_message_bytes)
     assert url is not None
     if not url.startswith(("http://", "https://")):
         raise McpConfigError(f"MCP server {name!r}: url must start with http:// or https://.")
