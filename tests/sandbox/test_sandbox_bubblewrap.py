@@ -74,6 +74,24 @@ def test_a_bad_policy_is_a_typed_error_saying_what_to_fix(
         BubblewrapSandbox(policy)
 
 
+@pytest.mark.parametrize("make", [BubblewrapSandbox, UnsandboxedRunner])
+@pytest.mark.parametrize(
+    ("seconds", "cap", "argv", "needle"),
+    [
+        (float("nan"), 10, ("/bin/true",), "timeout must be a finite number"),
+        (float("inf"), 10, ("/bin/true",), "timeout must be a finite number"),
+        (-1.0, 10, ("/bin/true",), "timeout must be a finite number"),
+        (5.0, 0, ("/bin/true",), "max_output_bytes must be an integer >= 1"),
+        (5.0, 10, (), "argv must be a non-empty tuple"),
+    ],
+)
+async def test_a_command_without_a_deadline_or_argv_is_refused_before_it_starts(
+    tmp_path: Path, make: Any, seconds: float, cap: int, argv: tuple[str, ...], needle: str
+) -> None:
+    with pytest.raises(SandboxPolicyInvalid, match=needle):
+        await make().run(SandboxCommand(argv, tmp_path, seconds, cap))
+
+
 def test_the_default_policy_is_the_safe_one() -> None:
     policy = SandboxPolicy()
     assert policy.network == "off" and policy.write_allow == () and policy.private_tmp
