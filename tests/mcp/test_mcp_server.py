@@ -241,3 +241,15 @@ async def test_a_line_longer_than_max_message_bytes_ends_the_session_naming_the_
         with pytest.raises(McpConnectError, match="longer than 1,000,000 bytes") as info:
             await flood.list_tools()
     assert "raise the server's max_message_bytes" in str(info.value)
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+async def test_a_result_over_max_message_bytes_fails_the_call_and_the_next_call_restarts(
+    transport: str, http_url: str
+) -> None:
+    where: dict[str, Any] = {"command": STDIO} if transport == "stdio" else {"url": http_url}
+    async with McpServer("big", **where, max_message_bytes=200_000) as server:
+        with pytest.raises(ToolError, match="longer than 200,000 bytes"):
+            await _call(server, "echo", text="x" * 300_000)
+        assert await _call(server, "echo", text="small") == "small"
+    assert server.restarts == 1

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from plait.mcp.errors import McpConnectError, McpServerGone
+from plait.mcp.http import bounded_transport
 from plait.mcp.stdio import DEFAULT_MAX_MESSAGE_BYTES, open_stdio
 
 if TYPE_CHECKING:
@@ -74,10 +75,13 @@ class StdioTransport:
 
 @dataclass(frozen=True, slots=True)
 class HttpTransport:
-    """Speak MCP over Streamable HTTP at ``url``, sending ``headers`` with every request."""
+    """Speak MCP over Streamable HTTP at ``url``, sending ``headers`` with every request. A
+    response (or one event of a stream) longer than ``max_message_bytes`` ends the session (see
+    :mod:`plait.mcp.http`)."""
 
     url: str
     headers: Mapping[str, str] = field(default_factory=dict)
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
 
 
 Transport: TypeAlias = StdioTransport | HttpTransport
@@ -325,7 +329,13 @@ class McpClient:
         from mcp.client.streamable_http import streamable_http_client
 
         http = await stack.enter_async_context(
-            httpx.AsyncClient(headers=dict(transport.headers), timeout=httpx.Timeout(30, read=300))
+            httpx.AsyncClient(
+                headers=dict(transport.headers),
+                timeout=httpx.Timeout(30, read=300),
+                transport=bounded_transport(
+                    transport.max_message_bytes, lambda exc: self._stop(str(exc))
+                ),
+            )
         )
         read, write, _ = await stack.enter_async_context(
             streamable_http_client(transport.url, http_client=http)

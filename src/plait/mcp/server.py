@@ -85,8 +85,8 @@ class McpServer:
     ``env`` adds variables to a stdio server's (safe, minimal) environment; ``headers`` are sent
     to an HTTP server. ``timeout`` bounds a tool call, ``init_timeout`` a (re)start and a
     ``tools/list``; ``max_tools`` bounds the list; ``max_result_chars`` the text of a result;
-    ``max_description_chars`` each tool's description; ``max_message_bytes`` one message from a
-    stdio server (a longer one ends the session; see :mod:`plait.mcp.stdio`).
+    ``max_description_chars`` each tool's description; ``max_message_bytes`` one message from the
+    server (a stdio line, an HTTP response or event; a longer one ends the session).
     Close it with :meth:`aclose` or ``async with``; an :class:`~plait.runtime.Agent` never closes
     servers it was given.
     """
@@ -304,7 +304,7 @@ def _transport(
         raise McpConfigError(f"MCP server {name!r}: url must start with http:// or https://.")
     if env is not None or cwd is not None:
         raise McpConfigError(f"MCP server {name!r}: env and cwd apply to command= servers only.")
-    return HttpTransport(url, dict(headers or {}))
+    return HttpTransport(url, dict(headers or {}), max_message_bytes)
 
 
 def _names(names: Iterable[str], what: str, server: str) -> list[str]:

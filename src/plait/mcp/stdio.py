@@ -35,13 +35,14 @@ _CHUNK = 65_536
 
 
 class McpMessageTooLarge(McpError):
-    """A stdio server sent a line longer than ``max_message_bytes``; the session ended."""
+    """A server sent a message longer than ``max_message_bytes`` (a stdio line, an HTTP
+    response or event); the session ended."""
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
         super().__init__(
-            f"the server sent a message longer than {limit:,} bytes (or output that is not "
-            "JSON-RPC lines); raise the server's max_message_bytes if its results are that big"
+            f"the server sent a message longer than {limit:,} bytes; raise the server's "
+            "max_message_bytes if its results are that big"
         )
 
 
