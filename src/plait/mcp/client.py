@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from plait.mcp.errors import McpConnectError, McpServerGone
-from plait.mcp.http import bounded_transport
+from plait.mcp.http import response_bound
 from plait.mcp.stdio import DEFAULT_MAX_MESSAGE_BYTES, open_stdio
 
 if TYPE_CHECKING:
@@ -332,9 +332,11 @@ class McpClient:
             httpx.AsyncClient(
                 headers=dict(transport.headers),
                 timeout=httpx.Timeout(30, read=300),
-                transport=bounded_transport(
-                    transport.max_message_bytes, lambda exc: self._stop(str(exc))
-                ),
+                event_hooks={
+                    "response": [
+                        response_bound(transport.max_message_bytes, lambda e: self._stop(str(e)))
+                    ]
+                },
             )
         )
         read, write, _ = await stack.enter_async_context(

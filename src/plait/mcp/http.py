@@ -1,16 +1,18 @@
 """A bound on what one Streamable HTTP server may send in one message.
 
 The SDK (1.x) reads a JSON response whole and buffers a server-sent event until its blank line,
-with no bound. :func:`bounded_transport` wraps the ``httpx`` transport plait gives the SDK: a JSON
-response longer than ``limit`` bytes, or one event of an ``text/event-stream`` response longer
-than that, fails with :class:`~plait.mcp.stdio.McpMessageTooLarge` (``on_too_large`` is told
-first), which ends the session as a dead server does. A long-lived event stream is fine: only
-the bytes since the last event boundary count.
+with no bound. :func:`response_bound` is an ``httpx`` response hook for the client plait gives
+the SDK: it wraps each response's byte stream so that a JSON response longer than ``limit``
+bytes, or one event of a ``text/event-stream`` response longer than that, fails with
+:class:`~plait.mcp.stdio.McpMessageTooLarge` (``on_too_large`` is told first), which ends the
+session as a dead server does. A long-lived event stream is fine: only the bytes since the last
+event boundary count. Being a hook, it applies whatever transport httpx picks (a proxy from the
+environment included).
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from plait.mcp.stdio import McpMessageTooLarge
@@ -18,37 +20,17 @@ from plait.mcp.stdio import McpMessageTooLarge
 if TYPE_CHECKING:
     import httpx
 
-__all__ = ["bounded_transport"]
+__all__ = ["response_bound"]
 
 _BOUNDARIES = (b"\n\n", b"\r\n\r\n", b"\r\r")
 
 
-def bounded_transport(
+def response_bound(
     limit: int, on_too_large: Callable[[McpMessageTooLarge], None]
-) -> httpx.AsyncBaseTransport:
-    """An ``httpx`` transport (the default one, wrapped) that enforces ``limit`` (see the
-    module docstring)."""
+) -> Callable[[httpx.Response], Awaitable[None]]:
+    """The ``event_hooks={"response": [...]}`` hook that enforces ``limit`` (see the module
+    docstring)."""
     import httpx
-
-    class Bounded(httpx.AsyncBaseTransport):
-        def __init__(self) -> None:
-            self._inner = httpx.AsyncHTTPTransport()
-
-        async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-            response = await self._inner.handle_async_request(request)
-            events = response.headers.get("content-type", "").startswith("text/event-stream")
-            stream = response.stream
-            assert isinstance(stream, httpx.AsyncByteStream)
-            return httpx.Response(
-                status_code=response.status_code,
-                headers=response.headers,
-                stream=BoundedStream(stream, events),
-                extensions=response.extensions,
-                request=request,
-            )
-
-        async def aclose(self) -> None:
-            await self._inner.aclose()
 
     class BoundedStream(httpx.AsyncByteStream):
         def __init__(self, inner: httpx.AsyncByteStream, events: bool) -> None:
@@ -75,4 +57,10 @@ def bounded_transport(
         async def aclose(self) -> None:
             await self._inner.aclose()
 
-    return Bounded()
+    async def hook(response: httpx.Response) -> None:
+        stream = response.stream
+        if isinstance(stream, httpx.AsyncByteStream):
+            events = response.headers.get("content-type", "").startswith("text/event-stream")
+            response.stream = BoundedStream(stream, events)
+
+    return hook
