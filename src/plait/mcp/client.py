@@ -49,7 +49,8 @@ __all__ = [
 
 CLOSE_TIMEOUT = 5.0
 """Seconds :meth:`McpClient.aclose` waits for the owner to close the session before cancelling it
-(the SDK's stdio close itself waits up to 2 s for the process, then terminates it)."""
+(closing a stdio server waits up to 2 s for it to exit, then terminates its process group;
+see :mod:`plait.mcp.stdio`)."""
 
 HEARTBEAT_INTERVAL = 2.0
 """Seconds between pings to an HTTP server while a call to it is in flight. The SDK (1.x) does
