@@ -178,9 +178,12 @@ async def test_an_unreachable_server_waits_for_its_retry_without_blocking_turns(
     assert [r.output for r in runs] == ["one", "two"]
 
 
-def test_retry_waits_must_be_positive_and_ordered() -> None:
+@pytest.mark.parametrize(
+    ("first", "most"), [(10, 1), (0, 1), (1, float("inf")), ("5", 10), (True, 10)]
+)
+def test_retry_waits_must_be_positive_finite_and_ordered(first: object, most: object) -> None:
     with pytest.raises(McpConfigError, match="retry_seconds <= max_retry_seconds"):
-        McpToolset([], retry_seconds=10, max_retry_seconds=1)
+        McpToolset([], retry_seconds=first, max_retry_seconds=most)  # type: ignore[arg-type]
 
 
 async def test_a_deferred_server_is_found_through_search_tools() -> None:

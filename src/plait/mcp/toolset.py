@@ -97,7 +97,11 @@ class McpToolset(Middleware):
         max_retry_seconds: float = RETRY_MAX_SECONDS,
     ) -> None:
         self.servers: list[McpServer] = list(servers)
-        if not 0 < retry_seconds <= max_retry_seconds < math.inf:
+        numbers = all(
+            isinstance(v, int | float) and not isinstance(v, bool)
+            for v in (retry_seconds, max_retry_seconds)
+        )
+        if not numbers or not 0 < retry_seconds <= max_retry_seconds < math.inf:
             raise McpConfigError(
                 "McpToolset needs 0 < retry_seconds <= max_retry_seconds (finite); got "
                 f"{retry_seconds!r} and {max_retry_seconds!r}."
