@@ -149,6 +149,28 @@ def test_run_accepts_a_skill_md_file_as_skills(server: WireServer, tmp_path: Pat
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+@pytest.mark.parametrize("spelling", ["SKILL.MD", "Skill.md"])
+def test_run_accepts_a_skill_md_file_in_any_letter_case(
+    server: WireServer, tmp_path: Path, spelling: str
+) -> None:
+    skill = tmp_path / "greet"
+    skill.mkdir()
+    (skill / spelling).write_text("---\nname: greet\ndescription: Say hello.\n---\nHello.\n")
+    server._replies.append(sse_text("ok"))
+    result = plait(
+        "run", "hi", "--model", _spec(server), "--skills", str(skill / spelling), home=tmp_path
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Say hello." in json.dumps(server.bodies()[0])
+
+
+def test_run_prints_the_trace_line_once(server: WireServer, tmp_path: Path) -> None:
+    server._replies.append(sse_text("ok"))
+    result = plait("run", "hi", "--model", _spec(server), home=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.count("trace: plait ui") == 1, result.stdout
+
+
 def test_demo_with_a_missing_skills_folder_is_a_usage_error(tmp_path: Path) -> None:
     result = plait("demo", "--skills", str(tmp_path / "nope"), home=tmp_path)
     assert result.returncode == 2, result.stdout + result.stderr

@@ -31,7 +31,7 @@ from plait.errors import (
 from plait.messages import new_id
 from plait.models.registry import MODEL_SPEC_FORMS
 from plait.runtime.agent import Agent
-from plait.skills.sources import SKILL_FILE_NAMES
+from plait.skills.skill_file import is_skill_file_name
 
 __all__ = [
     "MODEL_EPILOG",
@@ -242,13 +242,14 @@ def _markdown(display: TurnDisplay, resolved: Resolved, flag: bool | None) -> bo
 
 
 def check_skills_folders(folders: list[Path], origin: str = "") -> None:
-    """Exit 2 with a message unless every path is a folder or a SKILL.md file; ``origin`` (where
-    the folders were listed: flags, config files) is named in the message."""
+    """Exit 2 with a message unless every path is a folder or a SKILL.md file (any letter case,
+    as the sources accept it); ``origin`` (where the folders were listed: flags, config files)
+    is named in the message."""
     where = f" (skills from {origin})" if origin else ""
     for folder in folders:
         if not folder.exists():
             fail(f"Skills folder not found: {folder}{where}", 2)
-        if not folder.is_dir() and folder.name not in SKILL_FILE_NAMES:
+        if not folder.is_dir() and not is_skill_file_name(folder.name):
             fail(
                 f"Not a skills folder: {folder} "
                 "(give a folder of skills, a skill's folder or its SKILL.md)",
@@ -400,7 +401,6 @@ def run(
         printer.emit({"type": "thread", "thread_id": thread_id})
         return
     _thread_line(console, f"thread: {thread_id} (continue with -c or --thread {thread_id})")
-    _trace_line(console, resolved.options)
     _trace_line(console, resolved.options)
 
 
