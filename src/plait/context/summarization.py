@@ -214,7 +214,7 @@ class SummarizationMiddleware(Middleware):
         self._read_tool: Tool | None = None
         if backend is not None and read_tool and isinstance(backend, PageReader):
             reader = shared_reader(backend, page_chars)
-            reader.allow(history_root, thread_id)
+            reader.allow(history_root, thread_id, page_chars)
             self._read_tool = reader.tool
 
     def tools(self) -> Sequence[Tool]:
