@@ -182,6 +182,18 @@ def test_run_json_writes_one_event_per_line(server: WireServer, tmp_path: Path) 
     assert events[-2]["output"] == "JSON answer." and len(events[-1]["thread_id"]) == 32
 
 
+def test_run_json_keeps_stdout_json_when_the_turn_fails(server: WireServer, tmp_path: Path) -> None:
+    # Before: a failed turn printed a plain "thread: ..." line among the JSON lines.
+    server.reply("invalid_api_key.json", status=401)
+    result = plait(
+        "run", "hi", "--json", "--model", f"openai-compatible:m@{server.url}/v1", home=tmp_path
+    )
+    assert result.returncode == 1
+    events = [json.loads(line) for line in result.stdout.splitlines()]
+    assert events[-1]["type"] == "thread" and len(events[-1]["thread_id"]) == 32
+    assert "OPENAI_COMPATIBLE_API_KEY" in " ".join(result.stderr.split())
+
+
 def test_run_verbose_prints_the_resolved_middleware_order(
     server: WireServer, tmp_path: Path
 ) -> None:

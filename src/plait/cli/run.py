@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.text import Text
 
 from plait.cli.agents import AgentOptions, Closer, Mode, SandboxChoice, build_agent
-from plait.cli.console import JsonEventWriter, fail, report_error
+from plait.cli.console import JsonEventWriter, fail, report_error, report_note
 from plait.cli.db import STORE_HELP
 from plait.cli.display import TurnDisplay, make_console
 from plait.cli.options import Flags, Resolved, agent_options, merged_settings
@@ -391,17 +391,27 @@ def run(
         fail(str(exc), 2)
     except PlaitError as exc:
         report_error(_error_message(exc))
-        _thread_line(console, f"thread: {thread_id}")
+        _last_line(printer, console, thread_id, f"thread: {thread_id}")
         raise typer.Exit(1) from None
     except KeyboardInterrupt:
-        console.print(Text("(cancelled; what was already saved is kept)", style="yellow"))
-        _thread_line(console, f"thread: {thread_id} (continue with -c or --thread {thread_id})")
+        report_note("(cancelled; what was already saved is kept)")
+        _last_line(printer, console, thread_id)
         raise typer.Exit(130) from None
+    _last_line(printer, console, thread_id)
+    if not isinstance(printer, JsonEventWriter):
+        _trace_line(console, resolved.options)
+
+
+def _last_line(
+    printer: TurnDisplay | JsonEventWriter, console: Console, thread_id: str, text: str = ""
+) -> None:
+    """The thread a ``run`` used, last on standard output: a ``{"type": "thread"}`` line with
+    ``--json`` (so every line stays JSON, whether the turn succeeded, failed or was
+    cancelled), else ``text`` (default: how to continue it)."""
     if isinstance(printer, JsonEventWriter):
         printer.emit({"type": "thread", "thread_id": thread_id})
         return
-    _thread_line(console, f"thread: {thread_id} (continue with -c or --thread {thread_id})")
-    _trace_line(console, resolved.options)
+    _thread_line(console, text or f"thread: {thread_id} (continue with -c or --thread {thread_id})")
 
 
 def chat(
