@@ -1,4 +1,5 @@
-"""``plait skills …``: validate, list, show and render Agent Skills folders.
+"""``plait skills …``: validate, list, show and prompt (render the catalog of) Agent Skills
+folders.
 
 Every PATH may be a skill folder, its SKILL.md, or a folder of skill folders (scanned like
 :class:`~plait.skills.FilesystemSource` does). Several PATHs become ordered sources; on a name
