@@ -259,6 +259,19 @@ async def test_model_summarizer_sends_a_summarizer_call_with_trimmed_input() -> 
     assert "The user asked many questions." in model.requests[1].messages[0].text
 
 
+@pytest.mark.parametrize("prompt", ["Summarize {messages}", 'Reply as {"summary": ...}', "{0}"])
+def test_a_summary_prompt_with_unknown_placeholders_is_refused_when_built(prompt: str) -> None:
+    # Before: the prompt failed on every pass at run time, silently falling back to extractive.
+    with pytest.raises(ConfigurationError, match=r"\{max_tokens\}, \{previous\}, \{transcript\}"):
+        ModelSummarizer(FunctionModel(lambda r: "x"), prompt=prompt)
+
+
+async def test_a_model_summary_is_bounded_even_when_the_model_ignores_max_tokens() -> None:
+    model = FunctionModel(lambda r: "word " * 100_000)
+    summary = await ModelSummarizer(model).summarize(None, conversation(4), max_tokens=100)
+    assert 100 <= len(summary) <= 100 * 4 * 2 + 64  # twice the budget, and a marker
+
+
 def test_extractive_summary_is_deterministic_bounded_and_keeps_the_first_entry() -> None:
     summarizer = ExtractiveSummarizer()
     history = conversation(200)
