@@ -178,7 +178,7 @@ def lifecycle_tools(manager: SkillManager) -> tuple[Tool, ...]:
     async def list_skills(query: str | None = None, refresh: bool = False, limit: int = 20) -> Any:
         """List the skills you can load, with whether each is loaded. With a query (keywords
         or a description of the task) only the best matches, best first, at most limit;
-        without one, the first 200 by name and how many more there are. refresh=true
+        without one, the first 200 (in source order) and how many more there are. refresh=true
         rediscovers the sources first."""
         try:
             if refresh:
