@@ -117,3 +117,11 @@ async def test_pins_go_before_projected_messages_and_pinning_again_adds_a_copy()
     await agent.run("go", thread_id="t", state={"pinned_skills": ["crm"]})
     roles = [pinned(m) for m in model.requests[1].messages]
     assert roles == [None, "crm", None, None, "crm", None]
+
+
+def test_a_bad_pinned_skills_value_is_quoted_within_a_bound() -> None:
+    from plait.skills.disclosure.pins import pinned_names
+
+    with pytest.raises(ConfigurationError, match="must be a list of skill names") as caught:
+        pinned_names(["x" * 1000] * 10_000 + [1])
+    assert len(str(caught.value)) < 500

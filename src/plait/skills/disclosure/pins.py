@@ -19,9 +19,10 @@ pinned (all or nothing).
 from __future__ import annotations
 
 import html
+import reprlib
 from collections.abc import Sequence
 
-from plait.errors import ConfigurationError
+from plait.errors import ConfigurationError, clipped
 from plait.messages import UserMessage
 from plait.skills.catalog import SkillCatalog
 from plait.skills.disclosure.scan import PINNED_SOURCE
@@ -54,7 +55,8 @@ def pinned_names(value: object) -> list[str]:
         value = [value]
     if not isinstance(value, list | tuple) or not all(isinstance(n, str) for n in value):
         raise ConfigurationError(
-            f"state['pinned_skills'] must be a list of skill names; got {value!r}."
+            "state['pinned_skills'] must be a list of skill names; got "
+            f"{clipped(reprlib.repr(value))}."
         )
     return list(dict.fromkeys(value))
 
