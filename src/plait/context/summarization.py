@@ -167,7 +167,10 @@ class SummarizationMiddleware(Middleware):
 
     ``summarizer`` defaults to :class:`ExtractiveSummarizer` (no model call); the summary is
     bounded by ``max_summary_tokens`` (default a tenth of the budget, 64 to 2000). ``thread_id``
-    overrides the thread folder of offloaded history. ``on_summarized`` may be sync or async.
+    overrides the thread folder of offloaded history: every thread the middleware serves then
+    writes there, under names made of message ranges only, and ``read_evicted_result`` reads it
+    from any thread, so give it to a middleware that serves one conversation.
+    ``on_summarized`` may be sync or async.
     """
 
     placement = Placement(before=("ResultEvictionMiddleware",))
