@@ -317,6 +317,31 @@ async def test_offload_failure_is_an_event_and_the_pass_still_happens() -> None:
     assert "bucket gone" in str(failed.error)
 
 
+async def test_drain_gives_up_on_a_hung_offload_at_its_deadline_and_says_so() -> None:
+    # Before: drain() waited for ever on a backend write that never returned, so `plait run`
+    # hung at exit behind a stuck blob store.
+    class Hung(MemoryBackend):
+        cancelled = False
+
+        async def write(self, path: str, content: str) -> str:
+            try:
+                await asyncio.Event().wait()
+            except asyncio.CancelledError:
+                self.cancelled = True
+                raise
+            return path
+
+    events: list[Event] = []
+    backend = Hung()
+    mw = SummarizationMiddleware(500, keep_messages=4, backend=backend)
+    await run(mw, make_ctx(conversation(10), events))
+    await mw.drain(timeout=0.05)
+    assert backend.cancelled
+    (failed,) = [e for e in events if isinstance(e, HistoryOffloadFailed)]
+    assert isinstance(failed.error, asyncio.CancelledError)
+    await mw.drain(timeout=0.05)  # nothing left: returns at once
+
+
 @pytest.mark.parametrize("projected", [1, 3])
 async def test_keep_messages_counts_persisted_history_only_whatever_is_projected(
     projected: int,
