@@ -1,4 +1,5 @@
-"""``plait threads …`` on missing, damaged or non-file stores: messages, not tracebacks."""
+"""``plait threads …`` without a run behind it and on missing, damaged or non-file stores (a
+message, not a traceback), on a narrow terminal (ids kept whole), and bounded listings."""
 
 from __future__ import annotations
 
@@ -27,6 +28,35 @@ def test_threads_on_a_bad_store_is_a_message_not_a_traceback(
     assert result.returncode == 1, result.stdout + result.stderr
     assert "Traceback" not in result.stderr
     assert "SQLite database" in " ".join((result.stdout + result.stderr).split())
+
+
+def test_threads_list_before_any_run(tmp_path: Path) -> None:
+    result = plait("threads", "list", home=tmp_path)
+    assert result.returncode == 0 and "No threads yet" in result.stdout
+
+
+def test_threads_list_shows_the_newest_and_counts_the_rest(tmp_path: Path) -> None:
+    # Before: threads list loaded and printed every thread of the store, however many.
+    import asyncio
+
+    from plait import Agent, ScriptedModel
+    from plait.stores.sqlite import SQLiteThreadStore
+
+    async def seed() -> None:
+        store = SQLiteThreadStore(tmp_path / "threads.sqlite3")
+        agent = Agent(ScriptedModel(["a", "b", "c"]), store=store)
+        for i in range(3):
+            await agent.run(f"question {i}", thread_id=f"t{i}")
+        await store.aclose()
+
+    asyncio.run(seed())
+    listed = plait("threads", "list", "--limit", "2", home=tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    assert "question 2" in listed.stdout and "question 1" in listed.stdout
+    assert "question 0" not in listed.stdout
+    assert "1 more thread (--limit 0 lists all)" in listed.stdout
+    every = plait("threads", "list", "--limit", "0", home=tmp_path)
+    assert "question 0" in every.stdout and "more thread" not in every.stdout
 
 
 @pytest.mark.parametrize("command", ["show", "delete"])
