@@ -298,6 +298,25 @@ def test_run_accepts_a_skill_md_file_in_any_letter_case(
     assert "Say hello." in json.dumps(server.bodies()[0])
 
 
+def test_run_the_earlier_skills_folder_wins_a_name_clash(
+    server: WireServer, tmp_path: Path
+) -> None:
+    # Before: disclosure mode let the *later* folder win (SkillsMiddleware's default), while
+    # --skills' help, plait skills list and managed mode all let the earlier one win.
+    for folder, says in (("first", "From the first folder."), ("second", "From the second.")):
+        skill = tmp_path / folder / "greet"
+        skill.mkdir(parents=True)
+        (skill / "SKILL.md").write_text(f"---\nname: greet\ndescription: {says}\n---\nHi.\n")
+    server._replies.append(sse_text("ok"))
+    folders = ["--skills", str(tmp_path / "first"), "--skills", str(tmp_path / "second")]
+    result = plait(
+        "run", "hi", "--model", _spec(server), "--no-default-skills", *folders, home=tmp_path
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    sent = json.dumps(server.bodies()[0])
+    assert "From the first folder." in sent and "From the second." not in sent
+
+
 def test_run_prints_the_trace_line_once(server: WireServer, tmp_path: Path) -> None:
     server._replies.append(sse_text("ok"))
     result = plait("run", "hi", "--model", _spec(server), home=tmp_path)

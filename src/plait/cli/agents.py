@@ -186,9 +186,12 @@ async def _skills(
     options: AgentOptions, sources: list[FilesystemSource]
 ) -> tuple[list[Middleware], Closer | None]:
     if options.mode is Mode.DISCLOSURE:
+        from plait.skills.catalog import Precedence
         from plait.skills.disclosure import SkillsMiddleware
 
-        return [SkillsMiddleware(sources=sources)], None
+        # Folders come highest precedence first (plait.cli.skill_folders), as plait skills list
+        # and managed mode read them: the earlier folder wins a name clash.
+        return [SkillsMiddleware(sources=sources, precedence=Precedence.FIRST_WINS)], None
     from plait.skills.managed import RememberLoadedSkills, create_skill_manager
 
     async def allow(ctx: Any, tool: str, args: Any) -> None:
