@@ -74,8 +74,8 @@ SkillsOption = Annotated[
     list[Path] | None,
     typer.Option(
         "--skills",
-        help="A skills folder (repeatable), before the configured and standard ones; earlier "
-        "folders win name clashes.",
+        help="A skills folder, a skill's folder or its SKILL.md (repeatable), before the "
+        "configured and standard ones; earlier folders win name clashes.",
     ),
 ]
 NoDefaultSkillsOption = Annotated[
