@@ -137,7 +137,7 @@ def test_threads_list_and_show_what_run_kept(server: WireServer, tmp_path: Path)
     assert shown.returncode == 0
     assert "remember this" in shown.stdout and "Stored answer." in shown.stdout
     missing = plait("threads", "show", "nope", home=tmp_path)
-    assert missing.returncode == 1 and "No thread nope" in missing.stderr
+    assert missing.returncode == 1 and "No thread 'nope'" in missing.stderr
 
 
 def test_threads_delete_removes_the_thread_and_its_offloaded_files(

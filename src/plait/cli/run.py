@@ -27,6 +27,7 @@ from plait.errors import (
     ContextOverflowError,
     ModelTimeoutError,
     PlaitError,
+    quoted,
 )
 from plait.messages import new_id
 from plait.models.registry import MODEL_SPEC_FORMS
@@ -65,7 +66,7 @@ class UnknownThread(ConfigurationError):
     def __init__(self, thread_id: str) -> None:
         self.thread_id = thread_id
         super().__init__(
-            f"No thread {thread_id!r} in the thread store. Leave out --thread to start a new "
+            f"No thread {quoted(thread_id)} in the thread store. Leave out --thread to start a new "
             "conversation; see: plait threads list"
         )
 

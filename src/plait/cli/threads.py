@@ -26,7 +26,7 @@ from plait.cli.db import (
 )
 from plait.cli.run import THREAD_INFO_KEY
 from plait.context import purge_thread
-from plait.errors import PlaitError
+from plait.errors import PlaitError, quoted
 from plait.messages import AssistantMessage, Message, ToolMessage, UserMessage
 from plait.stores.base import ThreadSnapshot
 
@@ -64,7 +64,7 @@ def _store(path: str | None, console: Console, thread_id: str | None = None) -> 
 
 
 def _no_thread(console: Console, thread_id: str) -> NoReturn:
-    fail(f"No thread {thread_id}. See: plait threads list", 1)
+    fail(f"No thread {quoted(thread_id)}. See: plait threads list", 1)
 
 
 def _run(console: Console, work: Coroutine[Any, Any, T], *close: Any) -> T:
