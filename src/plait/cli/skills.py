@@ -30,6 +30,7 @@ from plait.skills import (
     SkillCatalog,
     SkillEntry,
     SkillError,
+    SkillNotFound,
     ValidationMode,
     validate_skill_dir,
 )
@@ -380,8 +381,9 @@ def show(
                 for d in problem.diagnostics:
                     typer.echo(f"  - {d.severity.value} {d.code.value}: {d.message}", err=True)
                 raise typer.Exit(1)
-        known = ", ".join(sorted(e.name for e in catalog.active())) or "(none)"
-        typer.echo(f"Error: skill {name!r} not found. Known skills: {known}.", err=True)
+        # SkillNotFound's message quotes at most 200 characters of the name and lists 20 names.
+        missing = SkillNotFound(name, [e.name for e in catalog.active()])
+        typer.echo(f"Error: {missing}", err=True)
         raise typer.Exit(1)
     try:
         skill = asyncio.run(catalog.load_skill(entry))
