@@ -116,9 +116,10 @@ async def build_agent(options: AgentOptions) -> tuple[Agent, list[Closer]]:
     from plait.cli.db import open_backend, open_thread_store, store_target
 
     target = store_target(str(options.store) if options.store is not None else None)
-    store = open_thread_store(target)
-    closers: list[Closer] = [store.aclose]
+    closers: list[Closer] = []
     try:
+        store = open_thread_store(target)
+        closers.append(store.aclose)
         backend = open_backend(store, target)
         closers.insert(0, backend.aclose)
         agent, opened = await _assemble(options, store, backend)
