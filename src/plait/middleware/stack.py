@@ -78,6 +78,24 @@ class MiddlewareStack:
     def __len__(self) -> int:
         return len(self._middleware)
 
+    @property
+    def has_before_model_call(self) -> bool:
+        """Whether any middleware overrides ``before_model_call`` (the runtime skips the seam's
+        runner, and the coroutine it costs, when none does; likewise for the others below)."""
+        return bool(self._bound["before_model_call"])
+
+    @property
+    def has_after_model_call(self) -> bool:
+        return bool(self._bound["after_model_call"])
+
+    @property
+    def has_before_tool_call(self) -> bool:
+        return bool(self._bound["before_tool_call"])
+
+    @property
+    def has_after_tool_call(self) -> bool:
+        return bool(self._bound["after_tool_call"])
+
     def implementing(self, hook: str) -> list[Middleware]:
         """The middleware that override ``hook``, in registration order."""
         return list(self._by_hook[hook])

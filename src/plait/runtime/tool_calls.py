@@ -171,18 +171,24 @@ async def _run_one(
         emit(ToolCallFinished(dispatch=d.index, call=call, result=result, skipped_by="rejected"))
         return ToolMessage.from_result(result, call.name)
     try:
-        decided = await stack.run_before_tool_call(call, d) if not d.stopped else None
+        if d._error is not None or d.turn._error is not None:  # d.stopped, inline
+            decided: ToolCall | SkipToolCall | None = None
+        elif stack.has_before_tool_call:
+            decided = await stack.run_before_tool_call(call, d)
+        else:
+            decided = call
         if isinstance(decided, SkipToolCall):
             skipped_by = decided.by
             result = ToolResult(call.id, decided.message, is_error=True)
-        elif decided is None or d.stopped:
+        elif decided is None or d._error is not None or d.turn._error is not None:
             # The turn ended (abort or nack) before this call started: the stack skipped the
             # remaining before_tool_call hooks, so running the tool would bypass them.
             skipped_by = "stopped"
             result = _not_run(call, d)
         else:
             result = await handler(decided)
-            result = await stack.run_after_tool_call(decided, result, d)
+            if stack.has_after_tool_call:
+                result = await stack.run_after_tool_call(decided, result, d)
     except (Exception, asyncio.CancelledError) as exc:
         if not isinstance(exc, Exception) and _cancelled_from_outside():
             raise

@@ -75,8 +75,10 @@ def _with_unique_call_ids(response: ModelResponse) -> ModelResponse:
     Some OpenAI-compatible servers send empty or repeated ids; results are paired with calls by
     id, so such calls get a fresh ``call_<hex>`` id before anything runs or is persisted.
     """
-    seen: set[str] = set()
     calls = response.tool_calls
+    if len(calls) < 2 and (not calls or calls[0].id):
+        return response  # the common case, decided without a set
+    seen: set[str] = set()
     fixed = None
     for i, call in enumerate(calls):
         if not call.id or call.id in seen:
@@ -93,9 +95,12 @@ def _checked(response: object, ctx: TurnContext) -> ModelResponse:
         isinstance(response, ModelResponse)
         and isinstance(response.content, str)
         and isinstance(response.tool_calls, list)
-        and all(isinstance(call, ToolCall) for call in response.tool_calls)
     ):
-        return response
+        for call in response.tool_calls:
+            if not isinstance(call, ToolCall):
+                break
+        else:
+            return response
     name = getattr(ctx.model, "name", type(ctx.model).__name__)
     what = (
         "a ModelResponse whose content is not a str or whose tool_calls are not ToolCall objects"
@@ -226,6 +231,8 @@ class Turn:
                 return response.content
 
     def _check(self, d: DispatchContext) -> None:
+        if d._error is None and d.turn._error is None:
+            return
         if d.turn.aborted:
             raise _aborted(d.turn.error)
         if d.nacked:
@@ -248,13 +255,17 @@ class Turn:
         ctx, stack = d.turn, self.stack
         await stack.run_dispatch_input(d)
         self._check(d)
-        request = await stack.run_before_model_call(self.build_request(ctx), d)
-        self._check(d)
+        request = self.build_request(ctx)
+        if stack.has_before_model_call:
+            request = await stack.run_before_model_call(request, d)
+            self._check(d)
         d.request = request
         self.emit(ModelRequestSent(dispatch=d.index, request=request))
         response = _checked(await stack.wrap_model(self._model_handler(d), d)(request), ctx)
-        response = await stack.run_after_model_call(_with_unique_call_ids(response), request, d)
-        self._check(d)
+        response = _with_unique_call_ids(response)
+        if stack.has_after_model_call:
+            response = await stack.run_after_model_call(response, request, d)
+            self._check(d)
         response = storable_response(_with_unique_call_ids(response), self.emit)
         d.response = response
         ctx.usage = ctx.usage + response.usage
