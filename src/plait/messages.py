@@ -41,6 +41,8 @@ __all__ = [
 ]
 
 
+_new = object.__new__
+
 _ID_BATCH = 256
 """Ids drawn from one ``os.urandom`` read (one system call per 256 ids instead of per id)."""
 
@@ -278,9 +280,19 @@ class ToolMessage:
     def from_result(
         cls, result: ToolResult, name: str, *, metadata: dict[str, Any] | None = None
     ) -> ToolMessage:
-        return cls(
-            result.tool_call_id, name, result.data, is_error=result.is_error, metadata=metadata
-        )
+        if cls is not ToolMessage:  # a subclass's own __init__ runs
+            return cls(
+                result.tool_call_id, name, result.data, is_error=result.is_error, metadata=metadata
+            )
+        message = _new(cls)  # as __init__ does, without its keyword handling (per tool call)
+        message.tool_call_id = result.tool_call_id
+        message.name = name
+        message.data = result.data
+        message.is_error = result.is_error
+        message.metadata = {} if metadata is None else metadata
+        message.id = new_id()
+        message.role = "tool"
+        return message
 
     @property
     def result(self) -> ToolResult:

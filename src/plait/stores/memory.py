@@ -161,7 +161,7 @@ def _loaded_state(state: dict[str, Any]) -> dict[str, Any]:
 
 def _stored_state(thread_id: str, state: Mapping[str, Any]) -> dict[str, Any]:
     try:
-        copy: dict[str, Any] = _plain(dict(state))
+        copy: dict[str, Any] = _plain(state if type(state) is dict else dict(state))
     except (_NotPlain, UnicodeEncodeError):
         return state_from_json(state_to_json(thread_id, state))
     return copy
@@ -304,4 +304,13 @@ def _copy_usage(usage: Any) -> Usage:
     for count in counts:
         if type(count) is not int:
             raise _NotPlain
-    return Usage(*counts)
+    copy = _new(Usage)
+    (
+        copy.input_tokens,
+        copy.output_tokens,
+        copy.cache_read_tokens,
+        copy.cache_write_tokens,
+        copy.requests,
+    ) = counts
+    result: Usage = copy
+    return result
