@@ -24,6 +24,7 @@ from plait.errors import (
     ThreadConflictError,
     TurnAborted,
 )
+from plait.history import History, request_messages
 from plait.messages import Message, ToolCall, ToolMessage, Usage, new_id
 from plait.middleware.context import DispatchContext, Event, EventSink, TurnContext
 from plait.middleware.stack import MiddlewareStack
@@ -202,7 +203,7 @@ class Turn:
             thread_id=self.thread_id,
             registry=registry,
             model=self.agent.model,
-            messages=[*snapshot.messages, *self.input],
+            messages=History([*snapshot.messages, *self.input]),
             state=state,
             system_prompt=self.agent.system_prompt,
             input=self.input,
@@ -242,7 +243,8 @@ class Turn:
     def build_request(self, ctx: TurnContext) -> ModelRequest:
         agent = self.agent
         return ModelRequest(
-            messages=[*ctx.messages, *ctx.ephemeral],
+            # O(1): a snapshot of the history, not a copy (see plait.history)
+            messages=request_messages(ctx.messages, ctx.ephemeral),
             tools=ctx.registry.definitions(),
             system_prompt=ctx.system_prompt,
             model=agent.model_name,
