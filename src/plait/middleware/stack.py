@@ -79,9 +79,18 @@ class MiddlewareStack:
         return len(self._middleware)
 
     @property
+    def has_dispatch_input(self) -> bool:
+        """Whether any middleware overrides ``dispatch_input``: the runtime skips a pipeline or
+        seam runner, and the coroutine it costs, when none does (likewise ``has_<hook>`` for
+        ``dispatch_output`` and the four per-call seams below)."""
+        return bool(self._bound["dispatch_input"])
+
+    @property
+    def has_dispatch_output(self) -> bool:
+        return bool(self._bound["dispatch_output"])
+
+    @property
     def has_before_model_call(self) -> bool:
-        """Whether any middleware overrides ``before_model_call`` (the runtime skips the seam's
-        runner, and the coroutine it costs, when none does; likewise for the others below)."""
         return bool(self._bound["before_model_call"])
 
     @property

@@ -36,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import math
 from collections.abc import Coroutine, Generator, Sequence
+from types import CoroutineType
 from typing import Any
 
 from plait.errors import (
@@ -87,7 +88,7 @@ async def _invoke(
     if math.isinf(limit) or (isinstance(tool, FunctionTool) and tool.runs_on_loop):
         return await running
     waiting: Any = running
-    if isinstance(running, Coroutine):
+    if type(running) is CoroutineType or isinstance(running, Coroutine):
         # Most calls finish without ever waiting; only one that suspends needs a timer (a
         # timer per call measured ~20 us a dispatch).
         try:

@@ -255,8 +255,9 @@ class Turn:
 
     async def _dispatch(self, d: DispatchContext) -> ModelResponse:
         ctx, stack = d.turn, self.stack
-        await stack.run_dispatch_input(d)
-        self._check(d)
+        if stack.has_dispatch_input:
+            await stack.run_dispatch_input(d)
+            self._check(d)
         request = self.build_request(ctx)
         if stack.has_before_model_call:
             request = await stack.run_before_model_call(request, d)
@@ -279,15 +280,23 @@ class Turn:
                 d.add_message(message)
         for followup in d.followups:
             d.add_message(followup)
-        try:
-            await stack.run_dispatch_output(d)
-        except asyncio.CancelledError:
-            await self._persist_cancelled(list(d.new_messages), d)
-            raise
+        if stack.has_dispatch_output:
+            try:
+                await stack.run_dispatch_output(d)
+            except asyncio.CancelledError:
+                await self._persist_cancelled(list(d.new_messages), d)
+                raise
         persisted = list(d.new_messages)
         for keep_out in ctx.persist_filters:
             persisted = keep_out(persisted)
-        self.version = await self._append(persisted, ctx.state)
+        self.version = await append_storable(
+            self.agent.store,
+            self.thread_id,
+            persisted,
+            expected_version=self.version,
+            state=ctx.state,
+            emit=self.emit,
+        )
         self.new_messages.extend(persisted)
         self.emit(DispatchFinished(dispatch=d.index, messages=persisted, usage=response.usage))
         self._check(d)
