@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Coroutine, Generator, Sequence
+from collections.abc import Awaitable, Coroutine, Generator, Sequence
 from types import CoroutineType
 from typing import Any
 
@@ -78,24 +78,32 @@ def _not_run(call: ToolCall, d: DispatchContext) -> ToolResult:
     )
 
 
-async def _invoke(
+def _start(
     tool: Tool, args: dict[str, Any], call: ToolCall, d: DispatchContext, default: float
-) -> Any:
-    """Run ``tool`` under its timeout (its own, else ``default``); raises
-    :class:`ToolTimeoutError` when that deadline, not the tool itself, raised the timeout."""
+) -> tuple[Any, Awaitable[Any] | None]:
+    """Start ``tool``: ``(result, None)`` if it finished without waiting (most calls do), else
+    ``(None, awaitable)`` to await, under the tool's timeout (its own, else ``default``), which
+    raises :class:`ToolTimeoutError` when that deadline, not the tool itself, raised the
+    timeout. A plain function, not a coroutine: a call that finishes at once costs no extra
+    coroutine, and only one that suspends gets a timer (a timer per call measured ~20 µs a
+    dispatch)."""
     limit = tool.timeout if tool.timeout is not None else default
     running = tool.invoke(args, ToolContext(call, d.turn, d))
-    if math.isinf(limit) or (isinstance(tool, FunctionTool) and tool.runs_on_loop):
-        return await running
-    waiting: Any = running
+    waiting: Awaitable[Any] = running
     if type(running) is CoroutineType or isinstance(running, Coroutine):
-        # Most calls finish without ever waiting; only one that suspends needs a timer (a
-        # timer per call measured ~20 us a dispatch).
         try:
             first = running.send(None)
         except StopIteration as done:
-            return done.value
+            return done.value, None
         waiting = _Resumed(running, first)
+    if math.isinf(limit) or (isinstance(tool, FunctionTool) and tool.runs_on_loop):
+        return None, waiting
+    return None, _under_deadline(waiting, limit, call, d)
+
+
+async def _under_deadline(
+    waiting: Awaitable[Any], limit: float, call: ToolCall, d: DispatchContext
+) -> Any:
     deadline = asyncio.timeout(limit)
     try:
         async with deadline:
@@ -146,7 +154,9 @@ def _executor(d: DispatchContext, default_timeout: float) -> ToolHandler:
         except ToolArgumentsError as exc:
             return ToolResult(call.id, str(exc), is_error=True)
         try:
-            data = await _invoke(tool, args, call, d, default_timeout)
+            data, pending = _start(tool, args, call, d, default_timeout)
+            if pending is not None:
+                data = await pending
         except (ToolError, ToolTimeoutError) as exc:
             return ToolResult(call.id, str(exc), is_error=True)
         except (Exception, asyncio.CancelledError) as exc:
