@@ -105,7 +105,7 @@ class History(list[Message]):
     def view(self, tail: Iterable[Message] = ()) -> HistoryView:
         """The messages as they are now, then ``tail`` (copied into a tuple), unaffected by
         later changes to this history."""
-        view = HistoryView(self, len(self), tuple(tail))
+        view = HistoryView(self, len(self), tuple(tail) if tail else ())
         self._views.append(view)
         return view
 

@@ -82,7 +82,7 @@ class MiddlewareStack:
     def has_dispatch_input(self) -> bool:
         """Whether any middleware overrides ``dispatch_input``: the runtime skips a pipeline or
         seam runner, and the coroutine it costs, when none does (likewise ``has_<hook>`` for
-        ``dispatch_output`` and the four per-call seams below)."""
+        ``dispatch_output`` and the six per-call seams below)."""
         return bool(self._bound["dispatch_input"])
 
     @property
@@ -92,6 +92,14 @@ class MiddlewareStack:
     @property
     def has_before_model_call(self) -> bool:
         return bool(self._bound["before_model_call"])
+
+    @property
+    def has_wrap_model_call(self) -> bool:
+        return bool(self._bound["wrap_model_call"])
+
+    @property
+    def has_wrap_tool_call(self) -> bool:
+        return bool(self._bound["wrap_tool_call"])
 
     @property
     def has_after_model_call(self) -> bool:

@@ -244,7 +244,9 @@ async def run_tool_calls(
     ``timeout`` is cancelled after ``tool_timeout`` seconds. Each result is also put in
     ``finished`` (by call id) as soon as it is ready, so a cancelled caller knows which calls
     ran (see :func:`results_after_cancel`)."""
-    handler = stack.wrap_tool(_executor(d, tool_timeout), d)
+    handler = _executor(d, tool_timeout)
+    if stack.has_wrap_tool_call:
+        handler = stack.wrap_tool(handler, d)
     done: dict[str, ToolMessage] = {} if finished is None else finished
     if len(calls) == 1:
         done[calls[0].id] = await _run_one(calls[0], d, stack, handler)

@@ -264,7 +264,10 @@ class Turn:
             self._check(d)
         d.request = request
         self.emit(ModelRequestSent(dispatch=d.index, request=request))
-        response = _checked(await stack.wrap_model(self._model_handler(d), d)(request), ctx)
+        handler = self._model_handler(d)
+        if stack.has_wrap_model_call:
+            handler = stack.wrap_model(handler, d)
+        response = _checked(await handler(request), ctx)
         response = _with_unique_call_ids(response)
         if stack.has_after_model_call:
             response = await stack.run_after_model_call(response, request, d)
