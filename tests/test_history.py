@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+import pickle
 from collections.abc import Callable
 
 import pytest
@@ -89,6 +91,20 @@ def test_views_compare_equal_to_any_sequence_of_the_same_messages() -> None:
     assert [A, B] == view  # noqa: SIM300 (the list's side: Python falls back to the view's __eq__)
     assert view != [A] and view != [B, A] and view != "ab"
     assert repr(view).startswith("HistoryView([")
+
+
+def test_a_copied_history_has_its_own_views() -> None:
+    history = History([A])
+    view = history.view()
+    for copied in (copy.copy(history), copy.deepcopy(history), pickle.loads(pickle.dumps(history))):
+        assert type(copied) is History and [m.id for m in copied] == ["a"]
+        copied.append(B)
+        later = copied.view()
+        history[0] = X
+        copied[0] = C
+        assert [m.id for m in later] == ["a", "b"]
+        assert list(view) == [A]
+        history[0] = A
 
 
 def test_a_plain_list_is_copied_not_viewed() -> None:

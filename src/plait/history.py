@@ -12,7 +12,8 @@ history leaves earlier views as they were (they know their length). Any other ch
 (``history[i] = m``, ``del``, ``insert``, ``pop``, ``remove``, ``clear``, ``sort``,
 ``reverse``, slice assignment, ``*=``) first hands every outstanding view one shared copy of the
 messages as they were, so the change never shows through a view. Replacing the whole list
-(``ctx.messages = [...]``) is fine too: the runtime then copies, as before.
+(``ctx.messages = [...]``) is fine too: the runtime then copies, as before. A copy of a history
+(``copy.copy``, ``deepcopy``, pickling) is a new ``History`` with no views.
 
 A view is a read-only ``Sequence``: ``len``, indexing (slices give a new ``list``), iteration
 (over a copy taken when iteration starts), ``reversed`` (lazy, for scans from the end that stop
@@ -25,6 +26,7 @@ the turn's own objects, as they were in the copied lists.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
+from copy import deepcopy
 from typing import Any, SupportsIndex, overload
 
 from plait.messages import Message
@@ -108,6 +110,15 @@ class History(list[Message]):
         view = HistoryView(self, len(self), tuple(tail) if tail else ())
         self._views.append(view)
         return view
+
+    def __copy__(self) -> History:
+        return History(self)  # a new history: the views stay with this one
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> History:
+        return History(deepcopy(list(self), memo))
+
+    def __reduce__(self) -> tuple[type[History], tuple[list[Message]]]:
+        return History, (list(self),)
 
     def _detach(self) -> None:
         """Before a change in place: every view so far gets one copy of the messages as they
