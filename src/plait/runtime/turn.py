@@ -292,14 +292,7 @@ class Turn:
         persisted = list(d.new_messages)
         for keep_out in ctx.persist_filters:
             persisted = keep_out(persisted)
-        self.version = await append_storable(
-            self.agent.store,
-            self.thread_id,
-            persisted,
-            expected_version=self.version,
-            state=ctx.state,
-            emit=self.emit,
-        )
+        self.version = await self._append(persisted, ctx.state)
         self.new_messages.extend(persisted)
         self.emit(DispatchFinished(dispatch=d.index, messages=persisted, usage=response.usage))
         self._check(d)
