@@ -209,10 +209,12 @@ async def _run_one(
         )
     # The tool or middleware may return data the store cannot hold (a model object, a set, a
     # lone surrogate, nan); make it storable here, so the dispatch can still be persisted.
-    replaced: list[Replacement] = []
-    data = storable_value(result.data, "data", replaced)
-    if replaced:
-        emit(ValuesReplaced(source=f"tool:{call.name}", replacements=replaced))
+    data = result.data
+    if type(data) is not str or not data.isascii():  # ASCII text is storable as it is
+        replaced: list[Replacement] = []
+        data = storable_value(data, "data", replaced)
+        if replaced:
+            emit(ValuesReplaced(source=f"tool:{call.name}", replacements=replaced))
     if result.tool_call_id != call.id or data is not result.data:
         result = ToolResult(call.id, data, result.is_error)
     emit(ToolCallFinished(dispatch=d.index, call=call, result=result, skipped_by=skipped_by))

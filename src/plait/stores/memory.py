@@ -127,7 +127,10 @@ class _NotPlain(Exception):
 
 def _stored_messages(thread_id: str, messages: Sequence[Message]) -> list[Message]:
     try:
-        return [_copy_message(message) for message in messages]
+        copied: list[Message] = []
+        for message in messages:  # a loop, not a comprehension: no extra frame (per dispatch)
+            copied.append(_copy_message(message))
+        return copied
     except (_NotPlain, UnicodeEncodeError):
         pass
     copies: list[Message | None] = []
@@ -249,7 +252,9 @@ def _copy_message(message: Message) -> Message:
     elif kind is AssistantMessage:
         usage, reason, calls = m.usage, m.finish_reason, m.tool_calls
         copy.content = _content(m.content) if m.content else []
-        copy.tool_calls = [_copy_call(call) for call in calls] if calls else []
+        copy.tool_calls = calls_copy = []
+        for call in calls:
+            calls_copy.append(_copy_call(call))
         copy.usage = None if usage is None else _copy_usage(usage)
         plain_reason = reason is None or (type(reason) is str and reason.isascii())
         copy.finish_reason = reason if plain_reason else _text(reason)
