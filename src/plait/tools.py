@@ -324,4 +324,8 @@ class ToolRegistry:
 
     def definitions(self) -> list[ToolDefinition]:
         """A snapshot of what to advertise: every registered tool that is not deferred."""
-        return [t.definition for t in self._tools.values() if not t.deferred]
+        advertised: list[ToolDefinition] = []
+        for t in self._tools.values():  # a loop, not a comprehension: runs every model call
+            if not t.deferred:
+                advertised.append(t.definition)
+        return advertised

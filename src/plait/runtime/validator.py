@@ -69,7 +69,9 @@ class ToolCallValidator(Middleware):
     ) -> ModelResponse:
         if not response.tool_calls:
             return response
-        advertised = {t.name for t in request.tools}
+        advertised: set[str] = set()
+        for definition in request.tools:  # a loop, not a comprehension: no extra frame
+            advertised.add(definition.name)
         registry = ctx.registry
         late_bound = changed = False
         calls: list[ToolCall] = []
