@@ -308,6 +308,8 @@ def _copy_usage(usage: Any) -> Usage:
     copy.cache_write_tokens = count = usage.cache_write_tokens
     plain = plain and type(count) is int
     copy.requests = count = usage.requests
+    plain = plain and type(count) is int
+    copy.reasoning_tokens = count = usage.reasoning_tokens
     if not (plain and type(count) is int):
         raise _NotPlain
     result: Usage = copy
