@@ -193,3 +193,13 @@ async def test_backend_source_reads_at_most_max_file_bytes() -> None:
         await source.read("big", "data.txt")
     assert await source.read("big", "ok.txt") == b"o"
     assert set(backend.limits) == {1001}
+
+
+async def test_backend_source_caps_bytes_not_characters() -> None:
+    # Before: 600 two-byte characters (1200 bytes) passed a 1000-byte cap.
+    backend = _Backend({"skills/big/SKILL.md": MD, "skills/big/wide.txt": "é" * 600})
+    source = BackendSource(backend, max_file_bytes=1000)
+    with pytest.raises(SkillFileTooLarge, match="larger than the 1000-byte limit"):
+        await source.read("big", "wide.txt")
+    backend.files["skills/big/fits.txt"] = "é" * 500
+    assert await source.read("big", "fits.txt") == ("é" * 500).encode()
