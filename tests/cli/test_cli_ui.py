@@ -83,3 +83,23 @@ def test_no_trace_records_nothing(tmp_path: Path) -> None:
     assert demo.returncode == 0, demo.stdout + demo.stderr
     assert not (tmp_path / DEMO_TRACES).exists()
     assert "trace: plait ui" not in demo.stdout
+
+
+def test_ui_refuses_a_traces_file_that_is_not_sqlite(tmp_path: Path) -> None:
+    # Before: it started serving anyway and every page failed.
+    notes = tmp_path / "notes.txt"
+    notes.write_text("not a database\n")
+    folder = tmp_path / "a-folder"
+    folder.mkdir()
+    for target, what in ((notes, "not a SQLite database"), (folder, "a folder")):
+        result = subprocess.run(
+            [sys.executable, "-m", "plait", "ui", "--no-browser", "--traces", str(target)],
+            capture_output=True,
+            text=True,
+            env=_env(tmp_path),
+            timeout=30,
+            check=False,
+        )
+        output = result.stdout + result.stderr
+        assert result.returncode == 2, output
+        assert str(target) in " ".join(output.split()) and what in output
