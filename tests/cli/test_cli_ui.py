@@ -103,3 +103,11 @@ def test_ui_refuses_a_traces_file_that_is_not_sqlite(tmp_path: Path) -> None:
         output = result.stdout + result.stderr
         assert result.returncode == 2, output
         assert str(target) in " ".join(output.split()) and what in output
+
+
+def test_the_trace_hint_names_a_postgres_store_without_its_password() -> None:
+    from plait.cli.ui import trace_hint
+
+    hint = trace_hint("r1", "postgresql://ann:s3cret@db.local:5432/app")
+    assert "--store postgresql://ann:***@db.local:5432/app" in hint and "s3cret" not in hint
+    assert hint.endswith("/#r1")
