@@ -193,11 +193,18 @@ class Agent:
 
         task.add_done_callback(forget)
 
-    async def _settle(self, thread_id: str) -> None:
-        """Wait (at most ``SETTLE_TIMEOUT`` seconds) for an abandoned turn on ``thread_id``."""
+    async def _settle(self, thread_id: str) -> float | None:
+        """Wait (at most ``SETTLE_TIMEOUT`` seconds) for an abandoned turn on ``thread_id``.
+
+        Returns the event-loop time by which the new turn must also have the thread's lease
+        (the settle wait and the lease wait share one ``SETTLE_TIMEOUT`` deadline), or ``None``
+        when no abandoned turn was running (the lease then waits its own ``lease_wait``)."""
         task = self._unsettled.get(thread_id)
-        if task is not None and not task.done():
-            await asyncio.wait({task}, timeout=SETTLE_TIMEOUT)
+        if task is None or task.done():
+            return None
+        deadline = asyncio.get_running_loop().time() + SETTLE_TIMEOUT
+        await asyncio.wait({task}, timeout=SETTLE_TIMEOUT)
+        return deadline
 
     async def run(
         self,
@@ -216,7 +223,7 @@ class Agent:
         """
         events: list[Event] = []
         thread_id = thread_id or new_id()
-        await self._settle(thread_id)
+        deadline = await self._settle(thread_id)
         turn = Turn(
             self,
             thread_id,
@@ -225,6 +232,7 @@ class Agent:
             events.append,
             streaming=False,
         )
+        turn.lease_deadline = deadline
         result = await turn.run()
         result.events = events
         return result
@@ -264,8 +272,15 @@ class RunStream:
     Leaving early cancels the turn. :meth:`aclose` (also through ``contextlib.aclosing``)
     returns once the turn has settled (its in-flight store write finished or given up). A plain
     ``break`` cannot wait, so the turn is cancelled the moment the iterator is dropped and the
-    agent's next turn on that thread waits for it to settle before it loads the thread (at most
-    :data:`~plait.runtime.storing.SETTLE_TIMEOUT` seconds).
+    agent's next turn on that thread waits for it to settle, then for the thread's lease, before
+    it loads the thread: both waits share one deadline,
+    :data:`~plait.runtime.storing.SETTLE_TIMEOUT` (30 s), after which that turn raises
+    :class:`~plait.errors.ThreadBusyError`.
+
+    A turn that fails before it starts (a busy thread's :class:`~plait.errors.ThreadBusyError`,
+    a store that cannot load the thread) is reported like any other failed turn: an
+    :class:`~plait.runtime.events.ErrorOccurred` event (``where="turn"``, ``fatal=True``), then
+    iteration raises the error.
 
     A stream runs its turn once: iterating it a second time raises
     :class:`~plait.errors.ConfigurationError` (call ``agent.stream(...)`` again for a new turn).
@@ -346,7 +361,7 @@ class _TurnEvents:
         if self._finished:
             raise StopAsyncIteration
         if self._task is None:
-            await self._agent._settle(self._thread_id)
+            self._turn.lease_deadline = await self._agent._settle(self._thread_id)
             self._task = asyncio.ensure_future(_drive(self._turn, self._queue))
         try:
             event = await self._queue.get()

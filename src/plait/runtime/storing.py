@@ -41,8 +41,9 @@ __all__ = [
 ]
 
 SETTLE_TIMEOUT = 30.0
-"""Seconds a new turn waits for an abandoned turn on its thread (a stream left with ``break``)
-to settle before it loads the thread."""
+"""Seconds a new turn waits in all, when an abandoned turn (a stream left with ``break``) is
+still running on its thread: for that turn to settle, then for the thread's lease. Past it the
+new turn raises :class:`~plait.errors.ThreadBusyError`; nothing was loaded or sent."""
 
 
 def _report(emit: EventSink, source: str, found: list[Replacement]) -> None:
@@ -89,13 +90,19 @@ async def append_storable(
     expected_version: int,
     state: Mapping[str, Any] | None,
     emit: EventSink,
-) -> int:
+) -> tuple[int, list[Message]]:
     """``store.append``; if the store rejects a value, retried once with the messages and state
-    made storable (the state as written; the live dict the middleware holds is left as is)."""
+    made storable (the state as written; the live dict the middleware holds is left as is).
+
+    Returns the new version and the messages as written: ``messages`` itself (as a list) when
+    the store took it, else the storable copies, so the caller reports exactly what the thread
+    holds (``RunResult.new_messages``, ``DispatchFinished``).
+    """
     try:
-        return await store.append(
+        version = await store.append(
             thread_id, messages, expected_version=expected_version, state=state
         )
+        return version, messages if isinstance(messages, list) else list(messages)
     except ThreadDataError:
         pass
     fixed = storable_messages(messages, emit, "persist")
@@ -104,6 +111,7 @@ async def append_storable(
         None if state is None else storable_value(dict(state), "state", found, str_keys=True)
     )
     _report(emit, "state", found)
-    return await store.append(
+    version = await store.append(
         thread_id, fixed, expected_version=expected_version, state=fixed_state
     )
+    return version, fixed

@@ -37,7 +37,13 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcon
 from plait.errors import ConfigurationError, ThreadBusyError
 from plait.messages import new_id
 
-__all__ = ["DEFAULT_LEASE_TTL_S", "DEFAULT_LEASE_WAIT_S", "held_lease", "thread_lease"]
+__all__ = [
+    "DEFAULT_LEASE_TTL_S",
+    "DEFAULT_LEASE_WAIT_S",
+    "held_lease",
+    "lease_within",
+    "thread_lease",
+]
 
 DEFAULT_LEASE_WAIT_S = 30.0
 DEFAULT_LEASE_TTL_S = 30.0
@@ -51,6 +57,30 @@ def thread_lease(store: object, thread_id: str) -> AbstractAsyncContextManager[o
         store, "lease", None
     )
     return nullcontext() if lease is None else lease(thread_id)
+
+
+@asynccontextmanager
+async def lease_within(
+    store: object, thread_id: str, deadline: float, total: float
+) -> AsyncIterator[None]:
+    """:func:`thread_lease`, its acquisition bounded by ``deadline`` (event-loop time; the
+    store's own ``lease_wait`` still applies when it ends sooner); the body is not bounded.
+
+    The agent uses it for a turn whose wait began ``total`` seconds before ``deadline`` by
+    settling an abandoned turn, so both waits share one deadline. Past it (also when it has
+    already passed and the lease is not free at once) raises
+    :class:`~plait.errors.ThreadBusyError` with ``settling=True``.
+    """
+    async with contextlib.AsyncExitStack() as held:
+        scope = asyncio.timeout_at(deadline)
+        try:
+            async with scope:
+                await held.enter_async_context(thread_lease(store, thread_id))
+        except TimeoutError:
+            if not scope.expired():
+                raise
+            raise ThreadBusyError(thread_id, total, settling=True) from None
+        yield
 
 
 def check_lease_options(wait: float, ttl: float) -> None:
