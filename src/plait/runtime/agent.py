@@ -35,6 +35,7 @@ from plait.middleware.model_hooks import ModelHook, as_middleware
 from plait.middleware.ordering import describe_order, resolve_order
 from plait.middleware.stack import MiddlewareStack
 from plait.models.base import Model
+from plait.models.timeouts import DEFAULT_MODEL_TIMEOUT
 from plait.runtime.repetition import RepetitionDetector
 from plait.runtime.storing import SETTLE_TIMEOUT
 from plait.runtime.tool_search import ToolSearch
@@ -59,16 +60,22 @@ class Limits:
     ``max_concurrent_tools`` bounds how many tool calls of one response run at once;
     ``tool_timeout`` is how many seconds a tool call may run before it is cancelled and answered
     with a :class:`~plait.errors.ToolTimeoutError` result (default 300; ``math.inf`` for none; a
-    tool's own ``@tool(timeout=...)`` wins)."""
+    tool's own ``@tool(timeout=...)`` wins); ``model_timeout`` is how many seconds one model
+    call (a stream to its last event included) may take before it is cancelled and the turn
+    fails with :class:`~plait.errors.ModelTimeoutError` (default 600; ``math.inf`` for none).
+    It applies to models without a deadline of their own: the OpenAI and Anthropic adapters
+    keep theirs (:class:`~plait.models.ModelTimeouts`) and are not timed twice."""
 
     model_calls_per_turn: int = 50
     max_concurrent_tools: int = 8
     tool_timeout: float = DEFAULT_TOOL_TIMEOUT
+    model_timeout: float = DEFAULT_MODEL_TIMEOUT
 
     def __post_init__(self) -> None:
         if self.model_calls_per_turn < 1 or self.max_concurrent_tools < 1:
             raise ConfigurationError("Limits must be at least 1.")
         check_timeout(self.tool_timeout, "Limits.tool_timeout")
+        check_timeout(self.model_timeout, "Limits.model_timeout")
 
 
 def _as_messages(value: RunInput) -> list[Message]:

@@ -28,6 +28,7 @@ from plait.messages import Message, ToolCall, ToolMessage, Usage, new_id
 from plait.middleware.context import DispatchContext, Event, EventSink, TurnContext
 from plait.middleware.stack import MiddlewareStack
 from plait.models.base import ModelRequest, ModelResponse, ResponseComplete, TextDelta
+from plait.models.timeouts import agent_deadline
 from plait.runtime.events import (
     DispatchFinished,
     ErrorOccurred,
@@ -351,7 +352,7 @@ class Turn:
     def _model_handler(self, d: DispatchContext) -> Any:
         model = d.turn.model
         if not self.streaming:
-            return model.generate
+            return agent_deadline(model.generate, model, self.agent.limits.model_timeout)
 
         async def streamed(request: ModelRequest) -> ModelResponse:
             final: ModelResponse | None = None
@@ -370,4 +371,4 @@ class Turn:
                 )
             return final
 
-        return streamed
+        return agent_deadline(streamed, model, self.agent.limits.model_timeout)
