@@ -95,17 +95,22 @@ class SQLiteFile:
         """Run ``fn`` in a worker thread inside a read transaction (one consistent snapshot)."""
         return await asyncio.to_thread(self._run, fn, "BEGIN")
 
-    async def write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+    async def write(
+        self, fn: Callable[[sqlite3.Connection], T], *, within: float | None = None
+    ) -> T:
         """Run ``fn`` in a worker thread inside a write transaction, committed if ``fn`` returns
         and rolled back if it raises (the exception then propagates unchanged).
 
-        A thread cannot be stopped, so when the caller is cancelled meanwhile the write still
-        runs to its end, and the cancellation is raised only once it has (or after
-        ``SETTLE_TIMEOUT`` seconds): a cancelled caller never returns with its write in flight,
-        so the next writer sees it.
+        ``within`` (seconds) bounds how long the write waits for the connection (another call
+        of this file running) and for the write lock another connection holds; past it the
+        write raises ``error`` with nothing written. By default both waits are bounded by the
+        30 s busy timeout. A thread cannot be stopped, so when the caller is cancelled
+        meanwhile the write still runs to its end, and the cancellation is raised only once it
+        has (or after ``SETTLE_TIMEOUT`` seconds): a cancelled caller never returns with its
+        write in flight, so the next writer sees it.
         """
         loop = asyncio.get_running_loop()
-        call = functools.partial(self._run, fn, "BEGIN IMMEDIATE")
+        call = functools.partial(self._run, fn, "BEGIN IMMEDIATE", within)
         work = loop.run_in_executor(None, contextvars.copy_context().run, call)
         try:
             return await asyncio.shield(work)
@@ -120,26 +125,52 @@ class SQLiteFile:
                 self._conn.close()
                 self._conn = None
 
-    def _run(self, fn: Callable[[sqlite3.Connection], T], begin: str) -> T:
-        with self._lock:
-            try:
-                conn = self._connect()
-                conn.execute(begin)
-                try:
-                    result = fn(conn)
-                    conn.commit()
-                except BaseException:
-                    if conn.in_transaction:
-                        conn.rollback()
-                    raise
-                return result
-            except sqlite3.Error as exc:
-                raise self._failure(exc) from exc
-            except OSError as exc:
+    def _run(
+        self, fn: Callable[[sqlite3.Connection], T], begin: str, within: float | None = None
+    ) -> T:
+        if within is None:
+            self._lock.acquire()
+        else:
+            # One deadline for both waits: the connection lock, then SQLite's busy handler.
+            end = time.monotonic() + within
+            if not self._lock.acquire(timeout=max(within, 0.0)):
                 raise self._error(
-                    f"Cannot create the SQLite database {self.path!r}: {exc}. "
-                    "Choose a path in a writable directory."
-                ) from exc
+                    f"SQLite database {self.path!r} was busy with another call for "
+                    f"{within:g} s; nothing was written. Retry when it is done."
+                )
+        try:
+            conn = self._connect()
+            if within is None:
+                return self._transaction(conn, fn, begin)
+            left_ms = max(int((end - time.monotonic()) * 1000), 0)
+            conn.execute(f"PRAGMA busy_timeout = {left_ms}")
+            try:
+                return self._transaction(conn, fn, begin)
+            finally:
+                conn.execute(f"PRAGMA busy_timeout = {int(_BUSY_TIMEOUT_S * 1000)}")
+        except sqlite3.Error as exc:
+            raise self._failure(exc) from exc
+        except OSError as exc:
+            raise self._error(
+                f"Cannot create the SQLite database {self.path!r}: {exc}. "
+                "Choose a path in a writable directory."
+            ) from exc
+        finally:
+            self._lock.release()
+
+    @staticmethod
+    def _transaction(
+        conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], T], begin: str
+    ) -> T:
+        conn.execute(begin)
+        try:
+            result = fn(conn)
+            conn.commit()
+        except BaseException:
+            if conn.in_transaction:
+                conn.rollback()
+            raise
+        return result
 
     def _connect(self) -> sqlite3.Connection:
         if self._conn is not None:

@@ -40,6 +40,7 @@ from plait.messages import new_id
 __all__ = [
     "DEFAULT_LEASE_TTL_S",
     "DEFAULT_LEASE_WAIT_S",
+    "LEASE_RELEASE_S",
     "held_lease",
     "lease_within",
     "thread_lease",
@@ -48,7 +49,9 @@ __all__ = [
 DEFAULT_LEASE_WAIT_S = 30.0
 DEFAULT_LEASE_TTL_S = 30.0
 _MAX_POLL_S = 0.5
-_STOP_S = 5.0  # bound on stopping the renewals and releasing the lease at the end of a turn
+LEASE_RELEASE_S = 5.0
+"""Seconds a turn's end may spend stopping the lease's renewals and releasing it, in all; past
+it the release is given up and the lease expires after ``lease_ttl``."""
 
 
 def thread_lease(store: object, thread_id: str) -> AbstractAsyncContextManager[object]:
@@ -99,7 +102,7 @@ async def held_lease(
     *,
     acquire: Callable[[str, str], Awaitable[bool]],
     renew: Callable[[str, str], Awaitable[bool]],
-    release: Callable[[str, str], Awaitable[None]],
+    release: Callable[[str, str, float], Awaitable[None]],
     wait: float,
     ttl: float,
 ) -> AsyncIterator[str]:
@@ -109,9 +112,13 @@ async def held_lease(
     backoff (up to 0.5 s apart) until ``wait`` seconds have passed, then
     :class:`ThreadBusyError` is raised. While the body runs, ``renew`` extends it every
     ``ttl / 3`` seconds (a failed renewal is retried at the next tick; a lease another owner took
-    over is not renewed again). On exit ``release`` frees it (waiting at most 5 s); if that
-    fails the lease simply expires. A cancellation that lands while ``acquire`` runs also
-    releases, since a store whose writes settle may have taken the lease by then.
+    over is not renewed again). On exit the renewals stop and ``release(thread_id, owner,
+    within)`` frees it, both within one :data:`LEASE_RELEASE_S` (5 s) deadline: ``release`` is
+    cancelled at it, and a store whose release cannot be cancelled promptly (a write in a worker
+    thread) must itself finish within the ``within`` seconds it is given, as the SQLite store
+    does. If the release fails or runs out of time the lease simply expires. A cancellation
+    that lands while ``acquire`` runs also releases, since a store whose writes settle may have
+    taken the lease by then.
     """
     owner = new_id()
     started = time.monotonic()
@@ -127,18 +134,23 @@ async def held_lease(
         yield owner
     finally:
         heartbeat.cancel()
+        loop = asyncio.get_running_loop()
+        stop_by = loop.time() + LEASE_RELEASE_S
         # Bounded: a driver that turns the cancellation into its own error must not hold the
         # turn here (the renewal loop also stops itself, see _keep_renewed).
-        await asyncio.wait([heartbeat], timeout=_STOP_S)
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(release(thread_id, owner), _STOP_S)
+        await asyncio.wait([heartbeat], timeout=LEASE_RELEASE_S)
+        remaining = stop_by - loop.time()
+        if remaining > 0:
+            with contextlib.suppress(Exception):
+                async with asyncio.timeout_at(stop_by):
+                    await release(thread_id, owner, remaining)
 
 
 async def _take(
     thread_id: str,
     owner: str,
     acquire: Callable[[str, str], Awaitable[bool]],
-    release: Callable[[str, str], Awaitable[None]],
+    release: Callable[[str, str, float], Awaitable[None]],
 ) -> bool:
     """``acquire``; if cancelled meanwhile, free what it may have taken (bounded, best effort)
     before the cancellation goes on: a store's writes settle, so the row can be in."""
@@ -146,7 +158,7 @@ async def _take(
         return await acquire(thread_id, owner)
     except asyncio.CancelledError:
         with contextlib.suppress(Exception):
-            await asyncio.wait_for(release(thread_id, owner), _STOP_S)
+            await asyncio.wait_for(release(thread_id, owner, LEASE_RELEASE_S), LEASE_RELEASE_S)
         raise
 
 

@@ -273,7 +273,9 @@ class PostgresThreadStore:
 
             return await self.db.run(extend, error=StoreError, single=True)
 
-        async def release(thread: str, owner: str) -> None:
+        async def release(thread: str, owner: str, within: float) -> None:
+            # ``within`` is not needed: held_lease cancels this at its deadline, and a cancelled
+            # Postgres call returns at once.
             async def free(conn: AsyncConnection[Any]) -> None:
                 await conn.execute(q_free, (thread, owner))
 
