@@ -40,6 +40,16 @@ SETTLE_TIMEOUT = 30.0
 _APPLICATION_ID = 0x706C6169
 """``PRAGMA application_id`` of every SQLite file plait creates (the bytes ``b"plai"``)."""
 
+_UNSTAMPED_TABLES = {
+    "threads": {"thread_id", "version", "state", "updated_at"},
+    "messages": {"thread_id", "seq", "id", "json"},
+    "blobs": {"path", "content", "updated_at"},
+    "leases": {"thread_id", "owner", "expires_at"},
+}
+"""The tables (with their columns) of the files plait made before it stamped them: a thread
+store's, a blob backend's, or both in one file. Later tables (leases, traces) came with the
+stamp."""
+
 SQLITE_MAX_VALUE_BYTES = 1_000_000_000
 """The default bound on one stored value (a message row, a blob): SQLite's own
 ``SQLITE_LIMIT_LENGTH``."""
@@ -59,10 +69,11 @@ class SQLiteFile:
 
     A file that is not plait's is never modified: before anything is written (the journal mode
     included), the first call checks that the file is empty, carries plait's
-    ``application_id``, or (a file from before the stamp) already holds one of this component's
-    tables with its columns; anything else raises ``error`` naming the tables found. A file that is
-    plait's gets the stamp, WAL mode and any missing tables (a thread store and a blob backend
-    may share one file).
+    ``application_id``, or (a file from before the stamp, by any plait component) holds only
+    plait's tables of that time with their columns; anything else raises ``error`` naming the
+    tables found. A file that is plait's gets the stamp, WAL mode and any missing tables (a
+    thread store and a blob backend may share one file, so a blob-only file opened by a thread
+    store is plait's too).
 
     One value (a message row, a blob) is at most ``max_value_bytes`` bytes (default
     :data:`SQLITE_MAX_VALUE_BYTES`, SQLite's own limit); a larger one raises ``error`` saying
@@ -215,8 +226,9 @@ class SQLiteFile:
                 time.sleep(0.01)
 
     def _check_ownership(self, conn: sqlite3.Connection) -> None:
-        """Raise ``error`` unless the file is empty, stamped by plait, or already holds some of
-        this component's tables with their columns (a file made before the stamp)."""
+        """Raise ``error`` unless the file is empty, stamped by plait (and this component's
+        tables in it have their columns), or unstamped with nothing but the tables plait made
+        before the stamp, each with its columns."""
         (app_id,) = conn.execute("PRAGMA application_id").fetchone()
         names = [
             str(row[0])
@@ -230,8 +242,15 @@ class SQLiteFile:
         mismatched = [t for t, cols in present.items() if not self._tables[t] <= cols]
         if app_id == _APPLICATION_ID and not mismatched:
             return
-        if app_id == 0 and present and not mismatched:
-            return  # made before the stamp; tables added since are created below
+        if (
+            app_id == 0
+            and names
+            and all(
+                name in _UNSTAMPED_TABLES and _UNSTAMPED_TABLES[name] <= _columns(conn, name)
+                for name in names
+            )
+        ):
+            return  # made before the stamp; it is stamped and tables added since are created
         found = ", ".join(sorted(names)[:20]) or "(no tables)"
         raise self._error(
             f"{self.path!r} is not a plait SQLite database (application_id {app_id}, tables: "
