@@ -136,14 +136,27 @@ async def test_a_sqlite_file_that_is_not_plaits_is_refused_unchanged(
     conn.close()
 
 
-async def test_a_plait_file_from_before_the_stamp_is_accepted_and_stamped(tmp_path: Path) -> None:
+OLD_BLOB_FILE = (
+    "CREATE TABLE blobs (path TEXT PRIMARY KEY, content TEXT NOT NULL, updated_at REAL NOT NULL)",
+    "INSERT INTO blobs VALUES ('a', 'old text', 0)",
+)
+
+
+@pytest.mark.parametrize("first", ["backend", "thread store"])
+async def test_a_plait_file_from_before_the_stamp_is_accepted_and_stamped(
+    tmp_path: Path, first: str
+) -> None:
+    """Opened first by the backend that made it, or by a thread store (regression: an
+    unstamped blob-only file was refused by the thread store, which knew only its tables)."""
+    from plait.messages import UserMessage
+    from plait.stores import SQLiteThreadStore
+
     path = tmp_path / "old.db"
-    make_db(
-        path,
-        "CREATE TABLE blobs (path TEXT PRIMARY KEY, content TEXT NOT NULL, "
-        "updated_at REAL NOT NULL)",
-        "INSERT INTO blobs VALUES ('a', 'old text', 0)",
-    )
+    make_db(path, *OLD_BLOB_FILE)
+    if first == "thread store":
+        store = SQLiteThreadStore(path)
+        await store.append("t", [UserMessage("hi")], expected_version=0)
+        await store.aclose()
     backend = SQLiteBackend(path)
     assert await backend.read("a") == "old text"
     await backend.aclose()
@@ -190,32 +203,6 @@ OLD_THREAD_TABLES = (
     "CREATE TABLE messages (thread_id TEXT NOT NULL, seq INTEGER NOT NULL, id TEXT NOT NULL, "
     "json TEXT NOT NULL, PRIMARY KEY (thread_id, seq))",
 )
-
-
-async def test_a_blob_file_from_before_the_stamp_opened_by_a_thread_store_is_plaits(
-    tmp_path: Path,
-) -> None:
-    """Regression: an unstamped blob-only file (an older backend's) was refused by the thread
-    store, which only knew its own tables."""
-    from plait.messages import UserMessage
-    from plait.stores import SQLiteThreadStore
-
-    path = tmp_path / "old.db"
-    make_db(
-        path,
-        "CREATE TABLE blobs (path TEXT PRIMARY KEY, content TEXT NOT NULL, "
-        "updated_at REAL NOT NULL)",
-        "INSERT INTO blobs VALUES ('a', 'old text', 0)",
-    )
-    store = SQLiteThreadStore(path)
-    await store.append("t", [UserMessage("hi")], expected_version=0)
-    await store.aclose()
-    backend = SQLiteBackend(path)
-    assert await backend.read("a") == "old text"
-    await backend.aclose()
-    with sqlite3.connect(path) as conn:
-        assert conn.execute("PRAGMA application_id").fetchone()[0] == 0x706C6169
-    conn.close()
 
 
 async def test_a_thread_file_from_before_the_stamp_opened_by_a_blob_backend_is_plaits(

@@ -86,16 +86,12 @@ class PostgresThreadStore:
         pool_timeout: float = DEFAULT_POOL_TIMEOUT_S,
     ) -> None:
         check_lease_options(lease_wait, lease_ttl)
-        self.db = (
-            target
-            if isinstance(target, PostgresDatabase)
-            else PostgresDatabase(
-                target,
-                schema=schema,
-                prepared_statements=prepared_statements,
-                max_size=max_size,
-                pool_timeout=pool_timeout,
-            )
+        self.db = PostgresDatabase.of(
+            target,
+            schema=schema,
+            prepared_statements=prepared_statements,
+            max_size=max_size,
+            pool_timeout=pool_timeout,
         )
         self.lease_wait = lease_wait
         self.lease_ttl = lease_ttl
