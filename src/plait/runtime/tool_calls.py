@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Coroutine, Generator, Sequence
+from collections.abc import Coroutine, Sequence
 from typing import Any
 
 from plait.errors import (
@@ -49,6 +49,7 @@ from plait.messages import ToolCall, ToolMessage, ToolResult
 from plait.middleware.base import SkipToolCall, ToolHandler
 from plait.middleware.context import DispatchContext
 from plait.middleware.stack import MiddlewareStack
+from plait.models.timeouts import Resumed
 from plait.runtime.events import (
     ErrorOccurred,
     ToolCallFinished,
@@ -94,7 +95,7 @@ async def _invoke(
             first = running.send(None)
         except StopIteration as done:
             return done.value
-        waiting = _Resumed(running, first)
+        waiting = Resumed(running, first)
     deadline = asyncio.timeout(limit)
     try:
         async with deadline:
@@ -104,31 +105,6 @@ async def _invoke(
             d.turn.emit(ToolTimeoutReached(dispatch=d.index, call=call, timeout=limit))
             raise ToolTimeoutError(call.name, limit) from None
         raise
-
-
-class _Resumed:
-    """Awaits a coroutine that already ran its first step and yielded ``first`` (the future it
-    waits on): the rest of ``await coro``, sends and throws (cancellation) passed through."""
-
-    def __init__(self, coro: Coroutine[Any, Any, Any], first: Any) -> None:
-        self.coro = coro
-        self.first = first
-
-    def __await__(self) -> Generator[Any, Any, Any]:
-        pending = self.first
-        while True:
-            try:
-                sent = yield pending
-            except BaseException as exc:
-                try:
-                    pending = self.coro.throw(exc)
-                except StopIteration as done:
-                    return done.value
-            else:
-                try:
-                    pending = self.coro.send(sent)
-                except StopIteration as done:
-                    return done.value
 
 
 def _executor(d: DispatchContext, default_timeout: float) -> ToolHandler:
