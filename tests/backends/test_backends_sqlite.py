@@ -219,3 +219,14 @@ async def test_a_thread_file_from_before_the_stamp_opened_by_a_blob_backend_is_p
     store = SQLiteThreadStore(path)
     assert (await store.load("t")).version == 1
     await store.aclose()
+
+
+async def test_sqlite_names_the_lone_surrogate(tmp_path: Path) -> None:
+    backend = SQLiteBackend(tmp_path / "blobs.db")
+    try:
+        with pytest.raises(BackendError, match="lone surrogate"):
+            await backend.write("s/\udc80name", "v")
+        with pytest.raises(BackendError, match="lone surrogate"):
+            await backend.ls("s/\udc80")
+    finally:
+        await backend.aclose()
