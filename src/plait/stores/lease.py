@@ -19,8 +19,8 @@ Both table leases last ``lease_ttl`` (default 30 s) and are renewed every ``leas
 the turn runs; a worker that dies (even ``kill -9``) stops renewing, and its threads free up when
 the lease expires. At the end of a turn, stopping the renewals and releasing take at most
 :data:`LEASE_RELEASE_S` (5 s) in all, even behind another process's write lock; a release that
-does not finish by then is dropped and the lease expires instead. A lease is a row, not a session lock, so it works through a transaction-mode
-pooler and survives a dropped connection.
+does not finish by then is dropped and the lease expires instead. A lease is a row, not a
+session lock, so it works through a transaction-mode pooler and survives a dropped connection.
 
 Leases save wasted work; correctness never depends on them. Every write still names the version
 it expects, so a turn that lost its lease (a stalled worker) gets ``ThreadConflictError`` rather
