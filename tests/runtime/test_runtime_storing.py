@@ -164,6 +164,7 @@ async def test_the_caller_sees_the_storable_values_the_store_holds(store: Thread
     assert result.new_messages[3].text == "note \ufffd"
     finished = [m for e in result.events if isinstance(e, DispatchFinished) for m in e.messages]
     assert finished == held[1:]
+    assert list(model.requests[1].messages) == held[:4]  # the rest of the turn sees them too
     model.assert_complete()
 
 

@@ -38,6 +38,7 @@ __all__ = [
     "append_storable",
     "storable_input",
     "storable_response",
+    "swap_written",
 ]
 
 SETTLE_TIMEOUT = 30.0
@@ -80,6 +81,21 @@ def storable_response(response: ModelResponse, emit: EventSink) -> ModelResponse
         return response
     _report(emit, "model_response", found)
     return response.replace(content=content, tool_calls=calls, finish_reason=reason)
+
+
+def swap_written(
+    history: list[Message], sent: Sequence[Message], written: Sequence[Message]
+) -> None:
+    """Put each storable copy in ``written`` in place of its original in ``sent`` where
+    ``history`` holds it (found by identity, searching from the end), so the rest of the turn
+    works with the values the store holds. Originals not in ``history`` are left alone."""
+    for before, after in zip(sent, written, strict=True):
+        if before is after:
+            continue
+        for i in range(len(history) - 1, -1, -1):
+            if history[i] is before:
+                history[i] = after
+                break
 
 
 async def append_storable(

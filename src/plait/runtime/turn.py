@@ -43,6 +43,7 @@ from plait.runtime.storing import (
     append_storable,
     storable_input,
     storable_response,
+    swap_written,
 )
 from plait.runtime.tool_calls import results_after_cancel, run_tool_calls
 from plait.storable import storable_text
@@ -296,7 +297,10 @@ class Turn:
         persisted = list(d.new_messages)
         for keep_out in ctx.persist_filters:
             persisted = keep_out(persisted)
-        persisted = await self._append(persisted, ctx.state)
+        written = await self._append(persisted, ctx.state)
+        if written is not persisted:  # the store took storable copies: so does the turn
+            swap_written(ctx.messages, persisted, written)
+            persisted = written
         self.new_messages.extend(persisted)
         self.emit(DispatchFinished(dispatch=d.index, messages=persisted, usage=response.usage))
         self._check(d)
