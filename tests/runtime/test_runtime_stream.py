@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import gc
 import logging
+from pathlib import Path
 
 import pytest
 
@@ -20,6 +21,7 @@ from plait.models import FunctionModel
 from plait.models.base import ModelRequest
 from plait.runtime.events import ErrorOccurred
 from plait.stores.memory import MemoryThreadStore
+from plait.stores.sqlite import SQLiteThreadStore
 
 
 async def test_iterating_a_stream_twice_is_an_error_not_a_second_turn() -> None:
@@ -76,14 +78,16 @@ def stubborn_model(release: asyncio.Event, started: asyncio.Event) -> FunctionMo
     return FunctionModel(answer)
 
 
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
 async def test_after_a_break_the_next_turn_waits_once_in_all_not_settle_then_lease(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, kind: str
 ) -> None:
     # Regression: the wait used to be SETTLE_TIMEOUT, then the store's lease_wait again.
     monkeypatch.setattr(agent_module, "SETTLE_TIMEOUT", 0.2)
     monkeypatch.setattr(turn_module, "SETTLE_TIMEOUT", 0.2)
     release, started = asyncio.Event(), asyncio.Event()
-    store = MemoryThreadStore()  # lease_wait 30 s
+    # Both with lease_wait 30 s.
+    store = MemoryThreadStore() if kind == "memory" else SQLiteThreadStore(tmp_path / "t.db")
     agent = Agent(stubborn_model(release, started), store=store)
     async for _event in agent.stream("hi", thread_id="t"):
         break
@@ -94,6 +98,7 @@ async def test_after_a_break_the_next_turn_waits_once_in_all_not_settle_then_lea
     release.set()
     agent.model = ScriptedModel(["done"])
     assert (await agent.run("again", thread_id="t")).output == "done"
+    await store.aclose()
 
 
 async def test_a_stream_that_cannot_start_yields_the_error_event_then_raises() -> None:
