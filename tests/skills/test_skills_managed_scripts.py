@@ -13,7 +13,13 @@ import pytest
 
 from plait import Agent, Limits, ScriptedModel, ToolCall, ToolMessage
 from plait.messages import Message
-from plait.sandbox import RunningProcess, UnsandboxedRunner
+from plait.sandbox import (
+    BubblewrapSandbox,
+    RunningProcess,
+    SandboxLimits,
+    SandboxPolicy,
+    UnsandboxedRunner,
+)
 from plait.skills import FilesystemSource, MemorySource
 from plait.skills.managed import (
     InvalidSkillsConfig,
@@ -307,4 +313,38 @@ async def test_a_script_may_run_past_the_agents_tool_timeout_up_to_its_own() -> 
     [message] = [x for x in result.new_messages if isinstance(x, ToolMessage)]
     assert "rested" in message.text
     assert not message.is_error
+    await m.aclose()
+
+
+async def test_a_run_cut_by_the_sandboxs_wall_time_names_that_limit(tmp_path: Path) -> None:
+    root = tmp_path / "ws"
+    (root / "scripts").mkdir(parents=True)
+    (root / "scripts" / "slow.py").write_text("import time\ntime.sleep(30)\n")
+    box = BubblewrapSandbox(SandboxPolicy(limits=SandboxLimits(wall_seconds=0.5)))
+    config = ScriptConfig(timeout=20, sandbox=box)
+    with pytest.raises(SkillScriptTimeout, match=r"ran past the limit wall_seconds=0\.5 ") as cut:
+        await run_script(Workspace(root), "scripts/slow.py", [], config)
+    assert "20s timeout" in str(cut.value)
+    with pytest.raises(SkillScriptTimeout, match=r"ran past its 0\.3s timeout"):
+        await run_script(Workspace(root), "scripts/slow.py", [], config, timeout_seconds=0.3)
+
+
+@pytest.mark.parametrize(
+    ("policy", "says"),
+    [
+        (SandboxPolicy(), "writes only in the workspace and a private /tmp"),
+        (
+            SandboxPolicy(write_allow=("/var/tmp",), network="on"),
+            "writes in the workspace, a private /tmp and /var/tmp, network on",
+        ),
+        (SandboxPolicy(private_tmp=False), "writes only in the workspace, no network"),
+    ],
+)
+async def test_a_script_tools_description_says_where_it_may_write(
+    policy: SandboxPolicy, says: str
+) -> None:
+    m = await manager(scripts=ScriptConfig(timeout=10, sandbox=BubblewrapSandbox(policy)))
+    await m.load("tools")
+    tool = next(t for t in m.record("tools").tools if t.name == "run_tools_echo")
+    assert says in tool.definition.description
     await m.aclose()

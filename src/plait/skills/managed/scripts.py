@@ -291,8 +291,9 @@ async def run_script(
             f"Script {script} could not start in the {sandbox.name} sandbox: {err}"
         ) from err
     if done.timed_out:
+        cut = f"its {limit:g}s timeout" if done.limit is None else f"the limit {done.limit}"
         raise SkillScriptTimeout(
-            f"Script {script} ran past its {limit:g}s timeout and was killed with every process "
+            f"Script {script} ran past {cut} and was killed with every process "
             f"it started (sandbox={done.sandbox}). Output so far:\n{done.output}"
         )
     run = ScriptRun(

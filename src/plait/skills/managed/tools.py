@@ -160,13 +160,28 @@ def script_tool(record: LoadedSkill, path: str, config: ScriptConfig, name: str)
     )
 
 
+_MAX_WRITE_PLACES = 5
+"""How many ``write_allow`` folders a script tool's description names (then a count)."""
+
+
 def _where(sandbox: Sandbox) -> str:
     """How a script tool's description names the sandbox (the model should know)."""
     if isinstance(sandbox, UnsandboxedRunner):
         return "UNSANDBOXED (as the agent's user)"
     if isinstance(sandbox, BubblewrapSandbox):
-        network = "no network" if sandbox.policy.network == "off" else "network on"
-        return f"in the bubblewrap sandbox (writes only in the workspace, {network})"
+        policy = sandbox.policy
+        network = "no network" if policy.network == "off" else "network on"
+        places = ["a private /tmp"] if policy.private_tmp else []
+        places += list(policy.write_allow[:_MAX_WRITE_PLACES])
+        if len(policy.write_allow) > _MAX_WRITE_PLACES:
+            places.append(f"{len(policy.write_allow) - _MAX_WRITE_PLACES} more host folders")
+        if not places:
+            writes = "writes only in the workspace"
+        elif policy.write_allow:
+            writes = f"writes in the workspace, {', '.join(places[:-1])} and {places[-1]}"
+        else:
+            writes = f"writes only in the workspace and {places[0]}"
+        return f"in the bubblewrap sandbox ({writes}, {network})"
     return f"in the {sandbox.name} sandbox"
 
 
