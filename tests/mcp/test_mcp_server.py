@@ -13,7 +13,7 @@ from mcp_server import STDIO, HttpServerProcess
 
 from plait.errors import ToolError, ToolTimeoutError
 from plait.mcp import McpConfigError, McpConnectError, McpServer
-from plait.mcp.client import BinaryContent, CallOutcome, LinkContent
+from plait.mcp.content import BinaryContent, CallOutcome, LinkContent
 from plait.mcp.results import plait_result
 
 
