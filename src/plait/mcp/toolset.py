@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, Self
 
 from plait.errors import ConfigurationError
-from plait.mcp.errors import McpConfigError, McpError
+from plait.mcp.errors import McpConfigError, McpError, McpServerClosed
 from plait.mcp.events import McpServerSkipped
 from plait.mcp.server import McpServer, McpTool
 from plait.middleware.base import Middleware, Next
@@ -180,7 +180,7 @@ class McpToolset(Middleware):
         if down is None or down.retry_at <= now:
             try:
                 tools = await server.list_tools()
-            except McpConfigError:
+            except (McpConfigError, McpServerClosed):
                 raise
             except McpError as exc:  # cannot start, tools/list failed or timed out, gone
                 down = self._failed(server, exc, down, now)
