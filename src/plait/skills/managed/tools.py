@@ -24,6 +24,7 @@ exception a skill tool raises is reported by the runtime as a failed tool call.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -36,6 +37,7 @@ from plait.skills.managed.errors import (
     SkillGateDenied,
     SkillNotLoaded,
     SkillRefreshFailed,
+    SkillScriptFailed,
     render_error,
 )
 from plait.skills.managed.records import LoadedSkill
@@ -126,19 +128,31 @@ class SkillOwnedTool(Tool):
 def script_tool(record: LoadedSkill, path: str, config: ScriptConfig, name: str) -> FunctionTool:
     """The tool that runs ``path`` (``scripts/…``) of ``record`` in its workspace."""
 
-    async def run(args: list[str] | None = None, timeout_seconds: float | None = None) -> str:
-        workspace = record.workspace
-        if workspace is None or workspace.disposed:
+    async def run(
+        ctx: ToolContext, args: list[str] | None = None, timeout_seconds: float | None = None
+    ) -> str:
+        template = record.workspace
+        if template is None or template.disposed:
             raise SkillNotLoaded(f"Skill not loaded: {record.name}. Its workspace is gone.")
-        done = await run_script(
-            workspace,
-            path,
-            args or [],
-            config,
-            timeout_seconds=timeout_seconds,
-            on_start=record.track,
-            on_end=record.untrack,
-        )
+        async with contextlib.AsyncExitStack() as stack:
+            try:
+                workspace = await stack.enter_async_context(
+                    template.thread_copy(ctx.turn.thread_id, config.thread_workspaces)
+                )
+            except (OSError, RuntimeError) as err:
+                raise SkillScriptFailed(
+                    f"Script {path} could not start: copying the skill's workspace for this "
+                    f"thread failed ({type(err).__name__}: {err})."
+                ) from err
+            done = await run_script(
+                workspace,
+                path,
+                args or [],
+                config,
+                timeout_seconds=timeout_seconds,
+                on_start=record.track,
+                on_end=record.untrack,
+            )
         return done.describe()
 
     description = (
