@@ -116,3 +116,20 @@ async def test_paths_bound_inside_a_hidden_folder_stay_usable_and_nothing_else_s
     assert (workspace / "here.txt").read_text() == "here"
     seen = await report(box, workspace, [str(hidden), str(hidden / "out" / "private.txt")])
     assert seen == {str(hidden): ["out", "ws"], str(hidden / "out" / "private.txt"): ""}
+
+
+async def test_a_write_allow_folder_that_is_also_denied_stays_writable(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id").write_text("secret")
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    policy = SandboxPolicy(
+        read_deny=(str(home), str(home / ".ssh")), write_allow=(str(home),), private_tmp=False
+    )
+    box = BubblewrapSandbox(policy)
+    write = f"open({str(home / 'out.txt')!r}, 'w').write('made')"
+    wrote = await box.run(SandboxCommand((sys.executable, "-c", write), workspace, 30, 10_000))
+    assert wrote.exit_code == 0, wrote.output
+    seen = await report(box, workspace, [str(home / ".ssh")])
+    assert (home / "out.txt").read_text() == "made" and seen == {str(home / ".ssh"): []}

@@ -292,14 +292,17 @@ class BubblewrapSandbox(ProcessSandbox):
         """The ``read_deny`` paths to hide, as (folders holding no writable path, folders
         inside a writable path, files); missing or unreadable paths are skipped (nothing to
         hide), and so is anything inside an already hidden folder and outside every
-        writable path."""
+        writable path; a folder that is itself a writable path (``write_allow=("~",)`` of an
+        agent running as root, whose home ``/root`` is denied) stays shown and writable, the
+        denied paths inside it still hidden."""
         folders: list[str] = []
         files: list[str] = []
         for raw in self.policy.read_deny:
             path = _host_path(raw)
             if os.access(path, os.R_OK) and path not in folders and path not in files:
                 (folders if os.path.isdir(path) else files).append(path)
-        inner = [d for d in folders if any(d == w or _inside(d, w) for w in writable)]
+        folders = [d for d in folders if d not in writable]  # written explicitly: shown
+        inner = [d for d in folders if any(_inside(d, w) for w in writable)]
         candidates = [d for d in folders if d not in inner]
         outer = [d for d in candidates if not any(_inside(d, o) for o in candidates)]
         inner = [d for d in inner if _shown(d, outer, writable)]
