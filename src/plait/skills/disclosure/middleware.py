@@ -21,6 +21,7 @@ request) is covered by ``wrap_model_call``, which repeats step 3 on the request 
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import time
 from collections import OrderedDict
@@ -65,7 +66,10 @@ DEFAULT_BUDGET = 8_000
 """Characters of the skill list in the system prompt (about 2,000 tokens)."""
 
 DEFAULT_REFRESH_INTERVAL = 2.0
-"""Seconds a catalog refresh serves new threads before the next new thread refreshes again."""
+"""Seconds a catalog refresh serves new threads; the first new thread after that starts one
+refresh in the background and, like every other, is served the current catalog meanwhile."""
+
+_log = logging.getLogger("plait.skills")
 
 _MISSING: Any = object()
 
@@ -92,9 +96,14 @@ class SkillsMiddleware(Middleware):
     (``None``: the list alone). ``auto_refresh``: ``True`` refreshes the catalog incrementally
     before each turn's first model call, a number of seconds before any model call once that
     long has passed since the thread's last load. A new thread (or one this process forgot)
-    reuses the catalog refreshed less than ``refresh_interval`` seconds ago, so opening
-    threads does not walk every skill folder each time; a reset of ``skills_metadata``
-    always refreshes at once. Past the budget, the listed skills are chosen per user turn by
+    is served the current catalog and never waits for a folder walk (only the very first load
+    does): when the catalog is ``refresh_interval`` seconds old or more, it also starts one
+    refresh in the background, shared by every thread (at most one runs at a time; it is
+    bounded by each source's own scan limits; what a source reports lands as diagnostics, and
+    an unexpected error is logged on the ``plait.skills`` logger and kept in
+    :attr:`refresh_error`). ``refresh_interval=0`` instead refreshes before every new thread's
+    first call, as a strict mode. A reset of ``skills_metadata`` always refreshes at once.
+    Past the budget, the listed skills are chosen per user turn by
     relevance (:mod:`.listing`) with ``ranker`` (default: a
     :class:`~plait.skills.ranking.LexicalRanker`, built on first need), keeping pinned, read and
     ``always_listed`` skills. ``read_max_chars`` bounds one ``read_file`` result. Snapshots of
@@ -150,6 +159,9 @@ class SkillsMiddleware(Middleware):
         self.refresh_interval = refresh_interval
         self._refreshed_at = -float("inf")
         self._refresh_lock = asyncio.Lock()
+        self._background: asyncio.Task[None] | None = None
+        self.refresh_error: Exception | None = None
+        """The last unexpected error of a background refresh (``None`` once one succeeds)."""
         self._ranker = ranker
         self.always_listed = tuple(always_listed)
         self._listing: RankedListing | None = None
@@ -291,14 +303,45 @@ class SkillsMiddleware(Middleware):
         return time.monotonic() - thread.loaded_at >= every
 
     async def _refresh(self, force: bool) -> None:
-        """Refresh the catalog, unless (``force`` false) it was refreshed less than
-        ``refresh_interval`` seconds ago; concurrent callers share one refresh."""
+        """Refresh the catalog now when ``force``d, on the first load, or with
+        ``refresh_interval=0``; otherwise start a background refresh when the catalog is
+        ``refresh_interval`` seconds old and return at once. Callers share one refresh."""
+        if not force and self.catalog.loaded and self.refresh_interval > 0:
+            if time.monotonic() - self._refreshed_at >= self.refresh_interval:
+                self._revalidate()
+            return
         async with self._refresh_lock:
-            fresh = time.monotonic() - self._refreshed_at < self.refresh_interval
-            if fresh and not force and self.catalog.loaded:
-                return
+            if not force and self.catalog.loaded and self.refresh_interval > 0:
+                return  # another caller's first load finished while this one waited
             await self.catalog.refresh()
             self._refreshed_at = time.monotonic()
+
+    async def wait_refreshed(self, deadline: float = 30.0) -> bool:
+        """Wait up to ``deadline`` seconds (default 30) for a background refresh in flight
+        (for tests and an orderly shutdown); ``True`` when none is running any more. Does not
+        cancel it when the deadline passes."""
+        task = self._background
+        if task is None or task.done():
+            return True
+        done, _ = await asyncio.wait({task}, timeout=deadline)
+        return bool(done)
+
+    def _revalidate(self) -> None:
+        """Start the shared background refresh unless one is running."""
+        if self._background is not None and not self._background.done():
+            return
+        self._refreshed_at = time.monotonic()  # at most one refresh per interval, even failing
+        self._background = asyncio.get_running_loop().create_task(self._refresh_behind())
+
+    async def _refresh_behind(self) -> None:
+        try:
+            async with self._refresh_lock:
+                await self.catalog.refresh()
+                self._refreshed_at = time.monotonic()
+            self.refresh_error = None
+        except Exception as error:  # nobody awaits this task: log and keep it, never lose it
+            self.refresh_error = error
+            _log.warning("Background refresh of the skill catalog failed: %r", error)
 
     async def _load(self, ctx: DispatchContext, thread: _Thread | None, reason: str) -> _Thread:
         await self._refresh(force=reason in ("reset", "auto_refresh"))

@@ -22,6 +22,7 @@ File IO is synchronous inside the async methods: it is local and fast (see
 
 from __future__ import annotations
 
+import asyncio
 import builtins
 import os
 import stat as stat_module
@@ -158,7 +159,8 @@ class FilesystemSource:
         return self._root
 
     async def discover(self) -> AsyncIterator[DiscoveryItem]:
-        for item in self.scan():
+        """:meth:`scan` in a worker thread: a refresh never blocks the event loop's turns."""
+        for item in await asyncio.to_thread(self.scan):
             yield item
 
     def scan(self) -> builtins.list[DiscoveryItem]:
