@@ -193,6 +193,19 @@ async def test_a_source_failing_in_a_background_refresh_is_reported_to_the_next_
     assert "disk unplugged" in problems[0].diagnostic.message
 
 
+async def test_a_problem_is_reported_once_per_process_and_again_on_a_reset() -> None:
+    source = MemorySource({"ok": {"SKILL.md": md("ok", "Fine.")}, "bad": {"SKILL.md": "no"}})
+    agent = Agent(ScriptedModel(["1", "2", "3"]), middleware=[SkillsMiddleware([source])])
+
+    async def problems(thread: str, state: dict[str, object] | None = None) -> list[str | None]:
+        result = await agent.run("go", thread_id=thread, state=state)
+        return [e.skill for e in result.events if isinstance(e, SkillProblemFound)]
+
+    assert await problems("a") == ["bad"]
+    assert await problems("b") == []  # a new thread: already reported in this process
+    assert await problems("b", {"skills_metadata": None}) == ["bad"]  # a reset reports again
+
+
 async def test_refresh_interval_zero_refreshes_before_every_new_thread() -> None:
     source = catalog(3)
     model = ScriptedModel(["1", "2"])

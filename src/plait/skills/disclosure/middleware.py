@@ -48,7 +48,12 @@ from plait.skills.disclosure.read_file import DEFAULT_READ_MAX_CHARS, build_read
 from plait.skills.disclosure.scan import DisclosureScan
 from plait.skills.disclosure.search import build_search_tool
 from plait.skills.disclosure.skill_tools import ToolNameResolver, ToolPlan, TurnTools, as_resolver
-from plait.skills.disclosure.snapshot import DEFAULT_INSTRUCTIONS, SkillSnapshot, take_snapshot
+from plait.skills.disclosure.snapshot import (
+    DEFAULT_INSTRUCTIONS,
+    LoadProblem,
+    SkillSnapshot,
+    take_snapshot,
+)
 from plait.skills.render import PromptFormat
 from plait.skills.sources.base import SkillSource
 from plait.skills.sources.filesystem import FilesystemSource
@@ -70,6 +75,11 @@ DEFAULT_REFRESH_INTERVAL = 2.0
 refresh in the background and, like every other, is served the current catalog meanwhile."""
 
 _log = logging.getLogger("plait.skills")
+
+
+def _problem_key(problem: LoadProblem) -> tuple[object, ...]:
+    return (problem.source_id, problem.skill, problem.skipped, problem.diagnostic)
+
 
 _MISSING: Any = object()
 
@@ -103,6 +113,11 @@ class SkillsMiddleware(Middleware):
     an unexpected error is logged on the ``plait.skills`` logger and kept in
     :attr:`refresh_error`). ``refresh_interval=0`` instead refreshes before every new thread's
     first call, as a strict mode. A reset of ``skills_metadata`` always refreshes at once.
+    Each loading problem (a skipped or warned skill, a failed source) is reported as one
+    :class:`SkillProblemFound` by the first thread that loads it in this process, not again by
+    every new thread; it is reported again once it was gone and comes back, and a reset of
+    ``skills_metadata`` (the way to reload after editing a SKILL.md) reports every current
+    problem. ``SkillCatalogLoaded.skipped`` counts the skipped skills on every load.
     Past the budget, the listed skills are chosen per user turn by
     relevance (:mod:`.listing`) with ``ranker`` (default: a
     :class:`~plait.skills.ranking.LexicalRanker`, built on first need), keeping pinned, read and
@@ -160,6 +175,7 @@ class SkillsMiddleware(Middleware):
         self._refreshed_at = -float("inf")
         self._refresh_lock = asyncio.Lock()
         self._background: asyncio.Task[None] | None = None
+        self._reported: set[tuple[object, ...]] = set()
         self.refresh_error: Exception | None = None
         """The last unexpected error of a background refresh (``None`` once one succeeds)."""
         self._ranker = ranker
@@ -398,7 +414,10 @@ class SkillsMiddleware(Middleware):
                 changed=changed,
             )
         )
+        reported, self._reported = self._reported, {_problem_key(p) for p in snapshot.problems}
         for problem in snapshot.problems:
+            if reason != "reset" and _problem_key(problem) in reported:
+                continue  # this process already reported it, and it has not gone away since
             emit(
                 SkillProblemFound(
                     thread_id=thread_id,
