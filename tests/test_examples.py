@@ -36,6 +36,7 @@ def test_offline_example_runs(script: str, expected: str) -> None:
     assert expected in result.stdout
 
 
-def test_provider_example_compiles() -> None:
-    source = (EXAMPLES / "openai_agent.py").read_text()
-    compile(source, "openai_agent.py", "exec")
+@pytest.mark.parametrize("script", ["openai_agent.py", "skills_embeddings.py"])
+def test_example_needing_a_provider_or_a_model_compiles(script: str) -> None:
+    source = (EXAMPLES / script).read_text()
+    assert compile(source, script, "exec").co_filename == script
