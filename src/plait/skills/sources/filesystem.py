@@ -16,8 +16,9 @@ a *parent folder* swapped for a symlink in that window by another local process,
 write access to the folder and, with Linux ``protected_hardlinks``, to the target). Keep skill
 folders writable only by their owner.
 
-File IO is synchronous inside the async methods: it is local and fast (see
-``bench/skills_catalog.py``), and a thread hop per file would cost more than the read.
+File IO is synchronous inside the async read methods: it is local and fast (see
+``bench/skills_catalog.py``), and a thread hop per file would cost more than the read. A
+discovery (the whole walk) runs in one worker thread, so a refresh never blocks the event loop.
 """
 
 from __future__ import annotations
