@@ -24,7 +24,8 @@ cancels its own turn (as a caller giving up would), results JSON cannot hold, co
 turns (refresh / auto_refresh), a skill list over its budget (``search_skills``), and a
 summarization threshold above the real window (overflow recovery does the folding).
 
-The named regression tests at the end pin down the bugs this property test found.
+Two fixed cases at the end pin down overflow recovery beside skills: a managed skill's body is
+never persisted, and a folded SKILL.md read withdraws its tools on the retry.
 """
 
 from __future__ import annotations
@@ -720,7 +721,7 @@ async def test_invariants_hold_for_seeded_agents(mode: Mode) -> None:
     assert failures == {}
 
 
-# --- regressions found by the property test -------------------------------------------------
+# --- fixed cases: overflow recovery beside skills ----------------------------------------------
 
 
 def _scripted_with_window(script: list[ModelResponse | str]) -> FunctionModel:
@@ -737,10 +738,10 @@ def _scripted_with_window(script: list[ModelResponse | str]) -> FunctionModel:
 
 
 async def test_overflow_recovery_never_persists_a_managed_skill_body() -> None:
-    """Overflow recovery evicted the largest tool results, a ``read_skill_body`` result
-    included: the body was written to the backend and its preview recorded in the thread state
-    (``plait.context.overflow``), so it reached the thread store. Projected results (those a
-    persist filter rewrites) are now left alone; the other big results are enough to fit."""
+    """Overflow recovery evicts the largest tool results but leaves projected ones (those a
+    persist filter rewrites, like a ``read_skill_body`` result) alone: evicting one would write
+    the body to the backend and its preview into the thread state, and so into the store. The
+    other big results are enough to fit."""
     manager = await create_skill_manager(sources=[MemorySource(SKILLS)], gate=allow_all)
     backend = MemoryBackend()
     summary = SummarizationMiddleware(3000, keep_messages=4, backend=backend)
@@ -781,9 +782,9 @@ async def test_overflow_recovery_never_persists_a_managed_skill_body() -> None:
 
 async def test_overflow_retry_withdraws_skill_tools_of_a_folded_read() -> None:
     """Overflow recovery compacts the request *inside* ``wrap_model_call``, after
-    ``SkillsMiddleware`` chose the tools in ``before_model_call``. When the forced summary
-    folded the SKILL.md read, the retry still advertised (and registered) the skill's tool,
-    with no read or pin of the skill in the request."""
+    ``SkillsMiddleware`` chose the tools in ``before_model_call``. When the forced summary folds
+    the SKILL.md read, the retry no longer advertises (or registers) the skill's tool: a tool is
+    sent only while a read or pin of its skill is in the request."""
     summary = SummarizationMiddleware(10**6, keep_messages=2)
     seen: list[ModelRequest] = []
     script: list[ModelResponse] = [

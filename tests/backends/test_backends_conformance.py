@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import pytest
@@ -282,3 +282,34 @@ async def test_readers_never_see_a_partial_write(backend: Backend) -> None:
 
     await asyncio.gather(reader(), backend.write("f", new), backend.write("f", old), reader())
     assert seen <= {old, new}
+
+
+async def test_unicode_paths_round_trip_and_list(backend: Backend) -> None:
+    path = "ü/名前/" + "é" * 100 + ".txt"
+    await backend.write(path, "données")
+    assert await backend.read(path) == "données"
+    assert await backend.ls("ü") == [path]
+    assert await backend.ls("ü/名") == []  # a prefix is a folder, not a string prefix
+
+
+async def test_a_lone_surrogate_in_a_path_works_or_is_a_backend_error(backend: Backend) -> None:
+    path = "s/\udc80name"
+    actions: list[Callable[[], Awaitable[object]]] = [
+        lambda: backend.write(path, "v"),
+        lambda: backend.read(path),
+        lambda: backend.exists(path),
+        lambda: backend.delete(path),
+        lambda: backend.ls("s/\udc80"),
+    ]
+    outcomes: list[object] = []
+    for action in actions:
+        # Typed, or it worked; anything else (a driver's UnicodeEncodeError) fails the test.
+        try:
+            outcomes.append(await action())
+        except (BackendError, FileNotFoundError) as exc:
+            outcomes.append(type(exc))
+    written, read = outcomes[0], outcomes[1]
+    if written is BackendError:
+        assert read in (BackendError, FileNotFoundError)
+    else:
+        assert read == "v"

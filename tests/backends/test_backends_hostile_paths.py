@@ -1,4 +1,6 @@
-"""Security review: hostile virtual paths never leave a backend's root (verified safe)."""
+"""Hostile virtual paths never leave a backend's root: ``..``, NUL and empty paths are refused
+before any I/O, odd names stay under the root, and a symlinked parent pointing out of the root
+blocks writes."""
 
 from __future__ import annotations
 

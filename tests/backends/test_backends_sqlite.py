@@ -178,3 +178,14 @@ async def test_a_blob_over_the_value_limit_says_so_and_keeps_the_old_one(tmp_pat
 def test_a_value_limit_outside_sqlites_range_is_refused(tmp_path: Path, limit: int) -> None:
     with pytest.raises(BackendError, match="max_value_bytes must be between 1 and"):
         SQLiteBackend(tmp_path / "b.db", max_value_bytes=limit)
+
+
+async def test_sqlite_names_the_lone_surrogate(tmp_path: Path) -> None:
+    backend = SQLiteBackend(tmp_path / "blobs.db")
+    try:
+        with pytest.raises(BackendError, match="lone surrogate"):
+            await backend.write("s/\udc80name", "v")
+        with pytest.raises(BackendError, match="lone surrogate"):
+            await backend.ls("s/\udc80")
+    finally:
+        await backend.aclose()

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from cli_inprocess import run_plait
+
 
 def test_demo_runs_the_whole_lifecycle_labelled_as_scripted(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")}
@@ -37,3 +39,9 @@ def test_demo_runs_the_whole_lifecycle_labelled_as_scripted(tmp_path: Path) -> N
     # recorded for plait ui, beside the CLI's thread store
     assert (tmp_path / "threads-traces.sqlite3").is_file()
     assert "trace: plait ui  →  http://127.0.0.1:7600/#" in out
+
+
+def test_demo_with_a_missing_skills_folder_is_a_usage_error(tmp_path: Path) -> None:
+    result = run_plait("demo", "--skills", str(tmp_path / "nope"), home=tmp_path)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "Skills folder not found" in " ".join(result.stderr.split())

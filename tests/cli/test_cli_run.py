@@ -1,8 +1,11 @@
-"""``plait run`` / ``plait chat`` through the console script, against a local wire server."""
+"""``plait run`` / ``plait chat`` through the console script, against a local wire server: answers,
+threads, JSON events, and the usage errors a person hits (bad flags, unknown threads, empty
+tasks, a file where a skills folder belongs)."""
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -47,8 +50,8 @@ def server() -> Iterator[WireServer]:
         yield s
 
 
-def plait(*args: str, home: Path, stdin: str | None = None) -> Completed:
-    return run_plait(*args, home=home, stdin=stdin)
+def plait(*args: str, home: Path, columns: int = 200, stdin: str | None = None) -> Completed:
+    return run_plait(*args, home=home, columns=columns, stdin=stdin)
 
 
 def test_run_without_a_provider_names_the_variables_and_model_forms(tmp_path: Path) -> None:
@@ -137,11 +140,6 @@ def test_threads_list_and_show_what_run_kept(server: WireServer, tmp_path: Path)
     assert missing.returncode == 1 and "No thread nope" in missing.stderr
 
 
-def test_threads_list_before_any_run(tmp_path: Path) -> None:
-    result = plait("threads", "list", home=tmp_path)
-    assert result.returncode == 0 and "No threads yet" in result.stdout
-
-
 def test_threads_delete_removes_the_thread_and_its_offloaded_files(
     server: WireServer, tmp_path: Path
 ) -> None:
@@ -200,3 +198,90 @@ def test_run_verbose_prints_the_resolved_middleware_order(
         "ResultEvictionMiddleware",
     ]
     assert "Ordered." in result.stdout
+
+
+def _spec(server: WireServer) -> str:
+    return f"openai-compatible:m@{server.url}/v1"
+
+
+def test_run_keeps_the_thread_id_whole_on_a_narrow_terminal(
+    server: WireServer, tmp_path: Path
+) -> None:
+    server._replies.append(sse_text("Short answer."))
+    result = plait("run", "hi", "--model", _spec(server), home=tmp_path, columns=30)
+    assert result.returncode == 0, result.stdout + result.stderr
+    ids = re.findall(r"--thread ([0-9a-f]+)", result.stdout)
+    assert ids and len(ids[0]) == 32, result.stdout
+
+
+def test_run_with_an_unknown_thread_says_so_and_sends_nothing(
+    server: WireServer, tmp_path: Path
+) -> None:
+    server._replies.append(sse_text("First."))
+    first = plait("run", "hi", "--model", _spec(server), home=tmp_path)
+    assert first.returncode == 0, first.stdout + first.stderr
+    result = plait("run", "again", "--model", _spec(server), "--thread", "typo", home=tmp_path)
+    assert result.returncode == 2, result.stdout + result.stderr
+    out = " ".join(result.stderr.split())
+    assert "No thread 'typo'" in out and "plait threads list" in out
+    assert len(server.received) == 1
+
+
+def test_chat_with_an_unknown_thread_says_so(server: WireServer, tmp_path: Path) -> None:
+    result = plait("chat", "--model", _spec(server), "--thread", "typo", home=tmp_path, stdin="")
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "No thread 'typo'" in " ".join(result.stderr.split())
+    assert "Traceback" not in result.stderr
+
+
+def test_run_with_an_empty_task_is_a_usage_error(server: WireServer, tmp_path: Path) -> None:
+    result = plait("run", "  ", "--model", _spec(server), home=tmp_path)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert server.received == []
+
+
+def test_run_rejects_a_zero_token_budget_as_a_usage_error(
+    server: WireServer, tmp_path: Path
+) -> None:
+    result = plait("run", "hi", "--model", _spec(server), "--max-input-tokens", "0", home=tmp_path)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "--max-input-tokens" in result.stderr
+    assert server.received == []
+
+
+def test_run_with_a_file_as_skills_folder_is_a_usage_error(
+    server: WireServer, tmp_path: Path
+) -> None:
+    stray = tmp_path / "notes.txt"
+    stray.write_text("not a skill")
+    result = plait("run", "hi", "--model", _spec(server), "--skills", str(stray), home=tmp_path)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "Not a skills folder" in " ".join(result.stderr.split())
+    assert server.received == []
+
+
+def test_run_accepts_a_skill_md_file_as_skills(server: WireServer, tmp_path: Path) -> None:
+    skill = tmp_path / "greet"
+    skill.mkdir()
+    (skill / "SKILL.md").write_text("---\nname: greet\ndescription: Say hello.\n---\nHello.\n")
+    server._replies.append(sse_text("ok"))
+    result = plait(
+        "run", "hi", "--model", _spec(server), "--skills", str(skill / "SKILL.md"), home=tmp_path
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_run_takes_a_system_prompt(server: WireServer, tmp_path: Path) -> None:
+    server._replies.append(sse_text("Arr."))
+    result = plait(
+        "run",
+        "hi",
+        "--model",
+        _spec(server),
+        "--system-prompt",
+        "Talk like a pirate.",
+        home=tmp_path,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    system = server.bodies()[0]["messages"][0]
+    assert system["role"] == "system" and system["content"].startswith("Talk like a pirate.")

@@ -1,5 +1,7 @@
-"""``plait run`` in a real pseudo-terminal (a separate process): a hung server gets a spinner with
-the seconds waited, then a clear error when --timeout expires; answers render as Markdown."""
+"""``plait`` on real terminals (a separate process each): in a pseudo-terminal a hung server gets a
+spinner with the seconds waited, then a clear error when --timeout expires, and answers render as
+Markdown; on a terminal that cannot print Unicode (``PYTHONIOENCODING=ascii``) ``run`` and ``demo``
+replace what they cannot print instead of failing."""
 
 from __future__ import annotations
 
@@ -75,3 +77,52 @@ def test_an_answer_is_rendered_as_markdown_with_its_tokens(
     assert status == 0, seen
     assert "step one" in seen and "**one**" not in seen and "`two`" not in seen
     assert "in 1,500 · out 3" in seen
+
+
+def plait_process(
+    *args: str,
+    home: Path,
+    columns: int = 200,
+    stdin: str | None = None,
+    env_extra: dict[str, str] | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """A spawned ``plait``: for what depends on the process's own stdout encoding."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "PLAIT_MODEL", "PYTHONIOENCODING")
+    }
+    env.update({"PLAIT_HOME": str(home), "COLUMNS": str(columns), "NO_COLOR": "1"})
+    env.update(env_extra or {})
+    return subprocess.run(
+        [sys.executable, "-c", "from plait.cli import main; main()", *args],
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        errors="replace",
+        env=env,
+        input=stdin,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_demo_on_a_terminal_that_cannot_print_unicode(tmp_path: Path) -> None:
+    result = plait_process("demo", home=tmp_path, env_extra={"PYTHONIOENCODING": "ascii"})
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    assert "UnicodeEncodeError" not in result.stderr
+    assert "North sold the most" in result.stdout
+
+
+def test_run_answer_with_unicode_on_an_ascii_terminal(server: WireServer, tmp_path: Path) -> None:
+    server._replies.append(sse_answer("Résumé ✓ 日本語"))
+    result = plait_process(
+        "run",
+        "hi",
+        "--model",
+        f"openai-compatible:m@{server.url}/v1",
+        home=tmp_path,
+        env_extra={"PYTHONIOENCODING": "ascii"},
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "R?sum? ? ???" in result.stdout

@@ -31,6 +31,7 @@ from plait.context import (
 )
 from plait.context.offload import READ_TOOL_NAME
 from plait.context.summarization import STATE_KEY
+from plait.models.scripted import ScriptEntry
 from plait.stores.memory import MemoryThreadStore
 
 LOGS = "".join(
@@ -48,7 +49,7 @@ async def test_eviction_and_summarization_through_agent_run() -> None:
     store = MemoryThreadStore()
     backend = MemoryBackend()
     summarization = SummarizationMiddleware(900, keep_messages=3, backend=backend)
-    script = [ToolCall("c1", "dump_logs", {}), "The logs look healthy."]
+    script: list[ScriptEntry] = [ToolCall("c1", "dump_logs", {}), "The logs look healthy."]
     script += [f"Answer {i}." for i in range(6)]
     model = ScriptedModel(script)
     agent = Agent(

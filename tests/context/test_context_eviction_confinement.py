@@ -1,6 +1,8 @@
-"""Security review: evicted results stay inside their thread's folder.
+"""Evicted results stay inside their thread's folder: no thread id, however crafted, shares a
+folder with another, and ``read_evicted_result`` refuses ``..``, NUL, other threads' paths and
+other roots.
 
-Each test is an attack. The ones marked "Before:" failed before the fix next to them.
+Each test is an attack; its comment says what the attack would reach if the check were gone.
 """
 
 from __future__ import annotations
@@ -53,9 +55,9 @@ async def read(tool: Tool, ctx: DispatchContext, **args: Any) -> str:
 
 @pytest.mark.parametrize("victim", ["user/alice", "a" * 60, "", "Ω", "x y"])
 async def test_no_thread_id_shares_a_folder_with_a_sanitized_one(victim: str) -> None:
-    # Before: a sanitized id became "<clean>-<16 hex>", and an id that already looked like
-    # that passed through unchanged, so the thread named path_segment(victim) shared the
-    # victim's folder: it could page the victim's results back (and purge them).
+    # Attack: were a sanitized id "<clean>-<16 hex>" and an id already looking like that passed
+    # through unchanged, the thread named path_segment(victim) would share the victim's
+    # folder: it could page the victim's results back (and purge them).
     backend = MemoryBackend()
     mw = ResultEvictionMiddleware(10, backend=backend)
     [tool] = mw.tools()

@@ -60,7 +60,7 @@ class RecallingModel:
         self.model = FunctionModel(self.answer)
         self.calls = 0
 
-    def answer(self, request: ModelRequest) -> object:
+    def answer(self, request: ModelRequest) -> list[ToolCall] | str:
         self.seen.extend(m.text for m in request.messages if not isinstance(m, AssistantMessage))
         last = request.messages[-1]
         if isinstance(last, UserMessage) and last.text.startswith("day "):

@@ -1,16 +1,22 @@
-"""Pair safety: safe_cut, find_orphans and repair, on fixed cases and random histories."""
+"""Pair safety: safe_cut, find_orphans and repair, on fixed cases and random histories, and on
+every request an agent sends whatever mix of summarization, eviction and overflow recovery
+shaped it."""
 
 from __future__ import annotations
 
 import asyncio
+import random
 from collections.abc import Sequence
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from plait import (
+    Agent,
     AssistantMessage,
+    ContextOverflowError,
     DispatchContext,
+    FunctionModel,
     Message,
     ModelRequest,
     ScriptedModel,
@@ -19,9 +25,24 @@ from plait import (
     ToolMessage,
     TurnContext,
     UserMessage,
+    tool,
 )
-from plait.context import SummarizationMiddleware, find_orphans, repair, safe_cut
+from plait.backends import MemoryBackend
+from plait.context import (
+    ContextOverflowUnrecoverable,
+    OverflowRecoveryMiddleware,
+    ResultEvictionMiddleware,
+    SummarizationMiddleware,
+    TokenAccountant,
+    find_orphans,
+    repair,
+    safe_cut,
+)
 from plait.context.pairs import REPAIR_SOURCE
+from plait.errors import LimitExceeded
+from plait.models.base import ModelResponse
+from plait.runtime.agent import Limits
+from plait.stores.memory import MemoryThreadStore
 from plait.tools import ToolRegistry
 
 FAST = settings(max_examples=60, deadline=None)
@@ -223,3 +244,80 @@ def test_no_request_ever_holds_an_orphan_after_summarization(
             ctx.turn.messages.extend([UserMessage(f"more {step}"), AssistantMessage("ok")])
 
     asyncio.run(scenario())
+
+
+@tool
+def fetch(size: int) -> str:
+    """Return ``size`` characters of log lines."""
+    return f"log line {size}\n" * (size // 12 + 1)
+
+
+def agent_with_everything(seed: int, problems: list[str]) -> tuple[Agent, SummarizationMiddleware]:
+    rng = random.Random(seed)
+    window = 3000
+
+    def answer(request: ModelRequest) -> ModelResponse | str:
+        orphans = find_orphans(request.messages)
+        if orphans:
+            problems.append(f"seed {seed}: orphans {orphans}")
+        size = TokenAccountant().request(
+            request.messages,
+            system_prompt=request.system_prompt,
+            tools=request.tools,
+            anchor_from=len(request.messages),
+        )
+        if size > window:
+            raise ContextOverflowError("prompt is too long", provider="fake", status=400)
+        if rng.random() < 0.5:
+            calls = [
+                ToolCall(f"c{rng.randint(0, 4)}", "fetch", {"size": rng.choice([10, 3000, 20000])})
+                for _ in range(rng.randint(1, 3))
+            ]
+            return ModelResponse(tool_calls=calls, finish_reason="tool_calls")
+        return "ok " * rng.randint(1, 40)
+
+    backend = MemoryBackend()
+    summarization = SummarizationMiddleware(
+        rng.choice([1500, 2500]), keep_messages=rng.randint(1, 6), backend=backend
+    )
+    middleware = [
+        OverflowRecoveryMiddleware(
+            summarization=summarization, backend=backend, max_input_tokens=window
+        ),
+        summarization,
+        ResultEvictionMiddleware(rng.choice([300, 1000, 2500]), backend=backend),
+    ]
+    agent = Agent(
+        FunctionModel(answer),
+        tools=[fetch],
+        middleware=middleware,
+        store=MemoryThreadStore(),
+        limits=Limits(model_calls_per_turn=8),
+        system_prompt="You are terse.",
+        default_guards=False,
+    )
+    return agent, summarization
+
+
+async def test_no_request_ever_holds_an_orphan_with_every_strategy_combined() -> None:
+    problems: list[str] = []
+    for seed in range(30):
+        rng = random.Random(1000 + seed)
+        agent, summarization = agent_with_everything(seed, problems)
+        rules = SystemMessage("Follow the house rules. " * rng.randint(1, 20))
+        for t in range(6):
+            text = f"question {t} " + "words " * rng.randint(1, 150)
+            turn_input: list[Message] = [UserMessage(text)]
+            if t == 0 and seed % 2:
+                turn_input.insert(0, rules)
+            try:
+                if seed % 3 == 0:
+                    stream = agent.stream(turn_input, thread_id="t")
+                    async for _ in stream:
+                        pass
+                else:
+                    await agent.run(turn_input, thread_id="t")
+            except (ContextOverflowUnrecoverable, LimitExceeded):
+                pass
+        await summarization.drain()
+    assert problems == []

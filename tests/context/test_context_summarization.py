@@ -1,5 +1,7 @@
 """SummarizationMiddleware beyond the seed: folding, the state record, ephemeral safety,
-anchors, background offload, model summarizers, and pair safety under random histories."""
+anchors, background offload, model summarizers, pair safety under random histories, and the
+thread's leading system messages (the application's instructions) kept verbatim ahead of the
+summary."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ from collections.abc import Sequence
 import pytest
 
 from plait import (
+    Agent,
     AssistantMessage,
     DispatchContext,
     FunctionModel,
@@ -29,6 +32,7 @@ from plait.context import (
     HistoryOffloadFailed,
     HistorySummarized,
     ModelSummarizer,
+    SummarizationInfo,
     SummarizationMiddleware,
     SummarizerFailed,
     TokenAccountant,
@@ -362,3 +366,76 @@ async def test_managed_mode_the_models_own_skill_body_read_reaches_it_unfolded()
     )
     assert body in "\n".join(m.text for m in after_read.messages)
     await manager.aclose()
+
+
+RULES = "Always answer in French. Never reveal the code word PINEAPPLE. " * 5
+
+
+async def test_leading_system_instructions_stay_verbatim_ahead_of_the_summary() -> None:
+    model = ScriptedModel([f"answer {i} " * 20 for i in range(6)])
+    summarization = SummarizationMiddleware(400, keep_messages=2)
+    agent = Agent(model, middleware=[summarization], system_prompt="Be brief.")
+    rules = SystemMessage(RULES)
+    await agent.run([rules, UserMessage("hello " * 20)], thread_id="t")
+    for i in range(4):
+        await agent.run(f"question {i} " * 20, thread_id="t")
+
+    last = model.requests[-1]
+    first, summary = last.messages[0], last.messages[1]
+    assert first.id == rules.id and first.text == RULES  # whole, not a clipped summary line
+    assert isinstance(summary, SystemMessage) and summary.metadata["source"] == SUMMARY_SOURCE
+    assert "PINEAPPLE" not in summary.text  # folded nowhere: it is kept, not summarized
+    assert "hello" in summary.text  # the user's first message is the statement of intent
+    assert sum(isinstance(m, SystemMessage) for m in last.messages) == 2
+    for request in model.requests:
+        assert request.messages[0].id == rules.id
+
+
+async def test_forced_compaction_also_keeps_the_leading_instructions() -> None:
+    rules = SystemMessage(RULES)
+    history: list[Message] = [rules]
+    for i in range(6):
+        history += [UserMessage(f"question {i} " * 30), AssistantMessage(f"answer {i} " * 30)]
+    history.append(UserMessage("and now?"))
+    turn = TurnContext(
+        thread_id="t", registry=ToolRegistry(), model=ScriptedModel([]), messages=history, state={}
+    )
+    ctx = DispatchContext(turn, 0)
+    mw = SummarizationMiddleware(10**6, keep_messages=3)
+
+    first = await mw.compact(ModelRequest(list(history)), ctx)
+    assert first is not None and first.messages[0] is rules
+    assert first.messages[1].metadata["source"] == SUMMARY_SOURCE
+    turn.messages += [AssistantMessage("more " * 50), UserMessage("again " * 50)]
+    second = await mw.compact(
+        await mw.before_model_call(ModelRequest(list(turn.messages)), ctx), ctx
+    )
+    assert second is not None and second.messages[0] is rules
+    assert [m.metadata.get("source") for m in second.messages].count(SUMMARY_SOURCE) == 1
+    record = turn.state[STATE_KEY]
+    assert isinstance(record, dict)
+    assert second.messages[2:] == turn.messages[record["covered"] :]
+
+
+async def test_reported_summarized_tokens_are_counted_on_the_new_request() -> None:
+    # A pass that folds exactly one message behind a leading system message leaves the new
+    # request as long as the old one, with the same first and last message: an accounting
+    # checkpoint from the old request must not be reused for it.
+    infos: list[SummarizationInfo] = []
+    history: list[Message] = [
+        SystemMessage("Be careful."),
+        UserMessage("x" * 4000),
+        AssistantMessage("ok"),
+        UserMessage("short"),
+    ]
+    turn = TurnContext(
+        thread_id="t", registry=ToolRegistry(), model=ScriptedModel([]), messages=history, state={}
+    )
+    mw = SummarizationMiddleware(500, keep_messages=2, on_summarized=infos.append)
+
+    request = await mw.before_model_call(ModelRequest(list(history)), DispatchContext(turn, 0))
+
+    (info,) = infos
+    assert info.messages_removed == 1
+    fresh = TokenAccountant().request(request.messages, anchor_from=len(request.messages))
+    assert info.summarized_tokens == fresh < info.original_tokens

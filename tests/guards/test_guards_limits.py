@@ -1,4 +1,5 @@
-"""LimitsMiddleware: each limit, its typed outcome, and a thread that replays cleanly."""
+"""LimitsMiddleware: each limit, its typed outcome, a thread that replays cleanly, and a tool-call
+limit that ends the turn even when its ``dispatch_output`` hook is not reached."""
 
 from __future__ import annotations
 
@@ -7,7 +8,9 @@ import pytest
 from plait import (
     Agent,
     AssistantMessage,
+    DispatchContext,
     LimitExceeded,
+    Middleware,
     ModelRequest,
     ModelResponse,
     ScriptedModel,
@@ -19,6 +22,7 @@ from plait import (
 from plait.context.pairs import find_orphans
 from plait.guards import LimitReached, LimitsMiddleware
 from plait.guards.limits import THREAD_MODEL_CALLS_KEY
+from plait.middleware import Next
 from plait.models import FunctionModel
 
 
@@ -138,3 +142,29 @@ async def test_limit_events_are_emitted() -> None:
     assert [(e.kind, e.limit) for e in events if isinstance(e, LimitReached)] == [
         ("model_calls_per_turn", 1)
     ]
+
+
+@tool
+def lookup(key: str) -> str:
+    """Look a key up."""
+    return f"value of {key}"
+
+
+async def test_tool_call_limit_ends_the_turn_when_dispatch_output_is_cut_short() -> None:
+    class ObserveOnly(Middleware):
+        async def dispatch_output(self, ctx: DispatchContext, next: Next) -> None:
+            return  # ends the pipeline there, as documented
+
+    model = ScriptedModel([ToolCall(f"c{i}", "lookup", {"key": str(i)}) for i in range(6)] + ["x"])
+    agent = Agent(
+        model,
+        tools=[lookup],
+        middleware=[ObserveOnly(), LimitsMiddleware(tool_calls_total=1)],
+        default_guards=False,
+    )
+    with pytest.raises(LimitExceeded) as info:
+        await agent.run("go", thread_id="t")
+    assert info.value.kind == "tool_calls_total"
+    assert len(model.requests) == 2  # the second dispatch's call was refused, then the turn ended
+    snap = await agent.store.load("t")
+    assert [m.role for m in snap.messages] == ["user", "assistant", "tool", "assistant", "tool"]

@@ -1,5 +1,6 @@
 """The default guards (after_model_call middleware) and model hooks: the tool-call validator, the
-repetition detector, and a plain function as a hook."""
+repetition detector (latched once it fired, past its own note), and a plain function as a
+hook."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from plait import (
     Agent,
     DispatchContext,
     FunctionModel,
+    Message,
     Middleware,
     ModelRequest,
     ModelResponse,
@@ -40,7 +42,7 @@ def lookup(key: str, limit: int = 5) -> str:
     return f"value of {key}"
 
 
-def results(result_messages: list[object]) -> dict[str, ToolMessage]:
+def results(result_messages: list[Message]) -> dict[str, ToolMessage]:
     return {m.tool_call_id: m for m in result_messages if isinstance(m, ToolMessage)}
 
 
@@ -268,3 +270,16 @@ def test_jaccard() -> None:
     assert jaccard("a b c", "A B C") == 1.0
     assert jaccard("a b", "c d") == 0.0
     assert jaccard("", "") == 1.0
+
+
+async def test_repetition_fires_once_per_run_even_after_its_own_note() -> None:
+    script = [ToolCall(f"c{i}", "lookup", {"key": "k"}) for i in range(7)] + ["x"]
+    result = await Agent(ScriptedModel(script), tools=[lookup]).run("go")
+    fired = [e for e in result.events if isinstance(e, RepetitionDetected)]
+    assert [(e.kind, e.dispatch) for e in fired] == [("tool_call", 2)]
+    notes = [
+        m
+        for m in result.new_messages
+        if isinstance(m, UserMessage) and m.metadata.get("source") == "repetition_guard"
+    ]
+    assert len(notes) == 1

@@ -1,4 +1,6 @@
-"""Review regressions: provider failures that escaped untyped, or waits that never ended.
+"""Provider transport failures are typed and every wait ends: a connection dropped mid-stream is a
+``ProviderError`` for both SDKs; a ``Retry-After`` that is not finite falls back to the bounded
+backoff, and an HTTP date without a zone is read as GMT whatever the local zone.
 
 The official SDKs talk to :class:`WireServer`; one server here declares a longer body than it
 sends and closes the connection, as a proxy or a dropped link does mid-stream.

@@ -64,6 +64,9 @@ class JitteryStore:
     async def delete(self, thread_id: str) -> bool:
         return await self.inner.delete(thread_id)
 
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
 
 def build_agent(store: ThreadStore, rng: random.Random) -> Agent:
     @tool
@@ -169,7 +172,8 @@ async def test_closing_a_stream_explicitly_returns_only_once_the_turn_settled(
         await events.aclose()  # type: ignore[attr-defined]
         # the stream's turn is at rest: a plain store write at the loaded version succeeds
         snapshot = await store.load(thread)
-        await store.append(thread, [], expected_version=snapshot.version)
+        version = await store.append(thread, [], expected_version=snapshot.version)
+        assert version == snapshot.version + 1
 
 
 async def test_a_dispatch_cancelled_while_its_tools_run_is_persisted_with_what_ran(
@@ -223,4 +227,5 @@ async def test_aclosing_a_stream_settles_its_turn_before_the_block_ends(store: T
             async for _event in stream:
                 break
         snapshot = await store.load(thread)
-        await store.append(thread, [], expected_version=snapshot.version)
+        version = await store.append(thread, [], expected_version=snapshot.version)
+        assert version == snapshot.version + 1

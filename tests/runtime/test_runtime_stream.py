@@ -1,5 +1,5 @@
-"""Review regressions for ``RunStream``: one stream, one turn; leaving early after a failure
-does not leak an unretrieved task exception."""
+"""``RunStream``: one stream, one turn (iterating it again is an error, not a second turn);
+leaving early after a failure does not leak an unretrieved task exception."""
 
 from __future__ import annotations
 

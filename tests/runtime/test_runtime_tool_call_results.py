@@ -1,5 +1,5 @@
-"""Review regressions: every tool call keeps exactly one result, whatever its tool or middleware
-does (raises ``CancelledError``, returns a non-result, returns non-JSON data, ends the turn)."""
+"""Every tool call keeps exactly one result, whatever its tool or middleware does (raises
+``CancelledError``, returns a non-result, returns non-JSON data, ends the turn)."""
 
 from __future__ import annotations
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
 
 import pytest
 
@@ -249,19 +250,36 @@ async def test_exception_in_dispatch_three_leaves_dispatches_one_and_two_persist
     assert (await agent.run("again", thread_id="t")).output == "fine"
 
 
+class _LeaseWatchingStore(MemoryThreadStore):
+    """A memory store that counts the leases asked for, so a test knows a turn is waiting."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.asked = 0
+        self.second_asked = asyncio.Event()
+
+    def lease(self, thread_id: str) -> AbstractAsyncContextManager[None]:
+        self.asked += 1
+        if self.asked == 2:
+            self.second_asked.set()
+        return super().lease(thread_id)
+
+
 async def test_concurrent_turns_on_one_thread_are_serialized_by_the_lease() -> None:
-    store = MemoryThreadStore()
-    gate = asyncio.Event()
+    store = _LeaseWatchingStore()
+    gate, called = asyncio.Event(), asyncio.Event()
 
     async def slow(request: ModelRequest) -> ModelResponse:
+        called.set()
         await gate.wait()
         return ModelResponse(content="first")
 
     first = asyncio.create_task(Agent(FunctionModel(slow), store=store).run("one", thread_id="t"))
-    await asyncio.sleep(0.01)
+    await called.wait()  # the first turn holds the lease
     second = Agent(ScriptedModel(["second"]), store=store)
     second_task = asyncio.create_task(second.run("two", thread_id="t"))
-    await asyncio.sleep(0.01)
+    await store.second_asked.wait()  # the second turn waits for the lease the first holds
+    assert not second_task.done()
     gate.set()
     results = await asyncio.gather(first, second_task, return_exceptions=True)
     assert [r.output for r in results if not isinstance(r, BaseException)] == ["first", "second"]
@@ -274,14 +292,15 @@ async def test_concurrent_turns_on_one_thread_are_serialized_by_the_lease() -> N
 
 async def test_concurrent_writer_conflict_on_dispatch_write() -> None:
     store = MemoryThreadStore()
-    gate = asyncio.Event()
+    gate, called = asyncio.Event(), asyncio.Event()
 
     async def slow(request: ModelRequest) -> ModelResponse:
+        called.set()
         await gate.wait()
         return ModelResponse(content="late")
 
     slow_run = asyncio.create_task(Agent(FunctionModel(slow), store=store).run("a", thread_id="t"))
-    await asyncio.sleep(0.01)
+    await called.wait()
     # while the first run waits on its model, another writer appends to the thread
     await store.append("t", [UserMessage("b")], expected_version=1)
     gate.set()

@@ -19,6 +19,7 @@ from plait import (
     Agent,
     DispatchContext,
     FunctionModel,
+    Message,
     Middleware,
     ModelRequest,
     ModelResponse,
@@ -32,6 +33,7 @@ from plait import (
 )
 from plait.backends.memory import MemoryBackend
 from plait.context import SummarizationMiddleware
+from plait.models.scripted import ScriptEntry
 from plait.skills import (
     BackendSource,
     FilesystemSource,
@@ -39,9 +41,16 @@ from plait.skills import (
     PinnedSkillNotFound,
     SkillCatalogLoaded,
     SkillsMiddleware,
+    SkillSource,
     SkillToolsWithdrawn,
 )
 from plait.skills.model import DiscoveryItem
+
+
+def tool_data(message: Message) -> Any:
+    """The data of a tool result, failing the test if ``message`` is not one."""
+    assert isinstance(message, ToolMessage), message
+    return message.data
 
 
 def skill_md(name: str, description: str, body: str = "", *, include_tools: str = "") -> str:
@@ -94,7 +103,7 @@ async def test_backend_agnostic_middleware_loads_skills_from_any_source(tmp_path
     folder = tmp_path / "skills" / "pdf"
     folder.mkdir(parents=True)
     (folder / "SKILL.md").write_text(text)
-    sources = [
+    sources: list[tuple[str, SkillSource]] = [
         ("/skills/pdf/SKILL.md", MemorySource({"pdf": {"SKILL.md": text}})),
         (str(folder / "SKILL.md"), FilesystemSource(tmp_path / "skills")),
         ("/skills/pdf/SKILL.md", BackendSource(MemoryBackend({"skills/pdf/SKILL.md": text}))),
@@ -106,7 +115,7 @@ async def test_backend_agnostic_middleware_loads_skills_from_any_source(tmp_path
         line = f"- **pdf**: Fill PDF forms. Use for .pdf files. — path: {path}"
         assert line in model.requests[0].system_prompt
         assert names(model.requests[0]) == ["read_file"]
-        assert result.new_messages[2].data == text
+        assert tool_data(result.new_messages[2]) == text
 
 
 # --- "loads skills from configurable backend sources and injects skill metadata into the
@@ -127,8 +136,8 @@ async def test_progressive_disclosure_metadata_in_prompt_full_skill_md_read_when
     assert prompt.startswith("You are a support agent.\n\n## Skills\n")
     assert prompt.endswith("- **crm**: File customer requests. — path: /skills/crm/SKILL.md")
     assert "Step 1 of filing" not in prompt
-    assert result.new_messages[2].data == text  # the whole file: all 300 steps, no cut
-    assert "300. Step 300 of filing." in model.requests[1].messages[-1].data
+    assert tool_data(result.new_messages[2]) == text  # the whole file: all 300 steps, no cut
+    assert "300. Step 300 of filing." in tool_data(model.requests[1].messages[-1])
     stored = await agent.store.load("t")
     assert [m.role for m in stored.messages] == ["user", "assistant", "tool", "assistant"]
 
@@ -342,7 +351,7 @@ def fetch_logs() -> str:
 
 
 async def test_skill_tool_visible_only_while_read_in_context_compaction_withdraws_it() -> None:
-    script = [
+    script: list[ScriptEntry] = [
         "nothing yet",
         read("c1"),
         ToolCall("c2", "create_customer_request", {"title": "refund"}),

@@ -1,6 +1,8 @@
-"""Security review: paths from skills and models stay inside their root; scripts run confined.
+"""Paths from skills and models stay inside their root; scripts run confined (workspace, argv,
+environment, output cap, interpreter choice).
 
-Each test is an attack. The ones marked "Before:" failed before the fix next to them.
+Each test is an attack; its comment, where there is one, says what it would reach if the check
+were gone.
 """
 
 from __future__ import annotations
@@ -43,8 +45,8 @@ def md(name: str) -> str:
 async def test_workspace_stays_in_workspace_dir_whatever_the_skill_name(
     tmp_path: Path, name: str
 ) -> None:
-    # Before: the frontmatter name went verbatim into mkdtemp's prefix, so a name with '/'
-    # and '..' placed the workspace outside workspace_dir (here: next to it) once the first
+    # Attack: were the frontmatter name put verbatim into mkdtemp's prefix, a name with '/' and
+    # '..' would place the workspace outside workspace_dir (here: next to it) once the first
     # segment existed.
     parent = tmp_path / "workspaces"
     (parent / "plait-skill-a").mkdir(parents=True)
@@ -198,8 +200,8 @@ async def _snapshot(root: Path) -> tuple[SkillCatalog, SkillSnapshot]:
 async def test_read_file_refuses_dot_dot_even_padded_with_whitespace(
     write_skill: SkillWriter, suffix: str
 ) -> None:
-    # Before: the '..' check ran on the raw path and the location on the stripped one, so
-    # "<folder>/.. " passed the check and then climbed a level.
+    # Attack: were the '..' check run on the raw path and the location on the stripped one,
+    # "<folder>/.. " would pass the check and then climb a level.
     folder = write_skill("pdf")
     write_skill("other")
     catalog, snapshot = await _snapshot(folder.parent)
@@ -229,8 +231,8 @@ async def test_read_file_never_follows_a_link_out_of_the_skill_folder(
 async def test_a_file_swapped_for_a_symlink_after_the_check_is_not_followed(
     tmp_path: Path, write_skill: SkillWriter, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Before: confine() resolved the path, then the file was opened by name, following a
-    # symlink planted between the two. The final component is now opened with O_NOFOLLOW.
+    # Attack: confine() resolves the path, then the file is opened; a symlink planted between
+    # the two must not be followed (the final component is opened with O_NOFOLLOW).
     # (A *parent folder* swapped in that window is not defended; see the module docstring.)
     import plait.skills.sources.filesystem as filesystem
 

@@ -12,11 +12,13 @@ from plait import (
     Agent,
     ConfigurationError,
     DispatchContext,
+    Message,
     Middleware,
     ModelRequest,
     ModelResponse,
     ScriptedModel,
     ToolCall,
+    ToolMessage,
     tool,
 )
 from plait.skills import (
@@ -30,6 +32,12 @@ from plait.skills import (
     SkillsMiddleware,
 )
 from plait.skills.disclosure import DEFAULT_INSTRUCTIONS
+
+
+def tool_data(message: Message) -> Any:
+    """The data of a tool result, failing the test if ``message`` is not one."""
+    assert isinstance(message, ToolMessage), message
+    return message.data
 
 
 def md(name: str, description: str = "Does a thing.", body: str = "Body.") -> str:
@@ -59,7 +67,7 @@ async def test_no_skills_means_no_catalog_and_no_skill_tools_at_all() -> None:
     for request in model.requests:
         assert request.system_prompt == "Base."
         assert request.tools == []
-    assert result.new_messages[2].data.startswith("Unknown tool 'read_file'.")
+    assert tool_data(result.new_messages[2]).startswith("Unknown tool 'read_file'.")
     stored = await agent.store.load("t")
     assert stored.state["skills_metadata"]["count"] == 0
     model.assert_complete()
@@ -101,7 +109,7 @@ async def test_past_the_budget_search_skills_finds_the_rest_by_keyword() -> None
     )
     assert "**skill-0150**" not in prompt
     assert [t.name for t in model.requests[0].tools] == ["read_file", "search_skills"]
-    found = result.new_messages[2].data
+    found = tool_data(result.new_messages[2])
     assert found.splitlines()[1] == (
         "- **skill-0150**: Handles topic 150 end to end. — path: /skills/skill-0150/SKILL.md"
     )
@@ -295,9 +303,12 @@ async def test_paths_become_filesystem_sources_and_bad_settings_are_refused(
     model = ScriptedModel(["ok"])
     await Agent(model, middleware=[SkillsMiddleware(sources=[str(tmp_path)])]).run("go")
     assert str((tmp_path / "pdf" / "SKILL.md").resolve()) in model.requests[0].system_prompt
-    for bad in ({"budget": 0}, {"max_threads": 0}, {"read_max_chars": 10}):
-        with pytest.raises(ConfigurationError):
-            SkillsMiddleware(sources=[], **bad)
+    with pytest.raises(ConfigurationError):
+        SkillsMiddleware(sources=[], budget=0)
+    with pytest.raises(ConfigurationError):
+        SkillsMiddleware(sources=[], max_threads=0)
+    with pytest.raises(ConfigurationError):
+        SkillsMiddleware(sources=[], read_max_chars=10)
     with pytest.raises(ConfigurationError, match="share the name"):
         SkillsMiddleware(sources=[], tools=[lookup, lookup])
 

@@ -1,12 +1,18 @@
-"""Disclosure mode's ``read_file``: whole files by default, announced pages, confined reads."""
+"""Disclosure mode's ``read_file``: whole files by default, announced pages, confined reads, and a
+turn that keeps reading its skills after another thread evicted its snapshot."""
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from plait import Agent, ScriptedModel, ToolCall, ToolMessage, tool
+from plait import Agent, FunctionModel, Message, ScriptedModel, ToolCall, ToolMessage, tool
+from plait.models.base import ModelRequest
+from plait.models.scripted import ScriptEntry
 from plait.paths import PathEscapeError
 from plait.skills import (
     FilesystemSource,
@@ -21,6 +27,12 @@ from plait.skills.disclosure.read_file import read_skill_file
 from plait.skills.disclosure.snapshot import SkillSnapshot, take_snapshot
 
 HEAD = "---\nname: big\ndescription: A very long skill.\n---\n"
+
+
+def tool_data(message: Message) -> Any:
+    """The data of a tool result, failing the test if ``message`` is not one."""
+    assert isinstance(message, ToolMessage), message
+    return message.data
 
 
 def write_skill(root: Path, folder: str, text: str, files: dict[str, bytes] | None = None) -> Path:
@@ -54,7 +66,7 @@ async def test_read_of_a_5000_line_skill_md_returns_all_of_it(tmp_path: Path) ->
     assert message.data == text  # every one of the 5,000 lines, frontmatter included
     assert message.data.count("\n") == 5004
     stored = await agent.store.load("t")
-    assert stored.messages[2].data == text
+    assert tool_data(stored.messages[2]) == text
 
 
 async def test_file_over_max_chars_is_paged_and_the_cut_is_announced() -> None:
@@ -159,5 +171,51 @@ async def test_agent_with_its_own_read_file_keeps_it_and_its_reads_disclose_tool
     result = await Agent(model, tools=[read_file], middleware=[skills]).run("go")
     assert [t.name for t in model.requests[0].tools] == ["read_file"]
     assert model.requests[0].tools[0].description == "The agent's own file reader."
-    assert result.new_messages[2].data == "agent read /skills/crm/SKILL.md"
+    assert tool_data(result.new_messages[2]) == "agent read /skills/crm/SKILL.md"
     assert [t.name for t in model.requests[1].tools] == ["read_file", "crm_create"]
+
+
+def md(name: str, body: str = "Do it.") -> str:
+    return f"---\nname: {name}\ndescription: The {name} skill.\n---\n{body}\n"
+
+
+async def test_a_turn_keeps_reading_its_skills_when_another_thread_evicts_its_snapshot() -> None:
+    # max_threads=1: thread "b" loading drops thread "a"'s snapshot while a's read_file call is
+    # pending; the read must still answer from a's turn, not fail with "No skills are loaded
+    # for this thread".
+    source = MemorySource({"a": {"SKILL.md": md("a", "Body of a.")}})
+    skills = SkillsMiddleware(sources=[source], max_threads=1)
+    a_waiting, other_done = asyncio.Event(), asyncio.Event()
+
+    @tool(metadata={"sequential": True})
+    async def wait_for_other() -> str:
+        """Wait."""
+        a_waiting.set()
+        await other_done.wait()
+        return "ok"
+
+    script: Iterator[ScriptEntry] = iter(
+        [
+            [
+                ToolCall("w", "wait_for_other", {}),
+                ToolCall("r", "read_file", {"path": "/skills/a/SKILL.md"}),
+            ],
+            "done",
+        ]
+    )
+
+    def answer(request: ModelRequest) -> ScriptEntry:
+        return next(script)
+
+    agent_a = Agent(FunctionModel(answer), tools=[wait_for_other], middleware=[skills])
+    agent_b = Agent(ScriptedModel(["b done"]), middleware=[skills], store=agent_a.store)
+    run_a = asyncio.create_task(agent_a.run("go", thread_id="a"))
+    await a_waiting.wait()
+    await agent_b.run("go", thread_id="b")
+    assert skills.snapshot("a") is None  # evicted while a's turn is still running
+    other_done.set()
+    result = await run_a
+    reads = [m for m in result.new_messages if isinstance(m, ToolMessage)]
+    [read] = [m for m in reads if m.name == "read_file"]
+    assert not read.is_error, read.text
+    assert "Body of a." in read.text

@@ -11,6 +11,7 @@ from plait import (
     AssistantMessage,
     ConfigurationError,
     DispatchContext,
+    Message,
     ScriptedModel,
     Tool,
     ToolCall,
@@ -26,6 +27,12 @@ from plait.skills import (
     SkillToolUnresolved,
 )
 from plait.skills.disclosure.scan import DisclosureScan
+
+
+def tool_data(message: Message) -> Any:
+    """The data of a tool result, failing the test if ``message`` is not one."""
+    assert isinstance(message, ToolMessage), message
+    return message.data
 
 
 def md(name: str, include_tools: str = "") -> str:
@@ -58,7 +65,7 @@ def beta() -> str:
 
 def test_scan_counts_successful_reads_and_pins_in_first_disclosed_order() -> None:
     pin = UserMessage("<skill>", metadata={"source": "pinned_skill", "skill": {"path": "/s/p"}})
-    messages = [
+    messages: list[Message] = [
         UserMessage("go"),
         AssistantMessage(tool_calls=[read("c1", "a"), read("c2", "b", "file_path")]),
         ToolMessage("c1", "read_file", "ok"),
@@ -150,7 +157,7 @@ async def test_tools_stay_visible_across_turns_and_events_fire_once_per_change()
     first = await agent.run("go", thread_id="t")
     second = await agent.run("again", thread_id="t")  # a fresh registry: tools registered again
     assert names(model.requests[2]) == ["read_file", "alpha", "beta"]
-    assert second.new_messages[2].data == "b"
+    assert tool_data(second.new_messages[2]) == "b"
     assert skills.disclosed_tools("t") == ("alpha", "beta")
     disclosed = [e.tools for e in first.events if isinstance(e, SkillToolsDisclosed)]
     assert disclosed == [["alpha", "beta"]]
@@ -184,4 +191,4 @@ async def test_a_skill_tool_named_like_the_reader_never_replaces_it() -> None:
     skills = SkillsMiddleware(sources=[source], tools=[fake_read])
     result = await Agent(model, middleware=[skills]).run("go")
     assert names(model.requests[1]) == ["read_file"]
-    assert result.new_messages[4].data == result.new_messages[2].data != "fake"
+    assert tool_data(result.new_messages[4]) == tool_data(result.new_messages[2]) != "fake"

@@ -11,7 +11,7 @@ import os
 import signal
 import tempfile
 import tracemalloc
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -139,7 +139,7 @@ def _frontmatter_end(data: bytes) -> int:
     return end if end > 0 else len(data)
 
 
-_MUTATIONS = {
+_MUTATIONS: dict[str, Callable[[bytes, int], bytes]] = {
     "truncate": lambda d, n: d[: n % (len(d) + 1)],
     "invalid-utf8": lambda d, n: _insert(d, n, b"\xff\xfe\xc3"),
     "nul": lambda d, n: _insert(d, n, b"\x00"),

@@ -1,4 +1,5 @@
-"""Managed mode: the manager API (configuration, load/unload, refresh and swap, dispose)."""
+"""Managed mode: the manager API (configuration, load/unload, refresh and swap, dispose), and a
+SKILL.md edited after discovery (load refuses it; the model is told to refresh)."""
 
 from __future__ import annotations
 
@@ -275,18 +276,20 @@ async def test_a_skill_removed_from_its_source_fails_refresh_and_stays_loaded() 
 
 
 async def test_mutations_are_serialised_by_one_lock() -> None:
-    gate_open = asyncio.Event()
+    gate_open, first_in = asyncio.Event(), asyncio.Event()
     entered: list[str] = []
 
     async def slow(entry: SkillEntry) -> Sequence[Tool]:
         entered.append(entry.name)
+        first_in.set()
         await gate_open.wait()
         return [pdf_extract]
 
     m = await make(skill_tools=slow)
     first = asyncio.create_task(m.load("pdf"))
     second = asyncio.create_task(m.load("pdf"))
-    await asyncio.sleep(0.01)
+    await first_in.wait()
+    await asyncio.sleep(0)  # let the second load run up to the lock
     assert entered == ["pdf"]  # the second load waits for the lock
     gate_open.set()
     results = await asyncio.gather(first, second, return_exceptions=True)
@@ -363,3 +366,44 @@ async def test_projected_describes_this_contexts_skills_and_body_reads() -> None
     await Agent(model, tools=[peek], middleware=[*m.middleware]).run("go")
     [projected] = seen
     assert (projected.skill, projected.tools, projected.body_reads) == ("pdf", ("pdf_extract",), 1)
+
+
+async def test_load_refuses_a_skill_md_edited_since_discovery() -> None:
+    # Loading the new body under the old version would make refresh flag an "update" (and
+    # refresh_skills swap) a version that is already in place.
+    src = MemorySource({"pdf": {"SKILL.md": skill_md("pdf", "OLD")}})
+    manager = await create_skill_manager(sources=[src], gate=allow_all)
+    discovered = manager.catalog()[0].version
+    src.put("pdf", {"SKILL.md": skill_md("pdf", "NEW")})
+    with pytest.raises(SkillLoadFailed, match="changed in its source since it was discovered"):
+        await manager.load("pdf")
+    assert manager.loaded() == []
+    await manager.refresh()
+    result = await manager.load("pdf")
+    record = manager.record("pdf")
+    assert (record.body.strip(), record.version) == ("NEW", result.version)
+    assert record.version != discovered
+    assert not record.update_available
+    await manager.aclose()
+
+
+async def test_the_model_is_told_to_refresh_and_can_then_load() -> None:
+    src = MemorySource({"pdf": {"SKILL.md": skill_md("pdf", "OLD")}})
+    manager = await create_skill_manager(sources=[src], gate=allow_all)
+    src.put("pdf", {"SKILL.md": skill_md("pdf", "NEW")})
+    model = ScriptedModel(
+        [
+            ToolCall("c1", "load_skill", {"skill": "pdf"}),
+            ToolCall("c2", "list_skills", {"refresh": True}),
+            ToolCall("c3", "load_skill", {"skill": "pdf"}),
+            "done",
+        ]
+    )
+    agent = Agent(model, middleware=[*manager.middleware])
+    result = await agent.run("go")
+    tools = [m for m in result.new_messages if isinstance(m, ToolMessage)]
+    assert tools[0].is_error and "Error (LOAD_FAILED)" in tools[0].text
+    assert "refresh=true" in tools[0].text
+    assert not tools[2].is_error
+    assert manager.record("pdf").body.strip() == "NEW"
+    await manager.aclose()

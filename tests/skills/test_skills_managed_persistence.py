@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from plait import Agent, ScriptedModel, ToolCall
+from plait import Agent, RunResult, ScriptedModel, ToolCall
+from plait.models.scripted import ScriptEntry
 from plait.skills import MemorySource
 from plait.skills.managed import (
     RememberLoadedSkills,
@@ -19,11 +20,13 @@ PDF = "---\nname: pdf\ndescription: Work with PDFs. Use for PDFs.\n---\nPDF-BODY
 CSV = "---\nname: csv\ndescription: Work with CSVs. Use for CSVs.\n---\nCSV-BODY\n"
 
 
-async def process(store_path: Path, script: list[object], skills: dict[str, str]) -> tuple:
+async def process(
+    store_path: Path, script: list[ScriptEntry], skills: dict[str, str]
+) -> tuple[RunResult, ScriptedModel, list[str]]:
     """One 'process': a fresh manager and agent over the same thread store."""
     source = MemorySource({name: {"SKILL.md": text} for name, text in skills.items()})
     manager = await create_skill_manager(sources=[source], gate=allow_all)
-    model = ScriptedModel(script)  # type: ignore[arg-type]
+    model = ScriptedModel(script)
     store = SQLiteThreadStore(store_path)
     agent = Agent(
         model, middleware=[RememberLoadedSkills(manager), *manager.middleware], store=store

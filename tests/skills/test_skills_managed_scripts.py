@@ -13,7 +13,7 @@ import pytest
 
 from plait import Agent, Limits, ScriptedModel, ToolCall, ToolMessage
 from plait.messages import Message
-from plait.sandbox import UnsandboxedRunner
+from plait.sandbox import RunningProcess, UnsandboxedRunner
 from plait.skills import FilesystemSource, MemorySource
 from plait.skills.managed import (
     InvalidSkillsConfig,
@@ -209,7 +209,7 @@ async def test_cancelling_a_run_kills_its_process_group(tmp_path: Path) -> None:
     (root / "scripts").mkdir(parents=True)
     (root / "scripts" / "slow.py").write_text(SCRIPTS["scripts/slow.py"])
     config = ScriptConfig(timeout=30)
-    started: list[asyncio.subprocess.Process] = []
+    started: list[RunningProcess] = []
     task = asyncio.create_task(
         run_script(Workspace(root), "scripts/slow.py", [], config, on_start=started.append)
     )

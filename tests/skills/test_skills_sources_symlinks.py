@@ -1,4 +1,6 @@
-"""Review regressions: a SKILL.md symlink must be readable wherever discovery accepts it."""
+"""SKILL.md symlinks: readable wherever discovery accepts them; one that leaves its folder, loops
+or dangles is a reported problem for that skill alone (in the catalog, when pinned, in
+``plait skills show``), never a dead entry or a failed source."""
 
 from __future__ import annotations
 
@@ -113,8 +115,8 @@ async def test_one_escaping_skill_md_in_a_backend_skips_that_skill_not_the_sourc
 async def test_a_looping_or_dangling_skill_md_symlink_skips_that_skill_loudly(
     write_skill: Writer,
 ) -> None:
-    # Before: a self-looping SKILL.md raised RuntimeError out of the scan, failing the whole
-    # source (every skill missing); a dangling one made its skill vanish without a word.
+    # A self-looping SKILL.md must not raise RuntimeError out of the scan and fail the whole
+    # source (every skill missing); a dangling one must not make its skill vanish silently.
     root = write_skill("good").parent
     (root / "loop").mkdir()
     (root / "loop" / "SKILL.md").symlink_to("SKILL.md")

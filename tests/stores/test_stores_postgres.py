@@ -14,7 +14,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from postgres_server import fresh_schema, pgbouncer_url, postgres_url
+from postgres_server import fresh_schema, pgbouncer_url, postgres_dir, postgres_url
 
 from plait import Agent
 from plait.backends.postgres import PostgresBackend
@@ -247,9 +247,7 @@ async def test_connections_killed_by_the_server_are_replaced_and_the_turn_comple
 async def test_a_restarted_server_is_survived_with_nothing_lost(
     store: PostgresThreadStore,
 ) -> None:
-    cluster = os.environ.get("PLAIT_TEST_POSTGRES_DIR")
-    if not cluster:
-        pytest.skip("needs PLAIT_TEST_POSTGRES_DIR (.ci/postgres.sh start) to restart the server")
+    cluster = postgres_dir()
     await store.append("t", [UserMessage("before")], expected_version=0)
 
     async def respond(request: ModelRequest) -> ModelResponse:

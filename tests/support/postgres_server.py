@@ -1,6 +1,7 @@
-"""The Postgres server the tests use: ``PLAIT_TEST_POSTGRES_URL`` (``.ci/postgres.sh start``).
+"""The Postgres server the tests use: ``PLAIT_TEST_POSTGRES_URL`` (``.ci/postgres.sh start``),
+its PgBouncer, and its data folder ``PLAIT_TEST_POSTGRES_DIR`` (for tests that restart it).
 
-Without the variable, tests that need the server skip with the reason; under ``CI=true`` they
+Without a variable, tests that need the server skip with the reason; under ``CI=true`` they
 fail instead, so CI can never pass without running them.
 """
 
@@ -15,12 +16,13 @@ import pytest
 
 URL_VARIABLE = "PLAIT_TEST_POSTGRES_URL"
 PGBOUNCER_VARIABLE = "PLAIT_TEST_PGBOUNCER_URL"
+DIR_VARIABLE = "PLAIT_TEST_POSTGRES_DIR"
 
 
 def _required(variable: str, what: str) -> str:
-    url = os.environ.get(variable)
-    if url:
-        return url
+    value = os.environ.get(variable)
+    if value:
+        return value
     reason = f'{what}: set {variable} (eval "$(.ci/postgres.sh start)" starts one)'
     if os.environ.get("CI", "").lower() == "true":
         pytest.fail(f"CI=true but {variable} is not set; {reason}")
@@ -30,6 +32,11 @@ def _required(variable: str, what: str) -> str:
 def postgres_url() -> str:
     """The test server's URL, or skip (fail under CI) with the reason."""
     return _required(URL_VARIABLE, "needs a Postgres server")
+
+
+def postgres_dir() -> str:
+    """The test server's data folder (to stop and restart it), or skip (fail under CI)."""
+    return _required(DIR_VARIABLE, "needs the Postgres data folder to restart the server")
 
 
 def pgbouncer_url() -> str:

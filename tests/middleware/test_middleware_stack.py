@@ -1,5 +1,6 @@
-"""Review regressions for the stack: ``next()`` runs the rest of a pipeline once, and a seam that
-returns the wrong thing fails with a ``ConfigurationError`` naming the middleware."""
+"""The middleware stack's seams: ``next()`` runs the rest of a pipeline once however often a hook
+calls it, and a seam that returns the wrong thing fails with a ``ConfigurationError`` naming the
+middleware."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""``plait threads …`` on missing, damaged or non-file stores: messages, not tracebacks."""
+"""``plait threads …`` without a run behind it and on missing, damaged or non-file stores (a
+message, not a traceback), and on a narrow terminal (ids kept whole)."""
 
 from __future__ import annotations
 
@@ -27,6 +28,11 @@ def test_threads_on_a_bad_store_is_a_message_not_a_traceback(
     assert result.returncode == 1, result.stdout + result.stderr
     assert "Traceback" not in result.stderr
     assert "SQLite database" in " ".join((result.stdout + result.stderr).split())
+
+
+def test_threads_list_before_any_run(tmp_path: Path) -> None:
+    result = plait("threads", "list", home=tmp_path)
+    assert result.returncode == 0 and "No threads yet" in result.stdout
 
 
 @pytest.mark.parametrize("command", ["show", "delete"])
