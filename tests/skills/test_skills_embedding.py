@@ -78,6 +78,17 @@ def test_fusion_keeps_a_skill_both_orders_agree_on_first() -> None:
     assert ranker.rank("   ", 3) == [] and ranker.rank("map", 0) == []
 
 
+def test_a_query_the_model_maps_to_zero_falls_back_to_the_lexical_order() -> None:
+    def zero_for_queries(texts: list[str]) -> list[list[float]]:
+        return [
+            [0.0] * DIMS if ":" not in t else v for t, v in zip(texts, trigrams(texts), strict=True)
+        ]
+
+    ranker = EmbeddingRanker(zero_for_queries)
+    ranker.update(SKILLS)
+    assert names(ranker.rank("hiking map", 3)) == ["gpx-trails"]  # no embedding order to fuse
+
+
 def test_a_refresh_embeds_only_new_or_changed_skills() -> None:
     embed = Counting()
     ranker = EmbeddingRanker(embed, batch_size=2)
