@@ -93,7 +93,7 @@ def quality(
 ) -> dict[str, float]:
     """Recall per budget (ranked and catalog order) and search top-5 (ranked and substring)."""
     out: dict[str, float] = {}
-    listing = RankedListing(ranker or LexicalRanker())
+    listing = RankedListing(ranker if ranker is not None else LexicalRanker())
     for budget in BUDGETS:
         snapshot = take_snapshot(
             catalog, format=PromptFormat.MARKDOWN, budget=budget, instructions=DEFAULT_INSTRUCTIONS

@@ -24,7 +24,11 @@ skills_embeddings.py`` wires a sentence-transformers model.
   failing tool would); ``embed`` returning the wrong number of vectors, vectors of different
   sizes, or non-finite values raises :class:`~plait.errors.ConfigurationError`.
 
-``embed`` runs on the caller's thread (the event loop for a turn): keep it fast or local.
+``embed`` runs on the caller's thread (the event loop for a turn): keep it fast or local. The
+first :meth:`~EmbeddingRanker.update` embeds every skill, in the turn that first ranks: with
+all-MiniLM-L6-v2 on a loaded 2-core CPU, 10,000 skills took 15 minutes (``bench/README.md``), so
+warm it before serving (``ranker.update(entries)`` once, or a ``cache_path`` filled earlier:
+reading it back took 0.4 s).
 """
 
 from __future__ import annotations
