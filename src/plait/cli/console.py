@@ -20,10 +20,12 @@ from rich.text import Text
 
 from plait.context import ContextOverflowRecovered, HistorySummarized, ResultEvicted
 from plait.guards import RepetitionDetected, ToolCallRejected
+from plait.mcp.events import McpServerSkipped
 from plait.middleware.context import Event
 from plait.runtime.events import (
     DispatchFinished,
     ErrorOccurred,
+    ModelCallRetried,
     ModelRequestSent,
     ModelResponseReceived,
     TextDeltaReceived,
@@ -145,6 +147,12 @@ _BATTERY_LINES: dict[type[Event], Callable[[Any], str | None]] = {
         f"[yellow]✗ rejected {escape(e.call.name)}:[/yellow] " + _dim(short(e.reason, 100))
     ),
     RepetitionDetected: lambda e: f"[yellow]↻ repetition ({e.kind}, {e.count} times)[/yellow]",
+    McpServerSkipped: lambda e: (
+        f"[yellow]! MCP server {escape(e.server)} skipped, its tools are left out:[/yellow] "
+        + escape(e.reason)
+        + " "
+        + _dim(f"(retry in {e.retry_in:.0f} s)")
+    ),
 }
 
 
@@ -217,6 +225,9 @@ class JsonEventWriter:
         self._write = write or (lambda line: print(line, flush=True))
 
     def __call__(self, event: Event) -> None:
+        if isinstance(event, ModelCallRetried):
+            self.retry(event)
+            return
         self.emit({f.name: getattr(event, f.name) for f in fields(event)})
 
     def emit(self, data: dict[str, Any]) -> None:
@@ -228,8 +239,9 @@ class JsonEventWriter:
         line = json.dumps(to_jsonable_python(data, fallback=str), ensure_ascii=False)
         self._write(storable_text(line))
 
-    def retry(self, notice: RetryNotice) -> None:
-        """A retry of the model call, as a ``model_call_retried`` line."""
+    def retry(self, notice: RetryNotice | ModelCallRetried) -> None:
+        """A retry of the model call, as a ``model_call_retried`` line (``error`` as text, its
+        ``status``, ``delay``, ``retry``, ``max_retries``)."""
         self.emit(
             {
                 "type": "model_call_retried",
