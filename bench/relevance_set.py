@@ -65,7 +65,11 @@ DESCRIPTIONS = _VOCAB["descriptions"]
 REQUESTS = _VOCAB["requests"]
 
 CONTEXTS_PER_PAIR = (6, 7)
-_DOUBLED = [(f"{w} the ", f"{w} ") for w in ("the", "some", "my", "these", "our", "all our")]
+_DOUBLED = [
+    (f"{w} {d} ", f"{d} ")
+    for w in ("the", "some", "my", "these", "all our", "our")
+    for d in ("the", "our", "my")
+]  # "help me clean the our message bus" -> "... clean our message bus"
 
 
 @dataclass(frozen=True, slots=True)

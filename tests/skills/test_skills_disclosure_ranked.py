@@ -4,14 +4,21 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 
 import pytest
 
 from plait import Agent, ScriptedModel, ToolCall
 from plait.errors import ConfigurationError
 from plait.messages import AssistantMessage, Message, ToolMessage, UserMessage
-from plait.skills import MemorySource, SkillEntry, SkillsMiddleware
+from plait.skills import (
+    Code,
+    DiscoveryItem,
+    MemorySource,
+    SkillEntry,
+    SkillProblemFound,
+    SkillsMiddleware,
+)
 from plait.skills.catalog import SkillCatalog
 from plait.skills.disclosure.listing import CONTEXT_CHARS, RankedListing, turn_queries
 from plait.skills.disclosure.snapshot import take_snapshot
@@ -146,6 +153,67 @@ async def test_a_new_thread_reuses_a_recent_catalog_and_a_reset_reloads_at_once(
     await agent.run("go", thread_id="b", state={"skills_metadata": None})
     assert "**new**" not in model.requests[1].system_prompt
     assert "**new**" in model.requests[2].system_prompt
+
+
+async def test_a_stale_catalog_serves_new_threads_while_one_background_refresh_runs() -> None:
+    source = catalog(3)
+    model = ScriptedModel(["1", "2", "3", "4"])
+    skills = SkillsMiddleware([source], refresh_interval=1e-9)
+    agent = Agent(model, middleware=[skills])
+    await agent.run("go", thread_id="a")
+    source.put("new", {"SKILL.md": md("new", "Brand new.")})
+    await agent.run("go", thread_id="b")  # served at once; the refresh runs behind it
+    assert "**new**" not in model.requests[1].system_prompt
+    assert await skills.wait_refreshed()
+    await agent.run("go", thread_id="c")
+    assert "**new**" in model.requests[2].system_prompt
+    assert skills.refresh_error is None
+
+
+async def test_a_source_failing_in_a_background_refresh_is_reported_to_the_next_thread() -> None:
+    class Flaky(MemorySource):
+        failing = False
+
+        async def discover(self) -> AsyncIterator[DiscoveryItem]:
+            if self.failing:
+                raise OSError("disk unplugged")
+            async for item in super().discover():
+                yield item
+
+    source = Flaky({"a": {"SKILL.md": md("a", "A.")}})
+    skills = SkillsMiddleware([source], refresh_interval=1e-9)
+    agent = Agent(ScriptedModel(["1", "2", "3"]), middleware=[skills])
+    await agent.run("go", thread_id="a")
+    source.failing = True
+    await agent.run("go", thread_id="b")
+    assert await skills.wait_refreshed()
+    result = await agent.run("go", thread_id="c")
+    problems = [e for e in result.events if isinstance(e, SkillProblemFound)]
+    assert [p.diagnostic.code for p in problems] == [Code.SOURCE_UNAVAILABLE]
+    assert "disk unplugged" in problems[0].diagnostic.message
+
+
+async def test_a_problem_is_reported_once_per_process_and_again_on_a_reset() -> None:
+    source = MemorySource({"ok": {"SKILL.md": md("ok", "Fine.")}, "bad": {"SKILL.md": "no"}})
+    agent = Agent(ScriptedModel(["1", "2", "3"]), middleware=[SkillsMiddleware([source])])
+
+    async def problems(thread: str, state: dict[str, object] | None = None) -> list[str | None]:
+        result = await agent.run("go", thread_id=thread, state=state)
+        return [e.skill for e in result.events if isinstance(e, SkillProblemFound)]
+
+    assert await problems("a") == ["bad"]
+    assert await problems("b") == []  # a new thread: already reported in this process
+    assert await problems("b", {"skills_metadata": None}) == ["bad"]  # a reset reports again
+
+
+async def test_refresh_interval_zero_refreshes_before_every_new_thread() -> None:
+    source = catalog(3)
+    model = ScriptedModel(["1", "2"])
+    agent = Agent(model, middleware=[SkillsMiddleware([source], refresh_interval=0)])
+    await agent.run("go", thread_id="a")
+    source.put("new", {"SKILL.md": md("new", "Brand new.")})
+    await agent.run("go", thread_id="b")
+    assert "**new**" in model.requests[1].system_prompt
 
 
 def test_a_catalog_within_its_budget_never_imports_the_ranker() -> None:

@@ -27,8 +27,9 @@ def names(found: list[SkillEntry]) -> list[str]:
     [
         ("pdf-forms", ["pdf", "form"]),
         ("csv_rows", ["csv", "row"]),
-        ("fillPdfForm", ["fill", "pdf", "form"]),
-        ("HTTPServer", ["http", "server"]),
+        ("fillPdfForm", ["fillpdfform", "fill", "pdf", "form"]),
+        ("HTTPServer", ["httpserver", "http", "server"]),
+        ("PowerShell on GitHub", ["powershel", "power", "shell", "github", "git", "hub"]),
         ("PDFs and APIs", ["pdf", "api"]),
         ("csv2json", ["csv2json", "csv", "json"]),
         ("k8s on S3 with utf8", ["k8s", "s3", "utf8", "utf"]),
@@ -42,6 +43,14 @@ def test_terms_split_code_words_fold_case_and_accents_and_bigram_cjk(
     text: str, expected: list[str]
 ) -> None:
     assert terms(text) == expected
+
+
+def test_a_camel_case_word_in_a_description_matches_the_word_typed_in_lower_case() -> None:
+    ranker = LexicalRanker()
+    ranker.update(
+        [entry("ps-tools", "Scripts for PowerShell."), entry("shell-tools", "Shell one-liners.")]
+    )
+    assert names(ranker.rank("powershell", 2)) == ["ps-tools"]
 
 
 def test_terms_read_a_bounded_prefix_of_the_text() -> None:

@@ -12,7 +12,9 @@ Layers, bottom up:
 * :class:`SkillCatalog` orders sources, resolves name collisions, keeps diagnostics and
   refreshes incrementally; :func:`render_prompt` turns it into a prompt section.
 * :mod:`.ranking`: :class:`SkillRanker` orders skills by relevance to a text (the default
-  :class:`LexicalRanker` is BM25F), for catalogs larger than their prompt budget.
+  :class:`LexicalRanker` is BM25F), for catalogs larger than their prompt budget;
+  :class:`EmbeddingRanker` (:mod:`.embedding`, the ``embeddings`` extra) fuses it with your own
+  embedding model.
 * Two modes on top: :class:`SkillsMiddleware` (disclosure, :mod:`.disclosure`) and
   :class:`SkillManager` (managed, :mod:`.managed`, whose full surface lives there).
 
@@ -41,6 +43,7 @@ if TYPE_CHECKING:
         SkillToolUnresolved,
         ToolNameResolver,
     )
+    from plait.skills.embedding import EmbeddingRanker
     from plait.skills.errors import (
         SkillError,
         SkillFileNotFound,
@@ -80,6 +83,7 @@ __all__ = [
     "Diagnostic",
     "DiscoveryItem",
     "DiscoveryProblem",
+    "EmbeddingRanker",
     "FilesystemSource",
     "LexicalRanker",
     "MemorySource",
@@ -157,6 +161,7 @@ if not TYPE_CHECKING:
                 "SkillNotFound",
                 "SkillSourceError",
             ),
+            "plait.skills.embedding": ("EmbeddingRanker",),
             "plait.skills.managed": (
                 "ScriptConfig",
                 "SkillManager",

@@ -17,7 +17,8 @@ to import).
 
 Tokens (:func:`terms`): words split at ``-``, ``_``, ``.``, ``/``, digits-letters and camelCase
 boundaries (``pdfForms`` → ``pdf forms``; ``PDFs`` stays one word; a word of letters and
-digits is also kept whole: ``k8s``, ``s3``, ``utf8``), case-folded, accents
+digits is also kept whole: ``k8s``, ``s3``, ``utf8``; so is a camelCase word, so
+``PowerShell`` matches ``powershell`` as well as ``shell``), case-folded, accents
 removed, English stop words dropped and the Snowball stemmer of the ranker's language applied
 (``snowballstemmer``: ``merging``/``merges``/``merge`` → ``merg``); runs of Chinese,
 Japanese or Korean characters become overlapping character bigrams, so text without spaces
@@ -125,7 +126,8 @@ def terms(text: str, *, language: str = "english", max_chars: int = _MAX_TEXT_CH
     """The index terms of ``text`` (its first ``max_chars`` characters), in order, repeats kept,
     stemmed for ``language`` (see :func:`stemmer`).
 
-    ``"Fill PDF-forms via fillPdfForm"`` → ``["fill", "pdf", "form", "fill", "pdf", "form"]``.
+    ``"Fill PDF-forms via fillPdfForm"`` →
+    ``["fill", "pdf", "form", "fillpdfform", "fill", "pdf", "form"]``.
     """
     words = _word_terms(language)
     text = text[:max_chars]
@@ -150,6 +152,8 @@ class _WordTerms(dict[str, tuple[str, ...]]):
         )
         if not plain and not word.isalpha() and not word.isdigit():  # k8s, s3, utf8, a11y
             found = (word.casefold(), *found)
+        elif len(found) > 1 and word.isascii() and word.isalpha():  # PowerShell = powershell
+            found = (self.stem(word.lower()), *found)
         if len(self) >= _STEM_CACHE:
             self.clear()
         self[word] = found

@@ -89,11 +89,13 @@ def yaml_bound_problem(
 
 def _plainly_within(text: str, limits: YamlLimits) -> bool:
     """A cheap sufficient test (most frontmatter passes it, skipping the event walk): no
-    anchors or aliases, so values and characters are bounded by the text's length; and a
+    anchors (no ``&``; without an anchor an alias cannot expand to anything, it is a compose
+    error, so a ``*`` as in ``Bash(git:*)`` does not matter), so values and characters are
+    bounded by the text's length; and a
     nesting bound from the text. Each nesting level needs a flow bracket, an indicator
     (``-``, ``?``, ``:``) on its line, or more indentation; a block sequence may share its
     parent mapping's indentation, hence twice the indentation levels."""
-    if "&" in text or "*" in text or len(text) >= min(limits.max_nodes, limits.max_chars):
+    if "&" in text or len(text) >= min(limits.max_nodes, limits.max_chars):
         return False
     brackets = text.count("[") + text.count("{")
     deepest_line = 0

@@ -21,6 +21,7 @@ request) is covered by ``wrap_model_call``, which repeats step 3 on the request 
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import time
 from collections import OrderedDict
@@ -53,7 +54,12 @@ from plait.skills.disclosure.read_file import DEFAULT_READ_MAX_CHARS, build_read
 from plait.skills.disclosure.scan import DisclosureScan
 from plait.skills.disclosure.search import build_search_tool
 from plait.skills.disclosure.skill_tools import ToolNameResolver, ToolPlan, TurnTools, as_resolver
-from plait.skills.disclosure.snapshot import DEFAULT_INSTRUCTIONS, SkillSnapshot, take_snapshot
+from plait.skills.disclosure.snapshot import (
+    DEFAULT_INSTRUCTIONS,
+    LoadProblem,
+    SkillSnapshot,
+    take_snapshot,
+)
 from plait.skills.render import PromptFormat
 from plait.skills.sources.base import SkillSource
 from plait.skills.sources.filesystem import FilesystemSource
@@ -71,7 +77,15 @@ DEFAULT_BUDGET = 8_000
 """Characters of the skill list in the system prompt (about 2,000 tokens)."""
 
 DEFAULT_REFRESH_INTERVAL = 2.0
-"""Seconds a catalog refresh serves new threads before the next new thread refreshes again."""
+"""Seconds a catalog refresh serves new threads; the first new thread after that starts one
+refresh in the background and, like every other, is served the current catalog meanwhile."""
+
+_log = logging.getLogger("plait.skills")
+
+
+def _problem_key(problem: LoadProblem) -> tuple[object, ...]:
+    return (problem.source_id, problem.skill, problem.skipped, problem.diagnostic)
+
 
 _MISSING: Any = object()
 
@@ -98,9 +112,19 @@ class SkillsMiddleware(Middleware):
     (``None``: the list alone). ``auto_refresh``: ``True`` refreshes the catalog incrementally
     before each turn's first model call, a number of seconds before any model call once that
     long has passed since the thread's last load. A new thread (or one this process forgot)
-    reuses the catalog refreshed less than ``refresh_interval`` seconds ago, so opening
-    threads does not walk every skill folder each time; a reset of ``skills_metadata``
-    always refreshes at once. Past the budget, the listed skills are chosen per user turn by
+    is served the current catalog and never waits for a folder walk (only the very first load
+    does): when the catalog is ``refresh_interval`` seconds old or more, it also starts one
+    refresh in the background, shared by every thread (at most one runs at a time; it is
+    bounded by each source's own scan limits; what a source reports lands as diagnostics, and
+    an unexpected error is logged on the ``plait.skills`` logger and kept in
+    :attr:`refresh_error`). ``refresh_interval=0`` instead refreshes before every new thread's
+    first call, as a strict mode. A reset of ``skills_metadata`` always refreshes at once.
+    Each loading problem (a skipped or warned skill, a failed source) is reported as one
+    :class:`SkillProblemFound` by the first thread that loads it in this process, not again by
+    every new thread; it is reported again once it was gone and comes back, and a reset of
+    ``skills_metadata`` (the way to reload after editing a SKILL.md) reports every current
+    problem. ``SkillCatalogLoaded.skipped`` counts the skipped skills on every load.
+    Past the budget, the listed skills are chosen per user turn by
     relevance (:mod:`.listing`) with ``ranker`` (default: a
     :class:`~plait.skills.ranking.LexicalRanker`, built on first need), keeping pinned, read and
     ``always_listed`` skills. ``read_max_chars`` bounds one ``read_file`` result. Snapshots of
@@ -156,6 +180,10 @@ class SkillsMiddleware(Middleware):
         self.refresh_interval = refresh_interval
         self._refreshed_at = -float("inf")
         self._refresh_lock = asyncio.Lock()
+        self._background: asyncio.Task[None] | None = None
+        self._reported: set[tuple[object, ...]] = set()
+        self.refresh_error: Exception | None = None
+        """The last unexpected error of a background refresh (``None`` once one succeeds)."""
         self._ranker = ranker
         self.always_listed = tuple(always_listed)
         self._listing: RankedListing | None = None
@@ -297,14 +325,45 @@ class SkillsMiddleware(Middleware):
         return time.monotonic() - thread.loaded_at >= every
 
     async def _refresh(self, force: bool) -> None:
-        """Refresh the catalog, unless (``force`` false) it was refreshed less than
-        ``refresh_interval`` seconds ago; concurrent callers share one refresh."""
+        """Refresh the catalog now when ``force``d, on the first load, or with
+        ``refresh_interval=0``; otherwise start a background refresh when the catalog is
+        ``refresh_interval`` seconds old and return at once. Callers share one refresh."""
+        if not force and self.catalog.loaded and self.refresh_interval > 0:
+            if time.monotonic() - self._refreshed_at >= self.refresh_interval:
+                self._revalidate()
+            return
         async with self._refresh_lock:
-            fresh = time.monotonic() - self._refreshed_at < self.refresh_interval
-            if fresh and not force and self.catalog.loaded:
-                return
+            if not force and self.catalog.loaded and self.refresh_interval > 0:
+                return  # another caller's first load finished while this one waited
             await self.catalog.refresh()
             self._refreshed_at = time.monotonic()
+
+    async def wait_refreshed(self, deadline: float = 30.0) -> bool:
+        """Wait up to ``deadline`` seconds (default 30) for a background refresh in flight
+        (for tests and an orderly shutdown); ``True`` when none is running any more. Does not
+        cancel it when the deadline passes."""
+        task = self._background
+        if task is None or task.done():
+            return True
+        done, _ = await asyncio.wait({task}, timeout=deadline)
+        return bool(done)
+
+    def _revalidate(self) -> None:
+        """Start the shared background refresh unless one is running."""
+        if self._background is not None and not self._background.done():
+            return
+        self._refreshed_at = time.monotonic()  # at most one refresh per interval, even failing
+        self._background = asyncio.get_running_loop().create_task(self._refresh_behind())
+
+    async def _refresh_behind(self) -> None:
+        try:
+            async with self._refresh_lock:
+                await self.catalog.refresh()
+                self._refreshed_at = time.monotonic()
+            self.refresh_error = None
+        except Exception as error:  # nobody awaits this task: log and keep it, never lose it
+            self.refresh_error = error
+            _log.warning("Background refresh of the skill catalog failed: %r", error)
 
     async def _load(self, ctx: DispatchContext, thread: _Thread | None, reason: str) -> _Thread:
         await self._refresh(force=reason in ("reset", "auto_refresh"))
@@ -361,7 +420,10 @@ class SkillsMiddleware(Middleware):
                 changed=changed,
             )
         )
+        reported, self._reported = self._reported, {_problem_key(p) for p in snapshot.problems}
         for problem in snapshot.problems:
+            if reason != "reset" and _problem_key(problem) in reported:
+                continue  # this process already reported it, and it has not gone away since
             emit(
                 SkillProblemFound(
                     thread_id=thread_id,

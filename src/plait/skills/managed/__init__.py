@@ -15,6 +15,7 @@ constants) stay importable from their modules.
 
 from __future__ import annotations
 
+from plait.skills.managed.create import create_skill_manager
 from plait.skills.managed.errors import (
     ErrorCode,
     InvalidSkillsConfig,
@@ -50,7 +51,7 @@ from plait.skills.managed.hooks import (
     skills_turn_input_middleware,
     skills_turn_output_middleware,
 )
-from plait.skills.managed.manager import SkillManager, create_skill_manager
+from plait.skills.managed.manager import SkillManager
 from plait.skills.managed.persistence import RememberLoadedSkills
 from plait.skills.managed.prepare import SkillTools, SkillToolsProvider
 from plait.skills.managed.records import (

@@ -16,18 +16,19 @@ a *parent folder* swapped for a symlink in that window by another local process,
 write access to the folder and, with Linux ``protected_hardlinks``, to the target). Keep skill
 folders writable only by their owner.
 
-File IO is synchronous inside the async methods: it is local and fast (see
-``bench/skills_catalog.py``), and a thread hop per file would cost more than the read.
+File IO is synchronous inside the async read methods: it is local and fast (see
+``bench/skills_catalog.py``), and a thread hop per file would cost more than the read. A
+discovery (the whole walk) runs in one worker thread, so a refresh never blocks the event loop.
 """
 
 from __future__ import annotations
 
+import asyncio
 import builtins
 import os
 import stat as stat_module
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from plait.paths import PathEscapeError, confine, normalize_virtual_path
@@ -56,51 +57,17 @@ from plait.skills.sources.base import (
     body_bytes,
 )
 from plait.skills.sources.reading import LinePage, file_kind, read_line_page, read_regular
+from plait.skills.sources.scanning import (
+    UNSCANNED_SHOWN,
+    CachedSkill,
+    ScanState,
+    ScanStats,
+    Visit,
+    is_dir,
+    names_shown,
+)
 
 __all__ = ["FilesystemSource", "ScanStats"]
-
-_Signature = tuple[int, int, int, int]
-_UNSCANNED_SHOWN = 5
-"""How many unscanned folders a ``scan-limit``/``depth-limit`` warning names."""
-
-
-@dataclass(slots=True)
-class ScanStats:
-    """What the last scan did: folders looked at, SKILL.md files found, files (re)parsed."""
-
-    folders: int = 0
-    skill_files: int = 0
-    parsed: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class _Cached:
-    path: str
-    signature: _Signature
-    item: DiscoveryItem
-    folder: str
-    """The folder reads are served from: the SKILL.md's, or a text link's target's."""
-
-
-@dataclass(slots=True)
-class _Visit:
-    """A folder to scan; ``owner`` is the id of the skill whose folder it lies in, if any."""
-
-    path: str
-    rel: str
-    depth: int
-    owner: str | None = None
-
-
-@dataclass(slots=True)
-class _Scan:
-    deadline: float
-    cache: dict[str, _Cached] = field(default_factory=dict)
-    items: list[DiscoveryItem] = field(default_factory=list)
-    stats: ScanStats = field(default_factory=ScanStats)
-    too_deep: list[str] = field(default_factory=list)
-    stopped_by: str | None = None
-    unscanned: list[str] = field(default_factory=list)
 
 
 class FilesystemSource:
@@ -144,7 +111,7 @@ class FilesystemSource:
         self.max_file_bytes = max_file_bytes
         self.max_resources = max_resources
         self.ignore = ignore
-        self._cache: dict[str, _Cached] = {}
+        self._cache: dict[str, CachedSkill] = {}
         self._single = False
         self.last_scan = ScanStats()
 
@@ -158,7 +125,8 @@ class FilesystemSource:
         return self._root
 
     async def discover(self) -> AsyncIterator[DiscoveryItem]:
-        for item in self.scan():
+        """:meth:`scan` in a worker thread: a refresh never blocks the event loop's turns."""
+        for item in await asyncio.to_thread(self.scan):
             yield item
 
     def scan(self) -> builtins.list[DiscoveryItem]:
@@ -172,7 +140,7 @@ class FilesystemSource:
                 f"Skill folder {str(self._given)!r} {state}. Create it, or remove it from the "
                 "skill sources."
             )
-        scan = _Scan(deadline=time.monotonic() + self.scan_seconds)
+        scan = ScanState(deadline=time.monotonic() + self.scan_seconds)
         root = str(self._root)
         try:
             names = os.listdir(root)
@@ -182,12 +150,12 @@ class FilesystemSource:
         self._single = single is not None
         if single is not None:
             self._load(self._root.name, self._root.name, single, scan)
-        self._walk(scan, _Visit(root, "", 0, self._root.name if single else None))
+        self._walk(scan, Visit(root, "", 0, self._root.name if single else None))
         self._cache = scan.cache
         self.last_scan = scan.stats
         return scan.items
 
-    def _walk(self, scan: _Scan, start: _Visit) -> None:
+    def _walk(self, scan: ScanState, start: Visit) -> None:
         """Depth-first over the folders: each is listed once, loaded as a skill when it holds a
         skill file, and reported when that file lies inside another skill's folder."""
         stack = [start]
@@ -195,7 +163,7 @@ class FilesystemSource:
         while stack:
             scan.stopped_by = self._over_limit(scan)
             if scan.stopped_by is not None:
-                scan.unscanned = [v.path for v in reversed(stack[-_UNSCANNED_SHOWN:])]
+                scan.unscanned = [v.path for v in reversed(stack[-UNSCANNED_SHOWN:])]
                 break
             visit = stack.pop()
             scan.stats.folders += visit.depth > 0
@@ -203,26 +171,26 @@ class FilesystemSource:
         if scan.stopped_by is not None:
             message = (
                 f"Stopped scanning {scan.stopped_by}; skills beyond were not loaded. First "
-                f"folders not scanned: {_names(scan.unscanned)}. Point the source at a narrower "
-                "folder or raise the limit."
+                f"folders not scanned: {names_shown(scan.unscanned)}. Point the source at a "
+                "narrower folder or raise the limit."
             )
             scan.items.append(self._notice(Severity.WARNING, Code.SCAN_LIMIT, message))
         if scan.too_deep:
             message = (
                 f"{len(scan.too_deep)} folder(s) deeper than max_depth={self.max_depth} were not "
-                f"scanned for skills: {_names(scan.too_deep)}. Raise max_depth if skills live "
+                f"scanned for skills: {names_shown(scan.too_deep)}. Raise max_depth if skills live "
                 "there."
             )
             scan.items.append(self._notice(Severity.WARNING, Code.DEPTH_LIMIT, message))
 
-    def _over_limit(self, scan: _Scan) -> str | None:
+    def _over_limit(self, scan: ScanState) -> str | None:
         if scan.stats.folders >= self.max_dirs:
             return f"after {self.max_dirs} folders (max_dirs)"
         if time.monotonic() > scan.deadline:
             return f"after {self.scan_seconds:g} s (scan_seconds)"
         return None
 
-    def _visit(self, visit: _Visit, scan: _Scan, seen_links: set[str]) -> builtins.list[_Visit]:
+    def _visit(self, visit: Visit, scan: ScanState, seen_links: set[str]) -> builtins.list[Visit]:
         """List ``visit`` once: load or report its skill file, return its child folders."""
         try:
             with os.scandir(visit.path) as it:
@@ -239,9 +207,9 @@ class FilesystemSource:
             elif skill_file is not None:
                 self._load(visit.rel, os.path.basename(visit.path), skill_file, scan)
                 visit.owner = visit.rel
-        children: builtins.list[_Visit] = []
+        children: builtins.list[Visit] = []
         for entry in entries:
-            if entry.name in self.ignore or not _is_dir(entry):
+            if entry.name in self.ignore or not is_dir(entry):
                 continue
             rel = f"{visit.rel}/{entry.name}" if visit.rel else entry.name
             if entry.is_symlink() and not self._symlink_ok(rel, entry.path, scan, seen_links):
@@ -250,10 +218,10 @@ class FilesystemSource:
                 if len(scan.too_deep) < 10_000:
                     scan.too_deep.append(entry.path)
                 continue
-            children.append(_Visit(entry.path, rel, visit.depth + 1, visit.owner))
+            children.append(Visit(entry.path, rel, visit.depth + 1, visit.owner))
         return children
 
-    def _nested_notice(self, child: _Visit, path: str) -> DiscoveryProblem:
+    def _nested_notice(self, child: Visit, path: str) -> DiscoveryProblem:
         owner = child.owner or ""
         inside = self._root if self._single else self._root / owner
         message = (
@@ -263,7 +231,7 @@ class FilesystemSource:
         )
         return self._notice(Severity.WARNING, Code.NESTED_SKILL, message, path)
 
-    def _symlink_ok(self, rel: str, path: str, scan: _Scan, seen_links: set[str]) -> bool:
+    def _symlink_ok(self, rel: str, path: str, scan: ScanState, seen_links: set[str]) -> bool:
         try:
             real = confine(self._root, rel)
         except PathEscapeError as err:
@@ -276,7 +244,7 @@ class FilesystemSource:
         return True
 
     def _skill_file(
-        self, folder: str, names: builtins.list[str], skill_id: str, scan: _Scan
+        self, folder: str, names: builtins.list[str], skill_id: str, scan: ScanState
     ) -> tuple[str, os.stat_result] | None:
         """The skill file among ``folder``'s ``names`` (any case) with its stat, or None. A
         SKILL.md symlink that leaves its skill folder is reported (and the folder counts as a
@@ -306,7 +274,7 @@ class FilesystemSource:
         return None
 
     def _load(
-        self, skill_id: str, folder_name: str, found: tuple[str, os.stat_result], scan: _Scan
+        self, skill_id: str, folder_name: str, found: tuple[str, os.stat_result], scan: ScanState
     ) -> None:
         path, info = found
         scan.stats.skill_files += 1
@@ -318,7 +286,7 @@ class FilesystemSource:
             scan.stats.parsed += 1
             item, real = self._read_item(skill_id, folder_name, path, info.st_size)
             folder = os.path.dirname(real)
-        scan.cache[skill_id] = _Cached(path, signature, item, folder)
+        scan.cache[skill_id] = CachedSkill(path, signature, item, folder)
         scan.items.append(item)
 
     def _read_item(
@@ -492,16 +460,3 @@ class FilesystemSource:
                 if len(found) >= self.max_resources:
                     return sorted(found)
         return sorted(found)
-
-
-def _names(paths: builtins.list[str]) -> str:
-    shown = ", ".join(paths[:_UNSCANNED_SHOWN])
-    more = len(paths) - _UNSCANNED_SHOWN
-    return f"{shown} and {more} more" if more > 0 else shown
-
-
-def _is_dir(entry: os.DirEntry[str]) -> bool:
-    try:
-        return entry.is_dir()
-    except OSError:
-        return False
