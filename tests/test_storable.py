@@ -155,6 +155,16 @@ def test_storable_message_leaves_clean_messages_alone() -> None:
         assert storable_message(message) == (message, [])
 
 
+def test_a_split_surrogate_pair_in_message_text_is_joined_so_the_store_can_write_it() -> None:
+    # nothing is reported for a pair (the character survives), but the text must still change
+    for message in (UserMessage("a\ud83d\ude00b"), AssistantMessage("\ud83d\ude00")):
+        fixed, found = storable_message(message)
+        assert found == []
+        assert "\U0001f600" in fixed.text and fixed.id == message.id
+        back = messages_from_json("t", messages_to_json("t", [fixed]))[0]
+        assert back.text == fixed.text
+
+
 def test_a_tool_message_with_bad_data_name_and_id_is_fixed() -> None:
     fixed, found = storable_message(ToolMessage("c\ud800", "n\ud800", [math.nan]))
     assert isinstance(fixed, ToolMessage)

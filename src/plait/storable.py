@@ -274,7 +274,8 @@ def storable_message(message: Message) -> tuple[Message, list[Replacement]]:
         texts = [
             storable_text(p.text, f"content[{i}]", found) for i, p in enumerate(message.content)
         ]
-        if found:
+        # Compare by identity, not by `found`: a split surrogate pair is joined unreported.
+        if any(t is not p.text for t, p in zip(texts, message.content, strict=True)):
             fields["content"] = [TextPart(t) for t in texts]
     metadata = _value(message.metadata, "metadata", found, 0)
     if metadata is not message.metadata:
