@@ -49,6 +49,7 @@ from plait.messages import (
 from plait.models.base import (
     ModelRequest,
     ModelResponse,
+    ResponseComplete,
     StreamEvent,
     TextDelta,
     ToolChoice,
@@ -311,6 +312,11 @@ class AnthropicStreamAssembler:
         if delta.cache_creation_input_tokens is not None:
             self._usage.cache_creation_input_tokens = delta.cache_creation_input_tokens
 
+    @property
+    def finished(self) -> bool:
+        """Whether the provider said why the answer ended (a stream without it was cut short)."""
+        return self._finish is not None
+
     def response(self) -> ModelResponse:
         return ModelResponse(
             content="".join(self._text),
@@ -407,7 +413,8 @@ class AnthropicModel:
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         """Stream the answer. Opening the stream is retried; a failure mid-stream (including an
-        ``error`` event) is raised as a typed error without retrying."""
+        ``error`` event) is raised as a typed error without retrying, and so is a stream that ends
+        without a ``stop_reason`` (cut short by a proxy or a restarting server)."""
         import anthropic
 
         params, extra = self.request_body(request)
@@ -419,14 +426,17 @@ class AnthropicModel:
             backoff=self.backoff,
             deadline=deadline,
         )
+        assembler = AnthropicStreamAssembler()
         relayed = relay_stream(
             events,
-            AnthropicStreamAssembler(),
+            assembler,
             self._classify,
             (anthropic.AnthropicError, *transport_errors()),
             deadline,
         )
         async for event in relayed:
+            if isinstance(event, ResponseComplete) and not assembler.finished:
+                raise self._errors.cut_short()
             yield event
 
     async def aclose(self) -> None:

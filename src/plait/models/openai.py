@@ -46,6 +46,7 @@ from plait.messages import (
 from plait.models.base import (
     ModelRequest,
     ModelResponse,
+    ResponseComplete,
     StreamEvent,
     TextDelta,
     ToolChoice,
@@ -266,6 +267,11 @@ class OpenAIStreamAssembler:
                 self._finish = choice.finish_reason
         return events
 
+    @property
+    def finished(self) -> bool:
+        """Whether the provider said why the answer ended (a stream without it was cut short)."""
+        return self._finish is not None
+
     def response(self) -> ModelResponse:
         calls = self._tools.calls()
         return ModelResponse(
@@ -362,7 +368,8 @@ class OpenAIChatModel:
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         """Stream the answer. Opening the stream is retried; a failure mid-stream is raised as a
-        typed error without retrying (events were already delivered)."""
+        typed error without retrying (events were already delivered), and so is a stream that
+        ends without a ``finish_reason`` (cut short by a proxy or a restarting server)."""
         import openai
 
         params = self.request_body(request)
@@ -375,14 +382,17 @@ class OpenAIChatModel:
             backoff=self.backoff,
             deadline=deadline,
         )
+        assembler = OpenAIStreamAssembler()
         relayed = relay_stream(
             chunks,
-            OpenAIStreamAssembler(),
+            assembler,
             self._classify,
             (openai.APIError, *transport_errors()),
             deadline,
         )
         async for event in relayed:
+            if isinstance(event, ResponseComplete) and not assembler.finished:
+                raise self._errors.cut_short()
             yield event
 
     async def aclose(self) -> None:

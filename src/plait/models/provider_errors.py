@@ -13,10 +13,15 @@ credentials rejected     ``ProviderError`` naming the API-key variable        no
 context window overflow  ``ContextOverflowError``, the provider's message     no
 any other HTTP status    ``ProviderError``, the provider's message            per status (1)
 error inside a stream    ``ProviderError``, the provider's message            per error type
+stream cut short         ``ProviderError`` "... ended before the model        yes (2)
+                         finished"
 =======================  ===================================================  ==============
 
 (1) 408, 409, 429 and 5xx are retryable, unless the server's ``x-should-retry`` header says
 otherwise.
+(2) A stream whose body ended without the provider's finish reason (``finish_reason``,
+``stop_reason``): a proxy or server cut it short. It is raised, not retried, since its events
+were already delivered; running the turn again may succeed.
 """
 
 from __future__ import annotations
@@ -112,6 +117,16 @@ class ProviderErrors:
                 retryable=retryable if hint is None else hint,
             ),
             retry_after=retry_after_seconds(headers),
+        )
+
+    def cut_short(self) -> ProviderError:
+        """The error for a stream that ended without a finish reason (see the table, (2))."""
+        return ProviderError(
+            f"The stream from {self.model_name} ended before the model finished (no finish "
+            "reason came), so the answer may be cut off. Run again; if it keeps happening, check "
+            "proxies or load balancers between plait and the server for a response timeout.",
+            provider=self.provider,
+            retryable=True,
         )
 
     def other(self, detail: str, *, retryable: bool = False) -> ProviderFailure:
