@@ -293,6 +293,32 @@ async def test_unauthorized_names_the_env_var(
     assert sleeps == []
 
 
+async def test_forbidden_says_the_key_lacks_access_not_that_it_is_invalid(
+    server: WireServer, model: AnthropicModel, sleeps: list[float]
+) -> None:
+    # 403: the key was accepted; it may not use this model (or region). "Set a valid key" would
+    # send the user after the wrong problem.
+    server.reply_json(
+        {
+            "type": "error",
+            "error": {
+                "type": "permission_error",
+                "message": "Your API key does not have permission to use the specified resource.",
+            },
+        },
+        status=403,
+    )
+
+    with pytest.raises(ProviderError, match="does not have permission") as caught:
+        await model.generate(HELLO)
+
+    message = str(caught.value)
+    assert caught.value.status == 403 and caught.value.retryable is False
+    assert "refused access" in message and "permission" in message
+    assert "rejected the credentials" not in message and "ANTHROPIC_API_KEY" in message
+    assert sleeps == []
+
+
 async def test_other_client_errors_carry_the_provider_message(
     server: WireServer, model: AnthropicModel, sleeps: list[float]
 ) -> None:

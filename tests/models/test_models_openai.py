@@ -359,6 +359,33 @@ async def test_compatible_server_unauthorized_names_its_own_env_var(server: Wire
     assert caught.value.provider == "openai-compatible"
 
 
+async def test_forbidden_says_the_key_lacks_access_not_that_it_is_invalid(
+    server: WireServer, model: OpenAIChatModel, sleeps: list[float]
+) -> None:
+    # 403: the key was accepted; it may not use this model (or region). "Set a valid key" would
+    # send the user after the wrong problem.
+    server.reply_json(
+        {
+            "error": {
+                "message": "Project `proj_abc` does not have access to model `gpt-4.1-mini`",
+                "type": "invalid_request_error",
+                "param": None,
+                "code": "model_not_found",
+            }
+        },
+        status=403,
+    )
+
+    with pytest.raises(ProviderError, match="does not have access to model") as caught:
+        await model.generate(HELLO)
+
+    message = str(caught.value)
+    assert caught.value.status == 403 and caught.value.retryable is False
+    assert "refused access" in message and "permission" in message
+    assert "rejected the credentials" not in message and "OPENAI_API_KEY" in message
+    assert sleeps == []
+
+
 async def test_other_client_errors_carry_the_provider_message(
     server: WireServer, model: OpenAIChatModel, sleeps: list[float]
 ) -> None:

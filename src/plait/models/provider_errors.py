@@ -10,6 +10,8 @@ connection failed        ``ProviderError`` "Could not reach ..."              ye
                          (also an HTTP transport error mid-stream, see
                          :func:`transport_errors`)
 credentials rejected     ``ProviderError`` naming the API-key variable        no
+(401), or lacking        (403: "refused access", check the key's permissions)
+permission (403)
 context window overflow  ``ContextOverflowError``, the provider's message     no
 any other HTTP status    ``ProviderError``, the provider's message            per status (1)
 error inside a stream    ``ProviderError``, the provider's message            per error type
@@ -84,16 +86,22 @@ class ProviderErrors:
         )
 
     def credentials(self, status: int | None, detail: str) -> ProviderFailure:
+        """401 (or no status: the SDK found no credentials) means the key is wrong; 403 means the
+        key was accepted but may not use this model, region or feature."""
         where = f"The server at {self.base_url}" if self.base_url else self.default_host
-        code = f"{status}: " if status is not None else ""
-        return ProviderFailure(
-            ProviderError(
-                f"{where} rejected the credentials for {self.model_name} ({code}{detail}). "
-                f"Set {self.api_key_env} to a valid key, or pass api_key=... .",
-                provider=self.provider,
-                status=status,
+        if status == 403:
+            message = (
+                f"{where} refused access to {self.model_name} (403: {detail}). The key was "
+                "accepted but lacks permission: check the key's project, organisation or region "
+                f"access to this model, or set {self.api_key_env} to a key that has it."
             )
-        )
+        else:
+            code = f"{status}: " if status is not None else ""
+            message = (
+                f"{where} rejected the credentials for {self.model_name} ({code}{detail}). "
+                f"Set {self.api_key_env} to a valid key, or pass api_key=... ."
+            )
+        return ProviderFailure(ProviderError(message, provider=self.provider, status=status))
 
     def context_overflow(self, status: int, detail: str) -> ProviderFailure:
         return ProviderFailure(
