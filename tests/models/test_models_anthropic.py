@@ -454,6 +454,46 @@ async def test_tool_choice_mapping(
     assert server.bodies()[0]["tool_choice"] == expected
 
 
+async def test_whitespace_only_text_is_left_out_so_the_thread_is_not_wedged(
+    server: WireServer, model: AnthropicModel
+) -> None:
+    # The API rejects a text block of whitespace alone ("text content blocks must contain
+    # non-whitespace text"); one stored in the thread (a model's "\n\n" before its tool call)
+    # would make every later request on that thread fail with a 400.
+    server.reply("text.json")
+    request = ModelRequest(
+        system_prompt="  ",
+        messages=[
+            UserMessage("Go."),
+            SystemMessage("\n"),
+            AssistantMessage("\n\n", tool_calls=[ToolCall("t1", "get_time", {})]),
+            ToolMessage("t1", "get_time", " \n"),
+            UserMessage(" "),
+            AssistantMessage("\t"),
+            UserMessage("And now?"),
+        ],
+    )
+
+    await model.generate(request)
+
+    [sent] = server.bodies()
+    assert "system" not in sent
+    assert sent["messages"] == [
+        {"role": "user", "content": [{"type": "text", "text": "Go."}]},
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "t1", "name": "get_time", "input": {}}],
+        },
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "t1"},
+                {"type": "text", "text": "And now?"},
+            ],
+        },
+    ]
+
+
 async def test_tool_results_come_before_text_in_a_merged_user_message(
     server: WireServer, model: AnthropicModel
 ) -> None:

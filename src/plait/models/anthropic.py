@@ -17,6 +17,8 @@ plait                       Messages API
 ``ToolMessage``             a ``tool_result`` block (``is_error`` when it failed) in a ``user``
                             message; consecutive results share one message, results first
 consecutive same role       merged into one message (empty messages are dropped)
+empty or blank text         left out: no text block (the API rejects one of only whitespace),
+                            no ``tool_result`` content
 ``tools``                   ``{name, description, input_schema}``
 ``tool_choice``             ``auto``/``none``, ``required`` as ``any``, a name as ``tool``;
                             dropped when there are no tools
@@ -106,12 +108,12 @@ def to_anthropic_messages(
     """``(system blocks, messages)``: system prompt and system messages folded into the first,
     consecutive same-role messages merged, tool results placed first in their user message."""
     system: list[TextBlockParam] = []
-    if request.system_prompt:
+    if _sendable(request.system_prompt):
         system.append({"type": "text", "text": request.system_prompt})
     turns: list[tuple[Literal["user", "assistant"], list[_Block]]] = []
     for message in request.messages:
         if isinstance(message, SystemMessage):
-            if text := message.text:
+            if _sendable(text := message.text):
                 system.append({"type": "text", "text": text})
             continue
         role: Literal["user", "assistant"]
@@ -122,7 +124,8 @@ def to_anthropic_messages(
             role, blocks = "assistant", _assistant_blocks(message)
         else:
             role = "user"
-            blocks = [{"type": "text", "text": message.text}] if message.text else []
+            text = message.text
+            blocks = [{"type": "text", "text": text}] if _sendable(text) else []
         if not blocks:
             continue
         if turns and turns[-1][0] == role:
@@ -130,6 +133,12 @@ def to_anthropic_messages(
         else:
             turns.append((role, blocks))
     return system, [_turn(role, blocks) for role, blocks in turns]
+
+
+def _sendable(text: str) -> bool:
+    """Whether ``text`` may be sent as a text block: the API rejects one that is empty or only
+    whitespace (and a thread that stored one would fail on every later request)."""
+    return bool(text) and not text.isspace()
 
 
 def _turn(role: Literal["user", "assistant"], blocks: list[_Block]) -> MessageParam:
@@ -143,7 +152,7 @@ def _turn(role: Literal["user", "assistant"], blocks: list[_Block]) -> MessagePa
 
 def _tool_result(message: ToolMessage) -> ToolResultBlockParam:
     block: ToolResultBlockParam = {"type": "tool_result", "tool_use_id": message.tool_call_id}
-    if text := message.text:
+    if _sendable(text := message.text):
         block["content"] = text
     if message.is_error:
         block["is_error"] = True
@@ -152,7 +161,7 @@ def _tool_result(message: ToolMessage) -> ToolResultBlockParam:
 
 def _assistant_blocks(message: AssistantMessage) -> list[_Block]:
     blocks: list[_Block] = []
-    if text := message.text:
+    if _sendable(text := message.text):
         blocks.append({"type": "text", "text": text})
     for call in message.tool_calls:
         blocks.append({"type": "tool_use", "id": call.id, "name": call.name, "input": call.args})
