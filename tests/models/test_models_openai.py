@@ -182,6 +182,23 @@ async def test_stream_assembles_tool_call_deltas(
     assert sent.body["stream_options"] == {"include_usage": True}
 
 
+async def test_azure_content_filter_chunks_without_a_delta_are_skipped(
+    server: WireServer, model: OpenAIChatModel
+) -> None:
+    # Azure's asynchronous content filter sends annotation chunks whose choice has no `delta`
+    # (and empty id/model), besides a first chunk with no choices at all.
+    server.reply("stream_azure_filter.sse")
+
+    events = await drain(model.stream(HELLO))
+
+    assert [e for e in events if isinstance(e, TextDelta)] == [TextDelta("Paris.")]
+    final = events[-1]
+    assert isinstance(final, ResponseComplete)
+    assert final.response.content == "Paris." and final.response.finish_reason == "stop"
+    assert final.response.model == "gpt-4o-2024-08-06"
+    assert final.response.metadata == {"response_id": "chatcmpl-az-1"}
+
+
 async def test_error_mid_stream_is_a_provider_error(
     server: WireServer, model: OpenAIChatModel
 ) -> None:

@@ -226,7 +226,9 @@ class OpenAIStreamAssembler:
     """Turns ``ChatCompletionChunk`` s into stream events and, at the end, the whole response.
 
     Feed every chunk to :meth:`feed` (which returns the events to emit), then call
-    :meth:`response`. Only the first choice is followed.
+    :meth:`response`. Only the first choice is followed. Chunks without choices (usage, Azure's
+    prompt filter results) or whose choice has no ``delta`` (Azure's content-filter annotations,
+    with an empty id and model) add nothing but what they carry.
     """
 
     __slots__ = ("_finish", "_id", "_model", "_text", "_tools", "_usage")
@@ -248,7 +250,11 @@ class OpenAIStreamAssembler:
         for choice in chunk.choices:
             if choice.index != 0:
                 continue
+            if choice.finish_reason is not None:
+                self._finish = choice.finish_reason
             delta = choice.delta
+            if delta is None:  # an annotation chunk (Azure's content filter): nothing to add
+                continue
             text = delta.content or delta.refusal
             if text:
                 self._text.append(text)
@@ -263,8 +269,6 @@ class OpenAIStreamAssembler:
                         fragment=(function.arguments or "") if function else "",
                     )
                 )
-            if choice.finish_reason is not None:
-                self._finish = choice.finish_reason
         return events
 
     @property
