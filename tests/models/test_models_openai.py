@@ -146,6 +146,34 @@ async def test_invalid_json_arguments_set_raw_args(
     ]
 
 
+async def test_arguments_sent_as_an_object_or_null_are_taken_as_they_are(
+    server: WireServer, model: OpenAIChatModel
+) -> None:
+    # Some OpenAI-compatible servers send `arguments` as a JSON object, or null, instead of a
+    # string; the SDK passes it through unvalidated.
+    def call(id: str, arguments: object) -> dict[str, object]:
+        return {
+            "id": id,
+            "type": "function",
+            "function": {"name": "get_weather", "arguments": arguments},
+        }
+
+    calls = [call("c1", {"city": "Paris"}), call("c2", None), call("c3", [1])]
+    message = {"role": "assistant", "content": None, "tool_calls": calls}
+    choice = {"index": 0, "message": message, "finish_reason": "tool_calls"}
+    server.reply_json(
+        {"id": "x", "object": "chat.completion", "created": 1, "model": "m", "choices": [choice]}
+    )
+
+    response = await model.generate(HELLO.replace(tools=[WEATHER]))
+
+    assert response.tool_calls == [
+        ToolCall("c1", "get_weather", {"city": "Paris"}),
+        ToolCall("c2", "get_weather", {}),
+        ToolCall("c3", "get_weather", {}, raw_args="[1]"),
+    ]
+
+
 # --- streaming -------------------------------------------------------------------------------
 
 
@@ -197,6 +225,23 @@ async def test_azure_content_filter_chunks_without_a_delta_are_skipped(
     assert final.response.content == "Paris." and final.response.finish_reason == "stop"
     assert final.response.model == "gpt-4o-2024-08-06"
     assert final.response.metadata == {"response_id": "chatcmpl-az-1"}
+
+
+async def test_streamed_arguments_sent_as_an_object_are_taken_as_they_are(
+    server: WireServer, model: OpenAIChatModel
+) -> None:
+    server.reply("stream_object_args.sse")
+
+    events = await drain(model.stream(HELLO.replace(tools=[WEATHER])))
+
+    final = events[-1]
+    assert isinstance(final, ResponseComplete)
+    assert final.response.tool_calls == [
+        ToolCall("call_o1", "get_weather", {"city": "Paris"}),
+        ToolCall("call_o2", "get_time", {}),
+    ]
+    fragments = [e.args_fragment for e in events if isinstance(e, ToolCallDelta)]
+    assert fragments == ['{"city":"Paris"}', ""]
 
 
 async def test_error_mid_stream_is_a_provider_error(

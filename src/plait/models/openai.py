@@ -33,6 +33,8 @@ import re
 from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Literal
 
+from pydantic_core import to_json
+
 from plait.errors import ConfigurationError, ProviderError
 from plait.messages import (
     AssistantMessage,
@@ -222,6 +224,14 @@ def from_openai_completion(completion: ChatCompletion) -> ModelResponse:
     )
 
 
+def _fragment(arguments: object) -> str:
+    """A streamed ``arguments`` piece as text: some compatible servers send the whole
+    arguments as a JSON object (or ``null``) rather than a string."""
+    if isinstance(arguments, str):
+        return arguments
+    return "" if arguments is None else to_json(arguments, fallback=repr).decode()
+
+
 class OpenAIStreamAssembler:
     """Turns ``ChatCompletionChunk`` s into stream events and, at the end, the whole response.
 
@@ -266,7 +276,7 @@ class OpenAIStreamAssembler:
                         call.index,
                         id=call.id,
                         name=function.name if function else None,
-                        fragment=(function.arguments or "") if function else "",
+                        fragment=_fragment(function.arguments) if function else "",
                     )
                 )
         return events
