@@ -319,6 +319,22 @@ async def test_forbidden_says_the_key_lacks_access_not_that_it_is_invalid(
     assert sleeps == []
 
 
+async def test_a_body_that_is_not_json_is_a_provider_error(
+    server: WireServer, model: AnthropicModel, sleeps: list[float]
+) -> None:
+    # A proxy or a server that is not the API answers 200 with something else: the SDK's
+    # JSONDecodeError must not escape untyped, whole answer or stream.
+    server.reply_raw(b"<html>Gateway</html>", content_type="application/json")
+    server.reply_raw(b"event: message_start\ndata: {oops\n\n", content_type="text/event-stream")
+
+    with pytest.raises(ProviderError, match="not valid JSON") as caught:
+        await model.generate(HELLO)
+    assert caught.value.retryable is False and sleeps == []
+    with pytest.raises(ProviderError, match="not valid JSON"):
+        await drain(model.stream(HELLO))
+    assert len(server.received) == 2
+
+
 async def test_other_client_errors_carry_the_provider_message(
     server: WireServer, model: AnthropicModel, sleeps: list[float]
 ) -> None:

@@ -440,7 +440,7 @@ class AnthropicModel:
             events,
             assembler,
             self._classify,
-            (anthropic.AnthropicError, *transport_errors()),
+            (anthropic.AnthropicError, json.JSONDecodeError, *transport_errors()),
             deadline,
         )
         async for event in relayed:
@@ -469,6 +469,8 @@ def classify_anthropic_error(exc: Exception, errors: ProviderErrors) -> Provider
 
     if isinstance(exc, anthropic.APIConnectionError):
         return errors.connection(exc.message)
+    if isinstance(exc, json.JSONDecodeError):  # the SDK parses bodies and events unchecked
+        return errors.malformed(str(exc))
     if isinstance(exc, transport_errors()):
         # The SDK lets the HTTP library's error through when a stream breaks mid-way.
         return errors.connection(

@@ -29,6 +29,7 @@ usage                       ``prompt_tokens`` (cached included), cached and cach
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Literal
@@ -401,7 +402,7 @@ class OpenAIChatModel:
             chunks,
             assembler,
             self._classify,
-            (openai.APIError, *transport_errors()),
+            (openai.APIError, json.JSONDecodeError, *transport_errors()),
             deadline,
         )
         async for event in relayed:
@@ -429,6 +430,8 @@ def classify_openai_error(exc: Exception, errors: ProviderErrors) -> ProviderFai
 
     if isinstance(exc, openai.APIConnectionError):
         return errors.connection(exc.message)
+    if isinstance(exc, json.JSONDecodeError):  # the SDK parses bodies and events unchecked
+        return errors.malformed(str(exc))
     if isinstance(exc, transport_errors()):
         # Some SDK versions let the HTTP library's error through when a stream breaks mid-way.
         return errors.connection(

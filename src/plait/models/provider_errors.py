@@ -15,6 +15,7 @@ permission (403)
 context window overflow  ``ContextOverflowError``, the provider's message     no
 any other HTTP status    ``ProviderError``, the provider's message            per status (1)
 error inside a stream    ``ProviderError``, the provider's message            per error type
+reply not valid JSON     ``ProviderError`` "... not valid JSON"               no
 stream cut short         ``ProviderError`` "... ended before the model        yes (2)
                          finished"
 =======================  ===================================================  ==============
@@ -135,6 +136,18 @@ class ProviderErrors:
             "proxies or load balancers between plait and the server for a response timeout.",
             provider=self.provider,
             retryable=True,
+        )
+
+    def malformed(self, detail: str) -> ProviderFailure:
+        """A reply (a whole answer or a stream event) that is not valid JSON."""
+        where = f"the server at {self.base_url}" if self.base_url else self.default_host
+        return ProviderFailure(
+            ProviderError(
+                f"{self.model_name}: {where} sent a reply that is not valid JSON ({detail}). "
+                "Check that the base URL points at the provider's API and that no proxy in "
+                "between rewrites its replies.",
+                provider=self.provider,
+            )
         )
 
     def other(self, detail: str, *, retryable: bool = False) -> ProviderFailure:
