@@ -464,6 +464,21 @@ async def test_a_body_that_is_not_json_is_a_provider_error(
     assert len(server.received) == 2
 
 
+async def test_a_reply_that_is_not_a_model_answer_is_a_provider_error(
+    server: WireServer, model: OpenAIChatModel
+) -> None:
+    # A web page (a captive portal, a wrong base URL) or JSON of another shape: the SDK hands
+    # it over as it is, and it must not fail later as an AttributeError/TypeError.
+    server.reply_raw(b"<html>Sign in to the network</html>", content_type="text/html")
+    server.reply_raw(b'{"object": "list", "data": []}')
+
+    with pytest.raises(ProviderError, match="not a model answer") as caught:
+        await model.generate(HELLO)
+    assert "Sign in to the network" in str(caught.value)
+    with pytest.raises(ProviderError, match="not a model answer"):
+        await model.generate(HELLO)
+
+
 async def test_other_client_errors_carry_the_provider_message(
     server: WireServer, model: OpenAIChatModel, sleeps: list[float]
 ) -> None:

@@ -409,6 +409,8 @@ class AnthropicModel:
         return to_anthropic_request(request, model=self.model, max_tokens=self.max_tokens)
 
     async def generate(self, request: ModelRequest) -> ModelResponse:
+        from anthropic.types import Message as MessageType
+
         params, extra = self.request_body(request)
         deadline = self.timeouts.start(self.name)
         message: Message = await call_with_retries(
@@ -418,6 +420,11 @@ class AnthropicModel:
             backoff=self.backoff,
             deadline=deadline,
         )
+        # The SDK hands over a body of another shape as it is (text/html as a str).
+        if not isinstance(message, MessageType) or not isinstance(
+            getattr(message, "content", None), list
+        ):
+            raise self._errors.not_an_answer(message)
         return from_anthropic_message(message)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:

@@ -370,6 +370,8 @@ class OpenAIChatModel:
         return to_openai_request(request, model=self.model, max_tokens_key=self._max_tokens_key)
 
     async def generate(self, request: ModelRequest) -> ModelResponse:
+        from openai.types.chat import ChatCompletion as ChatCompletionType
+
         params = self.request_body(request)
         deadline = self.timeouts.start(self.name)
         completion: ChatCompletion = await call_with_retries(
@@ -379,6 +381,11 @@ class OpenAIChatModel:
             backoff=self.backoff,
             deadline=deadline,
         )
+        # The SDK hands over a body of another shape as it is (text/html as a str).
+        if not isinstance(completion, ChatCompletionType) or not isinstance(
+            getattr(completion, "choices", None), list
+        ):
+            raise self._errors.not_an_answer(completion)
         return from_openai_completion(completion)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:

@@ -16,6 +16,7 @@ context window overflow  ``ContextOverflowError``, the provider's message     no
 any other HTTP status    ``ProviderError``, the provider's message            per status (1)
 error inside a stream    ``ProviderError``, the provider's message            per error type
 reply not valid JSON     ``ProviderError`` "... not valid JSON"               no
+reply of another shape   ``ProviderError`` "... not a model answer"           no
 stream cut short         ``ProviderError`` "... ended before the model        yes (2)
                          finished"
 =======================  ===================================================  ==============
@@ -33,7 +34,7 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from plait.errors import ContextOverflowError, ProviderError
+from plait.errors import ContextOverflowError, ProviderError, quoted
 from plait.models.retrying import ProviderFailure, retry_after_seconds, server_retry_hint
 
 __all__ = ["ProviderErrors", "is_retryable_status", "transport_errors"]
@@ -148,6 +149,17 @@ class ProviderErrors:
                 "between rewrites its replies.",
                 provider=self.provider,
             )
+        )
+
+    def not_an_answer(self, reply: object) -> ProviderError:
+        """A reply of another shape: a web page, or JSON that is not the API's answer."""
+        where = f"the server at {self.base_url}" if self.base_url else self.default_host
+        shown = quoted(reply if isinstance(reply, str) else repr(reply))
+        return ProviderError(
+            f"{self.model_name}: {where} sent a reply that is not a model answer: {shown}. "
+            "Check that the base URL points at the provider's API and that no proxy or captive "
+            "portal in between answers instead.",
+            provider=self.provider,
         )
 
     def other(self, detail: str, *, retryable: bool = False) -> ProviderFailure:
