@@ -21,6 +21,8 @@ stream cut short         ``ProviderError`` "... ended before the model        ye
                          finished"
 =======================  ===================================================  ==============
 
+A provider's own message (or an error page) is repeated up to ``MAX_DETAIL_CHARS`` characters.
+
 (1) 408, 409, 429 and 5xx are retryable, unless the server's ``x-should-retry`` header says
 otherwise.
 (2) A stream whose body ended without the provider's finish reason (``finish_reason``,
@@ -34,10 +36,14 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from plait.errors import ContextOverflowError, ProviderError, quoted
+from plait.errors import ContextOverflowError, ProviderError, clipped, quoted
 from plait.models.retrying import ProviderFailure, retry_after_seconds, server_retry_hint
 
-__all__ = ["ProviderErrors", "is_retryable_status", "transport_errors"]
+__all__ = ["MAX_DETAIL_CHARS", "ProviderErrors", "is_retryable_status", "transport_errors"]
+
+
+MAX_DETAIL_CHARS = 1000
+"""How much of a provider's own message (or error page) an error repeats; the rest is counted."""
 
 
 def is_retryable_status(status: int) -> bool:
@@ -77,6 +83,7 @@ class ProviderErrors:
     default_host: str = "the provider"
 
     def connection(self, detail: str) -> ProviderFailure:
+        detail = clipped(detail, MAX_DETAIL_CHARS)
         where = f"the server at {self.base_url}" if self.base_url else self.default_host
         return ProviderFailure(
             ProviderError(
@@ -90,6 +97,7 @@ class ProviderErrors:
     def credentials(self, status: int | None, detail: str) -> ProviderFailure:
         """401 (or no status: the SDK found no credentials) means the key is wrong; 403 means the
         key was accepted but may not use this model, region or feature."""
+        detail = clipped(detail, MAX_DETAIL_CHARS)
         where = f"The server at {self.base_url}" if self.base_url else self.default_host
         if status == 403:
             message = (
@@ -106,6 +114,7 @@ class ProviderErrors:
         return ProviderFailure(ProviderError(message, provider=self.provider, status=status))
 
     def context_overflow(self, status: int, detail: str) -> ProviderFailure:
+        detail = clipped(detail, MAX_DETAIL_CHARS)
         return ProviderFailure(
             ContextOverflowError(
                 f"The request is too long for {self.model_name}'s context window: {detail} "
@@ -118,6 +127,7 @@ class ProviderErrors:
     def status(
         self, status: int, detail: str, headers: Mapping[str, str], *, retryable: bool
     ) -> ProviderFailure:
+        detail = clipped(detail, MAX_DETAIL_CHARS)
         hint = server_retry_hint(headers)
         return ProviderFailure(
             ProviderError(
@@ -141,6 +151,7 @@ class ProviderErrors:
 
     def malformed(self, detail: str) -> ProviderFailure:
         """A reply (a whole answer or a stream event) that is not valid JSON."""
+        detail = clipped(detail, MAX_DETAIL_CHARS)
         where = f"the server at {self.base_url}" if self.base_url else self.default_host
         return ProviderFailure(
             ProviderError(
@@ -164,6 +175,7 @@ class ProviderErrors:
 
     def other(self, detail: str, *, retryable: bool = False) -> ProviderFailure:
         """A failure with no HTTP status to go by, such as an error event inside a stream."""
+        detail = clipped(detail, MAX_DETAIL_CHARS)
         return ProviderFailure(
             ProviderError(
                 f"{self.model_name} failed: {detail}", provider=self.provider, retryable=retryable
