@@ -221,3 +221,27 @@ def test_property_any_value_becomes_storable_round_trips_and_is_stable() -> None
         assert storable_value(stated, str_keys=True) == stated
 
     check()
+
+
+def test_a_value_that_contains_itself_is_cut_where_it_loops() -> None:
+    # A tool's result holding a reference to itself (twice here: walked down to the depth bound
+    # that would be 2**100 visits) is cut at the first repeat, and says so.
+    loop: list[Any] = ["a"]
+    loop.append(loop)
+    loop.append(loop)
+    state: dict[str, Any] = {"k": 1}
+    state["me"] = state
+
+    found: list[Replacement] = []
+    fixed = storable_value({"loop": loop, "state": state}, "data", found)
+
+    assert fixed == {
+        "loop": ["a", "[cycle: dropped]", "[cycle: dropped]"],
+        "state": {"k": 1, "me": "[cycle: dropped]"},
+    }
+    assert [str(r) for r in found] == [
+        "data['loop'][1]: refers to a value that contains it -> dropped",
+        "data['loop'][2]: refers to a value that contains it -> dropped",
+        "data['state']['me']: refers to a value that contains it -> dropped",
+    ]
+    assert roundtrip(fixed) == fixed
