@@ -342,8 +342,8 @@ class AnthropicModel:
 
     ``max_tokens`` is the default answer budget (the API requires one); a request's own
     ``max_tokens`` wins. ``client`` reuses an existing ``AsyncAnthropic`` (its own retries are
-    turned off). Retries follow :mod:`plait.models.retrying`: up to ``max_retries``, waits from
-    ``backoff``.
+    turned off, its timeouts replaced by ``timeouts``). Retries follow
+    :mod:`plait.models.retrying`: up to ``max_retries``, waits from ``backoff``.
     """
 
     provider_label = "anthropic"
@@ -372,7 +372,15 @@ class AnthropicModel:
             self.name, "anthropic", self.api_key_env, base_url, "Anthropic"
         )
         self._owns_client = client is None
-        self._client = client.with_options(max_retries=0) if client else self._new_client()
+        self._client = self._reuse(client) if client else self._new_client()
+
+    def _reuse(self, client: AsyncAnthropic) -> AsyncAnthropic:
+        """A copy of ``client`` (sharing its connections) without retries and with these
+        timeouts, so the connect/read bounds hold (and the deadline's message tells the truth)."""
+        import anthropic
+
+        timeout = self.timeouts.sdk_timeout(anthropic.Timeout)
+        return client.with_options(max_retries=0, timeout=timeout)
 
     def _new_client(self) -> AsyncAnthropic:
         try:

@@ -305,8 +305,9 @@ class OpenAIChatModel:
     ``base_url`` points it at any OpenAI-compatible server; give such a server its own
     ``provider_label`` (``"openai-compatible"`` from :func:`~plait.models.registry.resolve_model`)
     so names, errors and the API-key hint (``<LABEL>_API_KEY``) say which server failed.
-    ``client`` reuses an existing ``AsyncOpenAI`` (its own retries are turned off). Retries follow
-    :mod:`plait.models.retrying`: up to ``max_retries``, waits from ``backoff``.
+    ``client`` reuses an existing ``AsyncOpenAI`` (its own retries are turned off, its timeouts
+    replaced by ``timeouts``). Retries follow :mod:`plait.models.retrying`: up to ``max_retries``,
+    waits from ``backoff``.
     """
 
     def __init__(
@@ -340,7 +341,15 @@ class OpenAIChatModel:
             self.name, provider_label, self.api_key_env, base_url, "OpenAI"
         )
         self._owns_client = client is None
-        self._client = client.with_options(max_retries=0) if client else self._new_client()
+        self._client = self._reuse(client) if client else self._new_client()
+
+    def _reuse(self, client: AsyncOpenAI) -> AsyncOpenAI:
+        """A copy of ``client`` (sharing its connections) without retries and with these
+        timeouts, so the connect/read bounds hold (and the deadline's message tells the truth)."""
+        import openai
+
+        timeout = self.timeouts.sdk_timeout(openai.Timeout)
+        return client.with_options(max_retries=0, timeout=timeout)
 
     def _new_client(self) -> AsyncOpenAI:
         try:
