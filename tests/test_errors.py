@@ -11,6 +11,7 @@ from plait.errors import (
     ToolArgumentsError,
     ToolExecutionError,
     ToolResolutionError,
+    ToolTimeoutError,
     clipped,
     quoted,
 )
@@ -77,6 +78,8 @@ def test_tool_exception_text_is_bounded() -> None:
     message = str(ToolExecutionError("t", ValueError(HUGE)))
     assert len(message) < 1000 + 200
     assert message.startswith("Tool 't' failed: ValueError: xxx")
+    assert len(str(ToolExecutionError(HUGE, ValueError("x")))) < BOUND + 100
+    assert len(str(ToolTimeoutError(HUGE, 5.0))) < BOUND + 100
 
 
 def test_paths_and_skill_names_are_bounded() -> None:

@@ -137,8 +137,9 @@ class ToolTimeoutError(ToolExecutionError):
         self.timeout = timeout
         PlaitError.__init__(
             self,
-            f"Tool {tool!r} timed out after {timeout:g} s and was cancelled. Try smaller input, or "
-            "raise the tool's timeout (@tool(timeout=...) or Limits(tool_timeout=...)).",
+            f"Tool {quoted(tool)} timed out after {timeout:g} s and was cancelled. Try smaller "
+            "input, or raise the tool's timeout (@tool(timeout=...) or "
+            "Limits(tool_timeout=...)).",
         )
         self.tool = tool
         self.error = TimeoutError(f"timed out after {timeout:g} s")
