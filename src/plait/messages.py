@@ -101,13 +101,19 @@ class ToolResult:
 
 @dataclass(slots=True)
 class Usage:
-    """Token usage as reported by a provider (or estimated, when the provider reports none)."""
+    """Token usage as reported by a provider (or estimated, when the provider reports none).
+
+    ``reasoning_tokens`` is the part of ``output_tokens`` the model spent thinking (OpenAI's
+    ``reasoning_tokens``, Anthropic's ``thinking_tokens``), already counted in ``output_tokens``;
+    0 when the provider does not say.
+    """
 
     input_tokens: int = 0
     output_tokens: int = 0
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
     requests: int = 0
+    reasoning_tokens: int = 0
 
     @property
     def total_tokens(self) -> int:
@@ -120,6 +126,7 @@ class Usage:
             self.cache_read_tokens + other.cache_read_tokens,
             self.cache_write_tokens + other.cache_write_tokens,
             self.requests + other.requests,
+            self.reasoning_tokens + other.reasoning_tokens,
         )
 
 

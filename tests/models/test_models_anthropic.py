@@ -6,6 +6,7 @@ The official ``anthropic`` SDK talks to :class:`WireServer` through ``base_url``
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -110,6 +111,40 @@ async def test_usage_counts_cached_tokens_as_input(
         cache_write_tokens=100,
         requests=1,
     )
+
+
+async def test_thinking_tokens_are_the_reasoning_part_of_the_output_tokens(
+    server: WireServer, model: AnthropicModel
+) -> None:
+    body = json.loads((FIXTURES / "text.json").read_text())
+    body["usage"]["output_tokens"] = 120
+    body["usage"]["output_tokens_details"] = {"thinking_tokens": 111}
+    server.reply_json(body)
+
+    response = await model.generate(HELLO)
+
+    assert response.usage.output_tokens == 120
+    assert response.usage.reasoning_tokens == 111
+
+
+async def test_without_thinking_details_reasoning_tokens_stay_zero(
+    server: WireServer, model: AnthropicModel
+) -> None:
+    server.reply("text.json")
+
+    assert (await model.generate(HELLO)).usage.reasoning_tokens == 0
+
+
+async def test_a_streams_message_delta_carries_its_thinking_tokens(
+    server: WireServer, model: AnthropicModel
+) -> None:
+    server.reply("stream_thinking.sse")
+
+    [*_, last] = await drain(model.stream(HELLO))
+
+    assert isinstance(last, ResponseComplete)
+    assert last.response.usage.output_tokens == 47
+    assert last.response.usage.reasoning_tokens == 29
 
 
 async def test_tool_call_arguments_are_parsed(server: WireServer, model: AnthropicModel) -> None:

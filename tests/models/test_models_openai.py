@@ -7,6 +7,7 @@ The official ``openai`` SDK talks to :class:`WireServer` through ``base_url``; f
 from __future__ import annotations
 
 import email.utils
+import json
 import socket
 import sys
 import time
@@ -105,6 +106,32 @@ async def test_usage_includes_cached_tokens(server: WireServer, model: OpenAICha
     assert response.usage == Usage(
         input_tokens=1200, output_tokens=9, cache_read_tokens=1024, requests=1
     )
+
+
+async def test_reasoning_tokens_are_part_of_the_output_tokens(
+    server: WireServer, model: OpenAIChatModel
+) -> None:
+    body = json.loads((FIXTURES / "text.json").read_text())
+    body["usage"]["completion_tokens"] = 209
+    body["usage"]["completion_tokens_details"]["reasoning_tokens"] = 200
+    server.reply_json(body)
+
+    response = await model.generate(HELLO)
+
+    assert response.usage.output_tokens == 209
+    assert response.usage.reasoning_tokens == 200
+
+
+async def test_a_streams_usage_chunk_carries_its_reasoning_tokens(
+    server: WireServer, model: OpenAIChatModel
+) -> None:
+    server.reply("stream_reasoning.sse")
+
+    [*_, last] = await drain(model.stream(HELLO))
+
+    assert isinstance(last, ResponseComplete)
+    assert last.response.usage.output_tokens == 47
+    assert last.response.usage.reasoning_tokens == 31
 
 
 async def test_tool_call_arguments_are_parsed(server: WireServer, model: OpenAIChatModel) -> None:

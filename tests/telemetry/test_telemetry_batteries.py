@@ -188,7 +188,9 @@ async def test_skill_disclosure_shows_as_events_on_the_turn(otel: Otel) -> None:
 async def test_an_instrumented_model_streams_live_inside_its_chat_span(otel: Otel) -> None:
     telemetry = otel.telemetry()
     model = telemetry.instrument(
-        ScriptedModel([ModelResponse(content="one two three", usage=Usage(output_tokens=3))])
+        ScriptedModel(
+            [ModelResponse(content="one two three", usage=Usage(output_tokens=3)), "again"]
+        )
     )
     request = ModelRequest(messages=[])
     seen_open: list[bool] = []
@@ -198,8 +200,14 @@ async def test_an_instrumented_model_streams_live_inside_its_chat_span(otel: Ote
     assert all(seen_open) and len(seen_open) > 2
     span = otel.one("chat scripted")
     assert attrs(span)["gen_ai.usage.output_tokens"] == 3
+    assert attrs(span)["gen_ai.request.stream"] is True
+    assert isinstance(attrs(span)["gen_ai.response.time_to_first_chunk"], float)
     assert span.parent is None
     assert last.type == "response_complete"
+    await model.generate(request)
+    generated = otel.named("chat scripted")[-1]
+    assert attrs(generated)["gen_ai.request.stream"] is False
+    assert "gen_ai.response.time_to_first_chunk" not in attrs(generated)
 
 
 async def test_an_instrumented_models_failure_marks_its_span(otel: Otel) -> None:

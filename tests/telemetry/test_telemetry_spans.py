@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+from dataclasses import replace
 
 import pytest
 from opentelemetry import trace
+from opentelemetry.sdk.metrics.export import HistogramDataPoint
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanKind, StatusCode
 from otel_memory import Otel
@@ -245,35 +247,81 @@ def test_the_content_cursor_returns_only_new_messages_and_rescans_after_a_summar
     assert cursor.new_messages(compacted) == [summary]
 
 
-async def test_a_provider_retry_is_an_event_on_the_chat_span(otel: Otel) -> None:
-    from dataclasses import dataclass
+async def test_a_streamed_call_says_so_and_reports_its_time_to_first_chunk(otel: Otel) -> None:
+    agent = Agent(script(), tools=[add], middleware=[otel.telemetry()])
+    [event async for event in agent.stream("2+3?")]
+    chats = otel.named("chat ")
+    assert [attrs(c)["gen_ai.request.stream"] for c in chats] == [True, True]
+    first_chunks = [attrs(c)["gen_ai.response.time_to_first_chunk"] for c in chats]
+    assert all(isinstance(t, float) and t >= 0.0 for t in first_chunks)
+    metrics = otel.reader.get_metrics_data()
+    assert metrics is not None
+    [histogram] = [
+        m
+        for rm in metrics.resource_metrics
+        for sm in rm.scope_metrics
+        for m in sm.metrics
+        if m.name == "gen_ai.client.operation.time_to_first_chunk"
+    ]
+    assert histogram.unit == "s"
+    points = histogram.data.data_points
+    assert sum(p.count for p in points if isinstance(p, HistogramDataPoint)) == 2
 
-    from plait.telemetry import record_retry
 
-    @dataclass
-    class Notice:
-        error: BaseException
-        delay: float
-        retry: int
-        max_retries: int
+async def test_a_call_that_does_not_stream_says_so_without_a_first_chunk(otel: Otel) -> None:
+    await Agent(script(), tools=[add], middleware=[otel.telemetry()]).run("2+3?")
+    for chat in otel.named("chat "):
+        assert attrs(chat)["gen_ai.request.stream"] is False
+        assert "gen_ai.response.time_to_first_chunk" not in attrs(chat)
 
-    def flaky(request: ModelRequest) -> str:
-        # What an adapter's retry loop does before its backoff sleep.
-        record_retry(Notice(ProviderError("busy", provider="fake", status=529), 0.5, 1, 2))
-        return "ok"
 
-    await Agent(FunctionModel(flaky), middleware=[otel.telemetry()]).run("hi")
-    [event] = otel.one("chat ").events
-    assert event.name == "plait.provider_retry"
-    assert dict(event.attributes or {}) == {
-        "plait.retry": 1,
-        "plait.max_retries": 2,
-        "plait.delay": 0.5,
-        "error.type": "ProviderError",
-        "plait.status": 529,
-    }
-    record_retry(Notice(RuntimeError("x"), 0.1, 1, 1))  # no recording span: nothing happens
-    assert len(otel.spans()) == 2
+async def test_reasoning_tokens_are_recorded_when_reported(otel: Otel) -> None:
+    usage = Usage(input_tokens=50, output_tokens=40, reasoning_tokens=32, requests=1)
+    agent = Agent(
+        ScriptedModel([ModelResponse(content="hm", usage=usage)]), middleware=[otel.telemetry()]
+    )
+    result = await agent.run("think")
+    assert result.usage.reasoning_tokens == 32
+    chat = attrs(otel.one("chat "))
+    assert chat["gen_ai.usage.reasoning.output_tokens"] == 32
+    assert chat["gen_ai.usage.output_tokens"] == 40
+    assert attrs(otel.one("invoke_agent"))["plait.usage.reasoning.output_tokens"] == 32
+
+
+async def test_without_a_provider_the_wrappers_leave_the_chain_for_the_turn() -> None:
+    from opentelemetry.metrics import NoOpMeterProvider
+    from opentelemetry.trace import NoOpTracerProvider
+
+    from plait import DispatchContext, Middleware
+    from plait.middleware import MiddlewareStack, ModelHandler, TurnContext
+    from plait.tools import ToolRegistry
+
+    idle = GenAITelemetry(tracer_provider=NoOpTracerProvider(), meter_provider=NoOpMeterProvider())
+    seen: list[frozenset[object]] = []
+
+    class Look(Middleware):
+        async def wrap_model_call(
+            self, request: ModelRequest, ctx: DispatchContext, call_next: ModelHandler
+        ) -> ModelResponse:
+            seen.append(ctx.turn.skip_wraps)
+            return await call_next(request)
+
+    agent = Agent(script(), tools=[add], middleware=[idle, Look()])
+    assert (await agent.run("2+3?")).output == "5"
+    assert seen == [frozenset({idle}), frozenset({idle})]
+
+    async def model_handler(request: ModelRequest) -> ModelResponse:
+        return ModelResponse(content="direct")
+
+    turn = TurnContext("t", ToolRegistry([]), script(), [], {}, skip_wraps=frozenset({idle}))
+    only_idle = MiddlewareStack([idle])
+    assert only_idle.wrap_model(model_handler, DispatchContext(turn, 0)) is model_handler
+    assert (
+        only_idle.wrap_model(
+            model_handler, DispatchContext(replace(turn, skip_wraps=frozenset()), 0)
+        )
+        is not model_handler
+    )
 
 
 def test_without_the_api_installed_the_import_says_which_extra_to_install() -> None:
@@ -293,6 +341,49 @@ def test_without_the_api_installed_the_import_says_which_extra_to_install() -> N
         [sys.executable, "-c", program], capture_output=True, text=True, timeout=60, check=True
     )
     assert "pip install 'plait[otel]'" in done.stdout
+
+
+SDK_SET_LATER = """
+import asyncio
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from plait import Agent, Middleware, ScriptedModel
+from plait.telemetry import GenAITelemetry
+
+telemetry = GenAITelemetry()
+skipped = []
+
+class Look(Middleware):
+    async def wrap_model_call(self, request, ctx, call_next):
+        skipped.append(telemetry in ctx.turn.skip_wraps)
+        return await call_next(request)
+
+agent = Agent(ScriptedModel(["one", "two"]), middleware=[telemetry, Look()])
+asyncio.run(agent.run("before"))
+exporter = InMemorySpanExporter()
+provider = TracerProvider()
+provider.add_span_processor(SimpleSpanProcessor(exporter))
+trace.set_tracer_provider(provider)
+asyncio.run(agent.run("after"))
+print(skipped, sorted(s.name for s in exporter.get_finished_spans()))
+"""
+
+
+def test_an_sdk_set_after_the_agent_was_built_is_used_from_the_next_turn() -> None:
+    import subprocess
+    import sys
+
+    # The API lets a process set its global provider once: a process of its own.
+    done = subprocess.run(
+        [sys.executable, "-c", SDK_SET_LATER],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert done.stdout.strip() == "[True, False] ['chat scripted', 'invoke_agent plait']"
 
 
 def test_a_content_bound_below_one_is_a_configuration_error() -> None:

@@ -24,6 +24,7 @@ from plait.middleware.context import Event
 from plait.runtime.events import (
     DispatchFinished,
     ErrorOccurred,
+    ModelCallRetried,
     ModelRequestSent,
     ModelResponseReceived,
     TextDeltaReceived,
@@ -217,6 +218,9 @@ class JsonEventWriter:
         self._write = write or (lambda line: print(line, flush=True))
 
     def __call__(self, event: Event) -> None:
+        if isinstance(event, ModelCallRetried):
+            self.retry(event)
+            return
         self.emit({f.name: getattr(event, f.name) for f in fields(event)})
 
     def emit(self, data: dict[str, Any]) -> None:
@@ -228,8 +232,9 @@ class JsonEventWriter:
         line = json.dumps(to_jsonable_python(data, fallback=str), ensure_ascii=False)
         self._write(storable_text(line))
 
-    def retry(self, notice: RetryNotice) -> None:
-        """A retry of the model call, as a ``model_call_retried`` line."""
+    def retry(self, notice: RetryNotice | ModelCallRetried) -> None:
+        """A retry of the model call, as a ``model_call_retried`` line (``error`` as text, its
+        ``status``, ``delay``, ``retry``, ``max_retries``)."""
         self.emit(
             {
                 "type": "model_call_retried",

@@ -25,6 +25,7 @@ from plait.cli.console import EventPrinter
 from plait.messages import Usage
 from plait.pricing import Price, cost
 from plait.runtime.events import (
+    ModelCallRetried,
     ModelRequestSent,
     ModelResponseReceived,
     TextDeltaReceived,
@@ -66,7 +67,7 @@ def _reason(error: Any) -> str:
     return f"server error {status}"
 
 
-def retry_line(notice: RetryNotice) -> str:
+def retry_line(notice: RetryNotice | ModelCallRetried) -> str:
     """``rate limited, retrying in 1.0 s (2/4)``: why, how long, which retry of how many."""
     return (
         f"{_reason(notice.error)}, retrying in {notice.delay:.1f} s "
@@ -85,8 +86,9 @@ class _Waiting:
 
 
 class TurnDisplay:
-    """Show a turn's events on ``console``: call it with each event, :meth:`retry` with each
-    retry notice, and :meth:`finish` when the turn ends (also when it fails)."""
+    """Show a turn's events on ``console``: call it with each event (a retry of the model call
+    arrives as a ``ModelCallRetried``), and :meth:`finish` when the turn ends (also when it
+    fails)."""
 
     def __init__(
         self,
@@ -106,6 +108,9 @@ class TurnDisplay:
         self._text = ""
 
     def __call__(self, event: Event) -> None:
+        if isinstance(event, ModelCallRetried):
+            self.retry(event)
+            return
         if isinstance(event, ModelRequestSent):
             self._end_answer()
             self._spin()
@@ -135,8 +140,9 @@ class TurnDisplay:
         """Whether the spinner is showing (only ever on a terminal)."""
         return self._status is not None
 
-    def retry(self, notice: RetryNotice) -> None:
-        """One yellow line for a retry of the model call; the spinner resumes after it."""
+    def retry(self, notice: RetryNotice | ModelCallRetried) -> None:
+        """One yellow line for a retry of the model call (the turn's ``ModelCallRetried``
+        events come here); the spinner resumes after it."""
         spinning = self._status is not None
         self._stop_spinner()
         self._end_answer()

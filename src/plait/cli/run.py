@@ -204,7 +204,7 @@ def _resolve(
     terminal display learns here whether to render Markdown and the model's price."""
     try:
         settings = merged_settings(flags)
-        resolved = agent_options(settings, on_retry=display.retry)
+        resolved = agent_options(settings)  # retries arrive as ModelCallRetried events
         servers: dict[str, Any] = {**resolved.mcp, **_mcp_servers(mcp or [])}
         if servers:
             from plait.mcp import servers_from_mapping

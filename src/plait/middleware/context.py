@@ -79,6 +79,11 @@ class TurnContext:
     finalizer that raises is reported as an ``ErrorOccurred`` event (``where="finalizer"``) and
     the others still run. This is where middleware closes what it opened in ``turn_input`` (a
     telemetry span), since ``turn_output`` runs only after a successful turn.
+
+    ``skip_wraps``: middleware whose ``wrap_model_call`` and ``wrap_tool_call`` are left out of
+    the chain for the rest of the turn (``ctx.skip_wraps |= {self}`` in ``turn_input``), so a
+    middleware with nothing to do this turn (telemetry with no SDK installed) costs nothing per
+    call. ``streaming`` is true when the turn runs through ``agent.stream`` (model calls stream).
     """
 
     thread_id: str
@@ -95,6 +100,8 @@ class TurnContext:
     emit: EventSink = _discard
     persist_filters: list[PersistFilter] = field(default_factory=list)
     finalizers: list[Finalizer] = field(default_factory=list)
+    skip_wraps: frozenset[Any] = frozenset()
+    streaming: bool = False
     _error: BaseException | None = None
 
     def abort(self, error: BaseException) -> None:
@@ -120,7 +127,9 @@ class DispatchContext:
     ``new_messages`` collects the assistant message and tool results that this dispatch will
     persist. ``rejected_calls`` maps a tool call id to the error the model should read instead of
     the call running (see :meth:`reject_tool_call`); ``followups`` are messages appended after
-    the dispatch's tool results (see :meth:`add_followup`).
+    the dispatch's tool results (see :meth:`add_followup`). ``first_chunk_at`` is the
+    ``time.perf_counter()`` at which a streamed model call of this dispatch relayed its first
+    event (``None`` until then, and for calls that do not stream).
     """
 
     turn: TurnContext
@@ -130,6 +139,7 @@ class DispatchContext:
     new_messages: list[Message] = field(default_factory=list)
     rejected_calls: dict[str, str] = field(default_factory=dict)
     followups: list[Message] = field(default_factory=list)
+    first_chunk_at: float | None = None
     _error: BaseException | None = None
 
     @property

@@ -136,9 +136,12 @@ class MiddlewareStack:
         return request
 
     def wrap_model(self, handler: ModelHandler, ctx: DispatchContext) -> ModelHandler:
-        """``handler`` wrapped by every ``wrap_model_call``; the first registered is outermost."""
+        """``handler`` wrapped by every ``wrap_model_call`` (but those in ``skip_wraps``); the
+        first registered is outermost."""
+        skip = ctx.turn.skip_wraps
         for m in reversed(self._by_hook["wrap_model_call"]):
-            handler = _bind_model(m, handler, ctx)
+            if m not in skip:
+                handler = _bind_model(m, handler, ctx)
         return handler
 
     async def run_after_model_call(
@@ -179,9 +182,12 @@ class MiddlewareStack:
         return call
 
     def wrap_tool(self, handler: ToolHandler, ctx: DispatchContext) -> ToolHandler:
-        """``handler`` wrapped by every ``wrap_tool_call``; the first registered is outermost."""
+        """``handler`` wrapped by every ``wrap_tool_call`` (but those in ``skip_wraps``); the
+        first registered is outermost."""
+        skip = ctx.turn.skip_wraps
         for m in reversed(self._by_hook["wrap_tool_call"]):
-            handler = _bind_tool(m, handler, ctx)
+            if m not in skip:
+                handler = _bind_tool(m, handler, ctx)
         return handler
 
     async def run_after_tool_call(

@@ -28,7 +28,10 @@ finish reason               ``end_turn``/``stop_sequence`` → ``stop``, ``tool_
                             ``tool_calls``, ``max_tokens`` and ``model_context_window_exceeded``
                             → ``length``, ``refusal`` → ``content_filter``; others kept as-is
 usage                       ``input_tokens`` counts cached tokens too (as OpenAI's does), so
-                            context budgeting sees the real prompt size
+                            context budgeting sees the real prompt size; thinking is billed in
+                            ``output_tokens``, and ``output_tokens_details.thinking_tokens``
+                            (when the API reports it, also on a stream's ``message_delta``)
+                            becomes ``reasoning_tokens``; without it, 0
 ==========================  ================================================================
 """
 
@@ -230,12 +233,14 @@ def _usage(usage: AnthropicUsage | None) -> Usage:
         return Usage(requests=1)
     cache_read = usage.cache_read_input_tokens or 0
     cache_write = usage.cache_creation_input_tokens or 0
+    details = usage.output_tokens_details
     return Usage(
         input_tokens=(usage.input_tokens or 0) + cache_read + cache_write,
         output_tokens=usage.output_tokens,
         cache_read_tokens=cache_read,
         cache_write_tokens=cache_write,
         requests=1,
+        reasoning_tokens=details.thinking_tokens if details else 0,
     )
 
 
@@ -320,6 +325,8 @@ class AnthropicStreamAssembler:
             self._usage.cache_read_input_tokens = delta.cache_read_input_tokens
         if delta.cache_creation_input_tokens is not None:
             self._usage.cache_creation_input_tokens = delta.cache_creation_input_tokens
+        if delta.output_tokens_details is not None:
+            self._usage.output_tokens_details = delta.output_tokens_details
 
     @property
     def finished(self) -> bool:

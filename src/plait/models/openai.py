@@ -23,7 +23,10 @@ plait                       Chat Completions
                             other labels (what OpenAI-compatible servers understand)
 finish reason               ``function_call`` becomes ``tool_calls``; ``stop`` with tool calls
                             (sent by some compatible servers) becomes ``tool_calls``
-usage                       ``prompt_tokens`` (cached included), cached and cache-write tokens
+usage                       ``prompt_tokens`` (cached included), cached and cache-write tokens;
+                            ``completion_tokens_details.reasoning_tokens`` (part of
+                            ``completion_tokens``) as ``reasoning_tokens``, also from the
+                            final usage chunk of a stream
 ==========================  ================================================================
 """
 
@@ -189,12 +192,14 @@ def _usage(usage: CompletionUsage | None) -> Usage:
     if usage is None:
         return Usage(requests=1)
     details = usage.prompt_tokens_details
+    output = usage.completion_tokens_details
     return Usage(
         input_tokens=usage.prompt_tokens,
         output_tokens=usage.completion_tokens,
         cache_read_tokens=(details.cached_tokens or 0) if details else 0,
         cache_write_tokens=(details.cache_write_tokens or 0) if details else 0,
         requests=1,
+        reasoning_tokens=(output.reasoning_tokens or 0) if output else 0,
     )
 
 

@@ -13,6 +13,10 @@ What happens to a failure, as the adapter's ``classify`` judged it:
 
 A server's ``x-should-retry: true|false`` header overrides the status-based decision (both
 OpenAI and Anthropic send it).
+
+Who hears of a retry (before its sleep): the backoff's own ``on_retry``, then the listener in
+:data:`retry_listener` (a context variable; the agent's turn sets one, so every retry of a model
+call made during a turn becomes a ``ModelCallRetried`` event without any wiring).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import math
 import random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
@@ -40,6 +45,7 @@ __all__ = [
     "call_with_retries",
     "relay_stream",
     "retry_after_seconds",
+    "retry_listener",
     "server_retry_hint",
 ]
 
@@ -57,6 +63,15 @@ class RetryNotice:
     delay: float
     retry: int
     max_retries: int
+
+
+retry_listener: ContextVar[Callable[[RetryNotice], None] | None] = ContextVar(
+    "plait_retry_listener", default=None
+)
+"""Told of every retry :func:`call_with_retries` makes in this context, after the backoff's
+``on_retry``. The agent sets it for each turn (the turn emits ``ModelCallRetried``); set it
+yourself (``token = retry_listener.set(fn)`` … ``retry_listener.reset(token)``) to hear of the
+retries of model calls you make outside a turn. It must not block; what it raises propagates."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,10 +147,17 @@ async def call_with_retries(
                     note = f"(gave up after {retries} {tries}; try later or raise max_retries)"
                     error = _with_note(error, note)
                 raise error from exc
-            if backoff.on_retry is not None:
-                backoff.on_retry(RetryNotice(error, delay, retries + 1, max_retries))
+            _tell(backoff, RetryNotice(error, delay, retries + 1, max_retries))
             await backoff.sleep(delay)
             retries += 1
+
+
+def _tell(backoff: Backoff, notice: RetryNotice) -> None:
+    if backoff.on_retry is not None:
+        backoff.on_retry(notice)
+    listener = retry_listener.get()
+    if listener is not None:
+        listener(notice)
 
 
 def _with_note(error: ProviderError, note: str) -> ProviderError:

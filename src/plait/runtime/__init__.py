@@ -4,6 +4,7 @@ from plait.runtime.agent import Agent, Limits, RunInput, RunStream
 from plait.runtime.events import (
     DispatchFinished,
     ErrorOccurred,
+    ModelCallRetried,
     ModelRequestSent,
     ModelResponseReceived,
     TextDeltaReceived,
@@ -22,6 +23,7 @@ __all__ = [
     "DispatchFinished",
     "ErrorOccurred",
     "Limits",
+    "ModelCallRetried",
     "ModelRequestSent",
     "ModelResponseReceived",
     "RunInput",

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from plait.errors import ProviderError
 from plait.messages import AssistantMessage, Message, ToolCall, ToolResult, Usage
 from plait.middleware.context import Event
 from plait.models.base import ModelRequest
@@ -19,6 +20,7 @@ __all__ = [
     "DispatchFinished",
     "ErrorOccurred",
     "Event",
+    "ModelCallRetried",
     "ModelRequestSent",
     "ModelResponseReceived",
     "RepetitionDetected",
@@ -57,6 +59,24 @@ class TextDeltaReceived(Event):
     dispatch: int
     text: str
     type: str = "text_delta_received"
+
+
+@dataclass(slots=True, kw_only=True)
+class ModelCallRetried(Event):
+    """A provider adapter is about to retry a failed model call (``error``, retryable) after
+    ``delay`` seconds; ``retry`` is its number (1-based) of at most ``max_retries``.
+
+    Reported for every model call made during the turn, the agent's own and a battery's (a
+    model summarizer), whether or not the adapter's ``Backoff`` has an ``on_retry`` of its own.
+    ``dispatch`` is the dispatch under way (``-1`` before the first one, e.g. a call made in
+    ``turn_input``). Emitted before the backoff sleep."""
+
+    dispatch: int
+    error: ProviderError
+    delay: float
+    retry: int
+    max_retries: int
+    type: str = "model_call_retried"
 
 
 @dataclass(slots=True, kw_only=True)

@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -28,9 +29,11 @@ from plait.messages import Message, ToolCall, ToolMessage, Usage, new_id
 from plait.middleware.context import DispatchContext, Event, EventSink, TurnContext
 from plait.middleware.stack import MiddlewareStack
 from plait.models.base import ModelRequest, ModelResponse, ResponseComplete, TextDelta
+from plait.models.retrying import RetryNotice, retry_listener
 from plait.runtime.events import (
     DispatchFinished,
     ErrorOccurred,
+    ModelCallRetried,
     ModelRequestSent,
     ModelResponseReceived,
     TextDeltaReceived,
@@ -107,6 +110,26 @@ def _checked(response: object, ctx: TurnContext) -> ModelResponse:
         "wrap_model_call middleware.",
         provider=str(name),
     )
+
+
+def _report_retries(ctx: TurnContext) -> None:
+    """Every provider retry of a model call made during the turn becomes a ``ModelCallRetried``
+    sent through ``ctx.emit`` (so middleware that tees the events sees it); the listener is
+    removed when the turn ends (a finalizer registered first, so it runs last)."""
+
+    def heard(notice: RetryNotice) -> None:
+        ctx.emit(
+            ModelCallRetried(
+                dispatch=ctx.dispatch_count - 1,
+                error=notice.error,
+                delay=notice.delay,
+                retry=notice.retry,
+                max_retries=notice.max_retries,
+            )
+        )
+
+    token = retry_listener.set(heard)
+    ctx.finalizers.append(lambda _error: retry_listener.reset(token))
 
 
 class Turn:
@@ -202,10 +225,12 @@ class Turn:
             system_prompt=self.agent.system_prompt,
             input=self.input,
             emit=self.emit,
+            streaming=self.streaming,
         )
         self.emit(TurnStarted(thread_id=self.thread_id, input=self.input))
         for event in self._input_events:
             self.emit(event)
+        _report_retries(ctx)  # last: from here on, the turn's finalizers run however it ends
         return ctx
 
     async def _dispatch_loop(self, ctx: TurnContext) -> str:
@@ -333,6 +358,8 @@ class Turn:
         async def streamed(request: ModelRequest) -> ModelResponse:
             final: ModelResponse | None = None
             async for event in model.stream(request):
+                if d.first_chunk_at is None:
+                    d.first_chunk_at = time.perf_counter()
                 if isinstance(event, TextDelta):
                     # Shown live (a terminal, a JSON line): encodable like what is stored; the
                     # final response reports the replacement.

@@ -300,6 +300,7 @@ def _copy_usage(usage: Any) -> Usage:
         usage.cache_read_tokens,
         usage.cache_write_tokens,
         usage.requests,
+        usage.reasoning_tokens,
     )
     for count in counts:
         if type(count) is not int:

@@ -3,7 +3,9 @@
 Only built when content capture is on and the span records. Each message becomes ``{"role",
 "parts"}`` with ``text``, ``tool_call`` and ``tool_call_response`` parts; every text, argument
 and result is clipped to ``max_chars`` (the JSON structure stays intact), so one huge tool result
-cannot make a span attribute of megabytes.
+cannot make a span attribute of megabytes. A turn's :class:`JsonMemo` serializes each tool call's
+arguments and result once, though they appear up to three times (the call's ``output``, the next
+call's ``input``, the ``execute_tool`` span).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from plait.models.base import ModelResponse
 
 __all__ = [
     "MAX_CONTENT_CHARS",
+    "JsonMemo",
     "input_messages",
     "output_messages",
     "system_instructions",
@@ -41,13 +44,42 @@ def to_json(value: Any, max_chars: int = MAX_CONTENT_CHARS) -> str:
     return _clip(text, max_chars)
 
 
-def _parts(message: Message, max_chars: int) -> list[dict[str, Any]]:
+_MAX_MEMO = 512
+
+
+class JsonMemo:
+    """:func:`to_json` texts of tool arguments and results, by call id and value (the value is
+    held, so an entry never answers for a different object). Holds at most 512 entries; emptied
+    when full."""
+
+    __slots__ = ("_texts",)
+
+    def __init__(self) -> None:
+        self._texts: dict[tuple[str, int], tuple[Any, str]] = {}
+
+    def text(self, call_id: str, value: Any, max_chars: int) -> str:
+        key = (call_id, id(value))
+        found = self._texts.get(key)
+        if found is not None and found[0] is value:
+            return found[1]
+        text = to_json(value, max_chars)
+        if len(self._texts) >= _MAX_MEMO:
+            self._texts.clear()
+        self._texts[key] = (value, text)
+        return text
+
+
+def _json(call_id: str, value: Any, max_chars: int, memo: JsonMemo | None) -> str:
+    return to_json(value, max_chars) if memo is None else memo.text(call_id, value, max_chars)
+
+
+def _parts(message: Message, max_chars: int, memo: JsonMemo | None) -> list[dict[str, Any]]:
     if isinstance(message, ToolMessage):
         return [
             {
                 "type": "tool_call_response",
                 "id": message.tool_call_id,
-                "response": to_json(message.data, max_chars),
+                "response": _json(message.tool_call_id, message.data, max_chars, memo),
             }
         ]
     parts: list[dict[str, Any]] = [
@@ -61,23 +93,27 @@ def _parts(message: Message, max_chars: int) -> list[dict[str, Any]]:
                 "type": "tool_call",
                 "id": call.id,
                 "name": call.name,
-                "arguments": to_json(call.args, max_chars),
+                "arguments": _json(call.id, call.args, max_chars, memo),
             }
             for call in message.tool_calls
         )
     return parts
 
 
-def input_messages(messages: Iterable[Message], max_chars: int = MAX_CONTENT_CHARS) -> str:
+def input_messages(
+    messages: Iterable[Message], max_chars: int = MAX_CONTENT_CHARS, memo: JsonMemo | None = None
+) -> str:
     """``gen_ai.input.messages``: ``messages`` as one JSON array."""
     return json.dumps(
-        [{"role": m.role, "parts": _parts(m, max_chars)} for m in messages],
+        [{"role": m.role, "parts": _parts(m, max_chars, memo)} for m in messages],
         ensure_ascii=False,
         separators=(",", ":"),
     )
 
 
-def output_messages(response: ModelResponse, max_chars: int = MAX_CONTENT_CHARS) -> str:
+def output_messages(
+    response: ModelResponse, max_chars: int = MAX_CONTENT_CHARS, memo: JsonMemo | None = None
+) -> str:
     """``gen_ai.output.messages``: the response as one assistant message with its finish
     reason."""
     parts: list[dict[str, Any]] = []
@@ -88,7 +124,7 @@ def output_messages(response: ModelResponse, max_chars: int = MAX_CONTENT_CHARS)
             "type": "tool_call",
             "id": call.id,
             "name": call.name,
-            "arguments": to_json(call.args, max_chars),
+            "arguments": _json(call.id, call.args, max_chars, memo),
         }
         for call in response.tool_calls
     )

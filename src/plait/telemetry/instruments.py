@@ -20,7 +20,12 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
 
 from plait.messages import Message
 from plait.models.base import ModelRequest, ModelResponse
-from plait.telemetry.content import input_messages, output_messages, system_instructions
+from plait.telemetry.content import (
+    JsonMemo,
+    input_messages,
+    output_messages,
+    system_instructions,
+)
 from plait.telemetry.semconv import (
     DURATION_BUCKETS,
     TOKEN_BUCKETS,
@@ -40,6 +45,7 @@ class ContentCursor:
     seen: set[str] = field(default_factory=set)
     system_prompt: str | None = None
     previous: list[Message] | None = None
+    memo: JsonMemo = field(default_factory=JsonMemo)
 
     def new_messages(self, messages: list[Message]) -> list[Message]:
         """The messages of ``messages`` not recorded before, in order; marks them recorded.
@@ -80,18 +86,58 @@ def fail(span: Span, exc: BaseException) -> None:
             span.record_exception(exc)
 
 
+_MAX_SHAPES = 256
+"""Bound on the cached attribute sets (one per model/conversation/settings or model/response
+model combination); the cache is emptied when full."""
+
+
 @dataclass(slots=True)
 class ChatCall:
-    """One open ``chat`` span: the span, its metric attributes and its start time."""
+    """One open ``chat`` span: the span, its metric attributes, its start time and whether the
+    call streams."""
 
     span: Span
-    attributes: dict[str, Any]
+    metric: _MetricShape
     start: float
+    streaming: bool = False
+    cursor: ContentCursor | None = None
+
+
+@dataclass(slots=True)
+class _MetricShape:
+    """The metric attributes of one model (no response model known yet) and, per response model,
+    the duration, input-token and output-token attribute sets: built once, reused per call."""
+
+    base: dict[str, Any]
+    by_response: dict[str | None, tuple[dict[str, Any], dict[str, Any], dict[str, Any]]] = field(
+        default_factory=dict
+    )
+
+    def sets(self, response_model: str | None) -> tuple[dict[str, Any], ...]:
+        found = self.by_response.get(response_model)
+        if found is None:
+            duration = dict(self.base)
+            if response_model:
+                duration["gen_ai.response.model"] = response_model
+            found = (
+                duration,
+                {**duration, "gen_ai.token.type": "input"},
+                {**duration, "gen_ai.token.type": "output"},
+            )
+            if len(self.by_response) >= _MAX_SHAPES:
+                self.by_response.clear()
+            self.by_response[response_model] = found
+        return found
 
 
 @dataclass(slots=True)
 class Instruments:
-    """A tracer and the two histograms; ``capture_content`` and ``max_chars`` govern content."""
+    """A tracer and the GenAI histograms; ``capture_content`` and ``max_chars`` govern content.
+
+    Span and metric attribute sets are built once per model, conversation and request settings
+    and reused (the SDK copies what it keeps), so a call builds no attribute dict of its own
+    until the response is in.
+    """
 
     tracer: Tracer
     meter: Meter | None
@@ -99,6 +145,10 @@ class Instruments:
     max_chars: int
     token_usage: Histogram | None = None
     duration: Histogram | None = None
+    first_chunk: Histogram | None = None
+    _shapes: dict[tuple[Any, ...], tuple[str, dict[str, Any], _MetricShape]] = field(
+        default_factory=dict
+    )
 
     def __post_init__(self) -> None:
         if self.meter is not None:
@@ -114,6 +164,53 @@ class Instruments:
                 description="GenAI operation duration.",
                 explicit_bucket_boundaries_advisory=list(DURATION_BUCKETS),
             )
+            self.first_chunk = self.meter.create_histogram(
+                "gen_ai.client.operation.time_to_first_chunk",
+                unit="s",
+                description="Time from issuing a streamed request to receiving its first chunk.",
+                explicit_bucket_boundaries_advisory=list(DURATION_BUCKETS),
+            )
+
+    def _shape(
+        self,
+        request: ModelRequest,
+        model: Any,
+        conversation_id: str | None,
+        provider: str | None,
+        streaming: bool,
+    ) -> tuple[str, dict[str, Any], _MetricShape]:
+        """The span name, span attributes and metric shape of a call (cached)."""
+        model_name = request.model or getattr(model, "name", "unknown")
+        provider = provider or provider_name(model)
+        key = (
+            provider,
+            model_name,
+            conversation_id,
+            request.temperature,
+            request.max_tokens,
+            streaming,
+        )
+        found = self._shapes.get(key)
+        if found is not None:
+            return found
+        attributes: dict[str, Any] = {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.provider.name": provider,
+            "gen_ai.request.model": model_name,
+        }
+        metric = _MetricShape(dict(attributes))
+        if conversation_id:
+            attributes["gen_ai.conversation.id"] = conversation_id
+        if request.temperature is not None:
+            attributes["gen_ai.request.temperature"] = request.temperature
+        if request.max_tokens is not None:
+            attributes["gen_ai.request.max_tokens"] = request.max_tokens
+        attributes["gen_ai.request.stream"] = streaming
+        found = (f"chat {model_name}", attributes, metric)
+        if len(self._shapes) >= _MAX_SHAPES:
+            self._shapes.clear()
+        self._shapes[key] = found
+        return found
 
     def start_chat(
         self,
@@ -123,6 +220,7 @@ class Instruments:
         conversation_id: str | None = None,
         cursor: ContentCursor | None = None,
         provider: str | None = None,
+        streaming: bool = False,
     ) -> ChatCall:
         """Open a ``chat {model}`` CLIENT span (not made current) and start the clock.
 
@@ -130,41 +228,33 @@ class Instruments:
         messages ``cursor`` has not seen (all of them without a cursor) and
         ``gen_ai.system_instructions`` only a system prompt that changed.
         """
-        model_name = request.model or getattr(model, "name", "unknown")
-        attributes: dict[str, Any] = {
-            "gen_ai.operation.name": "chat",
-            "gen_ai.provider.name": provider or provider_name(model),
-            "gen_ai.request.model": model_name,
-        }
-        if conversation_id:
-            attributes["gen_ai.conversation.id"] = conversation_id
-        if request.temperature is not None:
-            attributes["gen_ai.request.temperature"] = request.temperature
-        if request.max_tokens is not None:
-            attributes["gen_ai.request.max_tokens"] = request.max_tokens
-        span = self.tracer.start_span(
-            f"chat {model_name}", kind=SpanKind.CLIENT, attributes=attributes
-        )
+        name, attributes, metric = self._shape(request, model, conversation_id, provider, streaming)
+        span = self.tracer.start_span(name, kind=SpanKind.CLIENT, attributes=attributes)
         if self.capture_content and span.is_recording():
-            self._record_input(span, request, cursor or ContentCursor())
-        return ChatCall(span, attributes, time.perf_counter())
+            cursor = cursor or ContentCursor()
+            self._record_input(span, request, cursor)
+        return ChatCall(span, metric, time.perf_counter(), streaming, cursor)
 
     def finish_chat(
         self,
         chat: ChatCall,
         response: ModelResponse | None = None,
         error: BaseException | None = None,
+        first_chunk_at: float | None = None,
     ) -> None:
-        """End ``chat``'s span with ``response`` or ``error``, then record the metrics."""
+        """End ``chat``'s span with ``response`` or ``error``, then record the metrics.
+        ``first_chunk_at`` (``time.perf_counter()``) gives a stream's time to first chunk."""
         span = chat.span
+        first_chunk = None if first_chunk_at is None else max(first_chunk_at - chat.start, 0.0)
         if error is not None:
             fail(span, error)
+            if first_chunk is not None and span.is_recording():
+                span.set_attribute("gen_ai.response.time_to_first_chunk", first_chunk)
         elif response is not None and span.is_recording():
-            self._record_output(span, response)
+            self._record_output(span, response, first_chunk, chat.cursor)
         span.end()
-        self._record_duration(
-            chat.start, chat.attributes, None if error is None else _error_type(error), response
-        )
+        if self.duration is not None:
+            self._record_metrics(chat, error, response, first_chunk)
 
     async def chat(
         self,
@@ -176,8 +266,8 @@ class Instruments:
         cursor: ContentCursor | None = None,
         provider: str | None = None,
     ) -> ModelResponse:
-        """``call(request)`` inside a ``chat`` span made current for the call (see
-        :meth:`start_chat`), then the metrics."""
+        """``call(request)`` (not streamed) inside a ``chat`` span made current for the call
+        (see :meth:`start_chat`), then the metrics."""
         chat = self.start_chat(
             request, model, conversation_id=conversation_id, cursor=cursor, provider=provider
         )
@@ -193,54 +283,58 @@ class Instruments:
         return response
 
     def _record_input(self, span: Span, request: ModelRequest, cursor: ContentCursor) -> None:
+        attributes: dict[str, Any] = {}
         if request.system_prompt and request.system_prompt != cursor.system_prompt:
             cursor.system_prompt = request.system_prompt
-            span.set_attribute(
-                "gen_ai.system_instructions",
-                system_instructions(request.system_prompt, self.max_chars),
+            attributes["gen_ai.system_instructions"] = system_instructions(
+                request.system_prompt, self.max_chars
             )
-        span.set_attribute("plait.request.messages", len(request.messages))
-        span.set_attribute(
-            "gen_ai.input.messages",
-            input_messages(cursor.new_messages(request.messages), self.max_chars),
+        attributes["plait.request.messages"] = len(request.messages)
+        attributes["gen_ai.input.messages"] = input_messages(
+            cursor.new_messages(request.messages), self.max_chars, cursor.memo
         )
-
-    def _record_output(self, span: Span, response: ModelResponse) -> None:
-        attributes: dict[str, Any] = usage_attributes(response.usage)
-        attributes["gen_ai.response.finish_reasons"] = [response.finish_reason]
-        if response.model:
-            attributes["gen_ai.response.model"] = response.model
-        response_id = response.metadata.get("id")
-        if isinstance(response_id, str):
-            attributes["gen_ai.response.id"] = response_id
-        reasoning = response.metadata.get("reasoning_tokens")
-        if isinstance(reasoning, int):
-            attributes["gen_ai.usage.reasoning.output_tokens"] = reasoning
-        if self.capture_content:
-            attributes["gen_ai.output.messages"] = output_messages(response, self.max_chars)
         span.set_attributes(attributes)
 
-    def _record_duration(
+    def _record_output(
         self,
-        start: float,
-        attributes: dict[str, Any],
-        error_type: str | None,
-        response: ModelResponse | None = None,
+        span: Span,
+        response: ModelResponse,
+        first_chunk: float | None,
+        cursor: ContentCursor | None,
     ) -> None:
-        if self.duration is None or self.token_usage is None:
+        attributes: dict[str, Any] = usage_attributes(response.usage)
+        attributes["gen_ai.response.finish_reasons"] = (response.finish_reason,)
+        if response.model:
+            attributes["gen_ai.response.model"] = response.model
+        metadata = response.metadata
+        response_id = metadata.get("response_id") or metadata.get("id")
+        if isinstance(response_id, str):
+            attributes["gen_ai.response.id"] = response_id
+        if first_chunk is not None:
+            attributes["gen_ai.response.time_to_first_chunk"] = first_chunk
+        if self.capture_content:
+            memo = cursor.memo if cursor is not None else None
+            attributes["gen_ai.output.messages"] = output_messages(response, self.max_chars, memo)
+        span.set_attributes(attributes)
+
+    def _record_metrics(
+        self,
+        chat: ChatCall,
+        error: BaseException | None,
+        response: ModelResponse | None,
+        first_chunk: float | None,
+    ) -> None:
+        assert self.duration is not None and self.token_usage is not None
+        elapsed = time.perf_counter() - chat.start
+        response_model = response.model if response is not None else None
+        duration, input_set, output_set = chat.metric.sets(response_model or None)
+        if first_chunk is not None and self.first_chunk is not None:
+            self.first_chunk.record(first_chunk, duration)
+        if error is not None:
+            self.duration.record(elapsed, {**duration, "error.type": _error_type(error)})
             return
-        metric = {
-            "gen_ai.operation.name": "chat",
-            "gen_ai.provider.name": attributes["gen_ai.provider.name"],
-            "gen_ai.request.model": attributes["gen_ai.request.model"],
-        }
-        if response is not None and response.model:
-            metric["gen_ai.response.model"] = response.model
-        if error_type is not None:
-            self.duration.record(time.perf_counter() - start, {**metric, "error.type": error_type})
-            return
-        self.duration.record(time.perf_counter() - start, metric)
+        self.duration.record(elapsed, duration)
         usage = response.usage if response is not None else None
         if usage is not None and (usage.input_tokens or usage.output_tokens):
-            self.token_usage.record(usage.input_tokens, {**metric, "gen_ai.token.type": "input"})
-            self.token_usage.record(usage.output_tokens, {**metric, "gen_ai.token.type": "output"})
+            self.token_usage.record(usage.input_tokens, input_set)
+            self.token_usage.record(usage.output_tokens, output_set)

@@ -18,9 +18,14 @@ Spans (names, kinds and attributes in the package README):
   repairs, overflow recovery, limits, skills) becomes a span event ``plait.<event type>`` on the
   span current when it was emitted.
 
-Off is cheap: with no SDK tracer or meter provider installed each turn costs one check in
-``turn_input`` and each model or tool call one dict lookup in a pass-through wrapper; with
-``enabled=False`` (decided when the agent is built) none of its hooks is in the chain.
+Off is cheap: with no SDK tracer or meter provider installed a turn costs one check in
+``turn_input``, which then leaves the middleware's model and tool wrappers out of the turn's
+chain (``TurnContext.skip_wraps``): a model or tool call costs nothing. An SDK configured later is
+noticed at the next turn. With ``enabled=False`` (decided when the agent is built) none of its
+hooks is in the chain.
+
+Provider retries: the turn reports each one as a ``ModelCallRetried`` event, recorded as a
+``plait.provider_retry`` span event on the ``chat`` span (no ``Backoff(on_retry=...)`` wiring).
 """
 
 from __future__ import annotations
@@ -42,9 +47,10 @@ from plait.middleware.context import DispatchContext, Event, TurnContext
 from plait.middleware.ordering import Placement
 from plait.models.base import Model, ModelRequest, ModelResponse
 from plait.models.language_model import wrap_model
-from plait.telemetry.content import MAX_CONTENT_CHARS, to_json
+from plait.telemetry.content import MAX_CONTENT_CHARS
 from plait.telemetry.instruments import ContentCursor, Instruments, fail
 from plait.telemetry.model import ModelTelemetry
+from plait.telemetry.retries import retry_attributes
 from plait.telemetry.semconv import capture_content_from_env, provider_name, usage_attributes
 
 __all__ = ["GenAITelemetry"]
@@ -67,6 +73,8 @@ _AS_SPANS = frozenset(
 # Event fields that hold model or user text: recorded only with content capture on.
 _CONTENT_FIELDS = frozenset({"text", "original", "output", "input", "messages"})
 _MAX_EVENT_TEXT = 200
+_MAX_TOOL_NAMES = 1024
+_RETRIED = "model_call_retried"
 _MAX_EVENT_ITEMS = 50
 
 
@@ -86,6 +94,7 @@ class _TurnTelemetry:
     cursor: ContentCursor
     model: object
     provider: str
+    conversation_id: str
 
 
 class GenAITelemetry(Middleware):
@@ -125,6 +134,8 @@ class GenAITelemetry(Middleware):
         self._tracer_provider = tracer_provider
         self._meter_provider = meter_provider
         self._cached: tuple[object, object, Instruments | None] | None = None
+        self._alone = frozenset({self})
+        self._tool_names: dict[str, str] = {}
 
     def instruments(self) -> Instruments | None:
         """The tracer and histograms to use now, or ``None`` when telemetry is off (disabled, or
@@ -160,7 +171,9 @@ class GenAITelemetry(Middleware):
 
     async def turn_input(self, ctx: TurnContext, next: Next) -> None:
         instruments = self.instruments()
-        if instruments is None:
+        if instruments is None:  # nothing to record: no per-call wrapper this turn
+            skip = ctx.skip_wraps
+            ctx.skip_wraps = self._alone if not skip else skip | self._alone
             await next()
             return
         model_name = getattr(ctx.model, "name", "unknown")
@@ -182,11 +195,14 @@ class GenAITelemetry(Middleware):
         if capture:  # the stored history counts as recorded: a turn records what it adds
             fresh = {id(m) for m in ctx.input}
             cursor.seen.update(m.id for m in ctx.messages if id(m) not in fresh)
-        ctx.scratch[self] = _TurnTelemetry(instruments, cursor, ctx.model, provider)
+        ctx.scratch[self] = _TurnTelemetry(instruments, cursor, ctx.model, provider, ctx.thread_id)
         downstream = ctx.emit
 
         def tee(event: Event) -> None:
-            if event.type not in _AS_SPANS or _skipped_call(event):
+            kind = event.type
+            if kind not in _AS_SPANS or (
+                kind == "tool_call_finished" and getattr(event, "skipped_by", None) is not None
+            ):
                 _add_event(event, capture)
             downstream(event)
 
@@ -209,15 +225,31 @@ class GenAITelemetry(Middleware):
         turn: _TurnTelemetry | None = ctx.turn.scratch.get(self)
         if turn is None:
             return await call_next(request)
-        return await turn.instruments.chat(
+        model = ctx.turn.model
+        instruments = turn.instruments
+        streaming = ctx.turn.streaming
+        # Inlined Instruments.chat: one coroutine less per model call.
+        chat = instruments.start_chat(
             request,
-            ctx.turn.model,
-            call_next,
-            conversation_id=ctx.turn.thread_id,
+            model,
+            conversation_id=turn.conversation_id,
             cursor=turn.cursor,
             # Computed once a turn, unless middleware swapped the turn's model since.
-            provider=turn.provider if ctx.turn.model is turn.model else None,
+            provider=turn.provider if model is turn.model else None,
+            streaming=streaming,
         )
+        token = otel_context.attach(trace.set_span_in_context(chat.span))
+        try:
+            response = await call_next(request)
+        except BaseException as exc:
+            otel_context.detach(token)
+            first = ctx.first_chunk_at if streaming else None
+            instruments.finish_chat(chat, error=exc, first_chunk_at=first)
+            raise
+        otel_context.detach(token)
+        first = ctx.first_chunk_at if streaming else None
+        instruments.finish_chat(chat, response, first_chunk_at=first)
+        return response
 
     async def wrap_tool_call(
         self, call: ToolCall, ctx: DispatchContext, call_next: ToolHandler
@@ -226,8 +258,13 @@ class GenAITelemetry(Middleware):
         if turn is None:
             return await call_next(call)
         instruments: Instruments = turn.instruments
+        name = self._tool_names.get(call.name)
+        if name is None:
+            if len(self._tool_names) >= _MAX_TOOL_NAMES:
+                self._tool_names.clear()
+            name = self._tool_names[call.name] = f"execute_tool {call.name}"
         span = instruments.tracer.start_span(
-            f"execute_tool {call.name}",
+            name,
             kind=SpanKind.INTERNAL,
             attributes={
                 "gen_ai.operation.name": "execute_tool",
@@ -236,28 +273,31 @@ class GenAITelemetry(Middleware):
                 "gen_ai.tool.type": "function",
             },
         )
-        capture = instruments.capture_content and span.is_recording()
-        if capture:
-            span.set_attribute(
-                "gen_ai.tool.call.arguments", to_json(call.args, instruments.max_chars)
-            )
+        capture = instruments.capture_content
+        memo = turn.cursor.memo
         token = otel_context.attach(trace.set_span_in_context(span))
         try:
             result = await call_next(call)
         except BaseException as exc:
             otel_context.detach(token)
+            if capture and span.is_recording():
+                arguments = memo.text(call.id, call.args, instruments.max_chars)
+                span.set_attribute("gen_ai.tool.call.arguments", arguments)
             fail(span, exc)
             span.end()
             raise
         otel_context.detach(token)
-        if span.is_recording():
-            if result.is_error:
-                span.set_attribute("error.type", "tool_error")
-                span.set_status(trace.Status(trace.StatusCode.ERROR, "the tool returned an error"))
+        if (result.is_error or capture) and span.is_recording():
+            # One call into the SDK for everything the result adds.
+            attributes: dict[str, Any] = {}
             if capture:
-                span.set_attribute(
-                    "gen_ai.tool.call.result", to_json(result.data, instruments.max_chars)
-                )
+                max_chars = instruments.max_chars
+                attributes["gen_ai.tool.call.arguments"] = memo.text(call.id, call.args, max_chars)
+                attributes["gen_ai.tool.call.result"] = memo.text(call.id, result.data, max_chars)
+            if result.is_error:
+                attributes["error.type"] = "tool_error"
+                span.set_status(trace.Status(trace.StatusCode.ERROR, "the tool returned an error"))
+            span.set_attributes(attributes)
         span.end()
         return result
 
@@ -270,6 +310,9 @@ def _add_event(event: Event, capture: bool) -> None:
     """``event`` as a span event on the current span (only if that span records)."""
     span = trace.get_current_span()
     if not span.is_recording():
+        return
+    if event.type == _RETRIED:
+        span.add_event("plait.provider_retry", retry_attributes(event))  # type: ignore[arg-type]
         return
     name = "plait.tool_call_skipped" if _skipped_call(event) else f"plait.{event.type}"
     span.add_event(name, _event_attributes(event, capture))

@@ -1,9 +1,10 @@
-"""``record_retry``: a provider retry as a span event on the current (``chat``) span.
+"""A provider retry as a ``plait.provider_retry`` span event on the current (``chat``) span.
 
 Provider adapters retry inside the model call (:mod:`plait.models.retrying`), below every
-middleware. Pass ``record_retry`` as the backoff's retry callback (``Backoff(on_retry=...)``;
-chain it with your own if you have one) and each retry becomes a ``plait.provider_retry`` event
-on the span current during the call: the agent call's ``chat`` span.
+middleware. Inside an agent turn nothing needs wiring: the turn reports each retry as a
+``ModelCallRetried`` event, which :class:`~plait.telemetry.GenAITelemetry` records. For model calls
+made outside a turn, pass :func:`record_retry` as the backoff's retry callback
+(``Backoff(on_retry=record_retry)``) or set it as :data:`plait.models.retrying.retry_listener`.
 """
 
 from __future__ import annotations
@@ -12,7 +13,9 @@ from typing import Any, Protocol
 
 from opentelemetry import trace
 
-__all__ = ["RetryFacts", "record_retry"]
+from plait.models.retrying import retry_listener
+
+__all__ = ["RetryFacts", "record_retry", "retry_attributes"]
 
 
 class RetryFacts(Protocol):
@@ -31,13 +34,9 @@ class RetryFacts(Protocol):
     def max_retries(self) -> int: ...
 
 
-def record_retry(notice: RetryFacts) -> None:
-    """Add ``plait.provider_retry`` (``plait.retry``, ``plait.max_retries``, ``plait.delay``
-    in seconds, ``error.type``, ``plait.status`` when the error has an HTTP status) to the
-    current span; nothing happens when no span records."""
-    span = trace.get_current_span()
-    if not span.is_recording():
-        return
+def retry_attributes(notice: RetryFacts) -> dict[str, Any]:
+    """``plait.retry``, ``plait.max_retries``, ``plait.delay`` (seconds), ``error.type``, and
+    ``plait.status`` when the error has an HTTP status."""
     attributes: dict[str, Any] = {
         "plait.retry": notice.retry,
         "plait.max_retries": notice.max_retries,
@@ -47,4 +46,16 @@ def record_retry(notice: RetryFacts) -> None:
     status = getattr(notice.error, "status", None)
     if isinstance(status, int):
         attributes["plait.status"] = status
-    span.add_event("plait.provider_retry", attributes)
+    return attributes
+
+
+def record_retry(notice: RetryFacts) -> None:
+    """Add ``plait.provider_retry`` (see :func:`retry_attributes`) to the current span. Nothing
+    happens when no span records, nor, as a backoff's ``on_retry``, inside an agent turn (the
+    turn reports the retry itself, so wiring both never records a retry twice)."""
+    listener = retry_listener.get()
+    if listener is not None and listener is not record_retry:
+        return
+    span = trace.get_current_span()
+    if span.is_recording():
+        span.add_event("plait.provider_retry", retry_attributes(notice))

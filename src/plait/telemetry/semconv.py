@@ -5,11 +5,15 @@ main repository, "Development" status; they now move to ``semantic-conventions-g
 ``OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental`` behaviour: ``gen_ai.provider.name``
 (not ``gen_ai.system``), content as ``gen_ai.input.messages`` / ``gen_ai.output.messages`` /
 ``gen_ai.system_instructions`` span attributes, ``invoke_agent`` as an INTERNAL span without
-``gen_ai.usage.*``.
+``gen_ai.usage.*``. From the conventions' newer home (``semantic-conventions-genai``, main, not yet
+in a release of the main repository): ``gen_ai.request.stream``,
+``gen_ai.response.time_to_first_chunk`` and the ``gen_ai.client.operation.time_to_first_chunk``
+histogram.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -112,15 +116,27 @@ def provider_name(model: Any) -> str:
     return cls.removesuffix("Model").lower() or "unknown"
 
 
+@functools.cache
+def _usage_keys(prefix: str) -> tuple[str, str, str, str, str]:
+    return (
+        f"{prefix}input_tokens",
+        f"{prefix}output_tokens",
+        f"{prefix}cache_read.input_tokens",
+        f"{prefix}cache_creation.input_tokens",
+        f"{prefix}reasoning.output_tokens",
+    )
+
+
 def usage_attributes(usage: Usage, prefix: str = "gen_ai.usage.") -> dict[str, int]:
-    """The span attributes for one call's ``usage``: input and output tokens always, cache read
-    and cache creation only when the provider reported them (non-zero)."""
-    attributes = {
-        f"{prefix}input_tokens": usage.input_tokens,
-        f"{prefix}output_tokens": usage.output_tokens,
-    }
+    """The span attributes for one call's ``usage``: input and output tokens always; cache read,
+    cache creation and reasoning (``reasoning.output_tokens``, part of the output tokens) only
+    when the provider reported them (non-zero)."""
+    input_key, output_key, read_key, write_key, reasoning_key = _usage_keys(prefix)
+    attributes = {input_key: usage.input_tokens, output_key: usage.output_tokens}
     if usage.cache_read_tokens:
-        attributes[f"{prefix}cache_read.input_tokens"] = usage.cache_read_tokens
+        attributes[read_key] = usage.cache_read_tokens
     if usage.cache_write_tokens:
-        attributes[f"{prefix}cache_creation.input_tokens"] = usage.cache_write_tokens
+        attributes[write_key] = usage.cache_write_tokens
+    if usage.reasoning_tokens:
+        attributes[reasoning_key] = usage.reasoning_tokens
     return attributes
