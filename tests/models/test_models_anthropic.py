@@ -256,6 +256,19 @@ async def test_a_stream_that_ends_before_the_model_finished_is_an_error(
     assert len(server.received) == 1 and sleeps == []
 
 
+async def test_a_stream_that_reaches_message_stop_is_whole_even_without_a_stop_reason(
+    server: WireServer, model: AnthropicModel
+) -> None:
+    # message_stop ends every stream; a proxy that drops message_delta still delivered it all.
+    server.reply("stream_stop_without_reason.sse")
+
+    events = await drain(model.stream(HELLO))
+
+    final = events[-1]
+    assert isinstance(final, ResponseComplete)
+    assert final.response.content == "Par" and final.response.finish_reason == "stop"
+
+
 # --- errors and retries ----------------------------------------------------------------------
 
 

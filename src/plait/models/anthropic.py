@@ -275,13 +275,14 @@ class AnthropicStreamAssembler:
     """Turns raw Messages stream events into plait stream events and, at the end, the whole
     response. ``ToolCallDelta.index`` counts tool calls only (0, 1, ...), not content blocks."""
 
-    __slots__ = ("_finish", "_id", "_model", "_text", "_tool_keys", "_tools", "_usage")
+    __slots__ = ("_finish", "_id", "_model", "_stopped", "_text", "_tool_keys", "_tools", "_usage")
 
     def __init__(self) -> None:
         self._text: list[str] = []
         self._tools = ToolCallBuffer()
         self._tool_keys: set[int] = set()
         self._finish: str | None = None
+        self._stopped = False
         self._usage: AnthropicUsage | None = None
         self._model: str | None = None
         self._id: str | None = None
@@ -309,6 +310,8 @@ class AnthropicStreamAssembler:
                 return [TextDelta(delta.text)]
             if delta.type == "input_json_delta" and event.index in self._tool_keys:
                 return [self._tools.add(event.index, fragment=delta.partial_json)]
+        elif event.type == "message_stop":
+            self._stopped = True
         elif event.type == "message_delta":
             self._finish = event.delta.stop_reason or self._finish
             self._merge_usage(event.usage)
@@ -330,8 +333,9 @@ class AnthropicStreamAssembler:
 
     @property
     def finished(self) -> bool:
-        """Whether the provider said why the answer ended (a stream without it was cut short)."""
-        return self._finish is not None
+        """Whether the stream reached its end: a ``stop_reason`` or the ``message_stop`` event
+        (a stream without either was cut short)."""
+        return self._finish is not None or self._stopped
 
     def response(self) -> ModelResponse:
         return ModelResponse(
