@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from plait.backends import BackendError, LocalBackend
+from plait.backends.fsspec import FsspecBackend
 from plait.paths import PathEscapeError
 
 
@@ -183,6 +184,19 @@ async def test_reading_a_directory_is_file_not_found(root: Path) -> None:
     with pytest.raises(FileNotFoundError, match="dir/inner/deeper"):
         await backend.read("dir/inner/deeper")
     assert await backend.delete("dir") is False
+
+
+@pytest.mark.parametrize("kind", ["local", "fsspec"])
+async def test_a_fifo_under_the_root_is_neither_read_nor_listed(root: Path, kind: str) -> None:
+    # Opening a FIFO for reading blocks until a writer comes: a read must refuse it, not hang
+    # a worker thread forever.
+    backend = LocalBackend(root) if kind == "local" else FsspecBackend(f"file://{root}")
+    await backend.write("kept.txt", "x")
+    os.mkfifo(root / "pipe")
+    with pytest.raises(FileNotFoundError, match="'pipe' is not a regular file"):
+        await backend.read("pipe")
+    assert await backend.exists("pipe") is False
+    assert await backend.ls() == ["kept.txt"]
 
 
 async def test_a_file_that_is_not_utf8_gives_a_backend_error(root: Path) -> None:

@@ -165,7 +165,7 @@ def test_agent_options_follow_the_merged_settings(home: Path) -> None:
         'mode = "managed"\nsystem_prompt = "Be brief."\nplain = true\nsandbox = "none"\n'
         "[limits]\nmax_input_tokens = 5000\nmodel_calls_per_turn = 3\ntool_timeout = 9\n"
         "[prices.scripted]\ninput = 1\noutput = 2\n"
-        '[mcp.files]\ncommand = ["mcp-files", "--root", "."]\n',
+        '[mcp.files]\ncommand = ["mcp-files", "--root", "."]\ndefer = true\n',
     )
     resolved = agent_options(load_settings(), model=ScriptedModel([]))
     assert resolved.options.mode is Mode.MANAGED
@@ -178,7 +178,7 @@ def test_agent_options_follow_the_merged_settings(home: Path) -> None:
     assert resolved.plain is True
     assert resolved.spec == "scripted"
     assert resolved.price is not None and resolved.price.output == 2
-    assert resolved.mcp == {"files": {"command": ["mcp-files", "--root", "."]}}
+    assert resolved.mcp == {"files": {"command": ["mcp-files", "--root", "."], "defer": True}}
 
 
 def test_config_show_prints_each_value_with_where_it_came_from(home: Path) -> None:

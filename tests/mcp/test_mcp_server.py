@@ -4,6 +4,7 @@ filters, results of every content kind, timeouts, crashes and restarts."""
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
 from typing import Any
 
@@ -11,7 +12,9 @@ import pytest
 from mcp_server import STDIO, HttpServerProcess
 
 from plait.errors import ToolError, ToolTimeoutError
-from plait.mcp import McpConfigError, McpServer
+from plait.mcp import McpConfigError, McpConnectError, McpServer
+from plait.mcp.client import BinaryContent, CallOutcome, LinkContent
+from plait.mcp.results import plait_result
 
 
 async def _call(server: McpServer, name: str, **args: Any) -> Any:
@@ -199,3 +202,54 @@ def test_without_the_sdk_a_server_is_a_config_error_naming_the_extra(
     monkeypatch.setitem(sys.modules, "mcp", None)  # what an environment without the extra sees
     with pytest.raises(McpConfigError, match=r"pip install 'plait\[mcp\]'"):
         McpServer("s", command=STDIO)
+
+
+def test_many_links_and_images_stay_within_max_result_chars() -> None:
+    # A result of many non-text blocks (or one with a huge URI) is bounded like text is: the
+    # parts count against max_result_chars and the rest are cut with a note.
+    links = [LinkContent(f"file:///{i}", "n" * 1000) for i in range(1000)]
+    images = [BinaryContent("image", "image/png", 10, uri="u" * 100_000) for _ in range(1000)]
+    for blocks in (links, images):
+        parts = plait_result(
+            CallOutcome(content=tuple(blocks), structured=None, is_error=False),
+            tool="demo_many",
+            max_chars=5_000,
+        )
+        assert len(json.dumps(parts)) < 3 * 5_000
+        assert parts[-1]["type"] == "text" and "more content blocks cut" in parts[-1]["text"]
+
+
+async def test_a_long_tool_description_is_cut_with_a_note() -> None:
+    async with McpServer("demo", command=STDIO, allow=["echo"], max_description_chars=10) as s:
+        (echo,) = await s.list_tools()
+    assert echo.definition.description == "Return the [description cut at 10 characters]"
+
+
+FLOOD = (
+    "import sys, time\n"
+    "sys.stdout.write('x' * 3_000_000)\n"  # one 'line' that never ends
+    "sys.stdout.flush()\n"
+    "time.sleep(60)\n"
+)
+
+
+async def test_a_line_longer_than_max_message_bytes_ends_the_session_naming_the_bound() -> None:
+    flood = McpServer(
+        "flood", command=[sys.executable, "-c", FLOOD], max_message_bytes=1_000_000, init_timeout=20
+    )
+    async with flood:
+        with pytest.raises(McpConnectError, match="longer than 1,000,000 bytes") as info:
+            await flood.list_tools()
+    assert "raise the server's max_message_bytes" in str(info.value)
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+async def test_a_result_over_max_message_bytes_fails_the_call_and_the_next_call_restarts(
+    transport: str, http_url: str
+) -> None:
+    where: dict[str, Any] = {"command": STDIO} if transport == "stdio" else {"url": http_url}
+    async with McpServer("big", **where, max_message_bytes=200_000) as server:
+        with pytest.raises(ToolError, match="longer than 200,000 bytes"):
+            await _call(server, "echo", text="x" * 300_000)
+        assert await _call(server, "echo", text="small") == "small"
+    assert server.restarts == 1

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
-from mcp_server import STDIO
+from mcp_server import NO_TOOLS, STDIO
 
 from plait import (
     Agent,
@@ -14,7 +16,7 @@ from plait import (
     TurnAborted,
     tool,
 )
-from plait.mcp import McpConfigError, McpServer, McpToolset
+from plait.mcp import McpConfigError, McpError, McpServer, McpServerSkipped, McpToolset
 from plait.skills import MemorySource, SkillsMiddleware
 from plait.skills.managed import allow_all, create_skill_manager
 
@@ -126,3 +128,88 @@ async def test_skill_tools_in_managed_mode_are_projected_while_loaded() -> None:
         m for m in result.new_messages if isinstance(m, ToolMessage) and m.tool_call_id == "c2"
     ]
     assert echoed[0].data == "hey"
+
+
+def flag_gated(flag: Path) -> list[str]:
+    """A real server command that fails (exit 1) until ``flag`` exists, then serves."""
+    return ["/bin/sh", "-c", 'test -e "$0" && exec "$1" "$2" stdio', str(flag), *STDIO[:2]]
+
+
+async def test_a_server_that_cannot_connect_is_skipped_with_a_warning_and_retried_later(
+    tmp_path: Path,
+) -> None:
+    flag = tmp_path / "ready"
+    good = McpServer("demo", command=STDIO, allow=["echo"])
+    late = McpServer("late", command=flag_gated(flag), allow=["echo"], init_timeout=20)
+    model = ScriptedModel(
+        [
+            ToolCall("c1", "demo_echo", {"text": "hi"}),
+            "first",
+            ToolCall("c2", "late_echo", {"text": "yo"}),
+            "second",
+        ]
+    )
+    async with McpToolset([good, late], retry_seconds=1e-6) as mcp:
+        agent = Agent(model, middleware=[mcp])
+        first = await agent.run("go", thread_id="t")
+        flag.touch()
+        second = await agent.run("again", thread_id="t")
+    (skipped,) = [e for e in first.events if isinstance(e, McpServerSkipped)]
+    assert (skipped.server, skipped.failures, skipped.type) == ("late", 1, "mcp_server_skipped")
+    assert "MCP server 'late' could not be connected" in skipped.reason
+    assert first.output == "first" and tool_names(model.requests[0]) == ["demo_echo"]
+    assert not [e for e in second.events if isinstance(e, McpServerSkipped)]
+    assert sorted(tool_names(model.requests[2])) == ["demo_echo", "late_echo"]
+    (reply,) = [m for m in second.new_messages if isinstance(m, ToolMessage)]
+    assert reply.data == "yo" and not reply.is_error
+
+
+async def test_an_unreachable_server_waits_for_its_retry_without_blocking_turns(
+    tmp_path: Path,
+) -> None:
+    broken = McpServer("broken", command=flag_gated(tmp_path / "never"))
+    model = ScriptedModel(["one", "two"])
+    async with McpToolset([broken], retry_seconds=300) as mcp:
+        agent = Agent(model, middleware=[mcp])
+        runs = [await agent.run("go", thread_id="t"), await agent.run("go", thread_id="t")]
+    first, second = ([e for e in r.events if isinstance(e, McpServerSkipped)] for r in runs)
+    assert [e.failures for e in first + second] == [1, 1]  # the second turn did not retry
+    assert 0 < second[0].retry_in <= 300 and broken.restarts == 0
+    assert [r.output for r in runs] == ["one", "two"]
+
+
+@pytest.mark.parametrize(
+    ("first", "most"), [(10, 1), (0, 1), (1, float("inf")), ("5", 10), (True, 10)]
+)
+def test_retry_waits_must_be_positive_finite_and_ordered(first: object, most: object) -> None:
+    with pytest.raises(McpConfigError, match="retry_seconds <= max_retry_seconds"):
+        McpToolset([], retry_seconds=first, max_retry_seconds=most)  # type: ignore[arg-type]
+
+
+async def test_a_deferred_server_is_found_through_search_tools() -> None:
+    model = ScriptedModel(
+        [
+            ToolCall("c1", "search_tools", {"query": "weather in a city"}),
+            ToolCall("c2", "demo_weather", {"city": "Rome"}),
+            "done",
+        ]
+    )
+    server = McpServer("demo", command=STDIO, allow=["echo", "weather"], defer=True)
+    async with McpToolset([server]) as mcp:
+        result = await Agent(model, middleware=[mcp]).run("go")
+    assert tool_names(model.requests[0]) == ["search_tools"]  # nothing of the server's yet
+    assert tool_names(model.requests[1]) == ["search_tools", "demo_weather"]
+    data = {m.tool_call_id: m.data for m in result.new_messages if isinstance(m, ToolMessage)}
+    assert [t["name"] for t in data["c1"]["tools"]] == ["demo_weather"]
+    assert data["c2"] == {"city": "Rome", "celsius": 21.5}
+
+
+async def test_a_server_without_tools_is_skipped_naming_it_not_an_sdk_error() -> None:
+    bare = McpServer("bare", command=NO_TOOLS)
+    model = ScriptedModel(["fine"])
+    async with McpToolset([bare]) as mcp:
+        result = await Agent(model, middleware=[mcp]).run("go")
+        with pytest.raises(McpError, match="'bare' refused tools/list \\(Method not found\\)"):
+            await bare.list_tools()
+    (skipped,) = [e for e in result.events if isinstance(e, McpServerSkipped)]
+    assert "MCP server 'bare' refused tools/list" in skipped.reason and result.output == "fine"

@@ -17,6 +17,7 @@ EVENT_MODULES = (
     "plait.context.events",
     "plait.skills.disclosure.events",
     "plait.skills.managed.events",
+    "plait.mcp.events",
 )
 IRREGULAR_PARTICIPLES = {"Found", "Sent", "Withdrawn"}
 

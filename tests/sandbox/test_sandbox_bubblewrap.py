@@ -62,6 +62,9 @@ SLEEPER = "import os, sys, time\nif os.fork() == 0:\n    os.setsid()\ntime.sleep
         (SandboxPolicy(limits=SandboxLimits(open_files=3)), "open_files must be at least 16"),
         (SandboxPolicy(limits=SandboxLimits(processes=0)), "processes must be >= 1"),
         (SandboxPolicy(limits=SandboxLimits(wall_seconds=float("nan"))), "wall_seconds"),
+        (SandboxPolicy(limits=SandboxLimits(wall_seconds="5")), "wall_seconds"),  # type: ignore[arg-type]
+        (SandboxPolicy(limits=None), "limits must be a SandboxLimits"),  # type: ignore[arg-type]
+        (SandboxPolicy(private_tmp="no"), "private_tmp must be True or False"),  # type: ignore[arg-type]
     ],
 )
 def test_a_bad_policy_is_a_typed_error_saying_what_to_fix(
@@ -69,6 +72,24 @@ def test_a_bad_policy_is_a_typed_error_saying_what_to_fix(
 ) -> None:
     with pytest.raises(SandboxPolicyInvalid, match=needle):
         BubblewrapSandbox(policy)
+
+
+@pytest.mark.parametrize("make", [BubblewrapSandbox, UnsandboxedRunner])
+@pytest.mark.parametrize(
+    ("seconds", "cap", "argv", "needle"),
+    [
+        (float("nan"), 10, ("/bin/true",), "timeout must be a finite number"),
+        (float("inf"), 10, ("/bin/true",), "timeout must be a finite number"),
+        (-1.0, 10, ("/bin/true",), "timeout must be a finite number"),
+        (5.0, 0, ("/bin/true",), "max_output_bytes must be an integer >= 1"),
+        (5.0, 10, (), "argv must be a non-empty tuple"),
+    ],
+)
+async def test_a_command_without_a_deadline_or_argv_is_refused_before_it_starts(
+    tmp_path: Path, make: Any, seconds: float, cap: int, argv: tuple[str, ...], needle: str
+) -> None:
+    with pytest.raises(SandboxPolicyInvalid, match=needle):
+        await make().run(SandboxCommand(argv, tmp_path, seconds, cap))
 
 
 def test_the_default_policy_is_the_safe_one() -> None:
@@ -145,6 +166,26 @@ async def test_a_run_reports_exit_code_output_and_sandbox(tmp_path: Path) -> Non
     assert run.output.split() == ["2", str(tmp_path)]  # pid 2 in its own PID namespace
 
 
+IO_URING_SETUP = (
+    "import ctypes, os\n"
+    "libc = ctypes.CDLL(None, use_errno=True)\n"
+    "params = ctypes.create_string_buffer(120)\n"
+    "fd = libc.syscall(425, 4, params)\n"
+    "print('refused' if fd < 0 and ctypes.get_errno() == 1 else f'ring {fd}')\n"
+)
+
+
+async def test_io_uring_is_refused_as_it_would_get_around_the_socket_filter(
+    tmp_path: Path,
+) -> None:
+    # IORING_OP_SOCKET / IORING_OP_CONNECT create and connect an AF_UNIX socket without the
+    # socket() system call, so the seccomp filter must refuse io_uring itself.
+    run = await BubblewrapSandbox().run(py(tmp_path, IO_URING_SETUP))
+    assert run.output.strip() == "refused"
+    allowed = BubblewrapSandbox(SandboxPolicy(unix_sockets="on"))
+    assert (await allowed.run(py(tmp_path, IO_URING_SETUP))).output.startswith("ring ")
+
+
 async def test_cancelling_a_run_kills_its_tree_before_the_cancellation_lands(
     tmp_path: Path,
 ) -> None:
@@ -199,6 +240,23 @@ async def test_open_files_and_file_size_limits_are_named(tmp_path: Path) -> None
     big = await box.run(py(tmp_path, "open('big', 'wb').write(b'x' * (4 * 1024 * 1024))"))
     assert big.limit == f"file_size_bytes={MIB} (file size limit reached, SIGXFSZ)"
     assert (tmp_path / "big").stat().st_size <= MIB
+
+
+BACKGROUND = (
+    "import subprocess, sys\n"
+    "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)', sys.argv[1]])\n"
+    "print('done')\n"
+)
+
+
+@pytest.mark.parametrize("make", [BubblewrapSandbox, UnsandboxedRunner])
+async def test_a_background_child_holding_the_output_pipe_does_not_make_a_run_time_out(
+    tmp_path: Path, make: Any
+) -> None:
+    marker = f"plait-background-{uuid.uuid4().hex}"
+    run = await make().run(py(tmp_path, BACKGROUND, marker, timeout=60))
+    assert (run.exit_code, run.output.strip(), run.timed_out) == (0, "done", False)
+    assert processes_with(marker) == []  # the straggler was killed with its group
 
 
 async def test_unsandboxed_is_named_and_unlimited(tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 
+import anyio
 import httpx
 from mcp.server.fastmcp import Context, FastMCP, Image
 from mcp.types import (
@@ -27,6 +28,9 @@ from pydantic import AnyUrl, BaseModel
 
 STDIO = [sys.executable, __file__, "stdio"]
 """The command that starts this server over stdio."""
+
+NO_TOOLS = [sys.executable, __file__, "no-tools"]
+"""A server (over stdio) without the tools capability: ``tools/list`` is "Method not found"."""
 
 PNG = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
@@ -174,6 +178,15 @@ class HttpServerProcess:
             self.process = None
 
 
+async def _serve_without_tools() -> None:
+    from mcp.server.lowlevel import Server
+    from mcp.server.stdio import stdio_server
+
+    bare: Server[object, object] = Server("plait-test-no-tools")
+    async with stdio_server() as (read, write):
+        await bare.run(read, write, bare.create_initialization_options())
+
+
 def main() -> None:
     delay = float(os.environ.get("MCP_TEST_START_DELAY", "0"))
     if delay:
@@ -181,6 +194,8 @@ def main() -> None:
     if sys.argv[1] == "http":
         server.settings.port = int(sys.argv[2])
         server.run("streamable-http")
+    elif sys.argv[1] == "no-tools":
+        anyio.run(_serve_without_tools)
     else:
         server.run("stdio")
 

@@ -17,7 +17,9 @@ everything else (``file``)  ``pipe_file`` to a hidden ``.plait-<hex>.tmp`` besid
 ==========================  ====================================================================
 
 For the local protocol, every path is also confined with :func:`plait.paths.confine`, so a
-symlink under the root that points outside it is refused. Tests cover ``memory`` and ``file``.
+symlink under the root that points outside it is refused, and only regular files are listed and
+read (as :class:`~plait.backends.local.LocalBackend` does: a FIFO is never opened). Tests
+cover ``memory`` and ``file``.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from plait.backends.local import (
     confine_on_disk,
     is_temp_name,
     os_failure,
+    read_regular_file,
     read_text_page,
     temp_name,
     text_read_errors,
@@ -128,6 +131,8 @@ class FsspecBackend(BlockingBackend):
 
     def _read(self, key: str, offset: int, limit: int | None) -> str:
         full = self._full(key, "read")
+        if self._local:  # never open a FIFO or device (see read_regular_file)
+            return read_regular_file(full, key, repr(self.url), offset, limit)
         with text_read_errors(key, repr(self.url)):
             if self._atomic_put:
                 # One GET; the memory protocol also hands every reader the same file object,
@@ -156,11 +161,11 @@ class FsspecBackend(BlockingBackend):
         return sorted(found)
 
     def _is_confined(self, key: str) -> bool:
+        """Inside the root and a regular file (not a FIFO, socket or device)."""
         try:
-            confine(Path(self.root), key)
+            return confine(Path(self.root), key).is_file()
         except (ValueError, OSError, RuntimeError):
             return False
-        return True
 
     def _delete(self, key: str) -> bool:
         full = self._full(key, "delete")

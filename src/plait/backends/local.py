@@ -2,8 +2,10 @@
 
 Every path is confined with :func:`plait.paths.confine`: ``..`` is refused before any I/O, and a
 symlink (anywhere in the path) that resolves outside the root is refused on read, write, exists,
-delete and ``ls``. Confinement guards against paths chosen by a model or a skill; it does not
-defend against another local process swapping directories for symlinks while a call runs.
+delete and ``ls``. A FIFO, socket or device under the root is never listed, and reading one is
+``FileNotFoundError`` (opening a FIFO would wait for a writer forever). Confinement guards
+against paths chosen by a model or a skill; it does not defend against another local process
+swapping directories for symlinks while a call runs.
 
 A write goes to a hidden temp file in the target's directory (``.plait-<hex>.tmp``), is flushed
 and fsynced, then renamed over the target with :func:`os.replace`. A reader therefore sees the
@@ -21,6 +23,7 @@ import asyncio
 import errno
 import os
 import secrets
+import stat
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -38,6 +41,7 @@ __all__ = [
     "confine_on_disk",
     "is_temp_name",
     "os_failure",
+    "read_regular_file",
     "read_text_page",
     "temp_name",
     "text_read_errors",
@@ -133,6 +137,36 @@ def read_text_page(stream: IO[str], offset: int, limit: int | None) -> str:
             return ""
         remaining -= len(skipped)
     return stream.read() if limit is None else stream.read(limit)
+
+
+def read_regular_file(
+    path: str | Path, key: str, where: str, offset: int, limit: int | None
+) -> str:
+    """A page of the UTF-8 file at ``path`` (see :func:`read_text_page`), errors as in
+    :func:`text_read_errors`. Only a regular file is read: a directory, FIFO, socket or device
+    is ``FileNotFoundError``; the file is opened non-blocking, as opening a FIFO for reading
+    would otherwise wait for a writer forever."""
+    with text_read_errors(key, where):
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISREG(mode):
+            os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        if stat.S_ISDIR(mode):
+            raise FileNotFoundError(
+                f"{quoted(key)} is a directory under {where}, not a file; list it with ls()."
+            )
+        raise FileNotFoundError(
+            f"{quoted(key)} is not a regular file (a FIFO, socket or device) under {where}; "
+            "a backend reads only files."
+        )
+    with text_read_errors(key, where), open(fd, encoding="utf-8", newline="") as file:
+        return read_text_page(file, offset, limit)
 
 
 async def _in_thread(fn: Callable[..., T], *args: Any) -> T:
@@ -235,11 +269,7 @@ class LocalBackend(BlockingBackend):
 
     def _read(self, key: str, offset: int, limit: int | None) -> str:
         target = self._confine(key, "read")
-        with (
-            text_read_errors(key, repr(str(self.root))),
-            open(target, encoding="utf-8", newline="") as file,
-        ):
-            return read_text_page(file, offset, limit)
+        return read_regular_file(target, key, repr(str(self.root)), offset, limit)
 
     def _exists(self, key: str) -> bool:
         target = self._confine(key, "check")
@@ -270,10 +300,20 @@ class LocalBackend(BlockingBackend):
                     continue
                 full = os.path.join(dirpath, name)
                 relative = os.path.relpath(full, base).replace(os.sep, "/")
-                if os.path.islink(full) and not self._is_confined_file(relative):
+                if not self._listable(full, relative):
                     continue
                 found.append(relative)
         return sorted(found)
+
+    def _listable(self, full: str, relative: str) -> bool:
+        """A regular file, or a symlink to one inside the root (not a FIFO, socket, device)."""
+        try:
+            mode = os.lstat(full).st_mode
+        except OSError:
+            return False  # gone since the walk saw it
+        if stat.S_ISLNK(mode):
+            return self._is_confined_file(relative)
+        return stat.S_ISREG(mode)
 
     def _is_confined_file(self, key: str) -> bool:
         try:

@@ -98,6 +98,11 @@ class McpServerConfig(_Strict):
     init_timeout: PositiveFloat | None = None
     max_tools: PositiveInt | None = None
     max_result_chars: PositiveInt | None = None
+    max_description_chars: PositiveInt | None = None
+    max_message_bytes: PositiveInt | None = None
+    defer: bool | None = None
+    """``true``: the server's tools stay out of requests until the model finds them with
+    ``search_tools``."""
 
     def settings(self) -> dict[str, Any]:
         """The keys that were set, as a plain mapping."""

@@ -20,6 +20,7 @@ from rich.text import Text
 
 from plait.context import ContextOverflowRecovered, HistorySummarized, ResultEvicted
 from plait.guards import RepetitionDetected, ToolCallRejected
+from plait.mcp.events import McpServerSkipped
 from plait.middleware.context import Event
 from plait.runtime.events import (
     DispatchFinished,
@@ -146,6 +147,12 @@ _BATTERY_LINES: dict[type[Event], Callable[[Any], str | None]] = {
         f"[yellow]✗ rejected {escape(e.call.name)}:[/yellow] " + _dim(short(e.reason, 100))
     ),
     RepetitionDetected: lambda e: f"[yellow]↻ repetition ({e.kind}, {e.count} times)[/yellow]",
+    McpServerSkipped: lambda e: (
+        f"[yellow]! MCP server {escape(e.server)} skipped, its tools are left out:[/yellow] "
+        + escape(e.reason)
+        + " "
+        + _dim(f"(retry in {e.retry_in:.0f} s)")
+    ),
 }
 
 

@@ -6,17 +6,21 @@ starts. See README.md in this folder.
 
 from plait.mcp.config import parse_mcp_option, servers_from_mapping
 from plait.mcp.errors import McpConfigError, McpConnectError, McpError, McpServerGone
+from plait.mcp.events import McpServerSkipped
 from plait.mcp.server import DEFAULT_CALL_TIMEOUT, DEFAULT_INIT_TIMEOUT, McpServer, McpTool
-from plait.mcp.toolset import McpToolset
+from plait.mcp.toolset import RETRY_FIRST_SECONDS, RETRY_MAX_SECONDS, McpToolset
 
 __all__ = [
     "DEFAULT_CALL_TIMEOUT",
     "DEFAULT_INIT_TIMEOUT",
+    "RETRY_FIRST_SECONDS",
+    "RETRY_MAX_SECONDS",
     "McpConfigError",
     "McpConnectError",
     "McpError",
     "McpServer",
     "McpServerGone",
+    "McpServerSkipped",
     "McpTool",
     "McpToolset",
     "parse_mcp_option",

@@ -1,4 +1,5 @@
-"""plait's MCP client: the one module that imports the ``mcp`` SDK (1.x).
+"""plait's MCP client: with :mod:`plait.mcp.stdio`, the only code that imports the ``mcp`` SDK
+(1.x).
 
 One asyncio task, the *owner*, runs each session from start to end: it opens the transport, runs
 ``initialize``, serves every request (each in a child task of its own task group) and closes the
@@ -26,6 +27,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from plait.mcp.errors import McpConnectError, McpServerGone
+from plait.mcp.http import response_bound
+from plait.mcp.stdio import DEFAULT_MAX_MESSAGE_BYTES, open_stdio
 
 if TYPE_CHECKING:
     from mcp import ClientSession
@@ -46,7 +49,8 @@ __all__ = [
 
 CLOSE_TIMEOUT = 5.0
 """Seconds :meth:`McpClient.aclose` waits for the owner to close the session before cancelling it
-(the SDK's stdio close itself waits up to 2 s for the process, then terminates it)."""
+(closing a stdio server waits up to 2 s for it to exit, then terminates its process group;
+see :mod:`plait.mcp.stdio`)."""
 
 HEARTBEAT_INTERVAL = 2.0
 """Seconds between pings to an HTTP server while a call to it is in flight. The SDK (1.x) does
@@ -60,20 +64,25 @@ class StdioTransport:
     """Start ``command`` (program and arguments) and speak MCP over its stdin/stdout.
 
     ``env`` is added to the SDK's safe default environment (``HOME``, ``PATH``, …), not to this
-    process's whole environment; ``cwd`` defaults to the current directory.
+    process's whole environment; ``cwd`` defaults to the current directory. A message (one line)
+    longer than ``max_message_bytes`` ends the session (see :mod:`plait.mcp.stdio`).
     """
 
     command: tuple[str, ...]
     env: Mapping[str, str] | None = None
     cwd: str | None = None
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
 
 
 @dataclass(frozen=True, slots=True)
 class HttpTransport:
-    """Speak MCP over Streamable HTTP at ``url``, sending ``headers`` with every request."""
+    """Speak MCP over Streamable HTTP at ``url``, sending ``headers`` with every request. A
+    response (or one event of a stream) longer than ``max_message_bytes`` ends the session (see
+    :mod:`plait.mcp.http`)."""
 
     url: str
     headers: Mapping[str, str] = field(default_factory=dict)
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
 
 
 Transport: TypeAlias = StdioTransport | HttpTransport
@@ -307,22 +316,29 @@ class McpClient:
     async def _open(self, stack: contextlib.AsyncExitStack) -> tuple[Any, Any]:
         transport = self.transport
         if isinstance(transport, StdioTransport):
-            from mcp import StdioServerParameters
-            from mcp.client.stdio import stdio_client
-
-            params = StdioServerParameters(
-                command=transport.command[0],
-                args=list(transport.command[1:]),
-                env=dict(transport.env) if transport.env is not None else None,
-                cwd=transport.cwd,
+            read, write = await stack.enter_async_context(
+                open_stdio(
+                    transport.command,
+                    transport.env,
+                    transport.cwd,
+                    transport.max_message_bytes,
+                    on_too_large=lambda exc: self._stop(str(exc)),
+                )
             )
-            read, write = await stack.enter_async_context(stdio_client(params))
             return read, write
         import httpx
         from mcp.client.streamable_http import streamable_http_client
 
         http = await stack.enter_async_context(
-            httpx.AsyncClient(headers=dict(transport.headers), timeout=httpx.Timeout(30, read=300))
+            httpx.AsyncClient(
+                headers=dict(transport.headers),
+                timeout=httpx.Timeout(30, read=300),
+                event_hooks={
+                    "response": [
+                        response_bound(transport.max_message_bytes, lambda e: self._stop(str(e)))
+                    ]
+                },
+            )
         )
         read, write, _ = await stack.enter_async_context(
             streamable_http_client(transport.url, http_client=http)

@@ -18,7 +18,8 @@ no content at all                           ``""``
 
 Binary data is never inlined: plait's messages carry text and JSON, so an image becomes a
 description with its MIME type and size. Text is cut at ``max_chars`` (default
-:data:`DEFAULT_MAX_RESULT_CHARS`) with a note saying how much was dropped.
+:data:`DEFAULT_MAX_RESULT_CHARS`) with a note saying how much was dropped; a list of parts is
+bounded the same way (each part counts, and the blocks past the budget become one note).
 """
 
 from __future__ import annotations
@@ -53,11 +54,22 @@ def plait_result(outcome: CallOutcome, *, tool: str, max_chars: int) -> Any:
         return _cut(encoded, max_chars) if len(encoded) > max_chars else structured
     if all(isinstance(c, TextContent) and c.uri is None for c in outcome.content):
         return _cut("\n\n".join(_text_of(c) for c in outcome.content), max_chars)
+    return _parts(outcome.content, max_chars)
+
+
+def _parts(contents: tuple[Content, ...], max_chars: int) -> list[dict[str, Any]]:
+    """Each block as a part; every part (its JSON) counts against ``max_chars``, each string
+    in a part is cut to what is left, and once nothing is left the remaining blocks are
+    replaced by one note: a result of many blocks is bounded like one of text."""
     budget = max_chars
     parts: list[dict[str, Any]] = []
-    for content in outcome.content:
+    for index, content in enumerate(contents):
+        if budget <= 0:
+            cut = len(contents) - index
+            parts.append({"type": "text", "text": f"[... {cut} more content blocks cut]"})
+            break
         part = _part(content, budget)
-        budget = max(0, budget - len(part.get("text", "")))
+        budget -= len(json.dumps(part))
         parts.append(part)
     return parts
 
@@ -65,17 +77,18 @@ def plait_result(outcome: CallOutcome, *, tool: str, max_chars: int) -> Any:
 def _part(content: Content, budget: int) -> dict[str, Any]:
     if isinstance(content, TextContent):
         if content.uri is not None:
-            return {"type": "resource", "uri": content.uri, "text": _cut(content.text, budget)}
+            uri = _cut(content.uri, budget)
+            return {"type": "resource", "uri": uri, "text": _cut(content.text, budget)}
         return {"type": "text", "text": _cut(content.text, budget)}
     if isinstance(content, BinaryContent):
-        part: dict[str, Any] = {"type": content.kind, "mime_type": content.mime_type}
+        part: dict[str, Any] = {"type": content.kind, "mime_type": _cut(content.mime_type, budget)}
         part["bytes"] = content.size
         if content.uri is not None:
-            part["uri"] = content.uri
+            part["uri"] = _cut(content.uri, budget)
         part["note"] = _BINARY_NOTE
         return part
     link: LinkContent = content
-    return {"type": "resource_link", "uri": link.uri, "name": link.name}
+    return {"type": "resource_link", "uri": _cut(link.uri, budget), "name": _cut(link.name, budget)}
 
 
 def _text_of(content: Content) -> str:

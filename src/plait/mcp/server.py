@@ -29,11 +29,13 @@ from plait.errors import ToolError, ToolTimeoutError
 from plait.mcp.client import CLOSE_TIMEOUT, HttpTransport, McpClient, RemoteTool, StdioTransport
 from plait.mcp.errors import McpConfigError, McpError
 from plait.mcp.results import DEFAULT_MAX_RESULT_CHARS, plait_result
+from plait.mcp.stdio import DEFAULT_MAX_MESSAGE_BYTES
 from plait.tools import Tool, ToolContext, ToolDefinition
 
 __all__ = [
     "DEFAULT_CALL_TIMEOUT",
     "DEFAULT_INIT_TIMEOUT",
+    "DEFAULT_MAX_DESCRIPTION_CHARS",
     "DEFAULT_MAX_TOOLS",
     "McpServer",
     "McpTool",
@@ -48,6 +50,10 @@ DEFAULT_INIT_TIMEOUT = 30.0
 DEFAULT_MAX_TOOLS = 500
 """Tools one server may list; a longer list is a :class:`McpConfigError` (filter it)."""
 
+DEFAULT_MAX_DESCRIPTION_CHARS = 2_000
+"""Characters of a tool's description sent to the model (a longer one is cut with a note): a
+description rides along in every request, so one server cannot fill the context with it."""
+
 _PREFIX = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,31}$")
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 _MAX_NAME = 64
@@ -57,7 +63,12 @@ class McpTool(Tool):
     """A server's tool as a plait tool; calls go through the server's session."""
 
     def __init__(self, server: McpServer, remote: RemoteTool, name: str) -> None:
-        super().__init__(ToolDefinition(name, remote.description, dict(remote.input_schema)))
+        metadata = {"defer_loading": True} if server.defer else {}
+        description = remote.description
+        limit = server.max_description_chars
+        if len(description) > limit:
+            description = f"{description[:limit]} [description cut at {limit} characters]"
+        super().__init__(ToolDefinition(name, description, dict(remote.input_schema), metadata))
         self.server = server
         self.remote = remote
         # The server enforces its own, precise timeout; this backstop covers a restart too.
@@ -73,7 +84,9 @@ class McpServer:
 
     ``env`` adds variables to a stdio server's (safe, minimal) environment; ``headers`` are sent
     to an HTTP server. ``timeout`` bounds a tool call, ``init_timeout`` a (re)start and a
-    ``tools/list``; ``max_tools`` bounds the list; ``max_result_chars`` the text of a result.
+    ``tools/list``; ``max_tools`` bounds the list; ``max_result_chars`` the text of a result;
+    ``max_description_chars`` each tool's description; ``max_message_bytes`` one message from the
+    server (a stdio line, an HTTP response or event; a longer one ends the session).
     Close it with :meth:`aclose` or ``async with``; an :class:`~plait.runtime.Agent` never closes
     servers it was given.
     """
@@ -94,21 +107,31 @@ class McpServer:
         init_timeout: float = DEFAULT_INIT_TIMEOUT,
         max_tools: int = DEFAULT_MAX_TOOLS,
         max_result_chars: int = DEFAULT_MAX_RESULT_CHARS,
+        max_description_chars: int = DEFAULT_MAX_DESCRIPTION_CHARS,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        defer: bool = False,
     ) -> None:
         _require_sdk(name)
         self.name = name
         self.prefix = _check_prefix(name if prefix is None else prefix, name)
-        self.transport = _transport(name, command, url, env, cwd, headers)
+        if max_message_bytes < 1024:
+            raise McpConfigError(f"MCP server {name!r}: max_message_bytes must be >= 1024.")
+        self.transport = _transport(name, command, url, env, cwd, headers, max_message_bytes)
         self.allow = None if allow is None else frozenset(_names(allow, "allow", name))
         self.block = frozenset(_names(block, "block", name))
         self.timeout = _seconds(timeout, "timeout", name)
         self.init_timeout = _seconds(init_timeout, "init_timeout", name)
-        if max_tools < 1 or max_result_chars < 1:
+        if min(max_tools, max_result_chars, max_description_chars) < 1:
             raise McpConfigError(
-                f"MCP server {name!r}: max_tools and max_result_chars must be >= 1."
+                f"MCP server {name!r}: max_tools, max_result_chars and max_description_chars "
+                "must be >= 1."
             )
+        self.max_description_chars = max_description_chars
         self.max_tools = max_tools
         self.max_result_chars = max_result_chars
+        if not isinstance(defer, bool):
+            raise McpConfigError(f"MCP server {name!r}: defer must be true or false.")
+        self.defer = defer
         self._client: McpClient | None = None
         # Dead clients whose owner may still be closing its transport: kept (a task nobody
         # references can be garbage collected mid-run) and awaited by aclose().
@@ -128,10 +151,13 @@ class McpServer:
     async def list_tools(self) -> list[McpTool]:
         """The server's tools after filtering, prefixed; cached until the server says its list
         changed or the session restarts. Raises :class:`McpConfigError` if two tools would share
-        a prefixed name or the list is longer than ``max_tools``."""
+        a prefixed name or the list is longer than ``max_tools``,
+        :class:`~plait.mcp.errors.McpConnectError` if the server cannot be started, and
+        :class:`McpError` naming the server if ``tools/list`` fails or takes longer than
+        ``init_timeout``."""
         client = self._live_client()
         if self._tools is None:
-            remote = await client.list_tools(self.max_tools)
+            remote = await self._list_remote(client)
             if len(remote) > self.max_tools:
                 raise McpConfigError(
                     f"MCP server {self.name!r} lists more than {self.max_tools} tools; keep the "
@@ -139,6 +165,27 @@ class McpServer:
                 )
             self._tools = self._wrap(remote)
         return list(self._tools)
+
+    async def _list_remote(self, client: McpClient) -> list[RemoteTool]:
+        """``tools/list``, with its failures as plait errors naming the server."""
+        try:
+            return await client.list_tools(self.max_tools)
+        except TimeoutError:
+            raise McpError(
+                f"MCP server {self.name!r} did not answer tools/list within "
+                f"{self.init_timeout:g} s; raise its init_timeout if it is slow."
+            ) from None
+        except McpError:
+            raise
+        except Exception as exc:
+            from mcp.shared.exceptions import McpError as SdkError
+
+            if isinstance(exc, SdkError):
+                raise McpError(
+                    f"MCP server {self.name!r} refused tools/list ({exc}); check that it serves "
+                    "tools, or remove it from the configuration."
+                ) from exc
+            raise
 
     async def call(self, remote_name: str, args: Mapping[str, Any], *, tool: str) -> Any:
         """Call the server's tool ``remote_name``; the plait result (see
@@ -236,6 +283,7 @@ def _transport(
     env: Mapping[str, str] | None,
     cwd: str | None,
     headers: Mapping[str, str] | None,
+    max_message_bytes: int,
 ) -> StdioTransport | HttpTransport:
     if (command is None) == (url is None):
         raise McpConfigError(
@@ -249,13 +297,14 @@ def _transport(
             )
         if headers:
             raise McpConfigError(f"MCP server {name!r}: headers apply to url= servers only.")
-        return StdioTransport(tuple(command), dict(env) if env is not None else None, cwd)
+        env_copy = dict(env) if env is not None else None
+        return StdioTransport(tuple(command), env_copy, cwd, max_message_bytes)
     assert url is not None
     if not url.startswith(("http://", "https://")):
         raise McpConfigError(f"MCP server {name!r}: url must start with http:// or https://.")
     if env is not None or cwd is not None:
         raise McpConfigError(f"MCP server {name!r}: env and cwd apply to command= servers only.")
-    return HttpTransport(url, dict(headers or {}))
+    return HttpTransport(url, dict(headers or {}), max_message_bytes)
 
 
 def _names(names: Iterable[str], what: str, server: str) -> list[str]:

@@ -14,6 +14,20 @@ Two ways to use the tools of a set of servers:
       SkillsMiddleware(sources, tools=toolset.resolve)             # disclosure mode
       create_skill_manager(sources, skill_tools=toolset.skill_tools)  # managed mode
 
+**A server that cannot be reached** (it does not start, ``initialize`` or ``tools/list`` does
+not answer within ``init_timeout``, ``tools/list`` fails, its session ends) does not fail the
+turn: its tools are left out, an :class:`~plait.mcp.events.McpServerSkipped` event names it and
+the cause, and it is tried again on the first turn :data:`RETRY_FIRST_SECONDS` later, the wait
+doubling after each failure in a row up to :data:`RETRY_MAX_SECONDS`; a success resets it. Until
+then every turn skips it without waiting and reports it again. The same applies to
+:meth:`McpToolset.resolve` and :meth:`McpToolset.skill_tools` (a skipped server resolves no
+tool).
+
+**Deferred servers** (``McpServer(defer=True)``) register their tools without advertising them:
+the model finds them with ``search_tools`` (:class:`~plait.runtime.tool_search.ToolSearch`, which
+an :class:`~plait.runtime.Agent` adds by itself when a middleware has ``defers_tools``), so a
+server with many tools costs no request tokens until they are needed.
+
 Two servers with the same prefix, or two tools with one prefixed name, raise
 :class:`~plait.mcp.errors.McpConfigError`. The toolset closes its servers in :meth:`aclose`
 (``async with``); an agent does not close middleware it was given.
@@ -22,17 +36,40 @@ Two servers with the same prefix, or two tools with one prefixed name, raise
 from __future__ import annotations
 
 import asyncio
+import math
 import re
+import time
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol, Self
 
 from plait.errors import ConfigurationError
-from plait.mcp.errors import McpConfigError
+from plait.mcp.errors import McpConfigError, McpError
+from plait.mcp.events import McpServerSkipped
 from plait.mcp.server import McpServer, McpTool
 from plait.middleware.base import Middleware, Next
-from plait.middleware.context import DispatchContext, TurnContext
+from plait.middleware.context import DispatchContext, EventSink, TurnContext
 
-__all__ = ["McpToolset"]
+__all__ = ["RETRY_FIRST_SECONDS", "RETRY_MAX_SECONDS", "McpToolset"]
+
+RETRY_FIRST_SECONDS = 5.0
+"""Seconds a server that could not be reached is skipped before the first retry."""
+
+RETRY_MAX_SECONDS = 300.0
+"""The longest wait between retries (the wait doubles after each failure in a row)."""
+
+
+@dataclass(slots=True)
+class _Down:
+    """A server that could not be reached: why, how often in a row, when to try again."""
+
+    reason: str
+    failures: int
+    retry_at: float
+
+
+def _discard(_: object) -> None:
+    return None
 
 
 class _MetaWithMetadata(Protocol):
@@ -48,10 +85,30 @@ class _Entry(Protocol):
 
 
 class McpToolset(Middleware):
-    """The tools of ``servers`` (see the module docstring); prefixes must differ."""
+    """The tools of ``servers`` (see the module docstring); prefixes must differ.
+    ``retry_seconds`` / ``max_retry_seconds`` set the first and the longest wait before an
+    unreachable server is tried again."""
 
-    def __init__(self, servers: Iterable[McpServer]) -> None:
+    def __init__(
+        self,
+        servers: Iterable[McpServer],
+        *,
+        retry_seconds: float = RETRY_FIRST_SECONDS,
+        max_retry_seconds: float = RETRY_MAX_SECONDS,
+    ) -> None:
         self.servers: list[McpServer] = list(servers)
+        numbers = all(
+            isinstance(v, int | float) and not isinstance(v, bool)
+            for v in (retry_seconds, max_retry_seconds)
+        )
+        if not numbers or not 0 < retry_seconds <= max_retry_seconds < math.inf:
+            raise McpConfigError(
+                "McpToolset needs 0 < retry_seconds <= max_retry_seconds (finite); got "
+                f"{retry_seconds!r} and {max_retry_seconds!r}."
+            )
+        self.retry_seconds = float(retry_seconds)
+        self.max_retry_seconds = float(max_retry_seconds)
+        self._down: dict[str, _Down] = {}
         prefixes: dict[str, str] = {}
         for server in self.servers:
             if not isinstance(server, McpServer):
@@ -69,24 +126,19 @@ class McpToolset(Middleware):
         once. Raises :class:`McpConfigError` on a name two tools would share, and the first
         server's connect error (:class:`~plait.mcp.errors.McpConnectError`)."""
         lists = await asyncio.gather(*(s.list_tools() for s in self.servers))
-        seen: dict[str, McpServer] = {}
-        tools: list[McpTool] = []
-        for server, found in zip(self.servers, lists, strict=True):
-            for item in found:
-                owner = seen.get(item.name)
-                if owner is not None:
-                    raise McpConfigError(
-                        f"MCP servers {owner.name!r} and {server.name!r} both have a tool "
-                        f"named {item.name!r}; change a prefix or block the tool in one."
-                    )
-                seen[item.name] = server
-                tools.append(item)
-        return tools
+        return _check_unique(self.servers, lists)
+
+    @property
+    def defers_tools(self) -> bool:
+        """Whether a server's tools are deferred (an agent then adds ``search_tools``)."""
+        return any(server.defer for server in self.servers)
 
     async def turn_input(self, ctx: TurnContext, next: Next) -> None:
-        """Register the servers' tools on this turn's registry (see the module docstring)."""
+        """Register the reachable servers' tools on this turn's registry and report each
+        skipped server (see the module docstring)."""
         registry = ctx.registry
-        for item in await self.list_tools():
+        lists = await asyncio.gather(*(self._tools_of(s, ctx.emit) for s in self.servers))
+        for item in _check_unique(self.servers, lists):
             existing = registry.get(item.name)
             if existing is not None and not isinstance(existing, McpTool):
                 raise ConfigurationError(
@@ -99,23 +151,57 @@ class McpToolset(Middleware):
     async def resolve(self, name: str, ctx: DispatchContext) -> McpTool | None:
         """The MCP tool with the prefixed ``name``, or ``None``: a
         :data:`~plait.skills.disclosure.skill_tools.ToolNameResolver` for
-        ``SkillsMiddleware(tools=...)``. Only servers whose prefix matches are contacted."""
+        ``SkillsMiddleware(tools=...)``. Only servers whose prefix matches are contacted; one
+        that cannot be reached resolves nothing (and is reported)."""
         for server in self._servers_for(name):
-            for item in await server.list_tools():
+            for item in await self._tools_of(server, ctx.turn.emit):
                 if item.name == name:
                     return item
         return None
 
     async def skill_tools(self, entry: _Entry) -> list[McpTool]:
         """The MCP tools a skill's ``metadata.include_tools`` names (space- or comma-separated;
-        other names are skipped): a skill-tools provider for ``create_skill_manager``."""
+        other names are skipped, and so are the tools of a server that cannot be reached): a
+        skill-tools provider for ``create_skill_manager``."""
         raw = entry.meta.metadata.get("include_tools", "")
         names = [n for n in re.split(r"[\s,]+", raw if isinstance(raw, str) else "") if n]
         found: list[McpTool] = []
         for name in names:
             for server in self._servers_for(name):
-                found += [t for t in await server.list_tools() if t.name == name]
+                found += [t for t in await self._tools_of(server) if t.name == name]
         return found
+
+    async def _tools_of(self, server: McpServer, emit: EventSink = _discard) -> list[McpTool]:
+        """``server``'s tools, or ``[]`` (reported through ``emit``) while it is unreachable
+        or waiting for its next retry. A configuration problem (too many tools, two tools with
+        one name) still raises: skipping would hide it."""
+        down = self._down.get(server.name)
+        now = time.monotonic()
+        if down is None or down.retry_at <= now:
+            try:
+                tools = await server.list_tools()
+            except McpConfigError:
+                raise
+            except McpError as exc:  # cannot start, tools/list failed or timed out, gone
+                down = self._failed(server, exc, down, now)
+            else:
+                self._down.pop(server.name, None)
+                return tools
+        emit(
+            McpServerSkipped(
+                server=server.name,
+                reason=down.reason,
+                failures=down.failures,
+                retry_in=round(max(0.0, down.retry_at - now), 3),
+            )
+        )
+        return []
+
+    def _failed(self, server: McpServer, exc: McpError, down: _Down | None, now: float) -> _Down:
+        failures = 1 if down is None else down.failures + 1
+        wait = min(self.max_retry_seconds, self.retry_seconds * 2 ** min(failures - 1, 30))
+        self._down[server.name] = _Down(str(exc), failures, now + wait)
+        return self._down[server.name]
 
     async def aclose(self) -> None:
         """Close every server, all at once (each in its own task: order does not matter)."""
@@ -129,3 +215,21 @@ class McpToolset(Middleware):
 
     def _servers_for(self, name: str) -> Sequence[McpServer]:
         return [s for s in self.servers if name.startswith(f"{s.prefix}_")]
+
+
+def _check_unique(servers: Sequence[McpServer], lists: Sequence[list[McpTool]]) -> list[McpTool]:
+    """Every tool of ``lists`` (one per server, in order); :class:`McpConfigError` when two
+    servers' tools share a name."""
+    seen: dict[str, McpServer] = {}
+    tools: list[McpTool] = []
+    for server, found in zip(servers, lists, strict=True):
+        for item in found:
+            owner = seen.get(item.name)
+            if owner is not None:
+                raise McpConfigError(
+                    f"MCP servers {owner.name!r} and {server.name!r} both have a tool "
+                    f"named {item.name!r}; change a prefix or block the tool in one."
+                )
+            seen[item.name] = server
+            tools.append(item)
+    return tools

@@ -85,7 +85,9 @@ class Agent:
     use :class:`~plait.stores.SQLiteThreadStore` to keep threads across processes).
 
     Deferred tools (``@tool(deferred=True)``) are registered but not advertised; when there are
-    any, a :class:`~plait.runtime.tool_search.ToolSearch` is appended to the middleware (unless one
+    any, or a middleware has a true ``defers_tools`` attribute (it registers deferred tools each
+    turn, as ``McpToolset`` with a ``defer=True`` server does), a
+    :class:`~plait.runtime.tool_search.ToolSearch` is appended to the middleware (unless one
     was given) so the model can find them with ``search_tools``.
 
     ``model_hooks`` are plain functions run after every model call, in the order given (see
@@ -143,9 +145,10 @@ class Agent:
                 )
         # MiddlewareStack checks every item is a Middleware before the order is resolved.
         chain = [*as_middleware(hooks), *MiddlewareStack(middleware)]
-        if any(t.deferred for t in self.tools) and not any(
-            isinstance(m, ToolSearch) for m in chain
-        ):
+        defers = any(t.deferred for t in self.tools) or any(
+            getattr(m, "defers_tools", False) for m in chain
+        )  # a middleware that registers deferred tools each turn (McpToolset) says so
+        if defers and not any(isinstance(m, ToolSearch) for m in chain):
             chain.append(ToolSearch())
         self.middleware = MiddlewareStack(resolve_order(chain))
         self.system_prompt = system_prompt

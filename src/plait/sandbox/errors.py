@@ -13,7 +13,8 @@ class SandboxError(PlaitError):
 
 class SandboxPolicyInvalid(SandboxError, ConfigurationError):
     """A :class:`~plait.sandbox.SandboxPolicy` that cannot work (a bad limit, a relative path,
-    a ``write_allow`` path that does not exist)."""
+    a ``write_allow`` path that does not exist), or a ``SandboxCommand`` that cannot run (no
+    argv, no finite timeout)."""
 
 
 class SandboxUnavailable(SandboxError):

@@ -72,7 +72,12 @@ class SandboxLimits:
 
     def check(self) -> None:
         """Raise :class:`SandboxPolicyInvalid` naming the first bad limit."""
-        if not (math.isfinite(self.wall_seconds) and self.wall_seconds > 0):
+        wall = self.wall_seconds
+        if (
+            isinstance(wall, bool)
+            or not isinstance(wall, int | float)
+            or not (math.isfinite(wall) and wall > 0)
+        ):
             raise SandboxPolicyInvalid("SandboxLimits.wall_seconds must be a number > 0.")
         for name in ("cpu_seconds", "memory_bytes", "open_files", "file_size_bytes"):
             value = getattr(self, name)
@@ -142,6 +147,14 @@ class SandboxPolicy:
                 raise SandboxPolicyInvalid(
                     f"SandboxPolicy.{name} must be 'off' or 'on', not {value!r}."
                 )
+        if not isinstance(self.private_tmp, bool):
+            raise SandboxPolicyInvalid(
+                f"SandboxPolicy.private_tmp must be True or False, not {self.private_tmp!r}."
+            )
+        if not isinstance(self.limits, SandboxLimits):
+            raise SandboxPolicyInvalid(
+                f"SandboxPolicy.limits must be a SandboxLimits, not {self.limits!r}."
+            )
         for name in ("read_deny", "write_allow", "write_deny"):
             paths = getattr(self, name)
             if isinstance(paths, str):

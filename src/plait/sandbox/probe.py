@@ -4,7 +4,8 @@
 workspace) with a deadline (:data:`PROBE_TIMEOUT_SECONDS`: a probe can hang on NFS/autofs)
 and, when it fails, raises :class:`~plait.sandbox.errors.SandboxUnavailable` with the cause
 read from bwrap's message and the fix. Results (success or failure) are cached per command
-shape for the life of the process.
+shape for the life of the process, except a probe cut at its deadline, which the next check
+runs again.
 """
 
 from __future__ import annotations
@@ -112,15 +113,16 @@ async def probe(
     pass_fds: tuple[int, ...] = (),
 ) -> None:
     """Run ``build(workspace, ["/bin/true"])`` once per ``key``; raise (from cache) if it
-    failed. ``build`` returns the full argv of a sandboxed command; ``pass_fds`` are the file
-    descriptors it names."""
+    failed (a timeout is not cached: the next call probes again). ``build`` returns the full
+    argv of a sandboxed command; ``pass_fds`` are the file descriptors it names."""
     if key in _cache:
         cached = _cache[key]
         if cached is not None:
             raise cached
         return
     error = await _run_probe(build, seconds, pass_fds)
-    _cache[key] = error
+    if error is None or error.cause != "probe-timeout":
+        _cache[key] = error  # a timeout says nothing lasting (a loaded machine): tried again
     if error is not None:
         raise error
 

@@ -3,7 +3,9 @@
 :class:`ProcessSandbox` runs a :class:`~plait.sandbox.base.SandboxCommand` through
 ``loop.subprocess_exec`` with a protocol that keeps at most ``max_output_bytes`` (the rest is
 read and dropped, so a flood never blocks the writer). A run ends when the process has exited
-*and* its output pipe is closed, or at the deadline. Whatever ends it (deadline, cancellation,
+*and* its output pipe is closed, or at the deadline; a background child still holding the pipe
+:data:`_EOF_GRACE_SECONDS` after the exit is killed (``Launch.after_exit``) rather than waited for.
+Whatever ends it (deadline, cancellation,
 ``aclose()``), the tree is killed and the run waits - uncancellably, at most twice
 :data:`~plait.sandbox.base.KILL_GRACE_SECONDS` - until the process is reaped, then closes the
 transport itself, so no transport is left for the garbage collector after the loop is gone
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import os
 import signal
 from collections.abc import Awaitable, Callable, Sequence
@@ -29,7 +32,7 @@ from plait.sandbox.base import (
     SandboxCommand,
     SandboxRun,
 )
-from plait.sandbox.errors import SandboxClosed
+from plait.sandbox.errors import SandboxClosed, SandboxPolicyInvalid
 
 __all__ = ["Launch", "ProcessSandbox", "kill_group"]
 
@@ -103,6 +106,25 @@ async def _uncancellable(work: Awaitable[None]) -> None:
         raise asyncio.CancelledError
 
 
+def _check_command(command: SandboxCommand) -> None:
+    timeout = command.timeout
+    if (
+        isinstance(timeout, bool)
+        or not isinstance(timeout, int | float)
+        or not (math.isfinite(timeout) and timeout > 0)
+    ):
+        raise SandboxPolicyInvalid(
+            f"SandboxCommand.timeout must be a finite number of seconds > 0, not {timeout!r} "
+            "(every run needs a deadline)."
+        )
+    if isinstance(command.max_output_bytes, bool) or not (
+        isinstance(command.max_output_bytes, int) and command.max_output_bytes >= 1
+    ):
+        raise SandboxPolicyInvalid("SandboxCommand.max_output_bytes must be an integer >= 1.")
+    if not command.argv or not all(isinstance(a, str) for a in command.argv):
+        raise SandboxPolicyInvalid("SandboxCommand.argv must be a non-empty tuple of strings.")
+
+
 class ProcessSandbox:
     """Shared implementation of :class:`~plait.sandbox.base.Sandbox` (see the module)."""
 
@@ -135,10 +157,13 @@ class ProcessSandbox:
         on_end: ProcessCallback | None = None,
     ) -> SandboxRun:
         """Run ``command``; see :class:`~plait.sandbox.base.Sandbox`. Raises ``OSError`` when
-        the process cannot be started at all."""
+        the process cannot be started at all, :class:`~plait.sandbox.errors.SandboxPolicyInvalid`
+        for a command that cannot run (no argv, a timeout that is not a finite number > 0, an
+        output cap below 1), before it starts."""
         if self._closed:
             raise SandboxClosed(f"The {self.name} sandbox was closed; create a new one.")
         await self.check()
+        _check_command(command)
         launch = self.launch(command)
         settled = asyncio.Event()
         self._settled.add(settled)
@@ -202,7 +227,11 @@ class ProcessSandbox:
                 command.timeout if cap is None else min(cap, command.timeout)
             ):
                 await collector.exited.wait()
-                await collector.eof.wait()
+                if not await _wait(collector.eof, _EOF_GRACE_SECONDS):
+                    # A child left running in the background holds the pipe open: the run is
+                    # over, so kill the stragglers now instead of waiting out the deadline.
+                    launch.after_exit(pid)
+                    await collector.eof.wait()
             clean = True
         except TimeoutError:
             timed_out = True
