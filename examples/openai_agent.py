@@ -18,10 +18,11 @@ def word_count(text: str) -> int:
 
 
 async def main(spec: str) -> None:
-    agent = Agent(spec, tools=[word_count], system_prompt="Use tools when they help.")
-    async for event in agent.stream("How many words are in 'the quick brown fox'?"):
-        if isinstance(event, TextDeltaReceived):
-            print(event.text, end="", flush=True)
+    # The agent resolved the model from the spec, so it closes it (its HTTP client) on exit.
+    async with Agent(spec, tools=[word_count], system_prompt="Use tools when they help.") as agent:
+        async for event in agent.stream("How many words are in 'the quick brown fox'?"):
+            if isinstance(event, TextDeltaReceived):
+                print(event.text, end="", flush=True)
     print()
 
 

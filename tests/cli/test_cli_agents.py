@@ -45,3 +45,33 @@ def test_choose_model_without_any_provider(monkeypatch: pytest.MonkeyPatch) -> N
         monkeypatch.delenv(var, raising=False)
     with pytest.raises(NoProviderConfigured, match="OPENAI_API_KEY or ANTHROPIC_API_KEY"):
         choose_model(None)
+
+
+async def test_a_failed_build_closes_what_it_had_opened(tmp_path: Path) -> None:
+    # Before: an agent that could not be built (a bad middleware list) left the stores, the
+    # skill manager and the leading middleware open.
+    from plait import Middleware
+    from plait.errors import ConfigurationError
+    from plait.middleware.ordering import Placement
+
+    class Recorder(Middleware):
+        closed = False
+
+        async def aclose(self) -> None:
+            self.closed = True
+
+    class NeedsMissing(Middleware):
+        placement = Placement(requires=("NoSuchMiddleware",))
+
+    leading = Recorder()
+    options = AgentOptions(
+        model=ScriptedModel(["ok"]),
+        skills=[bundled_skills()],
+        mode=Mode.MANAGED,
+        store=tmp_path / "t.sqlite3",
+        leading_middleware=[leading],
+        extra_middleware=[NeedsMissing()],
+    )
+    with pytest.raises(ConfigurationError):
+        await build_agent(options)
+    assert leading.closed

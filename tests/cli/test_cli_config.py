@@ -209,6 +209,35 @@ def test_config_show_json_and_the_model_a_provider_key_chooses(
     }
 
 
+def test_config_show_takes_every_flag_run_shares_with_the_config(home: Path) -> None:
+    # Before: --allow-scripts, --sandbox, --max-input-tokens, --system-prompt and --plain were
+    # "no such option" here, though the help says flags override as they would for plait run.
+    result = CliRunner().invoke(
+        app,
+        [
+            "config",
+            "show",
+            "--allow-scripts",
+            "--sandbox",
+            "none",
+            "--max-input-tokens",
+            "5000",
+            "--system-prompt",
+            "Be brief.",
+            "--plain",
+            "--format",
+            "json",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    settings = json.loads(result.output)["settings"]
+    assert settings["allow_scripts"] == {"value": True, "from": "--allow-scripts"}
+    assert settings["sandbox"] == {"value": "none", "from": "--sandbox"}
+    assert settings["limits.max_input_tokens"] == {"value": 5000, "from": "--max-input-tokens"}
+    assert settings["system_prompt"] == {"value": "Be brief.", "from": "--system-prompt"}
+    assert settings["plain"] == {"value": True, "from": "--plain"}
+
+
 def test_config_show_with_a_bad_file_exits_2_naming_it(home: Path) -> None:
     path = write(home / "project" / "plait.toml", "[limits]\nturns = 3\n")
     result = CliRunner().invoke(app, ["config", "show"])

@@ -137,7 +137,7 @@ def test_threads_list_and_show_what_run_kept(server: WireServer, tmp_path: Path)
     assert shown.returncode == 0
     assert "remember this" in shown.stdout and "Stored answer." in shown.stdout
     missing = plait("threads", "show", "nope", home=tmp_path)
-    assert missing.returncode == 1 and "No thread nope" in missing.stderr
+    assert missing.returncode == 1 and "No thread 'nope'" in missing.stderr
 
 
 def test_threads_delete_removes_the_thread_and_its_offloaded_files(
@@ -178,6 +178,18 @@ def test_run_json_writes_one_event_per_line(server: WireServer, tmp_path: Path) 
         "".join(e["text"] for e in events if e["type"] == "text_delta_received") == "JSON answer."
     )
     assert events[-2]["output"] == "JSON answer." and len(events[-1]["thread_id"]) == 32
+
+
+def test_run_json_keeps_stdout_json_when_the_turn_fails(server: WireServer, tmp_path: Path) -> None:
+    # Before: a failed turn printed a plain "thread: ..." line among the JSON lines.
+    server.reply("invalid_api_key.json", status=401)
+    result = plait(
+        "run", "hi", "--json", "--model", f"openai-compatible:m@{server.url}/v1", home=tmp_path
+    )
+    assert result.returncode == 1
+    events = [json.loads(line) for line in result.stdout.splitlines()]
+    assert events[-1]["type"] == "thread" and len(events[-1]["thread_id"]) == 32
+    assert "OPENAI_COMPATIBLE_API_KEY" in " ".join(result.stderr.split())
 
 
 def test_run_verbose_prints_the_resolved_middleware_order(
@@ -269,6 +281,47 @@ def test_run_accepts_a_skill_md_file_as_skills(server: WireServer, tmp_path: Pat
         "run", "hi", "--model", _spec(server), "--skills", str(skill / "SKILL.md"), home=tmp_path
     )
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("spelling", ["SKILL.MD", "Skill.md"])
+def test_run_accepts_a_skill_md_file_in_any_letter_case(
+    server: WireServer, tmp_path: Path, spelling: str
+) -> None:
+    skill = tmp_path / "greet"
+    skill.mkdir()
+    (skill / spelling).write_text("---\nname: greet\ndescription: Say hello.\n---\nHello.\n")
+    server._replies.append(sse_text("ok"))
+    result = plait(
+        "run", "hi", "--model", _spec(server), "--skills", str(skill / spelling), home=tmp_path
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Say hello." in json.dumps(server.bodies()[0])
+
+
+def test_run_the_earlier_skills_folder_wins_a_name_clash(
+    server: WireServer, tmp_path: Path
+) -> None:
+    # Before: disclosure mode let the *later* folder win (SkillsMiddleware's default), while
+    # --skills' help, plait skills list and managed mode all let the earlier one win.
+    for folder, says in (("first", "From the first folder."), ("second", "From the second.")):
+        skill = tmp_path / folder / "greet"
+        skill.mkdir(parents=True)
+        (skill / "SKILL.md").write_text(f"---\nname: greet\ndescription: {says}\n---\nHi.\n")
+    server._replies.append(sse_text("ok"))
+    folders = ["--skills", str(tmp_path / "first"), "--skills", str(tmp_path / "second")]
+    result = plait(
+        "run", "hi", "--model", _spec(server), "--no-default-skills", *folders, home=tmp_path
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    sent = json.dumps(server.bodies()[0])
+    assert "From the first folder." in sent and "From the second." not in sent
+
+
+def test_run_prints_the_trace_line_once(server: WireServer, tmp_path: Path) -> None:
+    server._replies.append(sse_text("ok"))
+    result = plait("run", "hi", "--model", _spec(server), home=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.count("trace: plait ui") == 1, result.stdout
 
 
 def test_run_takes_a_system_prompt(server: WireServer, tmp_path: Path) -> None:

@@ -124,8 +124,18 @@ def test_show_prints_metadata_resources_and_body() -> None:
 def test_show_unknown_name_lists_the_known_ones() -> None:
     result = runner.invoke(app, ["skills", "show", "nope", "--from", str(EXAMPLES)])
     assert result.exit_code == 1
-    assert "skill 'nope' not found" in result.output
+    assert "Skill 'nope' not found" in result.output
     assert "commit-message, csv-insights, release-notes, skill-authoring" in result.output
+
+
+def test_show_unknown_name_in_a_large_collection_is_a_bounded_message(tmp_path: Path) -> None:
+    # Before: the message named every skill of the collection and the whole name asked for.
+    for i in range(60):
+        skill(tmp_path, f"s{i:02d}", f"---\nname: s{i:02d}\ndescription: Skill {i}.\n---\nB\n")
+    result = runner.invoke(app, ["skills", "show", "n" * 5000, "--from", str(tmp_path)])
+    assert result.exit_code == 1
+    assert "s00, s01" in result.output and "and 40 more" in result.output
+    assert "s59" not in result.output and len(result.output) < 1000
 
 
 def test_show_a_rejected_skill_explains_why(messy: Path) -> None:

@@ -205,3 +205,37 @@ def test_the_shared_reader_does_not_keep_a_backend_alive() -> None:
     del backend
     gc.collect()
     assert gone() is None
+
+
+@pytest.mark.parametrize("eviction_first", [True, False])
+async def test_each_strategy_reads_back_in_its_own_page_size_whoever_built_the_tool(
+    eviction_first: bool,
+) -> None:
+    # Before: the first middleware built on a backend set the page size for every root.
+    backend = MemoryBackend(
+        {"conversation_history/t/0-1.json": "h" * 9000, "large_tool_results/t/r.txt": "r" * 9000}
+    )
+    made = []
+    for make in (
+        lambda: ResultEvictionMiddleware(10, backend=backend, page_chars=1000),
+        lambda: SummarizationMiddleware(1000, backend=backend, page_chars=3000),
+    )[:: 1 if eviction_first else -1]:
+        made.append(make())
+    reader = shared_reader(backend, 1)
+    evicted = await reader.read_page("t", "large_tool_results/t/r.txt", 0, None)
+    history = await reader.read_page("t", "conversation_history/t/0-1.json", 0, None)
+    assert evicted.splitlines()[1] == "r" * 1000
+    assert history.splitlines()[1] == "h" * 3000
+    # an explicit limit is capped at four of the root's own pages
+    long = await reader.read_page("t", "large_tool_results/t/r.txt", 0, 9000)
+    assert long.splitlines()[1] == "r" * 4000
+
+
+async def test_one_root_allowed_with_two_page_sizes_uses_the_larger() -> None:
+    backend = MemoryBackend({"large_tool_results/t/r.txt": "r" * 9000})
+    for page in (1000, 2000):
+        ResultEvictionMiddleware(10, backend=backend, page_chars=page)
+    for page in (2000, 1000):
+        reader = shared_reader(backend, page)
+        text = await reader.read_page("t", "large_tool_results/t/r.txt", 0, None)
+        assert text.splitlines()[1] == "r" * 2000

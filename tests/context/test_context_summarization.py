@@ -263,6 +263,19 @@ async def test_model_summarizer_sends_a_summarizer_call_with_trimmed_input() -> 
     assert "The user asked many questions." in model.requests[1].messages[0].text
 
 
+@pytest.mark.parametrize("prompt", ["Summarize {messages}", 'Reply as {"summary": ...}', "{0}"])
+def test_a_summary_prompt_with_unknown_placeholders_is_refused_when_built(prompt: str) -> None:
+    # Before: the prompt failed on every pass at run time, silently falling back to extractive.
+    with pytest.raises(ConfigurationError, match=r"\{max_tokens\}, \{previous\}, \{transcript\}"):
+        ModelSummarizer(FunctionModel(lambda r: "x"), prompt=prompt)
+
+
+async def test_a_model_summary_is_bounded_even_when_the_model_ignores_max_tokens() -> None:
+    model = FunctionModel(lambda r: "word " * 100_000)
+    summary = await ModelSummarizer(model).summarize(None, conversation(4), max_tokens=100)
+    assert 100 <= len(summary) <= 100 * 4 * 2 + 64  # twice the budget, and a marker
+
+
 def test_extractive_summary_is_deterministic_bounded_and_keeps_the_first_entry() -> None:
     summarizer = ExtractiveSummarizer()
     history = conversation(200)
@@ -306,6 +319,31 @@ async def test_offload_failure_is_an_event_and_the_pass_still_happens() -> None:
     assert isinstance(request.messages[0], SystemMessage)
     (failed,) = [e for e in events if isinstance(e, HistoryOffloadFailed)]
     assert "bucket gone" in str(failed.error)
+
+
+async def test_drain_gives_up_on_a_hung_offload_at_its_deadline_and_says_so() -> None:
+    # Before: drain() waited for ever on a backend write that never returned, so `plait run`
+    # hung at exit behind a stuck blob store.
+    class Hung(MemoryBackend):
+        cancelled = False
+
+        async def write(self, path: str, content: str) -> str:
+            try:
+                await asyncio.Event().wait()
+            except asyncio.CancelledError:
+                self.cancelled = True
+                raise
+            return path
+
+    events: list[Event] = []
+    backend = Hung()
+    mw = SummarizationMiddleware(500, keep_messages=4, backend=backend)
+    await run(mw, make_ctx(conversation(10), events))
+    await mw.drain(timeout=0.05)
+    assert backend.cancelled
+    (failed,) = [e for e in events if isinstance(e, HistoryOffloadFailed)]
+    assert isinstance(failed.error, asyncio.CancelledError)
+    await mw.drain(timeout=0.05)  # nothing left: returns at once
 
 
 @pytest.mark.parametrize("projected", [1, 3])

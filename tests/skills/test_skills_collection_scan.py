@@ -231,5 +231,7 @@ def test_backend_source_finds_deep_and_any_case_skills_and_names_what_it_skips()
     asyncio.run(catalog.load())
     assert sorted(e.name for e in catalog.entries()) == ["deep", "odd"]
     assert asyncio.run(catalog.read("odd")).startswith(b"# odd")
+    odd = next(e for e in catalog.entries() if e.name == "odd")
+    assert [d.code for d in odd.warnings] == [Code.LOWERCASE_SKILL_MD]  # as FilesystemSource
     (warning,) = catalog.diagnostics(code=Code.DEPTH_LIMIT)
     assert "/skills/too/d/d" in warning.message

@@ -117,3 +117,39 @@ async def test_pins_go_before_projected_messages_and_pinning_again_adds_a_copy()
     await agent.run("go", thread_id="t", state={"pinned_skills": ["crm"]})
     roles = [pinned(m) for m in model.requests[1].messages]
     assert roles == [None, "crm", None, None, "crm", None]
+
+
+def test_a_bad_pinned_skills_value_is_quoted_within_a_bound() -> None:
+    from plait.skills.disclosure.pins import pinned_names
+
+    with pytest.raises(ConfigurationError, match="must be a list of skill names") as caught:
+        pinned_names(["x" * 1000] * 10_000 + [1])
+    assert len(str(caught.value)) < 500
+
+
+async def test_a_pin_survives_a_failed_model_call_and_is_made_on_the_next_run() -> None:
+    # Before: the pin was consumed before the model call; when that call failed, the pinned
+    # message was lost with the dispatch and the state saved without pinned_skills: the
+    # user's pin vanished without a word.
+    from plait import FunctionModel, ModelRequest
+    from plait.errors import ProviderError
+    from plait.stores.memory import MemoryThreadStore
+
+    requests: list[ModelRequest] = []
+
+    def flaky(request: ModelRequest) -> str:
+        requests.append(request)
+        if len(requests) == 1:
+            raise ProviderError("server down", provider="test", status=503)
+        return "done"
+
+    store = MemoryThreadStore()
+    agent = Agent(FunctionModel(flaky), middleware=[SkillsMiddleware([source()])], store=store)
+    with pytest.raises(ProviderError):
+        await agent.run("go", thread_id="t", state={"pinned_skills": ["crm"]})
+    assert (await store.load("t")).state["pinned_skills"] == ["crm"]
+    await agent.run("again", thread_id="t")
+    assert [pinned(m) for m in requests[1].messages if pinned(m)] == ["crm"]
+    after = await store.load("t")
+    assert "pinned_skills" not in after.state
+    assert [pinned(m) for m in after.messages if pinned(m)] == ["crm"]

@@ -184,6 +184,16 @@ async def test_list_skills_query_ranks_by_relevance_with_the_shared_ranker() -> 
     assert [s.name for s in m.search("zebras", 5)] == ["pdf"]  # re-indexed after the refresh
 
 
+async def test_list_skills_without_a_query_is_bounded_and_says_how_many_are_left() -> None:
+    # Before: list_skills() returned every skill of the catalog, however many.
+    filler = {f"s-{i:03d}": {"SKILL.md": skill_md(f"s-{i:03d}")} for i in range(260)}
+    m = await make(MemorySource(filler))
+    out = await run(m, ToolCall("c1", "list_skills", {}))
+    listed = json.loads(out["c1"].text)
+    assert len(listed["skills"]) == 200 and listed["more"] == 60
+    assert "query" in listed["note"]
+
+
 async def test_list_skills_hides_shadowed_and_model_hidden_skills() -> None:
     hidden = "---\nname: deploy\ndescription: Deploys.\ndisable-model-invocation: true\n---\nB\n"
     first = MemorySource({"pdf": {"SKILL.md": skill_md("pdf")}}, source_id="a")

@@ -128,3 +128,48 @@ async def test_a_looping_or_dangling_skill_md_symlink_skips_that_skill_loudly(
     assert catalog.diagnostics(code=Code.SOURCE_UNAVAILABLE) == []
     skipped = {p.id: p.diagnostics[0].code for p in catalog.problems()}
     assert skipped == {"loop": Code.UNREADABLE, "dangling": Code.UNREADABLE}
+
+
+async def _text_link_backend(link: str) -> MemoryBackend:
+    backend = MemoryBackend()
+    await backend.write("skills/shared/pdf/SKILL.md", md("pdf"))
+    await backend.write("skills/shared/pdf/forms.md", "forms")
+    await backend.write("skills/team/pdf/SKILL.md", link)
+    return backend
+
+
+@pytest.mark.parametrize("link", ["../../shared/pdf/SKILL.md\n", "../../shared/pdf"])
+async def test_a_backend_text_link_inside_the_prefix_is_followed_with_a_warning(
+    link: str,
+) -> None:
+    # Before: BackendSource parsed the link text itself as the SKILL.md (a frontmatter error),
+    # where FilesystemSource follows it.
+    catalog = SkillCatalog([BackendSource(await _text_link_backend(link))])
+    await catalog.load()
+    linked = next(e for e in catalog.entries() if e.id == "team/pdf")
+    assert linked.name == "pdf"
+    assert any(d.code is Code.TEXT_LINK and "git symlink" in d.message for d in linked.warnings)
+    assert (await catalog.read(linked.ref)).startswith(b"Body of pdf.")
+    assert await catalog.read(linked.ref, "forms.md") == b"forms"
+
+
+@pytest.mark.parametrize(
+    ("link", "reason"),
+    [
+        ("../../../outside/SKILL.md", "outside the source root"),
+        ("../../nowhere/SKILL.md", "cannot be read"),
+        ("../../loop/SKILL.md", "again only a path"),
+    ],
+)
+async def test_a_backend_text_link_it_cannot_follow_is_an_error_naming_why(
+    link: str, reason: str
+) -> None:
+    backend = await _text_link_backend(link)
+    await backend.write("outside/SKILL.md", md("outside"))
+    await backend.write("skills/loop/SKILL.md", "../team/pdf/SKILL.md")
+    catalog = SkillCatalog([BackendSource(backend)])
+    await catalog.load()
+    assert "team/pdf" not in [e.id for e in catalog.entries()]
+    problem = next(p for p in catalog.problems() if p.id == "team/pdf")
+    assert problem.diagnostics[0].code is Code.TEXT_LINK
+    assert reason in problem.diagnostics[0].message

@@ -7,6 +7,7 @@ to the same data directory as the thread store.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -111,12 +112,26 @@ async def build_agent(options: AgentOptions) -> tuple[Agent, list[Closer]]:
     """The agent for ``options`` and, in order, what to await when done with it: finish the
     background history offload, close a skill manager, close the MCP servers, the model's
     HTTP client, the results database and the thread store. MCP servers connect on the first
-    turn."""
+    turn. If building fails, what was already opened is closed before the error propagates."""
     from plait.cli.db import open_backend, open_thread_store, store_target
 
     target = store_target(str(options.store) if options.store is not None else None)
-    store = open_thread_store(target)
-    backend = open_backend(store, target)
+    closers: list[Closer] = []
+    try:
+        store = open_thread_store(target)
+        closers.append(store.aclose)
+        backend = open_backend(store, target)
+        closers.insert(0, backend.aclose)
+        agent, opened = await _assemble(options, store, backend)
+    except BaseException:
+        await _close_quietly([options.model.aclose, *closers])
+        raise
+    return agent, [*opened, options.model.aclose, *closers]
+
+
+async def _assemble(options: AgentOptions, store: Any, backend: Any) -> tuple[Agent, list[Closer]]:
+    """The agent over ``store`` and ``backend``, and what to close first when done (see
+    :func:`build_agent`); on failure it closes what it opened itself and raises."""
     summarization = SummarizationMiddleware(options.max_input_tokens, backend=backend)
     # A skill's instructions are read whole (the spec's "exempt skill content from
     # compaction"): read_file results are never evicted.
@@ -134,37 +149,50 @@ async def build_agent(options: AgentOptions) -> tuple[Agent, list[Closer]]:
         aclose = getattr(leading, "aclose", None)
         if aclose is not None:
             closers.append(aclose)
-    sources = [FilesystemSource(Path(p)) for p in options.skills]
-    if sources:
-        skills_middleware, close_skills = await _skills(options, sources)
-        middleware.extend(skills_middleware)
-        if close_skills is not None:
-            closers.append(close_skills)
-    middleware.extend(options.extra_middleware)
-    if options.mcp:
-        from plait.mcp import McpToolset, servers_from_mapping
+    try:
+        sources = [FilesystemSource(Path(p)) for p in options.skills]
+        if sources:
+            skills_middleware, close_skills = await _skills(options, sources)
+            middleware.extend(skills_middleware)
+            if close_skills is not None:
+                closers.append(close_skills)
+        middleware.extend(options.extra_middleware)
+        if options.mcp:
+            from plait.mcp import McpToolset, servers_from_mapping
 
-        toolset = McpToolset(servers_from_mapping(options.mcp))
-        middleware.append(toolset)
-        closers.append(toolset.aclose)
-    agent = Agent(
-        options.model,
-        middleware=middleware,
-        system_prompt=options.system_prompt,
-        store=store,
-        limits=options.limits,
-    )
-    closers += [options.model.aclose, backend.aclose, store.aclose]
+            toolset = McpToolset(servers_from_mapping(options.mcp))
+            middleware.append(toolset)
+            closers.append(toolset.aclose)
+        agent = Agent(
+            options.model,
+            middleware=middleware,
+            system_prompt=options.system_prompt,
+            store=store,
+            limits=options.limits,
+        )
+    except BaseException:
+        await _close_quietly(closers)
+        raise
     return agent, closers
+
+
+async def _close_quietly(closers: list[Closer]) -> None:
+    """Await every closer in order; a failure to close is dropped (an error is on its way)."""
+    for close in closers:
+        with contextlib.suppress(Exception):
+            await close()
 
 
 async def _skills(
     options: AgentOptions, sources: list[FilesystemSource]
 ) -> tuple[list[Middleware], Closer | None]:
     if options.mode is Mode.DISCLOSURE:
+        from plait.skills.catalog import Precedence
         from plait.skills.disclosure import SkillsMiddleware
 
-        return [SkillsMiddleware(sources=sources)], None
+        # Folders come highest precedence first (plait.cli.skill_folders), as plait skills list
+        # and managed mode read them: the earlier folder wins a name clash.
+        return [SkillsMiddleware(sources=sources, precedence=Precedence.FIRST_WINS)], None
     from plait.skills.managed import RememberLoadedSkills, create_skill_manager
 
     async def allow(ctx: Any, tool: str, args: Any) -> None:

@@ -16,6 +16,7 @@ from plait.cli.agents import Mode
 from plait.cli.config import Settings
 from plait.cli.console import fail
 from plait.cli.options import Flags, merged_settings, model_spec
+from plait.cli.run import PlainOption, SandboxOption, ScriptsOption, SystemOption, TokensOption
 from plait.cli.skill_folders import skill_folders
 from plait.errors import ConfigurationError
 
@@ -68,6 +69,11 @@ def show(
     timeout: Annotated[
         float | None, typer.Option("--timeout", min=0.001, help="As plait run --timeout.")
     ] = None,
+    allow_scripts: ScriptsOption = None,
+    sandbox: SandboxOption = None,
+    max_input_tokens: TokensOption = None,
+    system_prompt: SystemOption = None,
+    plain: PlainOption = None,
     output: Annotated[ShowFormat, typer.Option("--format", help="text or json.")] = (
         ShowFormat.TEXT
     ),
@@ -81,7 +87,12 @@ def show(
         no_default_skills=no_default_skills,
         mode=mode,
         store=store,
+        allow_scripts=allow_scripts,
+        sandbox=sandbox,
+        max_input_tokens=max_input_tokens,
+        system_prompt=system_prompt,
         timeout=timeout,
+        plain=plain,
     )
     try:
         settings = merged_settings(flags)

@@ -105,7 +105,7 @@ class TurnDisplay:
         self.price = price
         self._status: Status | None = None
         self._answer: Live | None = None
-        self._text = ""
+        self._view = _MarkdownView()
 
     def __call__(self, event: Event) -> None:
         if isinstance(event, ModelCallRetried):
@@ -167,22 +167,44 @@ class TurnDisplay:
             self._status.stop()
             self._status = None
 
-    def _add_text(self, text: str) -> None:
-        from rich.markdown import Markdown  # markdown-it costs ~50 ms to import: only when used
+    @property
+    def markdown_parses(self) -> int:
+        """How many times the answers so far were parsed as Markdown (once per refresh of the
+        live view, at most 8 a second, and once at the end of each answer)."""
+        return self._view.parses
 
-        self._text += text
+    def _add_text(self, text: str) -> None:
+        self._view.text += text
         if self._answer is None:
+            # The view parses lazily, when the live display refreshes: parsing on every delta
+            # would cost time quadratic in the answer's length.
             self._answer = Live(
-                console=self.console, refresh_per_second=8, vertical_overflow="visible"
+                self._view, console=self.console, refresh_per_second=8, vertical_overflow="visible"
             )
             self._answer.start()
-        self._answer.update(Markdown(self._text))
 
     def _end_answer(self) -> None:
         if self._answer is not None:
-            from rich.markdown import Markdown
-
-            self._answer.update(Markdown(self._text), refresh=True)
+            self._answer.refresh()
             self._answer.stop()
             self._answer = None
-        self._text = ""
+        self._view = _MarkdownView(self._view.parses)
+
+
+class _MarkdownView:
+    """The answer so far, rendered as Markdown when shown; parsed again only when the text
+    changed since the last rendering."""
+
+    def __init__(self, parses: int = 0) -> None:
+        self.text = ""
+        self.parses = parses
+        self._rendered: tuple[str, Any] | None = None
+
+    def __rich__(self) -> Any:
+        from rich.markdown import Markdown  # markdown-it costs ~50 ms to import: only when used
+
+        text = self.text
+        if self._rendered is None or self._rendered[0] is not text:
+            self.parses += 1
+            self._rendered = (text, Markdown(text))
+        return self._rendered[1]

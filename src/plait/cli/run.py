@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.text import Text
 
 from plait.cli.agents import AgentOptions, Closer, Mode, SandboxChoice, build_agent
-from plait.cli.console import JsonEventWriter, fail, report_error
+from plait.cli.console import JsonEventWriter, fail, report_error, report_note
 from plait.cli.db import STORE_HELP
 from plait.cli.display import TurnDisplay, make_console
 from plait.cli.options import Flags, Resolved, agent_options, merged_settings
@@ -27,11 +27,12 @@ from plait.errors import (
     ContextOverflowError,
     ModelTimeoutError,
     PlaitError,
+    quoted,
 )
 from plait.messages import new_id
 from plait.models.registry import MODEL_SPEC_FORMS
 from plait.runtime.agent import Agent
-from plait.skills.sources import SKILL_FILE_NAMES
+from plait.skills.skill_file import is_skill_file_name
 
 __all__ = [
     "MODEL_EPILOG",
@@ -65,7 +66,7 @@ class UnknownThread(ConfigurationError):
     def __init__(self, thread_id: str) -> None:
         self.thread_id = thread_id
         super().__init__(
-            f"No thread {thread_id!r} in the thread store. Leave out --thread to start a new "
+            f"No thread {quoted(thread_id)} in the thread store. Leave out --thread to start a new "
             "conversation; see: plait threads list"
         )
 
@@ -74,8 +75,8 @@ SkillsOption = Annotated[
     list[Path] | None,
     typer.Option(
         "--skills",
-        help="A skills folder (repeatable), before the configured and standard ones; earlier "
-        "folders win name clashes.",
+        help="A skills folder, a skill's folder or its SKILL.md (repeatable), before the "
+        "configured and standard ones; earlier folders win name clashes.",
     ),
 ]
 NoDefaultSkillsOption = Annotated[
@@ -242,13 +243,14 @@ def _markdown(display: TurnDisplay, resolved: Resolved, flag: bool | None) -> bo
 
 
 def check_skills_folders(folders: list[Path], origin: str = "") -> None:
-    """Exit 2 with a message unless every path is a folder or a SKILL.md file; ``origin`` (where
-    the folders were listed: flags, config files) is named in the message."""
+    """Exit 2 with a message unless every path is a folder or a SKILL.md file (any letter case,
+    as the sources accept it); ``origin`` (where the folders were listed: flags, config files)
+    is named in the message."""
     where = f" (skills from {origin})" if origin else ""
     for folder in folders:
         if not folder.exists():
             fail(f"Skills folder not found: {folder}{where}", 2)
-        if not folder.is_dir() and folder.name not in SKILL_FILE_NAMES:
+        if not folder.is_dir() and not is_skill_file_name(folder.name):
             fail(
                 f"Not a skills folder: {folder} "
                 "(give a folder of skills, a skill's folder or its SKILL.md)",
@@ -390,18 +392,27 @@ def run(
         fail(str(exc), 2)
     except PlaitError as exc:
         report_error(_error_message(exc))
-        _thread_line(console, f"thread: {thread_id}")
+        _last_line(printer, console, thread_id, f"thread: {thread_id}")
         raise typer.Exit(1) from None
     except KeyboardInterrupt:
-        console.print(Text("(cancelled; what was already saved is kept)", style="yellow"))
-        _thread_line(console, f"thread: {thread_id} (continue with -c or --thread {thread_id})")
+        report_note("(cancelled; what was already saved is kept)")
+        _last_line(printer, console, thread_id)
         raise typer.Exit(130) from None
+    _last_line(printer, console, thread_id)
+    if not isinstance(printer, JsonEventWriter):
+        _trace_line(console, resolved.options)
+
+
+def _last_line(
+    printer: TurnDisplay | JsonEventWriter, console: Console, thread_id: str, text: str = ""
+) -> None:
+    """The thread a ``run`` used, last on standard output: a ``{"type": "thread"}`` line with
+    ``--json`` (so every line stays JSON, whether the turn succeeded, failed or was
+    cancelled), else ``text`` (default: how to continue it)."""
     if isinstance(printer, JsonEventWriter):
         printer.emit({"type": "thread", "thread_id": thread_id})
         return
-    _thread_line(console, f"thread: {thread_id} (continue with -c or --thread {thread_id})")
-    _trace_line(console, resolved.options)
-    _trace_line(console, resolved.options)
+    _thread_line(console, text or f"thread: {thread_id} (continue with -c or --thread {thread_id})")
 
 
 def chat(

@@ -1,4 +1,5 @@
-"""``plait skills …``: validate, list, show and render Agent Skills folders.
+"""``plait skills …``: validate, list, show and prompt (render the catalog of) Agent Skills
+folders.
 
 Every PATH may be a skill folder, its SKILL.md, or a folder of skill folders (scanned like
 :class:`~plait.skills.FilesystemSource` does). Several PATHs become ordered sources; on a name
@@ -29,6 +30,7 @@ from plait.skills import (
     SkillCatalog,
     SkillEntry,
     SkillError,
+    SkillNotFound,
     ValidationMode,
     validate_skill_dir,
 )
@@ -379,8 +381,9 @@ def show(
                 for d in problem.diagnostics:
                     typer.echo(f"  - {d.severity.value} {d.code.value}: {d.message}", err=True)
                 raise typer.Exit(1)
-        known = ", ".join(sorted(e.name for e in catalog.active())) or "(none)"
-        typer.echo(f"Error: skill {name!r} not found. Known skills: {known}.", err=True)
+        # SkillNotFound's message quotes at most 200 characters of the name and lists 20 names.
+        missing = SkillNotFound(name, [e.name for e in catalog.active()])
+        typer.echo(f"Error: {missing}", err=True)
         raise typer.Exit(1)
     try:
         skill = asyncio.run(catalog.load_skill(entry))

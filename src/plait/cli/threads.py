@@ -26,7 +26,7 @@ from plait.cli.db import (
 )
 from plait.cli.run import THREAD_INFO_KEY
 from plait.context import purge_thread
-from plait.errors import PlaitError
+from plait.errors import PlaitError, quoted
 from plait.messages import AssistantMessage, Message, ToolMessage, UserMessage
 from plait.stores.base import ThreadSnapshot
 
@@ -64,7 +64,7 @@ def _store(path: str | None, console: Console, thread_id: str | None = None) -> 
 
 
 def _no_thread(console: Console, thread_id: str) -> NoReturn:
-    fail(f"No thread {thread_id}. See: plait threads list", 1)
+    fail(f"No thread {quoted(thread_id)}. See: plait threads list", 1)
 
 
 def _run(console: Console, work: Coroutine[Any, Any, T], *close: Any) -> T:
@@ -95,18 +95,33 @@ def _line(message: Message) -> str:
     return text
 
 
+DEFAULT_LIST_LIMIT = 50
+"""How many threads ``plait threads list`` shows unless ``--limit`` says otherwise."""
+
+
 @threads_app.command("list")
-def list_threads(store: StoreOption = None) -> None:
+def list_threads(
+    store: StoreOption = None,
+    limit: Annotated[
+        int,
+        typer.Option(
+            "--limit",
+            min=0,
+            help=f"Show the newest N threads (0: all). Default: {DEFAULT_LIST_LIMIT}.",
+        ),
+    ] = DEFAULT_LIST_LIMIT,
+) -> None:
     """Threads, most recently written first: when, which model, how many turns, first words."""
     console = Console(highlight=False, emoji=False)
     threads = _store(store, console)
 
-    async def rows() -> list[ThreadRow]:
-        return [
-            thread_row(await threads.load(thread_id)) for thread_id in await threads.list_threads()
-        ]
+    async def rows() -> tuple[list[ThreadRow], int]:
+        ids = await threads.list_threads()
+        shown = ids[:limit] if limit else ids
+        # Only the threads shown are loaded: each load reads every message of its thread.
+        return [thread_row(await threads.load(thread_id)) for thread_id in shown], len(ids)
 
-    found = _run(console, rows(), threads)
+    found, total = _run(console, rows(), threads)
     # Two lines a thread rather than a table: ids are what `show`, `delete` and `--thread`
     # take, so they are never wrapped or cut, however narrow the terminal.
     for row in found:
@@ -117,6 +132,9 @@ def list_threads(store: StoreOption = None) -> None:
         console.print(Text(f"  {row.first}"), soft_wrap=True)
     if not found:
         console.print("No threads yet. Run: plait run …")
+    elif total > len(found):
+        more = total - len(found)
+        console.print(Text(f"{more} more thread{'s' if more != 1 else ''} (--limit 0 lists all)"))
 
 
 @dataclass(frozen=True, slots=True)

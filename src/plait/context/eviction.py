@@ -115,7 +115,7 @@ class ResultEvictionMiddleware(Middleware):
         self._read_tool: Tool | None = None
         if read_tool and isinstance(backend, PageReader):
             reader = shared_reader(backend, self.page_chars)
-            reader.allow(self.root)
+            reader.allow(self.root, page_chars=self.page_chars)
             self._read_tool = reader.tool
         self.excluded_tools = frozenset(excluded_tools) | {READ_TOOL_NAME}
         self._prunable = backend if isinstance(backend, PrunableBackend) else None

@@ -289,10 +289,15 @@ async def write_history(
 ) -> None:
     """Write ``messages`` as JSON (:func:`~plait.messages.dump_messages`) to ``path``; meant to
     run as a background task. Serialization happens in a worker thread; the outcome is an event
-    (``HistoryOffloaded`` or ``HistoryOffloadFailed``), never an exception."""
+    (``HistoryOffloaded`` or ``HistoryOffloadFailed``), never an exception. Cancelled (a
+    ``drain`` deadline, the loop shutting down), it reports ``HistoryOffloadFailed`` with the
+    cancellation as the error, then lets the cancellation through."""
     try:
         payload = await asyncio.to_thread(dump_messages, messages)
         await backend.write(path, payload)
+    except asyncio.CancelledError as exc:
+        emit(HistoryOffloadFailed(thread_id=thread_id, path=path, error=exc))
+        raise
     except Exception as exc:
         emit(HistoryOffloadFailed(thread_id=thread_id, path=path, error=exc))
         return

@@ -125,8 +125,9 @@ class OverflowRecoveryMiddleware(Middleware):
         self._read_tools: tuple[Tool, ...] = ()
         wants_tool = eviction is None or bool(eviction.tools())
         if wants_tool and isinstance(self.backend, PageReader):
-            reader = shared_reader(self.backend, max(1000, result_tokens * CHARS_PER_TOKEN))
-            reader.allow(self.root)
+            page = max(1000, result_tokens * CHARS_PER_TOKEN)
+            reader = shared_reader(self.backend, page)
+            reader.allow(self.root, page_chars=page)
             self._read_tools = (reader.tool,)
 
     def tools(self) -> Sequence[Tool]:

@@ -11,8 +11,12 @@ history folder), it lists the files there, if the backend can list.
 
 Every middleware that offloads through one backend shares one tool object
 (:func:`shared_reader`): the turn's registry accepts the same object twice, so result eviction
-and summarization together give the model a single ``read_evicted_result`` that reads both. The
-first middleware to build it sets the default page size.
+and summarization together give the model a single ``read_evicted_result`` that reads both.
+The page size belongs to the root, not to the tool: a file is paged (when the model gives no
+``limit``) in the page size of the middleware that allowed its root (result eviction: its
+``page_chars``, ``max_tokens`` worth by default; summarization: its ``page_chars``, 4000 by
+default), whichever middleware was built first; a root allowed twice with different sizes uses
+the larger. A ``limit`` is capped at four of that root's pages.
 """
 
 from __future__ import annotations
@@ -51,7 +55,8 @@ class _Lister(Protocol):
 class ContextReader:
     """The ``read_evicted_result`` tool over one backend; :meth:`allow` adds a root.
 
-    ``page_chars`` is the default page; a page is never longer than four of those.
+    ``page_chars`` is the page of roots allowed without one of their own; a page is never
+    longer than four of its root's pages.
     """
 
     def __init__(self, backend: PageReader, page_chars: int) -> None:
@@ -64,7 +69,7 @@ class ContextReader:
             ref = lambda: backend  # noqa: E731
         self._backend = ref
         self.page_chars = max(1, page_chars)
-        self._roots: dict[tuple[str, str | None], None] = {}
+        self._roots: dict[tuple[str, str | None], int] = {}
         self.tool: Tool = self._build_tool()
 
     @property
@@ -76,31 +81,44 @@ class ContextReader:
             )
         return backend
 
-    def allow(self, root: str, thread_id: str | None = None) -> None:
+    def allow(self, root: str, thread_id: str | None = None, page_chars: int | None = None) -> None:
         """Let the tool read ``root``'s folder of the calling thread, or of ``thread_id`` when
-        given (a summarization middleware that files history under a fixed thread id)."""
-        self._roots[(normalize_virtual_path(root), thread_id)] = None
+        given (a summarization middleware that files history under a fixed thread id), in pages
+        of ``page_chars`` (default: the reader's); allowed again, the larger page wins."""
+        key = (normalize_virtual_path(root), thread_id)
+        page = max(1, page_chars or self.page_chars)
+        self._roots[key] = max(page, self._roots.get(key, 0))
 
     def folders(self, thread_id: str) -> list[str]:
         """The folders the tool may read for a call made in ``thread_id``."""
         return [thread_prefix(root, fixed or thread_id) for root, fixed in self._roots]
 
+    def _page(self, thread_id: str, key: str) -> int | None:
+        """The page size of the root ``key`` lies in (the largest, should roots nest), or
+        ``None`` when it lies in none."""
+        pages = [
+            page
+            for (root, fixed), page in self._roots.items()
+            if key.startswith(thread_prefix(root, fixed or thread_id) + "/")
+        ]
+        return max(pages) if pages else None
+
     async def read_page(self, thread_id: str, path: str, offset: int, limit: int | None) -> str:
         """What the tool answers: a page with a header naming the next offset, or a listing."""
         key = normalize_virtual_path(path)
-        folders = self.folders(thread_id)
-        if key in folders:
+        if key in self.folders(thread_id):
             return await self._listing(key)
-        if not any(key.startswith(folder + "/") for folder in folders):
+        root_page = self._page(thread_id, key)
+        if root_page is None:
             raise EvictedResultUnavailable(
                 f"{quoted(path)} is not an evicted result or saved history of this "
                 "conversation; pass a full_result_path, or a path the summary names, exactly "
                 "as given."
             )
-        page = self.page_chars if limit is None else limit
+        page = root_page if limit is None else limit
         if offset < 0 or page < 1:
             raise EvictedResultUnavailable("offset must be >= 0 and limit >= 1.")
-        page = min(page, self.page_chars * 4)
+        page = min(page, root_page * 4)
         try:
             chunk = await self.backend.read(key, offset, page + 1)
         except FileNotFoundError:
@@ -146,9 +164,10 @@ _SHARED: weakref.WeakKeyDictionary[object, ContextReader] = weakref.WeakKeyDicti
 
 
 def shared_reader(backend: PageReader, page_chars: int) -> ContextReader:
-    """The :class:`ContextReader` of ``backend``, created on first use with ``page_chars``;
-    every later caller with the same backend object gets the same reader (and tool). A backend
-    that cannot be weakly referenced gets a reader of its own."""
+    """The :class:`ContextReader` of ``backend``, created on first use with ``page_chars`` (the
+    page of roots later allowed without their own); every later caller with the same backend
+    object gets the same reader (and tool). A backend that cannot be weakly referenced gets a
+    reader of its own."""
     try:
         reader = _SHARED.get(backend)
     except TypeError:

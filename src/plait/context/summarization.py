@@ -23,7 +23,7 @@ crossed again; the next pass folds the previous summary and only the messages si
 **Offload.** With a ``backend``, the messages a pass folded are written as JSON to
 ``conversation_history/<thread>/<first>-<end>.json`` by a background task: the turn never waits,
 and a failure becomes a ``HistoryOffloadFailed`` event. ``await middleware.drain()`` waits for
-pending writes (e.g. before a process exits).
+pending writes (e.g. before a process exits), at most ``DRAIN_TIMEOUT`` (30 s) by default.
 
 **Placement.** Put it before any middleware whose ``before_model_call`` reorders or prepends
 messages (after :class:`~plait.context.overflow.OverflowRecoveryMiddleware`): it summarizes only
@@ -67,6 +67,9 @@ __all__ = [
     "SummarizationMiddleware",
     "SummaryRecord",
 ]
+
+DRAIN_TIMEOUT = 30.0
+"""Seconds :meth:`SummarizationMiddleware.drain` waits for pending history offloads by default."""
 
 MAX_HISTORY_FILES = 20
 """How many offloaded history files a summary names (the newest); its folder lists them all."""
@@ -167,7 +170,10 @@ class SummarizationMiddleware(Middleware):
 
     ``summarizer`` defaults to :class:`ExtractiveSummarizer` (no model call); the summary is
     bounded by ``max_summary_tokens`` (default a tenth of the budget, 64 to 2000). ``thread_id``
-    overrides the thread folder of offloaded history. ``on_summarized`` may be sync or async.
+    overrides the thread folder of offloaded history: every thread the middleware serves then
+    writes there, under names made of message ranges only, and ``read_evicted_result`` reads it
+    from any thread, so give it to a middleware that serves one conversation.
+    ``on_summarized`` may be sync or async.
     """
 
     placement = Placement(before=("ResultEvictionMiddleware",))
@@ -214,7 +220,7 @@ class SummarizationMiddleware(Middleware):
         self._read_tool: Tool | None = None
         if backend is not None and read_tool and isinstance(backend, PageReader):
             reader = shared_reader(backend, page_chars)
-            reader.allow(history_root, thread_id)
+            reader.allow(history_root, thread_id, page_chars)
             self._read_tool = reader.tool
 
     def tools(self) -> Sequence[Tool]:
@@ -237,13 +243,24 @@ class SummarizationMiddleware(Middleware):
         already carry this middleware's summary. ``None`` if there was nothing left to fold."""
         return await self._process(request, ctx.turn, force=True)
 
-    async def drain(self) -> None:
-        """Wait until every background history offload has finished."""
-        while self._tasks:
+    async def drain(self, timeout: float | None = DRAIN_TIMEOUT) -> None:  # noqa: ASYNC109
+        """Wait until every background history offload has finished, at most ``timeout``
+        seconds (:data:`DRAIN_TIMEOUT` by default; ``None``: no bound). Writes still pending
+        then are cancelled, each reported by a ``HistoryOffloadFailed`` event: their history is
+        not offloaded, and reading a file the summary names says it was never written."""
+        try:
+            async with asyncio.timeout(timeout):
+                while self._tasks:
+                    pending = list(self._tasks)
+                    await asyncio.gather(*pending, return_exceptions=True)
+                    # Done now, but their discard callbacks may not have run yet (awaiting
+                    # finished tasks need not yield): drop them here, or this would spin.
+                    self._tasks.difference_update(pending)
+        except TimeoutError:
             pending = list(self._tasks)
+            for task in pending:
+                task.cancel()
             await asyncio.gather(*pending, return_exceptions=True)
-            # Done now, but their discard callbacks may not have run yet (awaiting finished
-            # tasks need not yield to the loop): drop them here, or this would spin forever.
             self._tasks.difference_update(pending)
 
     def summary_message(self, record: SummaryRecord) -> SystemMessage:

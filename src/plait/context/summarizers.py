@@ -19,7 +19,7 @@ from collections.abc import Iterator, Sequence
 from typing import Protocol, runtime_checkable
 
 from plait.context.offload import head_tail, is_offloaded
-from plait.errors import PlaitError
+from plait.errors import ConfigurationError, PlaitError
 from plait.messages import AssistantMessage, Message, ToolMessage, UserMessage
 from plait.models.base import Model, ModelRequest
 from plait.tokens import CHARS_PER_TOKEN, DEFAULT_COUNTER, TokenCounter, message_text
@@ -163,6 +163,12 @@ class ModelSummarizer:
     The request's input is bounded by ``max_input_tokens``: the previous summary takes at most a
     quarter, the transcript the rest, keeping its first quarter and last three quarters and
     naming how many messages were left out in the middle.
+
+    ``prompt`` is a :meth:`str.format` template with the placeholders ``{max_tokens}``,
+    ``{previous}`` and ``{transcript}`` (any other, a literal brace not doubled included, is a
+    :class:`~plait.errors.ConfigurationError` here, not a failure on every pass). A summary
+    longer than twice ``max_tokens`` worth of characters (a model that ignores ``max_tokens``)
+    keeps its start and end.
     """
 
     def __init__(
@@ -173,6 +179,14 @@ class ModelSummarizer:
         prompt: str = DEFAULT_SUMMARY_PROMPT,
         line_chars: int = 1000,
     ) -> None:
+        try:
+            prompt.format(max_tokens=0, previous="", transcript="")
+        except (KeyError, IndexError, ValueError) as exc:
+            raise ConfigurationError(
+                f"The summary prompt cannot be filled in ({type(exc).__name__}: {exc}): it may "
+                "use only the placeholders {max_tokens}, {previous}, {transcript}; double any "
+                "literal brace ({{ and }})."
+            ) from None
         self.model = model
         self.max_input_tokens = max_input_tokens
         self.prompt = prompt
@@ -224,4 +238,4 @@ class ModelSummarizer:
         summary = response.content.strip()
         if not summary:
             raise SummarizerError(f"Summarizer model {self.model.name!r} returned no text.")
-        return summary
+        return head_tail(summary, 2 * max_tokens * CHARS_PER_TOKEN)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import errno
 import os
 import posixpath
-from pathlib import Path
+from pathlib import Path, PurePath
 
 from plait.paths import confine
 from plait.skills.diagnostics import Code, Diagnostic, Severity
@@ -108,7 +108,7 @@ def _what(file: str, link: str) -> str:
     )
 
 
-def text_link_followed(file: str, link: str, target: Path) -> Diagnostic:
+def text_link_followed(file: str, link: str, target: PurePath) -> Diagnostic:
     """The warning for a text link that was followed to ``target``."""
     return Diagnostic(
         Severity.WARNING,

@@ -42,7 +42,13 @@ from plait.skills.disclosure.events import (
     SkillToolsWithdrawn,
 )
 from plait.skills.disclosure.listing import RankedListing
-from plait.skills.disclosure.pins import PINNED_KEY, pin_messages, pinned_names
+from plait.skills.disclosure.pins import (
+    PINNED_KEY,
+    call_keeping_pins,
+    pin_messages,
+    pinned_names,
+    remember_pins,
+)
 from plait.skills.disclosure.read_file import DEFAULT_READ_MAX_CHARS, build_read_tool
 from plait.skills.disclosure.scan import DisclosureScan
 from plait.skills.disclosure.search import build_search_tool
@@ -232,7 +238,7 @@ class SkillsMiddleware(Middleware):
             and turn_tools.disclosed_for is not request.messages
         ):
             request = await self._disclose(request, ctx, thread, turn_tools)
-        return await call_next(request)
+        return await call_keeping_pins(request, ctx, call_next, self)
 
     async def _disclose(
         self, request: ModelRequest, ctx: DispatchContext, thread: _Thread, turn_tools: TurnTools
@@ -380,6 +386,7 @@ class SkillsMiddleware(Middleware):
             ctx.state.pop(PINNED_KEY, None)
         if not messages:
             return request
+        remember_pins(ctx, self, names)
         for message in messages:
             ctx.add_message(message)
             skill = message.metadata["skill"]

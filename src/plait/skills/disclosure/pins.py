@@ -10,18 +10,22 @@ appended to the conversation as its own :class:`~plait.messages.UserMessage`::
 
 with ``metadata={"source": "pinned_skill", "skill": {"name", "path", "description"}}``. The
 message is persisted with the dispatch (a snapshot of the file: pinning again appends a new copy)
-and ``pinned_skills`` is removed from the state. Names resolve against the thread's loaded
-skills, after any reload of the same input. Names are pinned in first-seen order, duplicates
-once. An unknown name fails the model call with :class:`PinnedSkillNotFound` before anything is
-pinned (all or nothing).
+and ``pinned_skills`` is removed from the state once the model call carrying the pins succeeded;
+if that call fails, the pinned messages are lost with the dispatch, so ``pinned_skills`` stays in
+the state and the next run pins them (:func:`call_keeping_pins`). Names resolve against the
+thread's loaded skills, after any reload of the same input. Names are pinned in first-seen
+order, duplicates once. An unknown name fails the model call with :class:`PinnedSkillNotFound`
+before anything is pinned (all or nothing).
 """
 
 from __future__ import annotations
 
 import html
+import reprlib
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from plait.errors import ConfigurationError
+from plait.errors import ConfigurationError, clipped
 from plait.messages import UserMessage
 from plait.skills.catalog import SkillCatalog
 from plait.skills.disclosure.scan import PINNED_SOURCE
@@ -29,7 +33,19 @@ from plait.skills.disclosure.snapshot import SkillSnapshot
 from plait.skills.errors import SkillNotFound
 from plait.skills.model import SkillEntry
 
-__all__ = ["PINNED_KEY", "PinnedSkillNotFound", "pin_messages", "pinned_names"]
+if TYPE_CHECKING:
+    from plait.middleware.base import ModelHandler
+    from plait.middleware.context import DispatchContext
+    from plait.models.base import ModelRequest, ModelResponse
+
+__all__ = [
+    "PINNED_KEY",
+    "PinnedSkillNotFound",
+    "call_keeping_pins",
+    "pin_messages",
+    "pinned_names",
+    "remember_pins",
+]
 
 PINNED_KEY = "pinned_skills"
 """The thread-state key holding the names to pin before the next model call."""
@@ -54,7 +70,8 @@ def pinned_names(value: object) -> list[str]:
         value = [value]
     if not isinstance(value, list | tuple) or not all(isinstance(n, str) for n in value):
         raise ConfigurationError(
-            f"state['pinned_skills'] must be a list of skill names; got {value!r}."
+            "state['pinned_skills'] must be a list of skill names; got "
+            f"{clipped(reprlib.repr(value))}."
         )
     return list(dict.fromkeys(value))
 
@@ -79,3 +96,27 @@ async def pin_messages(
         skill = {"name": entry.name, "path": entry.location, "description": entry.description}
         messages.append(UserMessage(content, metadata={"source": PINNED_SOURCE, "skill": skill}))
     return messages
+
+
+def remember_pins(ctx: DispatchContext, owner: object, names: list[str]) -> None:
+    """Note that this dispatch of ``ctx`` pinned ``names`` (for :func:`call_keeping_pins`)."""
+    ctx.turn.scratch[(owner, PINNED_KEY)] = (ctx.index, names)
+
+
+async def call_keeping_pins(
+    request: ModelRequest, ctx: DispatchContext, call_next: ModelHandler, owner: object
+) -> ModelResponse:
+    """``call_next(request)``; if this dispatch pinned skills (:func:`remember_pins`) and the
+    call fails, put the names back under ``pinned_skills`` (the pinned messages are lost with
+    the failed dispatch, and the state of a failed turn is saved), and take them out again
+    once a call succeeds (an outer middleware retrying the call)."""
+    pending = ctx.turn.scratch.get((owner, PINNED_KEY))
+    if pending is None or pending[0] != ctx.index:
+        return await call_next(request)
+    try:
+        response = await call_next(request)
+    except BaseException:
+        ctx.state[PINNED_KEY] = list(pending[1])
+        raise
+    ctx.state.pop(PINNED_KEY, None)
+    return response

@@ -69,6 +69,8 @@ LIFECYCLE_TOOL_NAMES = (
 
 _SEQUENTIAL = {"sequential": True}
 _MAX_SEARCH_RESULTS = 50
+MAX_LISTED_SKILLS = 200
+"""The most skills ``list_skills`` without a query returns (the rest are counted in ``more``)."""
 
 
 def allow_all(ctx: DispatchContext, tool_name: str, args: Mapping[str, Any]) -> None:
@@ -176,7 +178,8 @@ def lifecycle_tools(manager: SkillManager) -> tuple[Tool, ...]:
     async def list_skills(query: str | None = None, refresh: bool = False, limit: int = 20) -> Any:
         """List the skills you can load, with whether each is loaded. With a query (keywords
         or a description of the task) only the best matches, best first, at most limit;
-        refresh=true rediscovers the sources first."""
+        without one, the first 200 (in source order) and how many more there are. refresh=true
+        rediscovers the sources first."""
         try:
             if refresh:
                 await manager.refresh()
@@ -186,8 +189,9 @@ def lifecycle_tools(manager: SkillManager) -> tuple[Tool, ...]:
             found = manager.search(query, max(1, min(limit, _MAX_SEARCH_RESULTS)))
         else:
             found = [s for s in manager.catalog() if s.model_invocable and s.shadowed_by is None]
+        more = len(found) - MAX_LISTED_SKILLS
         shown = []
-        for entry in found:
+        for entry in found[:MAX_LISTED_SKILLS]:
             item: dict[str, Any] = {
                 "name": entry.name,
                 "id": str(entry.ref),
@@ -198,7 +202,10 @@ def lifecycle_tools(manager: SkillManager) -> tuple[Tool, ...]:
             if entry.update_available:
                 item["update_available"] = True
             shown.append(item)
-        return {"skills": shown}
+        if more <= 0:
+            return {"skills": shown}
+        note = f"{more} more skills not listed; pass a query to find the one you need."
+        return {"skills": shown, "more": more, "note": note}
 
     def list_loaded_skills(ctx: ToolContext) -> Any:
         """List the loaded skills: initialized (kept across turns) and projected (callable in

@@ -8,6 +8,13 @@ past ``max_skills`` are not loaded, each with a warning naming them. A backend h
 parsed again.
 Locations are virtual absolute paths: ``/<prefix>/<id>/SKILL.md``.
 
+A SKILL.md whose whole content is a relative path (a git symlink checked out as text, see
+:mod:`plait.skills.skill_file`) is followed, as :class:`~plait.skills.sources.filesystem.
+FilesystemSource` does, when its target stays under ``prefix``: the skill gets a ``text-link``
+warning and its files are read from the target's folder. A target outside ``prefix``, an
+absolute one, a missing or unreadable one, or one that is again only a path is a ``text-link``
+error for that skill alone.
+
 Paths are normalised (``..`` and NUL refused) and joined under the skill's folder, but symlinks
 are the backend's business: a :class:`~plait.backends.LocalBackend` follows a symlink anywhere
 inside *its* root, so a link in a skill folder can reach other blobs of the same backend (other
@@ -19,7 +26,9 @@ folder.
 from __future__ import annotations
 
 import builtins
+import posixpath
 from collections.abc import AsyncIterator
+from pathlib import PurePosixPath
 
 from plait.backends.base import BackendError, BackendReadSurface
 from plait.paths import PathEscapeError, normalize_virtual_path
@@ -31,11 +40,18 @@ from plait.skills.errors import (
     SkillSourceError,
 )
 from plait.skills.model import DiscoveryItem, DiscoveryProblem, SkillFileStat, content_version
-from plait.skills.skill_file import is_skill_file_name
+from plait.skills.skill_file import (
+    is_skill_file_name,
+    pick_skill_file,
+    skill_file_name_warning,
+    text_link_followed,
+    text_link_refused,
+    text_link_target,
+)
 from plait.skills.sources.base import (
     DEFAULT_IGNORED,
     DEFAULT_MAX_FILE_BYTES,
-    assess_cached,
+    assess_skill_md,
     body_bytes,
 )
 
@@ -134,23 +150,22 @@ class BackendSource:
     async def discover(self) -> AsyncIterator[DiscoveryItem]:
         cache: dict[str, tuple[str, DiscoveryItem]] = {}
         folders: dict[str, str] = {}
-        self._names = {}
+        names: dict[str, str] = {}
         pairs, notes = await self._skill_files()
         for skill_id, path in pairs:
-            folder, _, name = path.rpartition("/")
-            folders[skill_id] = folder
-            self._names[skill_id] = name
-            item = await self._assess(skill_id, path)
+            item, served = await self._assess(skill_id, path)
+            folders[skill_id], _, names[skill_id] = served.rpartition("/")
             cache[skill_id] = (item.version or "", item)
             yield item
         for code, note in notes:
             location = "/" + self._prefix
             diagnostic = Diagnostic(Severity.WARNING, code, note, location)
             yield DiscoveryProblem(self._id, None, location, (diagnostic,))
-        self._folders = folders
-        self._cache = cache
+        self._folders, self._names, self._cache = folders, names, cache
 
-    async def _assess(self, skill_id: str, path: str) -> DiscoveryItem:
+    async def _assess(self, skill_id: str, path: str) -> tuple[DiscoveryItem, str]:
+        """The skill or problem at ``path``, and the SKILL.md its files are served beside (a
+        text link's target, else ``path``)."""
         location = "/" + path
         try:
             data = await self._read_capped(path)
@@ -159,10 +174,63 @@ class BackendSource:
             diagnostic = Diagnostic(
                 Severity.ERROR, Code.UNREADABLE, f"Cannot read SKILL.md: {err}; skipped.", location
             )
-            return DiscoveryProblem(self._id, skill_id, location, (diagnostic,))
-        return assess_cached(
-            self._cache, data, source_id=self._id, skill_id=skill_id, location=location
+            return DiscoveryProblem(self._id, skill_id, location, (diagnostic,)), path
+        extra: tuple[Diagnostic, ...] = ()
+        if not path.endswith("/SKILL.md") and path != "SKILL.md":
+            extra = (skill_file_name_warning(location),)
+        link = text_link_target(data)
+        served = path
+        if link is not None:
+            followed = await self._follow_text_link(path, link)
+            if isinstance(followed, str):
+                diagnostic = text_link_refused(location, link, followed)
+                return DiscoveryProblem(self._id, skill_id, location, (diagnostic,)), path
+            served, data = followed
+            extra += (text_link_followed(location, link, PurePosixPath("/" + served)),)
+        cached = self._cache.get(skill_id)
+        if (
+            cached is not None
+            and served == path
+            and cached[0] == content_version(data)
+            and cached[1].location == location
+        ):
+            return cached[1], served
+        item = assess_skill_md(
+            data,
+            source_id=self._id,
+            skill_id=skill_id,
+            folder_name=skill_id.rsplit("/", 1)[-1],
+            location=location,
+            extra_diagnostics=extra,
         )
+        return item, served
+
+    async def _follow_text_link(self, path: str, link: str) -> tuple[str, bytes] | str:
+        """``(target path, its bytes)`` for the text ``link`` in ``path``, or why it cannot be
+        followed (the end of a ``text-link`` error message)."""
+        if link.startswith("/"):
+            return "is an absolute path (only a path relative to the link is followed)"
+        target = posixpath.normpath(posixpath.join(posixpath.dirname(path), link))
+        base = self._prefix
+        if (
+            target == ".."
+            or target.startswith("../")
+            or not target.startswith(base + "/" if base else "")
+        ):
+            return "lies outside the source root"
+        try:
+            if not is_skill_file_name(posixpath.basename(target)):
+                listed = await self._backend.ls(target + "/")
+                inner = [p[len(target) + 1 :] for p in listed if p.startswith(target + "/")]
+                target = (
+                    f"{target}/{pick_skill_file([n for n in inner if '/' not in n]) or 'SKILL.md'}"
+                )
+            data = await self._read_capped(target)
+        except (FileNotFoundError, BackendError, PathEscapeError, SkillFileTooLarge) as err:
+            return f"cannot be read ({err})"
+        if text_link_target(data) is not None:
+            return "is again only a path"
+        return target, data
 
     async def _folder(self, ref: str) -> str:
         """The folder of discovered skill ``ref`` (the first read discovers); a ``..`` in
@@ -176,10 +244,10 @@ class BackendSource:
             raise SkillNotFound(ref, sorted(self._folders), where=f"backend source {self._id!r}")
         return folder
 
-    async def _skill_md(self, folder: str) -> bytes:
-        ref = next((r for r, f in self._folders.items() if f == folder), None)
-        name = self._names.get(ref, "SKILL.md") if ref is not None else "SKILL.md"
-        return await self._read_capped(f"{folder}/{name}")
+    async def _skill_md(self, ref: str) -> bytes:
+        """The SKILL.md (a text link's target) of discovered skill ``ref``."""
+        folder = await self._folder(ref)
+        return await self._read_capped(f"{folder}/{self._names.get(ref, 'SKILL.md')}")
 
     async def _read_capped(self, path: str) -> bytes:
         """The text at ``path`` as UTF-8, at most ``max_file_bytes`` characters read: a longer
@@ -190,9 +258,9 @@ class BackendSource:
         return text.encode("utf-8")
 
     async def read(self, ref: str, path: str | None = None) -> bytes:
-        folder = await self._folder(ref)
         if path is None:
-            return body_bytes(await self._skill_md(folder))
+            return body_bytes(await self._skill_md(ref))
+        folder = await self._folder(ref)
         target = f"{folder}/{normalize_virtual_path(path)}"
         try:
             return await self._read_capped(target)
@@ -201,7 +269,7 @@ class BackendSource:
 
     async def stat(self, ref: str, path: str | None = None) -> SkillFileStat:
         if path is None:
-            data = await self._skill_md(await self._folder(ref))
+            data = await self._skill_md(ref)
             return SkillFileStat(len(body_bytes(data)), content_version(data))
         data = await self.read(ref, path)
         return SkillFileStat(len(data), content_version(data))
