@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -11,11 +13,14 @@ import pytest
 from cli_inprocess import Completed, run_plait
 from postgres_server import postgres_url
 from test_cli_run import FIXTURES, sse_text
+from test_cli_ui import _env as ui_env
+from test_cli_ui import _get_with_retry as get_with_retry
 from wire_server import WireServer
 
 from plait.backends.postgres import PostgresBackend
 from plait.messages import UserMessage
 from plait.stores.postgres import PostgresThreadStore
+from plait.trace.server import free_port
 
 
 def plait(*args: str, home: Path, store: str | None = None) -> Completed:
@@ -37,7 +42,7 @@ async def database() -> AsyncIterator[str]:
 async def test_db_upgrade_applies_migrations_once(database: str, tmp_path: Path) -> None:
     first = plait("db", "upgrade", "--store", database, home=tmp_path)
     assert first.returncode == 0, first.stderr
-    assert "Applied migrations: 1" in first.stdout
+    assert "Applied migrations: 1, 2." in first.stdout  # threads, then traces
     again = plait("db", "upgrade", home=tmp_path, store=database)
     assert again.returncode == 0, again.stderr
     assert "already up to date" in again.stdout
@@ -102,3 +107,32 @@ def _run_twice(database: str, server: WireServer, tmp_path: Path) -> None:
         ("assistant", "Stored in Postgres."),
         ("user", "second"),
     ]
+    # The traces went to the same database, and the hint names the store (no password).
+    assert not list(tmp_path.glob("*traces*"))
+    assert f"plait ui --store {database}" in second.stdout
+    with psycopg.connect(database) as conn:
+        rows = conn.execute(
+            "SELECT thread_id, input, status FROM plait_trace_runs ORDER BY started"
+        ).fetchall()
+    assert rows == [(thread, "first", "ok"), (thread, "second", "ok")]
+    _ui_reads_postgres(database, tmp_path)
+
+
+def _ui_reads_postgres(database: str, home: Path) -> None:
+    """``plait ui`` with a Postgres store serves that database's traces."""
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "plait", "ui", "--no-browser", "--port", str(port)],
+        env={**ui_env(home), "PLAIT_STORE": database},
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert server.stdout is not None
+        first = server.stdout.readline()
+        assert "the traces in postgresql://" in first and f":{port}/" in first
+        runs = get_with_retry(f"http://127.0.0.1:{port}/api/runs")
+        assert [r["input"] for r in runs] == ["second", "first"]
+    finally:
+        server.terminate()
+        server.wait(timeout=20)

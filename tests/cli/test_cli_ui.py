@@ -83,3 +83,11 @@ def test_no_trace_records_nothing(tmp_path: Path) -> None:
     assert demo.returncode == 0, demo.stdout + demo.stderr
     assert not (tmp_path / DEMO_TRACES).exists()
     assert "trace: plait ui" not in demo.stdout
+
+
+def test_the_trace_hint_names_a_postgres_store_without_its_password() -> None:
+    from plait.cli.ui import trace_hint
+
+    hint = trace_hint("r1", "postgresql://ann:s3cret@db.local:5432/app")
+    assert "--store postgresql://ann:***@db.local:5432/app" in hint and "s3cret" not in hint
+    assert hint.endswith("/#r1")

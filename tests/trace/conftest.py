@@ -29,7 +29,7 @@ def record_demo(path: Path, workdir: Path) -> None:
     async def main() -> None:
         recorder = TraceRecorder(store, agent="demo")
         await _run_demo(Console(file=io.StringIO()), bundled_skills(), workdir, recorder)
-        await store.aclose()
+        await recorder.aclose()
 
     asyncio.run(main())
 

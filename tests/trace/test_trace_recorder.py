@@ -15,7 +15,7 @@ from plait.runtime.events import ErrorOccurred
 from plait.skills import MemorySource
 from plait.skills.managed import allow_all, create_skill_manager
 from plait.tools import tool
-from plait.trace import SQLiteTraceStore, TraceRecorder, call_view, run_view
+from plait.trace import SQLiteTraceStore, TraceRecorder, TraceStoreError, call_view, run_view
 from plait.trace.store import replay
 
 SKILL = "---\nname: secret\ndescription: Holds a secret. Use for secrets.\n---\nBODY-7f3a9c\n"
@@ -39,12 +39,12 @@ async def test_a_long_thread_stores_each_message_once_and_requests_as_deltas(
     store = SQLiteTraceStore(path)
     agent = Agent(
         FunctionModel(lambda r: ModelResponse(content=f"answer {len(r.messages)}")),
-        middleware=[TraceRecorder(store)],
+        middleware=[recorder := TraceRecorder(store)],
     )
     turns = 120
     for i in range(turns):
         await agent.run(f"question {i}", thread_id="long")
-    await store.aclose()
+    await recorder.aclose()  # waits for the writes still in flight
     # 2 messages per turn, each stored once: not 120 copies of a growing history.
     assert _rows(path, "SELECT count(*) FROM trace_messages") == [(2 * turns - 1,)]
     added = _rows(path, "SELECT full, length(added) FROM trace_requests ORDER BY seq")
@@ -57,11 +57,12 @@ async def test_a_long_thread_stores_each_message_once_and_requests_as_deltas(
 async def test_replaying_deltas_rebuilds_every_request(tmp_path: Path) -> None:
     store = SQLiteTraceStore(tmp_path / "t.sqlite3")
     model = FunctionModel(lambda r: ModelResponse(content="ok"))
-    agent = Agent(model, middleware=[TraceRecorder(store)])
+    agent = Agent(model, middleware=[recorder := TraceRecorder(store)])
     sent: list[int] = []
     for i in range(60):
         result = await agent.run(f"q{i}", thread_id="t")
         sent.append(len(result.new_messages))
+    await recorder.drain()
     runs = await store.runs()
     last = await run_view(store, runs[0]["id"])
     assert last is not None
@@ -83,7 +84,7 @@ async def test_replaying_deltas_rebuilds_every_request(tmp_path: Path) -> None:
     ],
 )
 def test_replay_table(old: list[str], new: list[str]) -> None:
-    from plait.trace.recorder import _delta
+    from plait.trace.requests import delta as _delta
 
     row = _delta("s", "t", 1, old, new, ["h", "h", "h"])
     assert replay(old, row) == new
@@ -97,9 +98,10 @@ async def test_skill_bodies_are_recorded_by_reference_only(tmp_path: Path) -> No
     )
     agent = Agent(
         ScriptedModel([ToolCall("c1", "load_skill", {"skill": "secret"}), "done"]),
-        middleware=[TraceRecorder(store), *manager.middleware],
+        middleware=[recorder := TraceRecorder(store), *manager.middleware],
     )
     await agent.run("load it", thread_id="t")
+    await recorder.drain()
     await manager.aclose()
     await store.aclose()
     assert b"BODY-7f3a9c" not in path.read_bytes()
@@ -113,9 +115,11 @@ async def test_a_failed_model_call_marks_the_run_as_an_error(tmp_path: Path) -> 
     def fail(request: ModelRequest) -> ModelResponse:
         raise ProviderError("provider down", provider="x")
 
-    agent = Agent(FunctionModel(fail), middleware=[TraceRecorder(store)])
+    recorder = TraceRecorder(store)
+    agent = Agent(FunctionModel(fail), middleware=[recorder])
     with pytest.raises(ProviderError):
         await agent.run("hi", thread_id="t")
+    await recorder.drain()  # a failed turn's trace is written in the background
     (run,) = await store.runs()
     assert run["status"] == "error" and "provider down" in run["error"]
     view = await run_view(store, run["id"])
@@ -131,9 +135,10 @@ async def test_tool_spans_keep_arguments_preview_and_full_text(tmp_path: Path) -
     agent = Agent(
         ScriptedModel([ToolCall("c1", "echo", {"text": long}), ToolCall("c2", "nope", {}), "ok"]),
         tools=[echo],
-        middleware=[TraceRecorder(store, preview_chars=100)],
+        middleware=[recorder := TraceRecorder(store, preview_chars=100)],
     )
     await agent.run("go", thread_id="t")
+    await recorder.drain()
     (run,) = await store.runs()
     view = await run_view(store, run["id"])
     assert view is not None
@@ -150,30 +155,57 @@ async def test_a_trace_store_that_cannot_be_written_never_fails_the_turn(tmp_pat
     blocker = tmp_path / "file"
     blocker.write_text("not a folder")
     store = SQLiteTraceStore(blocker / "traces.sqlite3")
-    agent = Agent(ScriptedModel(["fine"]), middleware=[TraceRecorder(store)])
-    result = await agent.run("hi", thread_id="t")
-    assert result.output == "fine"
+    recorder = TraceRecorder(store)
+    agent = Agent(ScriptedModel(["fine", "still fine"]), middleware=[recorder])
+    first = await agent.run("hi", thread_id="t")
+    assert first.output == "fine"
+    await recorder.drain()
+    failure = recorder.write_error
+    assert isinstance(failure, TraceStoreError)
+    # The first turn's write landed after it ended: the next turn reports it, once.
+    second = await agent.run("again", thread_id="t")
+    assert second.output == "still fine"
+    errors = [e for e in second.events if isinstance(e, ErrorOccurred) and e.where == "trace"]
+    assert len(errors) == 1 and not errors[0].fatal and errors[0].error is failure
+
+
+async def test_background_false_completes_the_trace_before_run_returns(tmp_path: Path) -> None:
+    store = SQLiteTraceStore(tmp_path / "t.sqlite3")
+    recorder = TraceRecorder(store, background=False)
+    agent = Agent(ScriptedModel(["fine"]), middleware=[recorder])
+    await agent.run("hi", thread_id="t")
+    (run,) = await store.runs()  # no drain: the turn waited for its write
+    assert (run["input"], run["status"], run["output"]) == ("hi", "ok", "fine")
+    await recorder.aclose()
+
+
+async def test_background_false_reports_a_failed_write_in_the_same_turn(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    recorder = TraceRecorder(SQLiteTraceStore(blocker / "t.sqlite3"), background=False)
+    result = await Agent(ScriptedModel(["fine"]), middleware=[recorder]).run("hi")
     errors = [e for e in result.events if isinstance(e, ErrorOccurred) and e.where == "trace"]
-    assert len(errors) == 1 and not errors[0].fatal
+    assert result.output == "fine" and len(errors) == 1
+    assert errors[0].error is recorder.write_error
 
 
-async def test_a_turn_that_ends_without_an_answer_stays_unfinished(tmp_path: Path) -> None:
-    from plait import Limits
-    from plait.errors import LimitExceeded
+async def test_reasoning_tokens_are_recorded_and_summed(tmp_path: Path) -> None:
+    from plait.messages import Usage
 
     store = SQLiteTraceStore(tmp_path / "t.sqlite3")
-    recorder = TraceRecorder(store)
-    agent = Agent(
-        ScriptedModel([ToolCall("c1", "echo", {"text": "a"})]),
-        tools=[echo],
-        middleware=[recorder],
-        limits=Limits(model_calls_per_turn=1),
+    usage = Usage(input_tokens=50, output_tokens=40, reasoning_tokens=32, requests=1)
+    model = ScriptedModel(
+        [
+            ModelResponse(tool_calls=[ToolCall("c1", "echo", {"text": "a"})], usage=usage),
+            ModelResponse(content="done", usage=usage),
+        ]
     )
-    with pytest.raises(LimitExceeded):
-        await agent.run("loop", thread_id="t")
-    await recorder.aclose()
+    recorder = TraceRecorder(store)
+    await Agent(model, tools=[echo], middleware=[recorder]).run("think", thread_id="t")
+    await recorder.drain()
     (run,) = await store.runs()
-    assert run["status"] == "unfinished" and run["finished"] is None
     view = await run_view(store, run["id"])
-    assert view is not None and view["model_calls"] == 1 and view["tool_calls"] == 1
-    await store.aclose()
+    assert view is not None
+    assert [d["usage"]["reasoning"] for d in view["dispatches"]] == [32, 32]
+    assert view["usage"]["reasoning"] == 64 and view["usage"]["output"] == 80
+    await recorder.aclose()

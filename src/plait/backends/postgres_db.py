@@ -80,6 +80,55 @@ MIGRATIONS: tuple[str, ...] = (
         CHECK ((content IS NULL) <> (raw IS NULL))
     );
     """,
+    # 2: the trace store (plait.trace.postgres.PostgresTraceStore).
+    """
+    CREATE TABLE {s}.plait_trace_runs (
+        id text COLLATE "C" PRIMARY KEY,
+        thread_id text COLLATE "C" NOT NULL,
+        agent text NOT NULL,
+        started double precision NOT NULL,
+        finished double precision,
+        status text NOT NULL,
+        error text,
+        input text NOT NULL,
+        output text
+    );
+    CREATE INDEX plait_trace_runs_by_start ON {s}.plait_trace_runs (started);
+    CREATE TABLE {s}.plait_trace_spans (
+        n bigserial,
+        id text COLLATE "C" PRIMARY KEY,
+        run_id text COLLATE "C" NOT NULL,
+        kind text NOT NULL,
+        name text NOT NULL,
+        dispatch integer NOT NULL,
+        started double precision NOT NULL,
+        finished double precision NOT NULL,
+        data text NOT NULL
+    );
+    CREATE INDEX plait_trace_spans_by_run ON {s}.plait_trace_spans (run_id, started, n);
+    CREATE TABLE {s}.plait_trace_requests (
+        span_id text COLLATE "C" PRIMARY KEY,
+        thread_id text COLLATE "C" NOT NULL,
+        seq integer NOT NULL,
+        "full" boolean NOT NULL,
+        removed text NOT NULL,
+        added text NOT NULL,
+        system_hash text NOT NULL,
+        tools_hash text NOT NULL,
+        base_prompt_hash text NOT NULL,
+        UNIQUE (thread_id, seq)
+    );
+    CREATE TABLE {s}.plait_trace_messages (
+        thread_id text COLLATE "C" NOT NULL,
+        key text COLLATE "C" NOT NULL,
+        role text NOT NULL,
+        tokens integer NOT NULL,
+        kind text NOT NULL,
+        body text,
+        PRIMARY KEY (thread_id, key)
+    );
+    CREATE TABLE {s}.plait_trace_blobs (hash text COLLATE "C" PRIMARY KEY, text text NOT NULL);
+    """,
 )
 
 DEFAULT_POOL_TIMEOUT_S = 30.0

@@ -20,7 +20,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import Literal, TypeVar
 
 from plait.backends.base import BackendError
 from plait.backends.memory import check_page, encode_text, virtual_prefix
@@ -68,6 +68,11 @@ class SQLiteFile:
     :data:`SQLITE_MAX_VALUE_BYTES`, SQLite's own limit); a larger one raises ``error`` saying
     so, with nothing written. Every other ``sqlite3`` error becomes ``error(message)`` too: a
     damaged file, a lock held past the timeout, a read-only directory.
+
+    ``synchronous`` is the connection's ``PRAGMA synchronous``: ``"FULL"`` (default) syncs the
+    WAL on every commit; ``"NORMAL"`` syncs only at checkpoints, so a commit survives a crash of
+    the process but the last ones may be lost on power failure (for data that can be lost, such
+    as traces: it saves a disk sync per transaction).
     """
 
     def __init__(
@@ -77,6 +82,7 @@ class SQLiteFile:
         schema: str,
         error: type[PlaitError],
         max_value_bytes: int = SQLITE_MAX_VALUE_BYTES,
+        synchronous: Literal["FULL", "NORMAL"] = "FULL",
     ) -> None:
         if not 1 <= max_value_bytes <= SQLITE_MAX_VALUE_BYTES:
             raise error(
@@ -88,6 +94,7 @@ class SQLiteFile:
         self._schema = schema
         self._tables = _tables_of(schema)
         self._error = error
+        self._synchronous = synchronous
         self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
 
@@ -177,6 +184,7 @@ class SQLiteFile:
                         conn.rollback()
                     raise
                 conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute(f"PRAGMA synchronous={self._synchronous}")
                 return
             except sqlite3.OperationalError as exc:
                 if "locked" not in str(exc) or time.monotonic() > deadline:

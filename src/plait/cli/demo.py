@@ -30,7 +30,7 @@ from rich.table import Table
 from plait.backends.memory import MemoryBackend
 from plait.cli.console import EventPrinter
 from plait.cli.run import check_skills_folders
-from plait.cli.ui import NoTraceOption, trace_hint, trace_path
+from plait.cli.ui import NoTraceOption, open_trace_store, trace_hint
 from plait.context import (
     HistorySummarized,
     ResultEvicted,
@@ -249,9 +249,9 @@ async def _recorded_demo(
     happened and the id of the last turn's run (for the ``plait ui`` hint)."""
     if not trace:
         return await _run_demo(console, skills, workdir), None
-    from plait.trace import SQLiteTraceStore, TraceRecorder
+    from plait.trace import TraceRecorder
 
-    recorder = TraceRecorder(SQLiteTraceStore(trace_path()), agent="plait demo")
+    recorder = TraceRecorder(open_trace_store(), agent="plait demo")
     try:
         seen = await _run_demo(console, skills, workdir, recorder, thread_id=f"demo-{new_id()[:8]}")
     finally:

@@ -21,7 +21,7 @@ from plait.cli.console import JsonEventWriter, fail, report_error, report_note
 from plait.cli.db import STORE_HELP
 from plait.cli.display import TurnDisplay, make_console
 from plait.cli.options import Flags, Resolved, agent_options, merged_settings
-from plait.cli.ui import NoTraceOption, trace_hint, trace_path
+from plait.cli.ui import NoTraceOption, open_trace_store, trace_hint
 from plait.errors import (
     ConfigurationError,
     ContextOverflowError,
@@ -219,10 +219,10 @@ def _resolve(
         display.markdown = _markdown(display, resolved, flags.plain)
         display.price = resolved.price
     if trace:
-        from plait.trace import SQLiteTraceStore, TraceRecorder
+        from plait.trace import TraceRecorder
 
         store = resolved.options.store
-        recorder = TraceRecorder(SQLiteTraceStore(trace_path(store)), agent="plait")
+        recorder = TraceRecorder(open_trace_store(store), agent="plait")
         resolved.options.leading_middleware = [recorder]
     return resolved
 

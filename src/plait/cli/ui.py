@@ -1,22 +1,31 @@
 """``plait ui``: the local trace page, and where the CLI keeps traces.
 
-``plait run``, ``chat`` and ``demo`` record every turn (unless ``--no-trace``) into a SQLite trace
-store beside the thread store (:func:`trace_path`) and print the page's address for the turn.
+``plait run``, ``chat`` and ``demo`` record every turn (unless ``--no-trace``) into the trace
+store of the thread store (:func:`open_trace_store`): for a SQLite thread store, a SQLite file
+beside it (:func:`trace_path`); for a Postgres one, the same database (its ``plait_trace_*``
+tables, created by ``plait db upgrade``). They print the page's address for the turn.
 """
 
 from __future__ import annotations
 
 import importlib
+import re
 import webbrowser
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from plait.cli.console import fail
 from plait.cli.db import data_dir, is_postgres_url, store_target
 
-__all__ = ["NoTraceOption", "trace_hint", "trace_path", "ui"]
+if TYPE_CHECKING:
+    from plait.trace.store import TraceStore
+
+__all__ = ["NoTraceOption", "open_trace_store", "trace_hint", "trace_path", "ui"]
+
+TRACE_POOL_SIZE = 2
+"""Connections the CLI's Postgres trace store may hold (its writes are one per turn)."""
 
 NoTraceOption = Annotated[
     bool, typer.Option("--no-trace", help="Do not record this session for plait ui.")
@@ -24,22 +33,43 @@ NoTraceOption = Annotated[
 
 
 def trace_path(store: str | Path | None = None) -> Path:
-    """The SQLite trace store for the thread store ``store`` (``--store``, else
+    """The SQLite trace file for the thread store ``store`` (``--store``, else
     ``$PLAIT_STORE``, else the CLI's default file): beside a SQLite thread store
-    (``threads.sqlite3`` → ``threads-traces.sqlite3``); for a Postgres store,
-    ``traces.sqlite3`` in the user data directory."""
+    (``threads.sqlite3`` → ``threads-traces.sqlite3``); ``traces.sqlite3`` in the user data
+    directory for anything else (a Postgres store keeps its traces in Postgres instead: see
+    :func:`open_trace_store`)."""
     target = store_target(str(store) if store is not None else None)
     if is_postgres_url(target) or not isinstance(target, Path):
         return data_dir() / "traces.sqlite3"
     return target.with_name(target.stem + "-traces.sqlite3")
 
 
+def open_trace_store(store: str | Path | None = None) -> TraceStore:
+    """The trace store for the thread store ``store`` (as :func:`trace_path` resolves it): the
+    same Postgres database for a ``postgresql://`` URL, else the SQLite file beside the
+    threads."""
+    target = store_target(str(store) if store is not None else None)
+    if is_postgres_url(target):
+        from plait.trace.postgres import PostgresTraceStore
+
+        return PostgresTraceStore(str(target), max_size=TRACE_POOL_SIZE)
+    from plait.trace.store import SQLiteTraceStore
+
+    return SQLiteTraceStore(trace_path(store))
+
+
+def store_description(store: str | None) -> str:
+    """A Postgres store URL without its password (for messages)."""
+    return re.sub(r"(//[^:/@]*):[^@/]*@", r"\1:***@", str(store_target(store)))
+
+
 def trace_hint(run_id: str | None, store: str | Path | None = None) -> str:
-    """The line printed after a recorded turn: how to open its trace."""
+    """The line printed after a recorded turn: how to open its trace. A Postgres URL's password
+    is never echoed (``***`` stands for it)."""
     from plait.trace.server import DEFAULT_HOST, DEFAULT_PORT
 
-    # A Postgres URL may carry a password: never echo it (its traces are in the data dir anyway).
-    where = "" if store is None or is_postgres_url(str(store)) else f" --store {store}"
+    shown = store_description(str(store)) if store is not None else ""
+    where = f" --store {shown}" if shown else ""
     anchor = f"#{run_id}" if run_id else ""
     return f"trace: plait ui{where}  →  http://{DEFAULT_HOST}:{DEFAULT_PORT}/{anchor}"
 
@@ -67,15 +97,18 @@ def ui(
         from plait.trace import SQLiteTraceStore, create_app, serve
         from plait.trace.server import free_port
 
+        postgres = traces is None and is_postgres_url(store_target(store))
         path = traces or trace_path(store)
-        if not path.exists():
+        if not postgres and not path.exists():
             fail(f"No traces at {path} yet: run 'plait demo' or 'plait run ...' first.", 2)
-        app = create_app(SQLiteTraceStore(path), prices=_prices())
+        trace_store = open_trace_store(store) if postgres else SQLiteTraceStore(path)
+        app = create_app(trace_store, prices=_prices())
     except ImportError as exc:  # pragma: no cover - the ui extra is in dev
         fail(f"plait ui needs its extra: pip install 'plait[ui]' ({exc})", 2)
     port = port or free_port(host)
     url = f"http://{host}:{port}/"
-    typer.echo(f"plait ui: serving {path} at {url} (Ctrl-C to stop)")
+    where = f"the traces in {store_description(store)}" if postgres else str(path)
+    typer.echo(f"plait ui: serving {where} at {url} (Ctrl-C to stop)")
     if not no_browser:
         webbrowser.open(url)
     serve(app, host=host, port=port)

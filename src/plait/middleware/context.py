@@ -103,6 +103,25 @@ class TurnContext:
     skip_wraps: frozenset[Any] = frozenset()
     streaming: bool = False
     _error: BaseException | None = None
+    _observers: list[EventSink] | None = None
+
+    def observe(self, observer: EventSink) -> None:
+        """Call ``observer`` with every event emitted through ``emit`` from now on in this turn,
+        observers in registration order, before the turn's own sink. It must not block or raise
+        (an exception reaches whoever emitted). Until the first call ``emit`` is the sink itself,
+        so an unobserved turn pays nothing; after it, one wrapper calls every observer."""
+        if self._observers is None:
+            observers: list[EventSink] = []
+            sink = self.emit
+
+            def tee(event: Event) -> None:
+                for notify in observers:
+                    notify(event)
+                sink(event)
+
+            self._observers = observers
+            self.emit = tee
+        self._observers.append(observer)
 
     def abort(self, error: BaseException) -> None:
         """End the turn with ``error``; remaining middleware is skipped. The first abort wins."""

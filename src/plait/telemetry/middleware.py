@@ -196,15 +196,13 @@ class GenAITelemetry(Middleware):
             fresh = {id(m) for m in ctx.input}
             cursor.seen.update(m.id for m in ctx.messages if id(m) not in fresh)
         ctx.scratch[self] = _TurnTelemetry(instruments, cursor, ctx.model, provider, ctx.thread_id)
-        downstream = ctx.emit
 
-        def tee(event: Event) -> None:
+        def observe(event: Event) -> None:
             kind = event.type
             if kind not in _AS_SPANS or (
                 kind == "tool_call_finished" and getattr(event, "skipped_by", None) is not None
             ):
                 _add_event(event, capture)
-            downstream(event)
 
         def finish(error: BaseException | None) -> None:
             if span.is_recording():
@@ -215,7 +213,7 @@ class GenAITelemetry(Middleware):
             span.end()
             otel_context.detach(token)
 
-        ctx.emit = tee
+        ctx.observe(observe)
         ctx.finalizers.append(finish)
         await next()
 

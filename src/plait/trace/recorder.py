@@ -15,45 +15,64 @@ What it records, per turn (one *run*):
 * a ``tool`` span per tool call: arguments, error flag, a preview of the output and, unless a
   persist filter keeps it out, the full output (up to ``max_output_chars``);
 * an ``action`` span for every event middleware emits (an eviction, a summary, a disclosure, a
-  rejected call): its type and fields, bounded.
+  rejected call, a provider retry), observed through ``TurnContext.observe``: its type and
+  fields, bounded; a provider retry is also listed on its model call (``retries``);
+* the run's end through ``TurnContext.finalizers``: ``ok`` with the answer, or ``error`` /
+  ``cancelled`` with the error, however the turn failed (a model call, a limit, a store error).
+
+Requests are turned into deltas by :class:`~plait.trace.requests.RequestDeltas`. A turn's rows
+are written in one transaction when it ends, however it ends, plus every :data:`FLUSH_EVERY`
+model calls of a long turn. One background writer writes them in order; batches queued while a
+write is under way are merged into the next transaction, so a busy agent pays fewer commits. The
+turn does not wait for its trace (unless more than :data:`MAX_PENDING_WRITES` are queued).
+:meth:`TraceRecorder.drain` waits until everything recorded so far is written, and
+:meth:`TraceRecorder.aclose` drains before closing the store, so no finished or failed turn's
+trace is lost on a clean shutdown.
 
 Never stored: a message a persist filter would keep out of the thread store or that sits in
 ``TurnContext.ephemeral`` (a skill body, a pinned note) is recorded by reference only (role and
 token count, no body). A failure to write the trace never fails the turn: it is reported once per
-turn as a non-fatal :class:`~plait.runtime.events.ErrorOccurred` (``where="trace"``).
+turn as a non-fatal :class:`~plait.runtime.events.ErrorOccurred` (``where="trace"``), by the
+turn itself while it runs, else by the next turn (writes land after their turn), and kept in
+:attr:`TraceRecorder.write_error`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-import hashlib
 import json
 import time
-from collections import OrderedDict
+from collections.abc import Sequence
 from typing import Any
 
 from plait.errors import PlaitError, clipped
 from plait.messages import (
     AssistantMessage,
     Message,
-    SystemMessage,
-    TextPart,
     ToolCall,
     ToolMessage,
     ToolResult,
     UserMessage,
-    dump_messages,
     new_id,
 )
 from plait.middleware.base import Middleware, ModelHandler, Next, ToolHandler
 from plait.middleware.context import DispatchContext, Event, TurnContext
 from plait.models.base import ModelRequest, ModelResponse
 from plait.runtime.events import ErrorOccurred, ToolCallFinished
-from plait.tokens import CHARS_PER_TOKEN, message_tokens, tool_tokens
-from plait.trace.store import CHECKPOINT_EVERY, RequestRow, SQLiteTraceStore, TraceBatch
+from plait.trace.requests import RequestDeltas, TurnMessages, digest, persistable
+from plait.trace.store import TraceBatch, TraceStore
 
-__all__ = ["CLOSE_TIMEOUT", "MAX_OUTPUT_CHARS", "PREVIEW_CHARS", "RUNTIME_EVENTS", "TraceRecorder"]
+__all__ = [
+    "CLOSE_TIMEOUT",
+    "FLUSH_EVERY",
+    "MAX_OUTPUT_CHARS",
+    "MAX_PENDING_WRITES",
+    "PREVIEW_CHARS",
+    "RETRY_EVENTS",
+    "RUNTIME_EVENTS",
+    "TraceRecorder",
+]
 
 MAX_OUTPUT_CHARS = 1_000_000
 """Default bound on a tool output kept whole in the trace store; longer ones keep the preview."""
@@ -75,18 +94,24 @@ RUNTIME_EVENTS = frozenset(
 )
 """Event types not recorded as actions: the recorder's own spans already show them."""
 
+RETRY_EVENTS = frozenset({"model_call_retried"})
+"""Event types of a provider retry: recorded as an action and listed on the model call they
+happened in (``retries``)."""
+
 CLOSE_TIMEOUT = 30.0
 """Seconds :meth:`TraceRecorder.aclose` waits for writes still in flight."""
 
-_MAX_THREADS = 256
-_MAX_BLOBS = 1_024
+FLUSH_EVERY = 16
+"""A turn's rows are written in one transaction when it ends; a turn longer than this many model
+calls also writes what it holds (in the background) every this many calls, so it shows while it
+runs and memory stays bounded."""
+
+MAX_PENDING_WRITES = 64
+"""When more batches than this are queued at the end of a turn, the turn waits for the writer
+(the store is slower than the agent; memory stays bounded)."""
+
 _FIELD_CHARS = 500
 _FIELD_ITEMS = 50
-
-
-def digest(text: str) -> str:
-    """A short content hash (SHA-256, 16 hex digits)."""
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
 def _field(value: Any) -> Any:
@@ -106,48 +131,8 @@ def _field(value: Any) -> Any:
     return clipped(repr(value), _FIELD_CHARS)
 
 
-def _message_kind(message: Message, projected: bool) -> str:
-    if projected:
-        return "projected"
-    if isinstance(message, SystemMessage):
-        return "summary"
-    if isinstance(message, ToolMessage):
-        data = message.data
-        return "evicted" if isinstance(data, dict) and data.get("_evicted") else "tool_result"
-    return message.role
-
-
 def _output_text(data: Any) -> str:
     return data if isinstance(data, str) else json.dumps(data, default=str, ensure_ascii=False)
-
-
-@dataclasses.dataclass(slots=True)
-class _Known:
-    """A message already keyed on this thread: recognised again by id and signature."""
-
-    signature: tuple[object, ...]
-    key: str
-    tokens: int
-
-
-def _signature(message: Message) -> tuple[object, ...]:
-    """A cheap structural fingerprint of a message: role, text length, tool calls, and for a
-    tool result its size, error flag and whether it is an evicted reference.
-
-    Messages reloaded from the thread store are new objects every turn; their id plus this
-    fingerprint finds the key computed before, so a turn costs O(new messages) in serialization
-    and hashing rather than O(history). Thread stores are append-only, so a stored id keeps its
-    content; a message rewritten under its id inside a turn (an overflow eviction, a projected
-    skill body, a redaction) differs in size or kind and gets a new key.
-    """
-    if isinstance(message, ToolMessage):
-        data = message.data
-        evicted = isinstance(data, dict) and bool(data.get("_evicted"))
-        size = len(data) if isinstance(data, str | dict | list) else -1
-        return ("tool", message.is_error, size, evicted)
-    chars = sum(len(p.text) for p in message.content if isinstance(p, TextPart))
-    calls = len(message.tool_calls) if isinstance(message, AssistantMessage) else 0
-    return (message.role, len(message.content), chars, calls)
 
 
 @dataclasses.dataclass(slots=True)
@@ -158,43 +143,60 @@ class _RunTrace:
     batch: TraceBatch = dataclasses.field(default_factory=TraceBatch)
     dispatch: int = 0
     failed: bool = False
-    pending: asyncio.Future[None] | None = None
-    seen: dict[int, tuple[Message, _Known]] = dataclasses.field(default_factory=dict)
+    ended: bool = False
+    calls: int = 0
+    call: dict[str, Any] | None = None
+    messages: TurnMessages = dataclasses.field(default_factory=TurnMessages)
     tools: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
 
 
 class TraceRecorder(Middleware):
     """Records every turn of the agent it is added to into ``store`` (see the module docstring).
 
-    ``agent`` names the agent in the run list. Opt-in: nothing is recorded unless the recorder is
-    in the middleware list (the ``plait`` CLI adds one unless ``--no-trace``).
+    ``store`` is a :class:`~plait.trace.store.TraceStore` (SQLite or Postgres). ``agent`` names
+    the agent in the run list. Opt-in: nothing is recorded unless the recorder is in the
+    middleware list (the ``plait`` CLI adds one unless ``--no-trace``).
+
+    With ``background`` (the default) a turn does not wait for its trace: call
+    :meth:`aclose` (or :meth:`drain`) before the event loop ends, or the last writes may not
+    land. ``background=False`` makes each successful turn wait for its write, so its trace is
+    complete when ``run`` returns (a failed turn's is still written in the background).
     """
 
     def __init__(
         self,
-        store: SQLiteTraceStore,
+        store: TraceStore,
         *,
         agent: str = "agent",
         max_output_chars: int = MAX_OUTPUT_CHARS,
         preview_chars: int = PREVIEW_CHARS,
+        background: bool = True,
     ) -> None:
         self.store = store
+        self.background = background
         self.agent = agent
         self.max_output_chars = max_output_chars
         self.preview_chars = preview_chars
-        self._last: OrderedDict[str, tuple[int, list[str]]] = OrderedDict()
-        self._known: OrderedDict[str, dict[str, _Known]] = OrderedDict()
-        self._blobs: OrderedDict[str, None] = OrderedDict()
-        self._writes: set[asyncio.Future[None]] = set()
+        self._deltas = RequestDeltas(store)
+        self._queue: list[tuple[TurnContext, _RunTrace, TraceBatch]] = []
+        self._writer: asyncio.Future[None] | None = None
+        self._unreported: PlaitError | None = None
+        self.write_error: PlaitError | None = None
+        """The last error writing the trace (``None`` if every write succeeded)."""
         self.last_run_id: str | None = None
         """The id of the run (turn) most recently started, for a link to its trace."""
 
     async def aclose(self) -> None:
-        """Wait (up to :data:`CLOSE_TIMEOUT` seconds) for background writes, then close the
-        trace store."""
-        if self._writes:
-            await asyncio.wait(set(self._writes), timeout=CLOSE_TIMEOUT)
+        """Wait (up to :data:`CLOSE_TIMEOUT` seconds) for background writes (a failed turn's
+        trace among them), then close the trace store."""
+        await self.drain()
         await self.store.aclose()
+
+    async def drain(self) -> None:
+        """Wait up to :data:`CLOSE_TIMEOUT` seconds for the writes still in flight (a failed or
+        cancelled turn's trace is written in the background: the turn cannot wait for it)."""
+        if self._writer is not None and not self._writer.done():
+            await asyncio.wait([self._writer], timeout=CLOSE_TIMEOUT)
 
     def _trace(self, ctx: TurnContext) -> _RunTrace | None:
         found = ctx.scratch.get(self)
@@ -215,18 +217,33 @@ class TraceRecorder(Middleware):
             "output": None,
         }
         trace = _RunTrace(run)
+        trace.messages.start(ctx)
         self.last_run_id = run_id
         ctx.scratch[self] = trace
         trace.batch.runs.append(run)
-        downstream = ctx.emit
-
-        def tee(event: Event) -> None:
-            self._action(trace, event)
-            downstream(event)
-
-        ctx.emit = tee
-        self._flush_soon(ctx, trace)
+        if self._unreported is not None:
+            ctx.emit(ErrorOccurred(error=self._unreported, where="trace"))
+            self._unreported = None
+        ctx.observe(lambda event: self._action(trace, event))
+        ctx.finalizers.append(lambda error: self._finish(ctx, trace, error))
         await next()
+
+    def _finish(self, ctx: TurnContext, trace: _RunTrace, error: BaseException | None) -> None:
+        """The turn's finalizer: a turn that ended with an error (a failed model call, a limit,
+        a store error, an abort, a cancellation) closes its run with that error, written in the
+        background (:meth:`drain`)."""
+        trace.ended = True
+        if error is None or trace.run["status"] == "ok":
+            return
+        cancelled = not isinstance(error, Exception)
+        trace.run.update(
+            status="cancelled" if cancelled else "error",
+            error=_field(error),
+            finished=time.time(),
+        )
+        if not trace.batch.runs:  # a batch holds at most this run (its current state)
+            trace.batch.runs.append(trace.run)
+        self._flush_soon(ctx, trace)
 
     def _action(self, trace: _RunTrace, event: Event) -> None:
         if isinstance(event, ToolCallFinished):
@@ -242,6 +259,8 @@ class TraceRecorder(Middleware):
             for f in dataclasses.fields(event)
             if f.name != "type"
         }
+        if event.type in RETRY_EVENTS and trace.call is not None:
+            trace.call.setdefault("retries", []).append({"at": now, **data})
         trace.batch.spans.append(
             {
                 "id": new_id(),
@@ -257,7 +276,8 @@ class TraceRecorder(Middleware):
 
     def _model_saw(self, trace: _RunTrace, event: ToolCallFinished) -> None:
         """When ``after_tool_call`` middleware replaced a result (an eviction), keep what the
-        model was given on the tool span: the span is written again (rows upsert by id)."""
+        model was given on the tool span (the span is still in the turn's batch, or is written
+        again: rows upsert by id)."""
         span = trace.tools.pop(event.call.id, None)
         if span is None:
             return
@@ -266,7 +286,8 @@ class TraceRecorder(Middleware):
         if data.get("projected") or text == data.get("preview"):
             return
         data["model_saw"] = clipped(text, self.preview_chars)
-        trace.batch.spans.append(span)
+        if not any(s is span for s in trace.batch.spans):
+            trace.batch.spans.append(span)
 
     def _skipped(self, trace: _RunTrace, event: ToolCallFinished) -> None:
         """A call that never reached ``wrap_tool_call`` (rejected or skipped by middleware)."""
@@ -305,37 +326,24 @@ class TraceRecorder(Middleware):
         if trace is None:
             return await call_next(request)
         span_id = new_id()
-        estimate = await self._record_request(trace, span_id, request, ctx.turn)
+        estimate = await self._deltas.record(
+            trace.batch, trace.messages, span_id, request, ctx.turn
+        )
         started = time.time()
         data: dict[str, Any] = {"model": request.model or ctx.turn.model.name}
         data["estimated_input_tokens"] = estimate
+        trace.call = data
         try:
             response = await call_next(request)
         except BaseException as exc:
             data["error"] = _field(exc)
             data["cancelled"] = not isinstance(exc, Exception)
-            trace.run.update(status="error", error=data["error"], finished=time.time())
-            trace.batch.runs.append(trace.run)
             raise
         else:
-            usage = response.usage
-            data.update(
-                model=response.model or data["model"],
-                finish_reason=response.finish_reason,
-                usage={
-                    "input": usage.input_tokens,
-                    "output": usage.output_tokens,
-                    "cache_read": usage.cache_read_tokens,
-                    "cache_write": usage.cache_write_tokens,
-                },
-                content=clipped(response.content, self.max_output_chars),
-                tool_calls=[
-                    {"id": c.id, "name": c.name, "args": _field(c.args)}
-                    for c in response.tool_calls
-                ],
-            )
+            data.update(_response_data(response, data["model"], self.max_output_chars))
             return response
         finally:
+            trace.call = None
             trace.batch.spans.append(
                 {
                     "id": span_id,
@@ -348,12 +356,9 @@ class TraceRecorder(Middleware):
                     "data": data,
                 }
             )
-            if "error" not in data:
-                pass
-            elif data.get("cancelled"):
-                self._flush_soon(ctx.turn, trace)  # never block a cancellation
-            else:
-                await self._flush(ctx.turn, trace)  # the turn ends with this error
+            trace.calls += 1
+            if trace.calls % FLUSH_EVERY == 0:
+                self._flush_soon(ctx.turn, trace)
 
     async def wrap_tool_call(
         self, call: ToolCall, ctx: DispatchContext, call_next: ToolHandler
@@ -396,19 +401,13 @@ class TraceRecorder(Middleware):
         message = ToolMessage.from_result(result, call.name)
         text = _output_text(result.data)
         data.update(is_error=result.is_error, chars=len(text))
-        if not _persistable(message, turn):
+        if not persistable(message, turn):
             data.update(projected=True, preview=None)
             return
         data["preview"] = clipped(text, self.preview_chars)
         if len(text) > self.preview_chars and len(text) <= self.max_output_chars:
             data["full"] = digest(text)
             trace.batch.blobs[data["full"]] = text
-
-    async def dispatch_output(self, ctx: DispatchContext, next: Next) -> None:
-        await next()
-        trace = self._trace(ctx.turn)
-        if trace is not None:
-            self._flush_soon(ctx.turn, trace)
 
     async def turn_output(self, ctx: TurnContext, next: Next) -> None:
         await next()
@@ -417,161 +416,71 @@ class TraceRecorder(Middleware):
             return
         answer = next_answer(ctx.messages)
         trace.run.update(status="ok", finished=time.time(), output=clipped(answer, 4_000))
-        trace.batch.runs.append(trace.run)
-        await self._flush(ctx, trace)
-
-    async def _record_request(
-        self, trace: _RunTrace, span_id: str, request: ModelRequest, turn: TurnContext
-    ) -> int:
-        """Add ``request`` to the batch as a delta; return its estimated input tokens."""
-        thread = turn.thread_id
-        previous = await self._previous(thread)
-        seq, old = (previous[0] + 1, previous[1]) if previous else (0, [])
-        old_set = set(old)
-        known = self._known.get(thread)
-        if known is None:
-            known = self._known[thread] = {}
-        keys: list[str] = []
-        estimate = 0
-        ephemeral = {id(m) for m in turn.ephemeral}
-        for message in request.messages:
-            same = trace.seen.get(id(message))
-            if same is not None and same[0] is message:
-                keys.append(same[1].key)
-                estimate += same[1].tokens
-                continue
-            signature = _signature(message)
-            entry = known.get(message.id)
-            if entry is None or entry.signature != signature:
-                body = dump_messages([message])[1:-1]
-                entry = _Known(signature, f"{message.id}:{digest(body)}", message_tokens(message))
-                known[message.id] = entry
-                if entry.key not in old_set:
-                    projected = id(message) in ephemeral or not _persistable(message, turn)
-                    kind = _message_kind(message, projected)
-                    trace.batch.messages.append(
-                        (
-                            thread,
-                            entry.key,
-                            message.role,
-                            entry.tokens,
-                            kind,
-                            None if projected else body,
-                        )
-                    )
-            trace.seen[id(message)] = (message, entry)
-            keys.append(entry.key)
-            estimate += entry.tokens
-        system = request.system_prompt
-        tools = json.dumps(
-            [
-                {"name": t.name, "description": t.description, "parameters": t.parameters}
-                for t in request.tools
-            ],
-            default=str,
-        )
-        base = turn.system_prompt
-        hashes = [digest(system), digest(tools), digest(base)]
-        for digest_, text in zip(hashes, (system, tools, base), strict=True):
-            if digest_ not in self._blobs:
-                self._blobs[digest_] = None
-                trace.batch.blobs[digest_] = text
-        while len(self._blobs) > _MAX_BLOBS:
-            self._blobs.popitem(last=False)
-        trace.batch.requests.append(_delta(span_id, thread, seq, old, keys, hashes))
-        self._remember(thread, seq, keys)
-        estimate += sum(tool_tokens(t) for t in request.tools) - (-len(system) // CHARS_PER_TOKEN)
-        return estimate
-
-    async def _previous(self, thread: str) -> tuple[int, list[str]] | None:
-        found = self._last.get(thread)
-        if found is not None:
-            self._last.move_to_end(thread)
-            return found
-        try:
-            return await self.store.last_request(thread)
-        except PlaitError:
-            return None
-
-    def _remember(self, thread: str, seq: int, keys: list[str]) -> None:
-        self._last[thread] = (seq, keys)
-        self._last.move_to_end(thread)
-        self._known.move_to_end(thread)
-        while len(self._last) > _MAX_THREADS:
-            forgotten, _ = self._last.popitem(last=False)
-            self._known.pop(forgotten, None)
+        if not trace.batch.runs:
+            trace.batch.runs.append(trace.run)
+        self._flush_soon(ctx, trace)
+        if not self.background or len(self._queue) > MAX_PENDING_WRITES:
+            await self.drain()  # asked to, or the store is behind: no pile-up
 
     def _flush_soon(self, turn: TurnContext, trace: _RunTrace) -> None:
-        """Write what the batch holds in the background, after the run's earlier writes (the
-        turn goes on meanwhile; :meth:`_flush` and :meth:`aclose` wait for it)."""
+        """Queue what the batch holds for the background writer (started if idle); rows land in
+        the order they were queued (:meth:`drain` and :meth:`aclose` wait for them)."""
         batch, trace.batch = trace.batch, TraceBatch()
         if not batch:
             return
-        write = asyncio.ensure_future(self._write(turn, trace, trace.pending, batch))
-        trace.pending = write
-        self._writes.add(write)
-        write.add_done_callback(self._writes.discard)
+        self._queue.append((turn, trace, batch))
+        if self._writer is None or self._writer.done():
+            self._writer = asyncio.ensure_future(self._write_queued())
 
-    async def _flush(self, turn: TurnContext, trace: _RunTrace) -> None:
-        """Write the batch now, after every earlier write of the run."""
-        batch, trace.batch = trace.batch, TraceBatch()
-        await self._write(turn, trace, trace.pending, batch)
-        trace.pending = None
+    async def _write_queued(self) -> None:
+        """Write the queue until it is empty, everything queued so far in one transaction."""
+        while self._queue:
+            queued, self._queue = self._queue, []
+            merged = TraceBatch()
+            for _, _, batch in queued:
+                merged.extend(batch)
+            try:
+                await self.store.write(merged)
+            except PlaitError as exc:
+                self.write_error = exc
+                for turn, trace, _ in queued:
+                    self._report(turn, trace, exc)
 
-    async def _write(
-        self,
-        turn: TurnContext,
-        trace: _RunTrace,
-        after: asyncio.Future[None] | None,
-        batch: TraceBatch,
-    ) -> None:
-        if after is not None:
-            await asyncio.shield(after)
-        try:
-            await self.store.write(batch)
-        except PlaitError as exc:
-            if not trace.failed:
-                trace.failed = True
-                turn.emit(ErrorOccurred(error=exc, where="trace"))
+    def _report(self, turn: TurnContext, trace: _RunTrace, error: PlaitError) -> None:
+        """One ``ErrorOccurred(where="trace")`` per turn: by the turn while it runs, else by the
+        next turn."""
+        if trace.failed:
+            return
+        trace.failed = True
+        if trace.ended:
+            self._unreported = error
+        else:
+            turn.emit(ErrorOccurred(error=error, where="trace"))
 
 
-def next_answer(messages: list[Message]) -> str:
+def _response_data(response: ModelResponse, model: Any, max_chars: int) -> dict[str, Any]:
+    """The fields a model span keeps of a response: model, finish reason, usage, answer, calls."""
+    usage = response.usage
+    return {
+        "model": response.model or model,
+        "finish_reason": response.finish_reason,
+        "usage": {
+            "input": usage.input_tokens,
+            "output": usage.output_tokens,
+            "cache_read": usage.cache_read_tokens,
+            "cache_write": usage.cache_write_tokens,
+            "reasoning": usage.reasoning_tokens,
+        },
+        "content": clipped(response.content, max_chars),
+        "tool_calls": [
+            {"id": c.id, "name": c.name, "args": _field(c.args)} for c in response.tool_calls
+        ],
+    }
+
+
+def next_answer(messages: Sequence[Message]) -> str:
     """The text of the last assistant message of ``messages`` (``""`` if none)."""
     for message in reversed(messages):
         if isinstance(message, AssistantMessage):
             return message.text
     return ""
-
-
-def _persistable(message: Message, turn: TurnContext) -> bool:
-    """Whether the persist filters would write ``message`` unchanged (see ``persist_filters``)."""
-    kept: list[Message] = [message]
-    for keep_out in turn.persist_filters:
-        kept = keep_out(kept)
-    return len(kept) == 1 and (kept[0] is message or kept[0] == message)
-
-
-def _delta(
-    span_id: str, thread: str, seq: int, old: list[str], keys: list[str], hashes: list[str]
-) -> RequestRow:
-    new_set = set(keys)
-    old_set = set(old)
-    kept_old = [k for k in old if k in new_set]
-    kept_new = [k for k in keys if k in old_set]
-    full = (
-        seq % CHECKPOINT_EVERY == 0
-        or kept_old != kept_new
-        or len(new_set) != len(keys)
-        or len(old_set) != len(old)
-    )
-    return RequestRow(
-        span_id=span_id,
-        thread_id=thread,
-        seq=seq,
-        full=full,
-        removed=[] if full else [k for k in old if k not in new_set],
-        added=[(i, k) for i, k in enumerate(keys) if full or k not in old_set],
-        system_hash=hashes[0],
-        tools_hash=hashes[1],
-        base_prompt_hash=hashes[2],
-    )

@@ -26,7 +26,7 @@ from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 from plait.errors import ConfigurationError
-from plait.trace.store import SQLiteTraceStore
+from plait.trace.store import TraceStore, TraceStoreError
 from plait.trace.views import call_view, run_view
 
 if TYPE_CHECKING:
@@ -62,11 +62,13 @@ def page_html() -> str:
 
 
 def create_app(
-    store: SQLiteTraceStore, *, prices: Mapping[str, Mapping[str, float]] | None = None
+    store: TraceStore, *, prices: Mapping[str, Mapping[str, float]] | None = None
 ) -> Starlette:
     """The ASGI app serving ``store``. ``prices`` is the default price table the page starts
     from (model name to ``{"input", "output", "cache_read", "cache_write"}`` in USD per million
-    tokens); the user edits it in the page (kept in the browser's local storage)."""
+    tokens); the user edits it in the page (kept in the browser's local storage). A store that
+    cannot be read (Postgres down, migrations not run) answers 503 with its error's message,
+    which the page shows."""
     applications = _starlette()
     from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse
     from starlette.routing import Route
@@ -102,7 +104,11 @@ def create_app(
     async def price_table(request: Request) -> Response:
         return JSONResponse(table)
 
+    async def store_failed(request: Request, exc: Exception) -> Response:
+        return JSONResponse({"error": str(exc)}, status_code=503)
+
     app: Starlette = applications.Starlette(
+        exception_handlers={TraceStoreError: store_failed},
         routes=[
             Route("/", index),
             Route("/api/runs", runs),
@@ -110,7 +116,7 @@ def create_app(
             Route("/api/calls/{span_id}", call),
             Route("/api/blobs/{digest}", blob),
             Route("/api/prices", price_table),
-        ]
+        ],
     )
     return app
 

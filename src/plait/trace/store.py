@@ -16,7 +16,10 @@ Five tables, all prefixed ``trace_`` so a trace store may share a file with a th
 * ``trace_blobs``: system prompts, tool lists and full tool outputs, once per content hash.
 
 Writes go through :class:`~plait.backends.sqlite.SQLiteFile` (a worker thread, one connection,
-WAL); a foreign file is refused with :class:`TraceStoreError`, unchanged.
+WAL with ``synchronous=NORMAL``: a trace commit is not synced to disk, so a power failure may
+lose the last traces, never the file); a foreign file is refused with :class:`TraceStoreError`,
+unchanged. :class:`TraceStore` is the protocol both stores (this one and
+:class:`~plait.trace.postgres.PostgresTraceStore`) implement.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ import os
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from plait.backends.sqlite import SQLiteFile
 from plait.errors import PlaitError
@@ -37,6 +40,7 @@ __all__ = [
     "RequestRow",
     "SQLiteTraceStore",
     "TraceBatch",
+    "TraceStore",
     "TraceStoreError",
 ]
 
@@ -107,6 +111,52 @@ class TraceBatch:
     def __bool__(self) -> bool:
         return bool(self.runs or self.spans or self.requests or self.messages or self.blobs)
 
+    def extend(self, later: TraceBatch) -> None:
+        """Append ``later``'s rows after this batch's (one transaction for both)."""
+        self.runs += later.runs
+        self.spans += later.spans
+        self.requests += later.requests
+        self.messages += later.messages
+        self.blobs.update(later.blobs)
+
+
+class TraceStore(Protocol):
+    """Where a :class:`~plait.trace.TraceRecorder` writes and the page reads (SQLite, Postgres).
+
+    Every method raises :class:`TraceStoreError` when the database cannot be used."""
+
+    async def write(self, batch: TraceBatch) -> None:
+        """Write ``batch`` in one transaction (runs and spans upsert by id; messages and blobs
+        are written once)."""
+        ...
+
+    async def aclose(self) -> None: ...
+
+    async def runs(self, query: str = "", limit: int = MAX_RUNS_LISTED) -> list[dict[str, Any]]:
+        """Runs newest first (at most ``limit``, capped at :data:`MAX_RUNS_LISTED`), filtered
+        case-insensitively on thread id, run id, input and output text."""
+        ...
+
+    async def run(self, run_id: str) -> tuple[dict[str, Any], list[dict[str, Any]]] | None:
+        """A run and its spans in start order, or ``None``."""
+        ...
+
+    async def request(self, span_id: str) -> tuple[RequestRow, list[str], RequestRow | None] | None:
+        """Model call ``span_id``'s row, its replayed message keys, and the previous row."""
+        ...
+
+    async def messages(self, thread_id: str, keys: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """The stored messages of ``thread_id`` by key."""
+        ...
+
+    async def blob(self, digest: str) -> str | None:
+        """The text stored under ``digest``, or ``None``."""
+        ...
+
+    async def last_request(self, thread_id: str) -> tuple[int, list[str]] | None:
+        """The sequence number and message keys of the thread's newest request, or ``None``."""
+        ...
+
 
 def replay(previous: Sequence[str], row: RequestRow) -> list[str]:
     """The message keys of ``row``'s request, given the keys of the request before it."""
@@ -124,7 +174,7 @@ class SQLiteTraceStore:
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = str(path)
-        self._file = SQLiteFile(path, schema=_SCHEMA, error=TraceStoreError)
+        self._file = SQLiteFile(path, schema=_SCHEMA, error=TraceStoreError, synchronous="NORMAL")
 
     async def write(self, batch: TraceBatch) -> None:
         """Write ``batch`` in one transaction (runs and spans are upserted by id)."""
@@ -138,17 +188,17 @@ class SQLiteTraceStore:
     async def runs(self, query: str = "", limit: int = MAX_RUNS_LISTED) -> list[dict[str, Any]]:
         """Runs newest first, with per-run totals; ``query`` filters (case-insensitive) on the
         thread id, run id, input or output text."""
-        like = f"%{query.lower()}%"
+        like = "%" + escape_like(query.lower()) + "%"
         limit = max(1, min(limit, MAX_RUNS_LISTED))
 
         def select(conn: sqlite3.Connection) -> list[dict[str, Any]]:
             rows = conn.execute(
                 "SELECT id, thread_id, agent, started, finished, status, error, input, output "
                 "FROM trace_runs WHERE lower(thread_id || ' ' || id || ' ' || input || ' ' || "
-                "coalesce(output, '')) LIKE ? ORDER BY started DESC LIMIT ?",
+                "coalesce(output, '')) LIKE ? ESCAPE '\\' ORDER BY started DESC LIMIT ?",
                 (like, limit),
             ).fetchall()
-            return [_run_dict(row) for row in rows]
+            return [run_dict(row) for row in rows]
 
         return await self._file.read(select)
 
@@ -168,7 +218,7 @@ class SQLiteTraceStore:
                 "WHERE run_id = ? ORDER BY started, rowid",
                 (run_id,),
             ).fetchall()
-            return _run_dict(row), [_span_dict(s) for s in spans]
+            return run_dict(row), [span_dict(s) for s in spans]
 
         return await self._file.read(select)
 
@@ -226,6 +276,11 @@ class SQLiteTraceStore:
         return await self._file.read(select)
 
 
+def escape_like(text: str) -> str:
+    """``text`` matched literally by ``LIKE … ESCAPE '\\'`` (``%`` and ``_`` are not wildcards)."""
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
 def _write(conn: sqlite3.Connection, batch: TraceBatch) -> None:
     conn.executemany(
         "INSERT INTO trace_runs (id, thread_id, agent, started, finished, status, error, input, "
@@ -267,7 +322,8 @@ def _write(conn: sqlite3.Connection, batch: TraceBatch) -> None:
     )
 
 
-def _request_row(row: tuple[Any, ...]) -> RequestRow:
+def request_row(row: tuple[Any, ...]) -> RequestRow:
+    """A ``trace_requests`` row (:data:`REQUEST_COLUMNS`) as a :class:`RequestRow`."""
     span_id, thread_id, seq, full, removed, added, system_hash, tools_hash, base = row
     return RequestRow(
         span_id=span_id,
@@ -282,7 +338,7 @@ def _request_row(row: tuple[Any, ...]) -> RequestRow:
     )
 
 
-_REQUEST_COLUMNS = (
+REQUEST_COLUMNS = (
     "span_id, thread_id, seq, full, removed, added, system_hash, tools_hash, base_prompt_hash"
 )
 
@@ -291,19 +347,19 @@ def _request(
     conn: sqlite3.Connection, span_id: str
 ) -> tuple[RequestRow, list[str], RequestRow | None] | None:
     found = conn.execute(
-        f"SELECT {_REQUEST_COLUMNS} FROM trace_requests WHERE span_id = ?", (span_id,)
+        f"SELECT {REQUEST_COLUMNS} FROM trace_requests WHERE span_id = ?", (span_id,)
     ).fetchone()
     if found is None:
         return None
-    target = _request_row(found)
+    target = request_row(found)
     start = conn.execute(
         "SELECT max(seq) FROM trace_requests WHERE thread_id = ? AND seq <= ? AND full = 1",
         (target.thread_id, target.seq),
     ).fetchone()[0]
     rows = [
-        _request_row(r)
+        request_row(r)
         for r in conn.execute(
-            f"SELECT {_REQUEST_COLUMNS} FROM trace_requests WHERE thread_id = ? AND seq >= ? "
+            f"SELECT {REQUEST_COLUMNS} FROM trace_requests WHERE thread_id = ? AND seq >= ? "
             "AND seq <= ? ORDER BY seq",
             (target.thread_id, start if start is not None else 0, target.seq),
         )
@@ -314,19 +370,34 @@ def _request(
     previous = rows[-2] if len(rows) > 1 else None
     if previous is None and target.seq > 0:
         before = conn.execute(
-            f"SELECT {_REQUEST_COLUMNS} FROM trace_requests WHERE thread_id = ? AND seq = ?",
+            f"SELECT {REQUEST_COLUMNS} FROM trace_requests WHERE thread_id = ? AND seq = ?",
             (target.thread_id, target.seq - 1),
         ).fetchone()
-        previous = None if before is None else _request_row(before)
+        previous = None if before is None else request_row(before)
     return target, keys, previous
 
 
-def _run_dict(row: tuple[Any, ...]) -> dict[str, Any]:
-    keys = ("id", "thread_id", "agent", "started", "finished", "status", "error", "input", "output")
-    return dict(zip(keys, row, strict=True))
+_RUN_KEYS = (
+    "id",
+    "thread_id",
+    "agent",
+    "started",
+    "finished",
+    "status",
+    "error",
+    "input",
+    "output",
+)
+RUN_COLUMNS = ", ".join(_RUN_KEYS)
 
 
-def _span_dict(row: tuple[Any, ...]) -> dict[str, Any]:
+def run_dict(row: tuple[Any, ...]) -> dict[str, Any]:
+    """A run row (:data:`RUN_COLUMNS`) as the dict the views use."""
+    return dict(zip(_RUN_KEYS, row, strict=True))
+
+
+def span_dict(row: tuple[Any, ...]) -> dict[str, Any]:
+    """A span row (id, kind, name, dispatch, started, finished, data) as a dict."""
     span_id, kind, name, dispatch, started, finished, data = row
     return {
         "id": span_id,

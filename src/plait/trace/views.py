@@ -17,12 +17,13 @@ from typing import Any
 
 from plait.tokens import CHARS_PER_TOKEN, tool_tokens
 from plait.tools import ToolDefinition
-from plait.trace.store import SQLiteTraceStore
+from plait.trace.store import TraceStore
 
 __all__ = ["BREAKDOWN_PARTS", "USAGE_FIELDS", "call_view", "run_view"]
 
-USAGE_FIELDS = ("input", "output", "cache_read", "cache_write")
-"""The usage figures summed from model calls up to dispatches and runs."""
+USAGE_FIELDS = ("input", "output", "cache_read", "cache_write", "reasoning")
+"""The usage figures summed from model calls up to dispatches and runs (``reasoning`` is part of
+``output``, as the provider reported it)."""
 
 BREAKDOWN_PARTS = (
     "system prompt",
@@ -56,7 +57,7 @@ def _sum(parts: list[dict[str, int]]) -> dict[str, int]:
     return {f: sum(p[f] for p in parts) for f in USAGE_FIELDS}
 
 
-async def run_view(store: SQLiteTraceStore, run_id: str) -> dict[str, Any] | None:
+async def run_view(store: TraceStore, run_id: str) -> dict[str, Any] | None:
     """The run ``run_id`` with its dispatches (each: spans in start order, usage, start, end),
     per-model usage, and run totals; ``None`` if the run is unknown."""
     found = await store.run(run_id)
@@ -95,7 +96,7 @@ async def run_view(store: SQLiteTraceStore, run_id: str) -> dict[str, Any] | Non
     }
 
 
-async def call_view(store: SQLiteTraceStore, span_id: str) -> dict[str, Any] | None:
+async def call_view(store: TraceStore, span_id: str) -> dict[str, Any] | None:
     """Model call ``span_id`` as the page shows it (see the module docstring), or ``None``."""
     found = await store.request(span_id)
     if found is None:
