@@ -11,6 +11,7 @@ from plait.errors import (
     ToolArgumentsError,
     ToolExecutionError,
     ToolResolutionError,
+    ToolTimeoutError,
     clipped,
     quoted,
 )
@@ -54,6 +55,17 @@ def test_unknown_tool_name_is_bounded() -> None:
     assert "Available tools: a, b." in message
 
 
+def test_the_list_of_available_tools_is_bounded() -> None:
+    # A registry fed by MCP servers can hold hundreds of tools with long names; the model is
+    # told a bounded list (sorted, so the same every time) and how many more there are.
+    names = [f"server_{i:03d}_" + "n" * 300 for i in range(500)]
+    message = str(ToolResolutionError("nope", names))
+    assert "server_000_" in message and "and 450 more" in message
+    assert "server_499_" not in message
+    assert len(message) < 20_000
+    assert ToolResolutionError("nope", names).available == sorted(names)
+
+
 def test_bad_arguments_are_bounded_in_count_and_length() -> None:
     problems = [f"field{i}: {HUGE}" for i in range(50)]
     message = str(ToolArgumentsError("t", problems))
@@ -66,6 +78,8 @@ def test_tool_exception_text_is_bounded() -> None:
     message = str(ToolExecutionError("t", ValueError(HUGE)))
     assert len(message) < 1000 + 200
     assert message.startswith("Tool 't' failed: ValueError: xxx")
+    assert len(str(ToolExecutionError(HUGE, ValueError("x")))) < BOUND + 100
+    assert len(str(ToolTimeoutError(HUGE, 5.0))) < BOUND + 100
 
 
 def test_paths_and_skill_names_are_bounded() -> None:

@@ -155,6 +155,16 @@ def test_storable_message_leaves_clean_messages_alone() -> None:
         assert storable_message(message) == (message, [])
 
 
+def test_a_split_surrogate_pair_in_message_text_is_joined_so_the_store_can_write_it() -> None:
+    # nothing is reported for a pair (the character survives), but the text must still change
+    for message in (UserMessage("a\ud83d\ude00b"), AssistantMessage("\ud83d\ude00")):
+        fixed, found = storable_message(message)
+        assert found == []
+        assert "\U0001f600" in fixed.text and fixed.id == message.id
+        back = messages_from_json("t", messages_to_json("t", [fixed]))[0]
+        assert back.text == fixed.text
+
+
 def test_a_tool_message_with_bad_data_name_and_id_is_fixed() -> None:
     fixed, found = storable_message(ToolMessage("c\ud800", "n\ud800", [math.nan]))
     assert isinstance(fixed, ToolMessage)
@@ -211,3 +221,27 @@ def test_property_any_value_becomes_storable_round_trips_and_is_stable() -> None
         assert storable_value(stated, str_keys=True) == stated
 
     check()
+
+
+def test_a_value_that_contains_itself_is_cut_where_it_loops() -> None:
+    # A tool's result holding a reference to itself (twice here: walked down to the depth bound
+    # that would be 2**100 visits) is cut at the first repeat, and says so.
+    loop: list[Any] = ["a"]
+    loop.append(loop)
+    loop.append(loop)
+    state: dict[str, Any] = {"k": 1}
+    state["me"] = state
+
+    found: list[Replacement] = []
+    fixed = storable_value({"loop": loop, "state": state}, "data", found)
+
+    assert fixed == {
+        "loop": ["a", "[cycle: dropped]", "[cycle: dropped]"],
+        "state": {"k": 1, "me": "[cycle: dropped]"},
+    }
+    assert [str(r) for r in found] == [
+        "data['loop'][1]: refers to a value that contains it -> dropped",
+        "data['loop'][2]: refers to a value that contains it -> dropped",
+        "data['state']['me']: refers to a value that contains it -> dropped",
+    ]
+    assert roundtrip(fixed) == fixed

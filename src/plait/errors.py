@@ -59,6 +59,7 @@ def quoted(value: object, limit: int = MAX_QUOTED_CHARS) -> str:
 _MAX_PROBLEMS = 10
 _MAX_PROBLEM_CHARS = 2 * MAX_QUOTED_CHARS
 _MAX_ERROR_CHARS = 1000
+_MAX_LISTED_TOOLS = 50
 
 
 class PlaitError(Exception):
@@ -73,13 +74,17 @@ class ToolResolutionError(PlaitError):
     """A tool call named a tool that is not registered at the moment of the call.
 
     This is the *standard unknown-tool error*: the loop turns it into an error tool result the
-    model can read (it lists the tools that do exist), never an exception out of the loop.
+    model can read (it lists the tools that do exist: the first 50 in name order, each name
+    clipped, then how many more), never an exception out of the loop. ``available`` holds all.
     """
 
     def __init__(self, name: str, available: list[str]) -> None:
         self.name = name
         self.available = sorted(available)
-        listed = ", ".join(self.available) if self.available else "(none)"
+        shown = [clipped(n) for n in self.available[:_MAX_LISTED_TOOLS]]
+        if len(self.available) > _MAX_LISTED_TOOLS:
+            shown.append(f"and {len(self.available) - _MAX_LISTED_TOOLS} more")
+        listed = ", ".join(shown) if shown else "(none)"
         super().__init__(f"Unknown tool {quoted(name)}. Available tools: {listed}.")
 
 
@@ -132,8 +137,9 @@ class ToolTimeoutError(ToolExecutionError):
         self.timeout = timeout
         PlaitError.__init__(
             self,
-            f"Tool {tool!r} timed out after {timeout:g} s and was cancelled. Try smaller input, or "
-            "raise the tool's timeout (@tool(timeout=...) or Limits(tool_timeout=...)).",
+            f"Tool {quoted(tool)} timed out after {timeout:g} s and was cancelled. Try smaller "
+            "input, or raise the tool's timeout (@tool(timeout=...) or "
+            "Limits(tool_timeout=...)).",
         )
         self.tool = tool
         self.error = TimeoutError(f"timed out after {timeout:g} s")

@@ -21,6 +21,7 @@ a dict key that is not a ``str``         ``str(key)`` with ``str_keys=True`` (th
                                          ``int``/``float``/``bool``/``None`` keys as strings
 nesting deeper than ``MAX_DEPTH``        the string ``"[nested too deep: dropped]"``
                                          (stores cannot read such JSON back)
+a list or dict that contains itself      ``"[cycle: dropped]"`` where it repeats
 any other object                         its JSON form (dataclasses, pydantic models, sets,
                                          tuples, bytes as UTF-8), else ``str(obj)``
 =======================================  ==================================================
@@ -62,6 +63,7 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 # defers to the walk, which tells a huge int from a long digit string.
 _LONG_DIGITS = re.compile(r"\d{3884,}")
 _TOO_DEEP = "[nested too deep: dropped]"
+_CYCLE = "[cycle: dropped]"
 _NON_FINITE = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
 
 
@@ -194,7 +196,13 @@ def _depth(value: Any, level: int) -> int:
     return level
 
 
-def _value(value: Any, where: str, found: list[Replacement], depth: int) -> Any:
+def _value(
+    value: Any, where: str, found: list[Replacement], depth: int, active: set[int] | None = None
+) -> Any:
+    """``value`` made storable; ``active`` holds the ids of the lists and dicts being walked
+    above it, so a value that contains itself is cut there instead of walked 2**depth times."""
+    if active is None:
+        active = set()
     if value is None or isinstance(value, bool):
         return value
     if isinstance(value, str):
@@ -212,17 +220,26 @@ def _value(value: Any, where: str, found: list[Replacement], depth: int) -> Any:
     if depth >= MAX_DEPTH and isinstance(value, list | dict | tuple | set | frozenset):
         _note(found, where, f"nested deeper than {MAX_DEPTH} levels -> dropped")
         return _TOO_DEEP
-    if isinstance(value, list):
-        return _list(value, where, found, depth)
-    if isinstance(value, dict):
-        return _dict(value, where, found, depth)
-    return _value(_jsonable(value, where, found), where, found, depth)
+    if isinstance(value, list | dict):
+        if id(value) in active:
+            _note(found, where, "refers to a value that contains it -> dropped")
+            return _CYCLE
+        active.add(id(value))
+        try:
+            if isinstance(value, list):
+                return _list(value, where, found, depth, active)
+            return _dict(value, where, found, depth, active)
+        finally:
+            active.discard(id(value))
+    return _value(_jsonable(value, where, found), where, found, depth, active)
 
 
-def _list(value: list[Any], where: str, found: list[Replacement], depth: int) -> list[Any]:
+def _list(
+    value: list[Any], where: str, found: list[Replacement], depth: int, active: set[int]
+) -> list[Any]:
     out: list[Any] | None = None
     for i, item in enumerate(value):
-        fixed = _value(item, f"{where}[{i}]", found, depth + 1)
+        fixed = _value(item, f"{where}[{i}]", found, depth + 1, active)
         if fixed is not item and out is None:
             out = value[:i]
         if out is not None:
@@ -231,7 +248,7 @@ def _list(value: list[Any], where: str, found: list[Replacement], depth: int) ->
 
 
 def _dict(
-    value: dict[Any, Any], where: str, found: list[Replacement], depth: int
+    value: dict[Any, Any], where: str, found: list[Replacement], depth: int, active: set[int]
 ) -> dict[str, Any]:
     changed = False
     out: dict[str, Any] = {}
@@ -241,7 +258,7 @@ def _dict(
             name = str(_value(key, where, [], depth + 1))
             _note(found, f"{where}[{key!r}]", f"{type(key).__name__} key -> str")
         fixed_name = storable_text(name, f"{where} key", found)
-        fixed = _value(item, f"{where}[{fixed_name!r}]", found, depth + 1)
+        fixed = _value(item, f"{where}[{fixed_name!r}]", found, depth + 1, active)
         changed = changed or fixed_name is not key or fixed is not item
         out[fixed_name] = fixed
     return out if changed else value
@@ -274,7 +291,8 @@ def storable_message(message: Message) -> tuple[Message, list[Replacement]]:
         texts = [
             storable_text(p.text, f"content[{i}]", found) for i, p in enumerate(message.content)
         ]
-        if found:
+        # Compare by identity, not by `found`: a split surrogate pair is joined unreported.
+        if any(t is not p.text for t, p in zip(texts, message.content, strict=True)):
             fields["content"] = [TextPart(t) for t in texts]
     metadata = _value(message.metadata, "metadata", found, 0)
     if metadata is not message.metadata:

@@ -22,12 +22,20 @@ still resolves, and one unregistered since fails with :class:`~plait.errors.Tool
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, get_type_hints, overload
 
-from plait.errors import ConfigurationError, ToolArgumentsError, ToolResolutionError
+from plait.errors import (
+    ConfigurationError,
+    ToolArgumentsError,
+    ToolResolutionError,
+    clipped,
+    quoted,
+)
 from plait.messages import ToolCall, ToolDefinition
 
 if TYPE_CHECKING:
@@ -131,26 +139,28 @@ class FunctionTool(Tool):
             create_model,
         )
 
+        tool_name = _tool_name(fn, name)
+        target, bound = _unwrap(fn)
         self.fn = fn
         self.blocking = blocking
-        self.timeout = check_timeout(timeout, f"tool {name or fn.__name__!r}")
-        self._is_async = inspect.iscoroutinefunction(fn)
-        hints = get_type_hints(fn)
+        self.timeout = check_timeout(timeout, f"tool {tool_name!r}")
+        self._is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(target)
+        hints = _type_hints(target, tool_name)
         fields: dict[str, Any] = {}
         self._context_param: str | None = None
         for pname, param in inspect.signature(fn).parameters.items():
             if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
                 raise ConfigurationError(
-                    f"Tool function {fn.__qualname__} takes *{pname}; "
-                    "tools need named, typed parameters."
+                    f"Tool function {tool_name} takes *{pname}; tools need named, typed parameters."
                 )
+            if pname in bound:  # fixed by functools.partial: not the model's to choose
+                continue
             annotation = hints.get(pname, Any)
             if annotation is ToolContext:
                 self._context_param = pname
                 continue
             default = ... if param.default is param.empty else param.default
             fields[pname] = (annotation, default)
-        tool_name = name or fn.__name__
         self._model: type[BaseModel] = create_model(
             f"{tool_name}_args", __config__=ConfigDict(extra="forbid"), **fields
         )
@@ -160,7 +170,7 @@ class FunctionTool(Tool):
         self._validate_python = self._model.__pydantic_validator__.validate_python
         schema = self._model.model_json_schema()
         schema.pop("title", None)
-        doc = description if description is not None else inspect.getdoc(fn) or ""
+        doc = description if description is not None else inspect.getdoc(target) or ""
         super().__init__(ToolDefinition(tool_name, doc.strip(), schema, dict(metadata or {})))
 
     @property
@@ -243,6 +253,56 @@ def tool(
         )
 
     return build(fn) if fn is not None else build
+
+
+_TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+"""Tool names both OpenAI and Anthropic accept."""
+
+
+def _tool_name(fn: object, name: str | None) -> str:
+    """``name``, else ``fn``'s own, checked against what the providers accept (a name they
+    reject would fail every request with a 400)."""
+    if not callable(fn):
+        raise ConfigurationError(
+            f"@tool needs a function (or another callable), got {type(fn).__name__} "
+            f"{quoted(repr(fn))}."
+        )
+    found = name if name is not None else getattr(fn, "__name__", None)
+    if found is None:
+        raise ConfigurationError(
+            f"A {type(fn).__name__} object has no __name__; pass name=... "
+            "(@tool(name='...') or FunctionTool(fn, name='...'))."
+        )
+    if not isinstance(found, str) or not _TOOL_NAME.fullmatch(found):
+        raise ConfigurationError(
+            f"{quoted(found)} is not a valid tool name: use letters, digits, '_' and '-', "
+            "at most 64 characters (what OpenAI and Anthropic accept); pass name=... ."
+        )
+    return found
+
+
+def _unwrap(fn: Callable[..., Any]) -> tuple[Callable[..., Any], frozenset[str]]:
+    """The function whose hints and docstring describe ``fn`` (through ``functools.partial``,
+    or a callable object's ``__call__``), and the keyword arguments partials fixed."""
+    bound: set[str] = set()
+    target: Any = fn
+    while isinstance(target, functools.partial):
+        bound.update(target.keywords)
+        target = target.func
+    if not (inspect.isfunction(target) or inspect.ismethod(target)):
+        target = getattr(target, "__call__", target)  # noqa: B004 (a callable object)
+    return target, frozenset(bound)
+
+
+def _type_hints(target: Callable[..., Any], tool_name: str) -> dict[str, Any]:
+    try:
+        return get_type_hints(target)
+    except Exception as exc:  # NameError for an annotation imported only for type checking
+        raise ConfigurationError(
+            f"Could not read the type hints of {tool_name}: {type(exc).__name__}: "
+            f"{clipped(str(exc))}. Import every name its annotations use at run time (not only "
+            "under TYPE_CHECKING)."
+        ) from exc
 
 
 def check_timeout(timeout: float | None, what: str) -> float | None:

@@ -239,6 +239,36 @@ async def test_error_event_mid_stream_is_a_retryable_provider_error(
     assert sleeps == []
 
 
+async def test_a_stream_that_ends_before_the_model_finished_is_an_error(
+    server: WireServer, model: AnthropicModel, sleeps: list[float]
+) -> None:
+    # The body ends cleanly, but no finish reason came: the answer was cut short (a proxy
+    # timing out, a server restarting); it must not pass for a whole answer.
+    server.reply("stream_cut_short.sse")
+    seen: list[StreamEvent] = []
+
+    with pytest.raises(ProviderError, match="ended before the model finished") as caught:
+        async for event in model.stream(HELLO):
+            seen.append(event)
+
+    assert seen == [TextDelta("Par")]
+    assert caught.value.retryable is True and caught.value.provider == "anthropic"
+    assert len(server.received) == 1 and sleeps == []
+
+
+async def test_a_stream_that_reaches_message_stop_is_whole_even_without_a_stop_reason(
+    server: WireServer, model: AnthropicModel
+) -> None:
+    # message_stop ends every stream; a proxy that drops message_delta still delivered it all.
+    server.reply("stream_stop_without_reason.sse")
+
+    events = await drain(model.stream(HELLO))
+
+    final = events[-1]
+    assert isinstance(final, ResponseComplete)
+    assert final.response.content == "Par" and final.response.finish_reason == "stop"
+
+
 # --- errors and retries ----------------------------------------------------------------------
 
 
@@ -309,6 +339,63 @@ async def test_unauthorized_names_the_env_var(
     assert caught.value.retryable is False
     assert "invalid x-api-key" in str(caught.value)
     assert sleeps == []
+
+
+async def test_forbidden_says_the_key_lacks_access_not_that_it_is_invalid(
+    server: WireServer, model: AnthropicModel, sleeps: list[float]
+) -> None:
+    # 403: the key was accepted; it may not use this model (or region). "Set a valid key" would
+    # send the user after the wrong problem.
+    server.reply_json(
+        {
+            "type": "error",
+            "error": {
+                "type": "permission_error",
+                "message": "Your API key does not have permission to use the specified resource.",
+            },
+        },
+        status=403,
+    )
+
+    with pytest.raises(ProviderError, match="does not have permission") as caught:
+        await model.generate(HELLO)
+
+    message = str(caught.value)
+    assert caught.value.status == 403 and caught.value.retryable is False
+    assert "refused access" in message and "permission" in message
+    assert "rejected the credentials" not in message and "ANTHROPIC_API_KEY" in message
+    assert sleeps == []
+
+
+async def test_a_body_that_is_not_json_is_a_provider_error(
+    server: WireServer, model: AnthropicModel, sleeps: list[float]
+) -> None:
+    # A proxy or a server that is not the API answers 200 with something else: the SDK's
+    # JSONDecodeError must not escape untyped, whole answer or stream.
+    server.reply_raw(b"<html>Gateway</html>", content_type="application/json")
+    server.reply_raw(b"event: message_start\ndata: {oops\n\n", content_type="text/event-stream")
+
+    with pytest.raises(ProviderError, match="not valid JSON") as caught:
+        await model.generate(HELLO)
+    assert caught.value.retryable is False and sleeps == []
+    with pytest.raises(ProviderError, match="not valid JSON"):
+        await drain(model.stream(HELLO))
+    assert len(server.received) == 2
+
+
+async def test_a_reply_that_is_not_a_model_answer_is_a_provider_error(
+    server: WireServer, model: AnthropicModel
+) -> None:
+    # A web page (a captive portal, a wrong base URL) or JSON of another shape: the SDK hands
+    # it over as it is, and it must not fail later as an AttributeError/TypeError.
+    server.reply_raw(b"<html>Sign in to the network</html>", content_type="text/html")
+    server.reply_raw(b'{"type": "message", "id": "m"}')
+
+    with pytest.raises(ProviderError, match="not a model answer") as caught:
+        await model.generate(HELLO)
+    assert "Sign in to the network" in str(caught.value)
+    with pytest.raises(ProviderError, match="not a model answer"):
+        await model.generate(HELLO)
 
 
 async def test_other_client_errors_carry_the_provider_message(
@@ -444,6 +531,46 @@ async def test_tool_choice_mapping(
     await model.generate(HELLO.replace(tools=[WEATHER], tool_choice=choice))
 
     assert server.bodies()[0]["tool_choice"] == expected
+
+
+async def test_whitespace_only_text_is_left_out_so_the_thread_is_not_wedged(
+    server: WireServer, model: AnthropicModel
+) -> None:
+    # The API rejects a text block of whitespace alone ("text content blocks must contain
+    # non-whitespace text"); one stored in the thread (a model's "\n\n" before its tool call)
+    # would make every later request on that thread fail with a 400.
+    server.reply("text.json")
+    request = ModelRequest(
+        system_prompt="  ",
+        messages=[
+            UserMessage("Go."),
+            SystemMessage("\n"),
+            AssistantMessage("\n\n", tool_calls=[ToolCall("t1", "get_time", {})]),
+            ToolMessage("t1", "get_time", " \n"),
+            UserMessage(" "),
+            AssistantMessage("\t"),
+            UserMessage("And now?"),
+        ],
+    )
+
+    await model.generate(request)
+
+    [sent] = server.bodies()
+    assert "system" not in sent
+    assert sent["messages"] == [
+        {"role": "user", "content": [{"type": "text", "text": "Go."}]},
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "t1", "name": "get_time", "input": {}}],
+        },
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "t1"},
+                {"type": "text", "text": "And now?"},
+            ],
+        },
+    ]
 
 
 async def test_tool_results_come_before_text_in_a_merged_user_message(

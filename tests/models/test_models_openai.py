@@ -173,6 +173,34 @@ async def test_invalid_json_arguments_set_raw_args(
     ]
 
 
+async def test_arguments_sent_as_an_object_or_null_are_taken_as_they_are(
+    server: WireServer, model: OpenAIChatModel
+) -> None:
+    # Some OpenAI-compatible servers send `arguments` as a JSON object, or null, instead of a
+    # string; the SDK passes it through unvalidated.
+    def call(id: str, arguments: object) -> dict[str, object]:
+        return {
+            "id": id,
+            "type": "function",
+            "function": {"name": "get_weather", "arguments": arguments},
+        }
+
+    calls = [call("c1", {"city": "Paris"}), call("c2", None), call("c3", [1])]
+    message = {"role": "assistant", "content": None, "tool_calls": calls}
+    choice = {"index": 0, "message": message, "finish_reason": "tool_calls"}
+    server.reply_json(
+        {"id": "x", "object": "chat.completion", "created": 1, "model": "m", "choices": [choice]}
+    )
+
+    response = await model.generate(HELLO.replace(tools=[WEATHER]))
+
+    assert response.tool_calls == [
+        ToolCall("c1", "get_weather", {"city": "Paris"}),
+        ToolCall("c2", "get_weather", {}),
+        ToolCall("c3", "get_weather", {}, raw_args="[1]"),
+    ]
+
+
 # --- streaming -------------------------------------------------------------------------------
 
 
@@ -209,6 +237,40 @@ async def test_stream_assembles_tool_call_deltas(
     assert sent.body["stream_options"] == {"include_usage": True}
 
 
+async def test_azure_content_filter_chunks_without_a_delta_are_skipped(
+    server: WireServer, model: OpenAIChatModel
+) -> None:
+    # Azure's asynchronous content filter sends annotation chunks whose choice has no `delta`
+    # (and empty id/model), besides a first chunk with no choices at all.
+    server.reply("stream_azure_filter.sse")
+
+    events = await drain(model.stream(HELLO))
+
+    assert [e for e in events if isinstance(e, TextDelta)] == [TextDelta("Paris.")]
+    final = events[-1]
+    assert isinstance(final, ResponseComplete)
+    assert final.response.content == "Paris." and final.response.finish_reason == "stop"
+    assert final.response.model == "gpt-4o-2024-08-06"
+    assert final.response.metadata == {"response_id": "chatcmpl-az-1"}
+
+
+async def test_streamed_arguments_sent_as_an_object_are_taken_as_they_are(
+    server: WireServer, model: OpenAIChatModel
+) -> None:
+    server.reply("stream_object_args.sse")
+
+    events = await drain(model.stream(HELLO.replace(tools=[WEATHER])))
+
+    final = events[-1]
+    assert isinstance(final, ResponseComplete)
+    assert final.response.tool_calls == [
+        ToolCall("call_o1", "get_weather", {"city": "Paris"}),
+        ToolCall("call_o2", "get_time", {}),
+    ]
+    fragments = [e.args_fragment for e in events if isinstance(e, ToolCallDelta)]
+    assert fragments == ['{"city":"Paris"}', ""]
+
+
 async def test_error_mid_stream_is_a_provider_error(
     server: WireServer, model: OpenAIChatModel
 ) -> None:
@@ -221,6 +283,23 @@ async def test_error_mid_stream_is_a_provider_error(
 
     assert seen == [TextDelta("Par")]
     assert len(server.received) == 1
+
+
+async def test_a_stream_that_ends_before_the_model_finished_is_an_error(
+    server: WireServer, model: OpenAIChatModel, sleeps: list[float]
+) -> None:
+    # The body ends cleanly, but no finish reason came: the answer was cut short (a proxy
+    # timing out, a server restarting); it must not pass for a whole answer.
+    server.reply("stream_cut_short.sse")
+    seen: list[StreamEvent] = []
+
+    with pytest.raises(ProviderError, match="ended before the model finished") as caught:
+        async for event in model.stream(HELLO):
+            seen.append(event)
+
+    assert seen == [TextDelta("Par")]
+    assert caught.value.retryable is True and caught.value.provider == "openai"
+    assert len(server.received) == 1 and sleeps == []
 
 
 # --- errors and retries ----------------------------------------------------------------------
@@ -367,6 +446,64 @@ async def test_compatible_server_unauthorized_names_its_own_env_var(server: Wire
     assert "OPENAI_COMPATIBLE_API_KEY" in str(caught.value)
     assert server.url in str(caught.value)
     assert caught.value.provider == "openai-compatible"
+
+
+async def test_forbidden_says_the_key_lacks_access_not_that_it_is_invalid(
+    server: WireServer, model: OpenAIChatModel, sleeps: list[float]
+) -> None:
+    # 403: the key was accepted; it may not use this model (or region). "Set a valid key" would
+    # send the user after the wrong problem.
+    server.reply_json(
+        {
+            "error": {
+                "message": "Project `proj_abc` does not have access to model `gpt-4.1-mini`",
+                "type": "invalid_request_error",
+                "param": None,
+                "code": "model_not_found",
+            }
+        },
+        status=403,
+    )
+
+    with pytest.raises(ProviderError, match="does not have access to model") as caught:
+        await model.generate(HELLO)
+
+    message = str(caught.value)
+    assert caught.value.status == 403 and caught.value.retryable is False
+    assert "refused access" in message and "permission" in message
+    assert "rejected the credentials" not in message and "OPENAI_API_KEY" in message
+    assert sleeps == []
+
+
+async def test_a_body_that_is_not_json_is_a_provider_error(
+    server: WireServer, model: OpenAIChatModel, sleeps: list[float]
+) -> None:
+    # A proxy or a server that is not the API answers 200 with something else: the SDK's
+    # JSONDecodeError must not escape untyped, whole answer or stream.
+    server.reply_raw(b"<html>Gateway</html>", content_type="application/json")
+    server.reply_raw(b"data: {oops\n\n", content_type="text/event-stream")
+
+    with pytest.raises(ProviderError, match="not valid JSON") as caught:
+        await model.generate(HELLO)
+    assert caught.value.retryable is False and sleeps == []
+    with pytest.raises(ProviderError, match="not valid JSON"):
+        await drain(model.stream(HELLO))
+    assert len(server.received) == 2
+
+
+async def test_a_reply_that_is_not_a_model_answer_is_a_provider_error(
+    server: WireServer, model: OpenAIChatModel
+) -> None:
+    # A web page (a captive portal, a wrong base URL) or JSON of another shape: the SDK hands
+    # it over as it is, and it must not fail later as an AttributeError/TypeError.
+    server.reply_raw(b"<html>Sign in to the network</html>", content_type="text/html")
+    server.reply_raw(b'{"object": "list", "data": []}')
+
+    with pytest.raises(ProviderError, match="not a model answer") as caught:
+        await model.generate(HELLO)
+    assert "Sign in to the network" in str(caught.value)
+    with pytest.raises(ProviderError, match="not a model answer"):
+        await model.generate(HELLO)
 
 
 async def test_other_client_errors_carry_the_provider_message(

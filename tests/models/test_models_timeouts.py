@@ -115,6 +115,36 @@ async def test_an_agent_turn_on_a_silent_server_fails_typed_and_keeps_the_input(
     await agent.model.aclose()
 
 
+@pytest.mark.parametrize("provider", MODELS)
+async def test_timeouts_given_with_a_client_passed_in_reach_that_client(
+    server: WireServer, provider: str
+) -> None:
+    # The caller's client has the SDK's default read timeout (10 minutes); `timeouts=` given
+    # beside it must still cut each attempt at its read timeout.
+    import anthropic
+    import openai
+
+    for _ in range(2):
+        server.stall()
+    timeouts = ModelTimeouts(read=0.1, total=60)
+    model: OpenAIChatModel | AnthropicModel
+    client: openai.AsyncOpenAI | anthropic.AsyncAnthropic
+    if provider == "openai":
+        client = openai.AsyncOpenAI(api_key="sk-test", base_url=server.url + "/v1")
+        model = OpenAIChatModel("m", client=client, timeouts=timeouts, max_retries=1)
+    else:
+        client = anthropic.AsyncAnthropic(api_key="sk-ant-test", base_url=server.url)
+        model = AnthropicModel("m", client=client, timeouts=timeouts, max_retries=1)
+    model.backoff = FAST_BACKOFF
+
+    with pytest.raises(ProviderError, match="gave up after 1 retry") as info:
+        await model.generate(HELLO)
+
+    assert not isinstance(info.value, ModelTimeoutError)
+    assert len(server.received) == 2
+    await client.close()
+
+
 def test_defaults_are_documented_and_reach_the_sdk_client() -> None:
     assert ModelTimeouts() == ModelTimeouts(connect=10.0, read=300.0, total=600.0)
     model = OpenAIChatModel("gpt-4.1-mini", api_key="sk-test")

@@ -138,3 +138,36 @@ def test_an_http_date_without_a_zone_is_gmt_whatever_the_local_zone(
     finally:
         monkeypatch.undo()
         tzset()
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+@pytest.mark.parametrize(
+    ("status", "body", "content_type"),
+    [
+        (502, b"<html>" + b"x" * 50_000 + b"</html>", "text/html"),
+        (
+            400,
+            b'{"type": "error", "error": {"message": "' + b"y" * 50_000 + b'"}}',
+            "application/json",
+        ),
+    ],
+    ids=["html-page", "json-message"],
+)
+async def test_an_error_body_of_any_size_gives_a_bounded_message(
+    server: WireServer, provider: str, status: int, body: bytes, content_type: str
+) -> None:
+    # A proxy's error page or a server's own message can be megabytes; the error (printed by
+    # the CLI, stored in events and traces) repeats a bounded part of it.
+    model: OpenAIChatModel | AnthropicModel
+    if provider == "openai":
+        model = OpenAIChatModel("m", api_key="k", base_url=server.url + "/v1", max_retries=0)
+    else:
+        model = AnthropicModel("m", api_key="k", base_url=server.url, max_retries=0)
+    server.reply_raw(body, status=status, content_type=content_type)
+
+    with pytest.raises(ProviderError) as caught:
+        await model.generate(HELLO)
+    await model.aclose()
+
+    assert caught.value.status == status
+    assert len(str(caught.value)) < 2_000

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
+
 from plait import Agent, FunctionModel, ModelRequest, ModelResponse, ScriptedModel, ToolCall, tool
 from plait.context import SummarizationMiddleware
+from plait.errors import ConfigurationError
 from plait.runtime import ToolSearch
+from plait.stores import MemoryThreadStore
 
 
 @tool(deferred=True)
@@ -71,3 +77,36 @@ async def test_compaction_that_drops_the_search_withdraws_the_tools() -> None:
     assert "export_ledger" in names(model.requests[1])
     await agent.run("x " * 200, thread_id="t")  # pushes the history over budget
     assert "export_ledger" not in names(model.requests[-1])
+
+
+async def test_search_results_of_another_shape_in_the_thread_are_ignored() -> None:
+    # The thread was written by an agent whose own tool was called `search_tools` (or edited by
+    # hand): its results are not ToolSearch's, and must not break the turns that follow.
+    @tool(name="search_tools")
+    def other_search(query: str) -> Any:
+        """Another agent's search."""
+        return {"tools": 5} if query == "a" else {"tools": [{"name": ["x"]}, {"name": 7}]}
+
+    store = MemoryThreadStore()
+    first = ScriptedModel(
+        [
+            ToolCall("a", "search_tools", {"query": "a"}),
+            ToolCall("b", "search_tools", {"query": "b"}),
+            "ok",
+        ]
+    )
+    await Agent(first, tools=[other_search], store=store).run("go", thread_id="t")
+    second = ScriptedModel(["still fine"])
+
+    result = await Agent(second, tools=[ping, refund_order], store=store).run(
+        "again", thread_id="t"
+    )
+
+    assert result.output == "still fine"
+    assert names(second.requests[0]) == ["ping", "search_tools"]
+
+
+def test_a_limit_below_one_is_a_configuration_error() -> None:
+    for limit in (0, -1, 2.5, True):
+        with pytest.raises(ConfigurationError, match="limit"):
+            ToolSearch(limit=limit)  # type: ignore[arg-type]

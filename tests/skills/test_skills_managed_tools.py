@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from plait import Agent, DispatchContext, Limits, ScriptedModel, ToolCall, ToolMessage, tool
-from plait.messages import Message
+from plait.errors import ConfigurationError
+from plait.messages import Message, ToolDefinition
 from plait.skills import MemorySource
 from plait.skills.managed import (
     ScriptConfig,
@@ -22,6 +23,7 @@ from plait.skills.managed import (
 )
 from plait.skills.managed.prepare import TOOL_NAME
 from plait.skills.managed.tools import LIFECYCLE_TOOL_NAMES
+from plait.tools import Tool
 
 
 def skill_md(name: str, body: str = "Body.", description: str = "") -> str:
@@ -276,14 +278,17 @@ async def test_skill_tool_may_not_take_a_lifecycle_tool_name() -> None:
 
 async def test_tool_names_must_follow_the_rule_and_be_unique_within_a_skill() -> None:
     assert TOOL_NAME.pattern == "^[A-Za-z_][A-Za-z0-9_-]{0,63}$"
-    bad = type(pdf_extract)(pdf_extract.fn, name="pdf extract")
+    # FunctionTool refuses such names itself; other Tool classes meet the skill's own check.
+    with pytest.raises(ConfigurationError, match="not a valid tool name"):
+        type(pdf_extract)(pdf_extract.fn, name="pdf extract")
+    bad = Tool(ToolDefinition("pdf extract", "Extract.", {}))
     m = await make(skill_tools={"pdf": [bad]})
     with pytest.raises(SkillToolInvalid, match="does not match"):
         await m.load("pdf")
     m = await make(skill_tools={"pdf": [pdf_extract, pdf_extract]})
     with pytest.raises(SkillToolInvalid, match="two tools named"):
         await m.load("pdf")
-    m = await make(skill_tools={"pdf": [type(pdf_extract)(pdf_extract.fn, name="x" * 65)]})
+    m = await make(skill_tools={"pdf": [Tool(ToolDefinition("x" * 65, "Long.", {}))]})
     with pytest.raises(SkillToolInvalid):
         await m.load("pdf")
 

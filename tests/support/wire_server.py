@@ -85,6 +85,12 @@ class WireServer:
             Reply(status, [json.dumps(body).encode()], "application/json", dict(headers or {}))
         )
 
+    def reply_raw(
+        self, body: bytes, *, status: int = 200, content_type: str = "application/json"
+    ) -> None:
+        """Queue ``body`` as it is, whatever it holds (a malformed reply)."""
+        self._replies.append(Reply(status, [body], content_type))
+
     def stall(self, fixture: str | None = None, *, after: int = 0) -> None:
         """Queue a reply that accepts the request and then never answers: with no ``fixture``,
         not even a status line; with one, its first ``after`` chunks (SSE events), then

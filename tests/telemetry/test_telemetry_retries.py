@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+from chat_completions import sse_answer
 from opentelemetry import trace
 from otel_memory import Otel
 from wire_server import WireServer
@@ -84,7 +85,7 @@ async def test_a_streamed_turn_reports_its_retries_too(
 ) -> None:
     server.reply("server_error.json", status=503)
     server.reply("stream_tool_calls.sse")
-    server.reply("text.json")
+    server._replies.append(sse_answer("Sunny in both."))  # the second call streams too
 
     events = [e async for e in Agent(model).stream("weather?")]
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Literal
+import functools
+from typing import Any, Literal
 
 import pytest
 from pydantic import BaseModel
@@ -75,6 +76,54 @@ def test_var_args_are_refused_with_a_clear_error() -> None:
 
     with pytest.raises(ConfigurationError, match="named, typed parameters"):
         FunctionTool(bad)
+
+
+def scale(value: int, factor: int) -> int:
+    """Multiply."""
+    return value * factor
+
+
+class Doubler:
+    async def __call__(self, value: int) -> int:
+        return 2 * value
+
+
+async def test_a_partial_or_a_callable_object_becomes_a_tool_given_a_name() -> None:
+    triple = tool(name="triple")(functools.partial(scale, factor=3))
+    double = tool(name="double")(Doubler())
+
+    assert set(triple.definition.parameters["properties"]) == {"value"}
+    assert triple.validate({"value": "4"}) == {"value": 4}
+    assert await triple.invoke({"value": 4}, None) == 12  # type: ignore[arg-type]
+    assert set(double.definition.parameters["properties"]) == {"value"}
+    assert await double.invoke({"value": 4}, None) == 8  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("target", "options", "match"),
+    [
+        (functools.partial(scale, factor=3), {}, "has no __name__; pass name="),
+        (5, {"name": "five"}, "needs a function"),
+        (lambda value: value, {}, "'<lambda>' is not a valid tool name"),
+        (scale, {"name": "my tool"}, "'my tool' is not a valid tool name"),
+        (scale, {"name": "x" * 65}, "at most 64"),
+    ],
+    ids=["partial-unnamed", "not-callable", "lambda", "space", "too-long"],
+)
+def test_what_cannot_become_a_tool_is_a_configuration_error(
+    target: Any, options: dict[str, Any], match: str
+) -> None:
+    # A name the providers reject would otherwise fail every request with a 400.
+    with pytest.raises(ConfigurationError, match=match):
+        tool(**options)(target)
+
+
+def test_an_annotation_that_cannot_be_resolved_is_a_configuration_error() -> None:
+    def lookup(key: Undefined) -> str:  # type: ignore[name-defined]  # noqa: F821
+        return ""
+
+    with pytest.raises(ConfigurationError, match=r"type hints of lookup.*Undefined"):
+        tool(lookup)
 
 
 def test_deferred_and_blocking_flags() -> None:

@@ -17,6 +17,8 @@ plait                       Messages API
 ``ToolMessage``             a ``tool_result`` block (``is_error`` when it failed) in a ``user``
                             message; consecutive results share one message, results first
 consecutive same role       merged into one message (empty messages are dropped)
+empty or blank text         left out: no text block (the API rejects one of only whitespace),
+                            no ``tool_result`` content
 ``tools``                   ``{name, description, input_schema}``
 ``tool_choice``             ``auto``/``none``, ``required`` as ``any``, a name as ``tool``;
                             dropped when there are no tools
@@ -52,6 +54,7 @@ from plait.messages import (
 from plait.models.base import (
     ModelRequest,
     ModelResponse,
+    ResponseComplete,
     StreamEvent,
     TextDelta,
     ToolChoice,
@@ -108,12 +111,12 @@ def to_anthropic_messages(
     """``(system blocks, messages)``: system prompt and system messages folded into the first,
     consecutive same-role messages merged, tool results placed first in their user message."""
     system: list[TextBlockParam] = []
-    if request.system_prompt:
+    if _sendable(request.system_prompt):
         system.append({"type": "text", "text": request.system_prompt})
     turns: list[tuple[Literal["user", "assistant"], list[_Block]]] = []
     for message in request.messages:
         if isinstance(message, SystemMessage):
-            if text := message.text:
+            if _sendable(text := message.text):
                 system.append({"type": "text", "text": text})
             continue
         role: Literal["user", "assistant"]
@@ -124,7 +127,8 @@ def to_anthropic_messages(
             role, blocks = "assistant", _assistant_blocks(message)
         else:
             role = "user"
-            blocks = [{"type": "text", "text": message.text}] if message.text else []
+            text = message.text
+            blocks = [{"type": "text", "text": text}] if _sendable(text) else []
         if not blocks:
             continue
         if turns and turns[-1][0] == role:
@@ -132,6 +136,12 @@ def to_anthropic_messages(
         else:
             turns.append((role, blocks))
     return system, [_turn(role, blocks) for role, blocks in turns]
+
+
+def _sendable(text: str) -> bool:
+    """Whether ``text`` may be sent as a text block: the API rejects one that is empty or only
+    whitespace (and a thread that stored one would fail on every later request)."""
+    return bool(text) and not text.isspace()
 
 
 def _turn(role: Literal["user", "assistant"], blocks: list[_Block]) -> MessageParam:
@@ -145,7 +155,7 @@ def _turn(role: Literal["user", "assistant"], blocks: list[_Block]) -> MessagePa
 
 def _tool_result(message: ToolMessage) -> ToolResultBlockParam:
     block: ToolResultBlockParam = {"type": "tool_result", "tool_use_id": message.tool_call_id}
-    if text := message.text:
+    if _sendable(text := message.text):
         block["content"] = text
     if message.is_error:
         block["is_error"] = True
@@ -154,7 +164,7 @@ def _tool_result(message: ToolMessage) -> ToolResultBlockParam:
 
 def _assistant_blocks(message: AssistantMessage) -> list[_Block]:
     blocks: list[_Block] = []
-    if text := message.text:
+    if _sendable(text := message.text):
         blocks.append({"type": "text", "text": text})
     for call in message.tool_calls:
         blocks.append({"type": "tool_use", "id": call.id, "name": call.name, "input": call.args})
@@ -265,13 +275,14 @@ class AnthropicStreamAssembler:
     """Turns raw Messages stream events into plait stream events and, at the end, the whole
     response. ``ToolCallDelta.index`` counts tool calls only (0, 1, ...), not content blocks."""
 
-    __slots__ = ("_finish", "_id", "_model", "_text", "_tool_keys", "_tools", "_usage")
+    __slots__ = ("_finish", "_id", "_model", "_stopped", "_text", "_tool_keys", "_tools", "_usage")
 
     def __init__(self) -> None:
         self._text: list[str] = []
         self._tools = ToolCallBuffer()
         self._tool_keys: set[int] = set()
         self._finish: str | None = None
+        self._stopped = False
         self._usage: AnthropicUsage | None = None
         self._model: str | None = None
         self._id: str | None = None
@@ -299,6 +310,8 @@ class AnthropicStreamAssembler:
                 return [TextDelta(delta.text)]
             if delta.type == "input_json_delta" and event.index in self._tool_keys:
                 return [self._tools.add(event.index, fragment=delta.partial_json)]
+        elif event.type == "message_stop":
+            self._stopped = True
         elif event.type == "message_delta":
             self._finish = event.delta.stop_reason or self._finish
             self._merge_usage(event.usage)
@@ -318,6 +331,12 @@ class AnthropicStreamAssembler:
         if delta.output_tokens_details is not None:
             self._usage.output_tokens_details = delta.output_tokens_details
 
+    @property
+    def finished(self) -> bool:
+        """Whether the stream reached its end: a ``stop_reason`` or the ``message_stop`` event
+        (a stream without either was cut short)."""
+        return self._finish is not None or self._stopped
+
     def response(self) -> ModelResponse:
         return ModelResponse(
             content="".join(self._text),
@@ -334,8 +353,8 @@ class AnthropicModel:
 
     ``max_tokens`` is the default answer budget (the API requires one); a request's own
     ``max_tokens`` wins. ``client`` reuses an existing ``AsyncAnthropic`` (its own retries are
-    turned off). Retries follow :mod:`plait.models.retrying`: up to ``max_retries``, waits from
-    ``backoff``.
+    turned off, its timeouts replaced by ``timeouts``). Retries follow
+    :mod:`plait.models.retrying`: up to ``max_retries``, waits from ``backoff``.
     """
 
     provider_label = "anthropic"
@@ -364,7 +383,15 @@ class AnthropicModel:
             self.name, "anthropic", self.api_key_env, base_url, "Anthropic"
         )
         self._owns_client = client is None
-        self._client = client.with_options(max_retries=0) if client else self._new_client()
+        self._client = self._reuse(client) if client else self._new_client()
+
+    def _reuse(self, client: AsyncAnthropic) -> AsyncAnthropic:
+        """A copy of ``client`` (sharing its connections) without retries and with these
+        timeouts, so the connect/read bounds hold (and the deadline's message tells the truth)."""
+        import anthropic
+
+        timeout = self.timeouts.sdk_timeout(anthropic.Timeout)
+        return client.with_options(max_retries=0, timeout=timeout)
 
     def _new_client(self) -> AsyncAnthropic:
         try:
@@ -401,6 +428,8 @@ class AnthropicModel:
         return to_anthropic_request(request, model=self.model, max_tokens=self.max_tokens)
 
     async def generate(self, request: ModelRequest) -> ModelResponse:
+        from anthropic.types import Message as MessageType
+
         params, extra = self.request_body(request)
         deadline = self.timeouts.start(self.name)
         message: Message = await call_with_retries(
@@ -410,11 +439,17 @@ class AnthropicModel:
             backoff=self.backoff,
             deadline=deadline,
         )
+        # The SDK hands over a body of another shape as it is (text/html as a str).
+        if not isinstance(message, MessageType) or not isinstance(
+            getattr(message, "content", None), list
+        ):
+            raise self._errors.not_an_answer(message)
         return from_anthropic_message(message)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         """Stream the answer. Opening the stream is retried; a failure mid-stream (including an
-        ``error`` event) is raised as a typed error without retrying."""
+        ``error`` event) is raised as a typed error without retrying, and so is a stream that ends
+        without a ``stop_reason`` (cut short by a proxy or a restarting server)."""
         import anthropic
 
         params, extra = self.request_body(request)
@@ -426,14 +461,17 @@ class AnthropicModel:
             backoff=self.backoff,
             deadline=deadline,
         )
+        assembler = AnthropicStreamAssembler()
         relayed = relay_stream(
             events,
-            AnthropicStreamAssembler(),
+            assembler,
             self._classify,
-            (anthropic.AnthropicError, *transport_errors()),
+            (anthropic.AnthropicError, json.JSONDecodeError, *transport_errors()),
             deadline,
         )
         async for event in relayed:
+            if isinstance(event, ResponseComplete) and not assembler.finished:
+                raise self._errors.cut_short()
             yield event
 
     async def aclose(self) -> None:
@@ -457,6 +495,8 @@ def classify_anthropic_error(exc: Exception, errors: ProviderErrors) -> Provider
 
     if isinstance(exc, anthropic.APIConnectionError):
         return errors.connection(exc.message)
+    if isinstance(exc, json.JSONDecodeError):  # the SDK parses bodies and events unchecked
+        return errors.malformed(str(exc))
     if isinstance(exc, transport_errors()):
         # The SDK lets the HTTP library's error through when a stream breaks mid-way.
         return errors.connection(

@@ -32,9 +32,12 @@ usage                       ``prompt_tokens`` (cached included), cached and cach
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Literal
+
+from pydantic_core import to_json
 
 from plait.errors import ConfigurationError, ProviderError
 from plait.messages import (
@@ -49,6 +52,7 @@ from plait.messages import (
 from plait.models.base import (
     ModelRequest,
     ModelResponse,
+    ResponseComplete,
     StreamEvent,
     TextDelta,
     ToolChoice,
@@ -226,11 +230,21 @@ def from_openai_completion(completion: ChatCompletion) -> ModelResponse:
     )
 
 
+def _fragment(arguments: object) -> str:
+    """A streamed ``arguments`` piece as text: some compatible servers send the whole
+    arguments as a JSON object (or ``null``) rather than a string."""
+    if isinstance(arguments, str):
+        return arguments
+    return "" if arguments is None else to_json(arguments, fallback=repr).decode()
+
+
 class OpenAIStreamAssembler:
     """Turns ``ChatCompletionChunk`` s into stream events and, at the end, the whole response.
 
     Feed every chunk to :meth:`feed` (which returns the events to emit), then call
-    :meth:`response`. Only the first choice is followed.
+    :meth:`response`. Only the first choice is followed. Chunks without choices (usage, Azure's
+    prompt filter results) or whose choice has no ``delta`` (Azure's content-filter annotations,
+    with an empty id and model) add nothing but what they carry.
     """
 
     __slots__ = ("_finish", "_id", "_model", "_text", "_tools", "_usage")
@@ -252,7 +266,11 @@ class OpenAIStreamAssembler:
         for choice in chunk.choices:
             if choice.index != 0:
                 continue
+            if choice.finish_reason is not None:
+                self._finish = choice.finish_reason
             delta = choice.delta
+            if delta is None:  # an annotation chunk (Azure's content filter): nothing to add
+                continue
             text = delta.content or delta.refusal
             if text:
                 self._text.append(text)
@@ -264,12 +282,15 @@ class OpenAIStreamAssembler:
                         call.index,
                         id=call.id,
                         name=function.name if function else None,
-                        fragment=(function.arguments or "") if function else "",
+                        fragment=_fragment(function.arguments) if function else "",
                     )
                 )
-            if choice.finish_reason is not None:
-                self._finish = choice.finish_reason
         return events
+
+    @property
+    def finished(self) -> bool:
+        """Whether the provider said why the answer ended (a stream without it was cut short)."""
+        return self._finish is not None
 
     def response(self) -> ModelResponse:
         calls = self._tools.calls()
@@ -289,8 +310,9 @@ class OpenAIChatModel:
     ``base_url`` points it at any OpenAI-compatible server; give such a server its own
     ``provider_label`` (``"openai-compatible"`` from :func:`~plait.models.registry.resolve_model`)
     so names, errors and the API-key hint (``<LABEL>_API_KEY``) say which server failed.
-    ``client`` reuses an existing ``AsyncOpenAI`` (its own retries are turned off). Retries follow
-    :mod:`plait.models.retrying`: up to ``max_retries``, waits from ``backoff``.
+    ``client`` reuses an existing ``AsyncOpenAI`` (its own retries are turned off, its timeouts
+    replaced by ``timeouts``). Retries follow :mod:`plait.models.retrying`: up to ``max_retries``,
+    waits from ``backoff``.
     """
 
     def __init__(
@@ -324,7 +346,15 @@ class OpenAIChatModel:
             self.name, provider_label, self.api_key_env, base_url, "OpenAI"
         )
         self._owns_client = client is None
-        self._client = client.with_options(max_retries=0) if client else self._new_client()
+        self._client = self._reuse(client) if client else self._new_client()
+
+    def _reuse(self, client: AsyncOpenAI) -> AsyncOpenAI:
+        """A copy of ``client`` (sharing its connections) without retries and with these
+        timeouts, so the connect/read bounds hold (and the deadline's message tells the truth)."""
+        import openai
+
+        timeout = self.timeouts.sdk_timeout(openai.Timeout)
+        return client.with_options(max_retries=0, timeout=timeout)
 
     def _new_client(self) -> AsyncOpenAI:
         try:
@@ -354,6 +384,8 @@ class OpenAIChatModel:
         return to_openai_request(request, model=self.model, max_tokens_key=self._max_tokens_key)
 
     async def generate(self, request: ModelRequest) -> ModelResponse:
+        from openai.types.chat import ChatCompletion as ChatCompletionType
+
         params = self.request_body(request)
         deadline = self.timeouts.start(self.name)
         completion: ChatCompletion = await call_with_retries(
@@ -363,11 +395,17 @@ class OpenAIChatModel:
             backoff=self.backoff,
             deadline=deadline,
         )
+        # The SDK hands over a body of another shape as it is (text/html as a str).
+        if not isinstance(completion, ChatCompletionType) or not isinstance(
+            getattr(completion, "choices", None), list
+        ):
+            raise self._errors.not_an_answer(completion)
         return from_openai_completion(completion)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         """Stream the answer. Opening the stream is retried; a failure mid-stream is raised as a
-        typed error without retrying (events were already delivered)."""
+        typed error without retrying (events were already delivered), and so is a stream that
+        ends without a ``finish_reason`` (cut short by a proxy or a restarting server)."""
         import openai
 
         params = self.request_body(request)
@@ -380,14 +418,17 @@ class OpenAIChatModel:
             backoff=self.backoff,
             deadline=deadline,
         )
+        assembler = OpenAIStreamAssembler()
         relayed = relay_stream(
             chunks,
-            OpenAIStreamAssembler(),
+            assembler,
             self._classify,
-            (openai.APIError, *transport_errors()),
+            (openai.APIError, json.JSONDecodeError, *transport_errors()),
             deadline,
         )
         async for event in relayed:
+            if isinstance(event, ResponseComplete) and not assembler.finished:
+                raise self._errors.cut_short()
             yield event
 
     async def aclose(self) -> None:
@@ -410,6 +451,8 @@ def classify_openai_error(exc: Exception, errors: ProviderErrors) -> ProviderFai
 
     if isinstance(exc, openai.APIConnectionError):
         return errors.connection(exc.message)
+    if isinstance(exc, json.JSONDecodeError):  # the SDK parses bodies and events unchecked
+        return errors.malformed(str(exc))
     if isinstance(exc, transport_errors()):
         # Some SDK versions let the HTTP library's error through when a stream breaks mid-way.
         return errors.connection(

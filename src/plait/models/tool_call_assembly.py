@@ -18,13 +18,21 @@ from plait.models.base import ToolCallDelta
 __all__ = ["ToolCallBuffer", "dump_tool_arguments", "parse_tool_arguments"]
 
 
-def parse_tool_arguments(text: str) -> tuple[dict[str, Any], str | None]:
+def parse_tool_arguments(text: object) -> tuple[dict[str, Any], str | None]:
     """``(args, raw_args)`` for a provider's argument text.
 
     A JSON object gives ``(object, None)``; empty text means no arguments, ``({}, None)``.
     Anything else (broken JSON, a list, a number) gives ``({}, text)`` so the tool fails
-    validation with a message that quotes what the model sent.
+    validation with a message that quotes what the model sent. Some OpenAI-compatible servers
+    send the arguments already decoded: a ``dict`` is taken as it is, ``None`` as no arguments,
+    any other value as its JSON text.
     """
+    if isinstance(text, dict):
+        return text, None
+    if text is None:
+        return {}, None
+    if not isinstance(text, str):
+        return {}, to_json(text, fallback=repr).decode()
     if not text or text.isspace():
         return {}, None
     try:

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from plait.errors import ConfigurationError
 from plait.messages import Message, ToolMessage
 from plait.middleware.base import Middleware
 from plait.middleware.context import DispatchContext, TurnContext
@@ -44,15 +45,26 @@ def _found_names(message: Message) -> list[str]:
     if not isinstance(message, ToolMessage) or message.name != SEARCH_TOOLS_NAME:
         return []
     data = message.data
-    if not isinstance(data, dict):
+    tools = data.get("tools") if isinstance(data, dict) else None
+    if not isinstance(tools, list):  # not a result of ours (another agent's tool of that name)
         return []
-    return [t["name"] for t in data.get("tools", []) if isinstance(t, dict) and "name" in t]
+    return [t["name"] for t in tools if isinstance(t, dict) and isinstance(t.get("name"), str)]
 
 
 class ToolSearch(Middleware):
-    """Offer ``search_tools`` and advertise the deferred tools it found."""
+    """Offer ``search_tools`` and advertise the deferred tools it found.
+
+    ``limit`` (an int >= 1, else :class:`~plait.errors.ConfigurationError`) caps the tools one
+    search returns. A ``search_tools`` result of another shape in the thread (another agent's
+    tool of that name) discloses nothing.
+    """
 
     def __init__(self, *, limit: int = 8) -> None:
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise ConfigurationError(
+                f"ToolSearch(limit=...) is how many tools one search returns: an int >= 1, "
+                f"got {limit!r}."
+            )
         self.limit = limit
         self._tool = FunctionTool(self._search, name=SEARCH_TOOLS_NAME)
 
