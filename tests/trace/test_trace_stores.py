@@ -222,3 +222,28 @@ async def test_the_page_api_says_what_to_do_when_the_store_cannot_be_read() -> N
         assert response.status_code == 503
         assert "plait db upgrade" in response.json()["error"]
         await store.aclose()
+
+
+async def test_a_nul_or_lone_surrogate_in_a_turn_never_loses_its_trace(store: TraceStore) -> None:
+    # Postgres text cannot hold NUL, UTF-8 cannot hold a lone surrogate: a tool output, an input
+    # or an answer holding either must still be recorded (readably), with no write error.
+    recorder = TraceRecorder(store)
+    odd = "a\x00b\ud800c" + "z" * 3_000
+    agent = Agent(
+        ScriptedModel([ToolCall("c1", "echo", {"text": odd}), "done\x00\udfff"]),
+        tools=[echo],
+        middleware=[recorder],
+    )
+    await agent.run("in\x00put\ud83d", thread_id="t")
+    await recorder.drain()
+    assert recorder.write_error is None
+    (run,) = await store.runs()
+    # (the runtime already made the input and answer's surrogates U+FFFD: NUL is left here)
+    assert run["input"] == "in\\x00put\ufffd" and run["output"] == "done\\x00\ufffd"
+    found = await store.run(run["id"])
+    assert found is not None
+    (tool_span,) = [s for s in found[1] if s["kind"] == "tool"]
+    assert await store.blob(tool_span["data"]["full"]) == "a\\x00b\ufffdc" + "z" * 3_000
+    # A batch written directly (a system prompt's blob is not made storable upstream).
+    await store.write(TraceBatch(blobs={"h": "x\ud800\x00"}))
+    assert await store.blob("h") == "x\\ud800\\x00"
