@@ -61,7 +61,7 @@ from plait.middleware.context import DispatchContext, Event, TurnContext
 from plait.models.base import ModelRequest, ModelResponse
 from plait.runtime.events import ErrorOccurred, ToolCallFinished
 from plait.trace.requests import RequestDeltas, TurnMessages, digest, persistable
-from plait.trace.store import TraceBatch, TraceStore
+from plait.trace.store import TraceBatch, TraceStore, TraceStoreError
 
 __all__ = [
     "CLOSE_TIMEOUT",
@@ -180,6 +180,9 @@ class TraceRecorder(Middleware):
         self._deltas = RequestDeltas(store)
         self._queue: list[tuple[TurnContext, _RunTrace, TraceBatch]] = []
         self._writer: asyncio.Future[None] | None = None
+        self._queued = 0  # batches queued so far
+        self._written = 0  # batches whose write ended (landed or failed)
+        self._round: asyncio.Future[None] | None = None  # done when a write ends (for drain)
         self._unreported: PlaitError | None = None
         self.write_error: PlaitError | None = None
         """The last error writing the trace (``None`` if every write succeeded)."""
@@ -193,10 +196,22 @@ class TraceRecorder(Middleware):
         await self.store.aclose()
 
     async def drain(self) -> None:
-        """Wait up to :data:`CLOSE_TIMEOUT` seconds for the writes still in flight (a failed or
-        cancelled turn's trace is written in the background: the turn cannot wait for it)."""
-        if self._writer is not None and not self._writer.done():
-            await asyncio.wait([self._writer], timeout=CLOSE_TIMEOUT)
+        """Wait up to :data:`CLOSE_TIMEOUT` seconds until every batch queued before this call is
+        written (a failed or cancelled turn's trace is written in the background: the turn
+        cannot wait for it). Batches queued meanwhile (other turns still running) are not waited
+        for; returns early if the writer stopped (its loop was cancelled)."""
+        target = self._queued
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + CLOSE_TIMEOUT
+        while self._written < target and self._writer is not None and not self._writer.done():
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return
+            if self._round is None or self._round.done():
+                self._round = loop.create_future()
+            await asyncio.wait(
+                [self._round, self._writer], timeout=remaining, return_when=asyncio.FIRST_COMPLETED
+            )
 
     def _trace(self, ctx: TurnContext) -> _RunTrace | None:
         found = ctx.scratch.get(self)
@@ -429,6 +444,7 @@ class TraceRecorder(Middleware):
         if not batch:
             return
         self._queue.append((turn, trace, batch))
+        self._queued += 1
         if self._writer is None or self._writer.done():
             self._writer = asyncio.ensure_future(self._write_queued())
 
@@ -441,10 +457,14 @@ class TraceRecorder(Middleware):
                 merged.extend(batch)
             try:
                 await self.store.write(merged)
-            except PlaitError as exc:
-                self.write_error = exc
+            except Exception as exc:
+                error = exc if isinstance(exc, PlaitError) else _unexpected(exc)
+                self.write_error = error
                 for turn, trace, _ in queued:
-                    self._report(turn, trace, exc)
+                    self._report(turn, trace, error)
+            self._written += len(queued)
+            if self._round is not None and not self._round.done():
+                self._round.set_result(None)
 
     def _report(self, turn: TurnContext, trace: _RunTrace, error: PlaitError) -> None:
         """One ``ErrorOccurred(where="trace")`` per turn: by the turn while it runs, else by the
@@ -456,6 +476,17 @@ class TraceRecorder(Middleware):
             self._unreported = error
         else:
             turn.emit(ErrorOccurred(error=error, where="trace"))
+
+
+def _unexpected(error: Exception) -> TraceStoreError:
+    """A trace store's failure that is not a ``PlaitError`` (a bug in a custom store), reported
+    like one rather than ending the writer with the batches it held."""
+    trace_error = TraceStoreError(
+        f"The trace store's write failed with {type(error).__name__}: {clipped(str(error), 500)}; "
+        "these turns' traces were not written. A TraceStore should raise TraceStoreError."
+    )
+    trace_error.__cause__ = error
+    return trace_error
 
 
 def _response_data(response: ModelResponse, model: Any, max_chars: int) -> dict[str, Any]:
