@@ -248,8 +248,8 @@ class TraceRecorder(Middleware):
         a store error, an abort, a cancellation) closes its run with that error, written in the
         background (:meth:`drain`)."""
         trace.ended = True
-        if error is None or trace.run["status"] == "ok":
-            return
+        if error is None:
+            return  # closed ``ok`` by turn_output (a run marked ok whose turn then failed is not)
         cancelled = not isinstance(error, Exception)
         trace.run.update(
             status="cancelled" if cancelled else "error",
@@ -427,8 +427,8 @@ class TraceRecorder(Middleware):
     async def turn_output(self, ctx: TurnContext, next: Next) -> None:
         await next()
         trace = self._trace(ctx)
-        if trace is None:
-            return
+        if trace is None or ctx.aborted:
+            return  # the turn fails: the finalizer closes the run with its error
         answer = next_answer(ctx.messages)
         trace.run.update(status="ok", finished=time.time(), output=clipped(answer, 4_000))
         if not trace.batch.runs:
