@@ -7,8 +7,15 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import Tracer
+
 from plait import Agent, ScriptedModel
+from plait.models.retrying import retry_listener
 from plait.runtime.events import ErrorOccurred
+from plait.telemetry import GenAITelemetry
 from plait.trace import SQLiteTraceStore, TraceRecorder, TraceStoreError
 from plait.trace.store import TraceBatch
 
@@ -68,3 +75,41 @@ async def test_an_unexpected_store_failure_is_reported_not_lost(tmp_path: Path) 
     assert "RuntimeError: disk on fire" in str(errors[0].error)
     assert recorder.write_error is errors[0].error
     await recorder.aclose()
+
+
+class SpanningStore(SQLiteTraceStore):
+    """A SQLite trace store whose writes open a span under the current one, as an instrumented
+    database driver does, and note the retry listener they run with."""
+
+    def __init__(self, path: Path, tracer: Tracer) -> None:
+        super().__init__(path)
+        self.tracer = tracer
+        self.listeners: list[object] = []
+
+    async def write(self, batch: TraceBatch) -> None:
+        self.listeners.append(retry_listener.get())
+        with self.tracer.start_as_current_span("db write"):
+            await super().write(batch)
+
+
+async def test_the_writer_does_not_run_in_the_context_of_the_turn_that_started_it(
+    tmp_path: Path,
+) -> None:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    store = SpanningStore(tmp_path / "traces.sqlite3", provider.get_tracer("db"))
+    recorder = TraceRecorder(store)
+    agent = Agent(
+        ScriptedModel(["one", "two"]),
+        middleware=[GenAITelemetry(tracer_provider=provider), recorder],
+    )
+    await agent.run("a", thread_id="t1")
+    await agent.run("b", thread_id="t2")
+    await recorder.aclose()
+    writes = [s for s in exporter.get_finished_spans() if s.name == "db write"]
+    # Each a root span: not a child of whichever turn's invoke_agent span started the writer,
+    # and no turn's retry listener (a closure over that turn's context) kept alive by it.
+    assert len(writes) == 2 and [w.parent for w in writes] == [None, None]
+    assert store.listeners == [None, None]
+    provider.shutdown()

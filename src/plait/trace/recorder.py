@@ -40,6 +40,7 @@ turn itself while it runs, else by the next turn (writes land after their turn),
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import dataclasses
 import json
 import time
@@ -446,7 +447,11 @@ class TraceRecorder(Middleware):
         self._queue.append((turn, trace, batch))
         self._queued += 1
         if self._writer is None or self._writer.done():
-            self._writer = asyncio.ensure_future(self._write_queued())
+            # An empty context: the writer outlives this turn and writes other turns' rows, so
+            # it must not carry this turn's current span (a database span would be filed under
+            # it) nor its retry listener (which holds the turn's context alive).
+            loop = asyncio.get_running_loop()
+            self._writer = loop.create_task(self._write_queued(), context=contextvars.Context())
 
     async def _write_queued(self) -> None:
         """Write the queue until it is empty, everything queued so far in one transaction."""
