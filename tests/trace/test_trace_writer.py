@@ -5,17 +5,20 @@ like a :class:`~plait.trace.TraceStoreError`, never lost silently."""
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
+from typing import Any
 
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Tracer
 
-from plait import Agent, ScriptedModel
+from plait import Agent, ScriptedModel, ToolCall
 from plait.models.retrying import retry_listener
 from plait.runtime.events import ErrorOccurred
 from plait.telemetry import GenAITelemetry
+from plait.tools import tool
 from plait.trace import SQLiteTraceStore, TraceRecorder, TraceStoreError
 from plait.trace.store import TraceBatch
 
@@ -113,3 +116,38 @@ async def test_the_writer_does_not_run_in_the_context_of_the_turn_that_started_i
     assert len(writes) == 2 and [w.parent for w in writes] == [None, None]
     assert store.listeners == [None, None]
     provider.shutdown()
+
+
+async def test_nested_tool_arguments_are_recorded_within_a_bound(tmp_path: Path) -> None:
+    # 50 x 50 x 50 strings (125,000) and a 30-deep nesting: the span keeps a bounded copy.
+    wide = [[["x" * 600] * 50] * 50] * 50
+    deep: object = "bottom"
+    for _ in range(30):
+        deep = [deep]
+    store = SQLiteTraceStore(tmp_path / "traces.sqlite3")
+    recorder = TraceRecorder(store)
+    agent = Agent(
+        ScriptedModel([ToolCall("c1", "take", {"deep": deep, "wide": wide}), "done"]),
+        tools=[take],
+        middleware=[recorder],
+    )
+    await agent.run("a", thread_id="t")
+    await recorder.aclose()
+    (run,) = await store.runs()
+    found = await store.run(run["id"])
+    assert found is not None
+    (span,) = [s for s in found[1] if s["kind"] == "tool"]
+    args = span["data"]["args"]
+    text = json.dumps(args)
+    assert 0 < text.count('"' + "x" * 500) <= 200 and len(text) < 200 * 600
+    assert args["wide"][0][0][0].startswith("x" * 500) and len(args["wide"][0][0]) == 50
+    level = args["deep"]
+    for _ in range(5):
+        level = level[0]
+    assert level == "<list of 1 items>"
+
+
+@tool
+def take(wide: list[Any], deep: list[Any]) -> str:
+    """Take nested arguments."""
+    return "ok"

@@ -42,6 +42,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import dataclasses
+import itertools
 import json
 import time
 from collections.abc import Sequence
@@ -113,22 +114,36 @@ MAX_PENDING_WRITES = 64
 
 _FIELD_CHARS = 500
 _FIELD_ITEMS = 50
+_FIELD_TOTAL = 200
+_FIELD_DEPTH = 6
 
 
 def _field(value: Any) -> Any:
-    """A bounded JSON-ready copy of one event field."""
+    """A bounded JSON-ready copy of one event field or tool call's arguments: strings clipped
+    to 500 characters, at most 50 items of each list or dict and 200 in all (nested ones count:
+    a 50 x 50 x 50 nesting does not become 125,000 rows), nesting below 6 levels and what is
+    past the budget shown as its type and size."""
+    return _bounded(value, [_FIELD_TOTAL], 0)
+
+
+def _bounded(value: Any, budget: list[int], depth: int) -> Any:
     if value is None or isinstance(value, bool | int | float):
         return value
     if isinstance(value, str):
         return clipped(value, _FIELD_CHARS)
     if isinstance(value, BaseException):
         return clipped(f"{type(value).__name__}: {value}", _FIELD_CHARS)
-    if isinstance(value, list | tuple | set | frozenset):
-        return [_field(v) for v in list(value)[:_FIELD_ITEMS]]
-    if isinstance(value, dict):
-        return {str(k): _field(v) for k, v in list(value.items())[:_FIELD_ITEMS]}
     if isinstance(value, ToolCall):
         return {"id": value.id, "name": value.name}
+    if isinstance(value, list | tuple | set | frozenset | dict):
+        if depth >= _FIELD_DEPTH or budget[0] <= 0:
+            return f"<{type(value).__name__} of {len(value)} items>"
+        items = value.items() if isinstance(value, dict) else value
+        kept = list(itertools.islice(items, min(_FIELD_ITEMS, budget[0])))
+        budget[0] -= len(kept)
+        if isinstance(value, dict):
+            return {str(k): _bounded(v, budget, depth + 1) for k, v in kept}
+        return [_bounded(v, budget, depth + 1) for v in kept]
     return clipped(repr(value), _FIELD_CHARS)
 
 
