@@ -14,8 +14,9 @@ across persistence). Every kind takes plain text as its first argument::
 from __future__ import annotations
 
 import functools
+import itertools
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
@@ -40,16 +41,48 @@ __all__ = [
 ]
 
 
+_new = object.__new__
+
+_ID_BATCH = 256
+"""Ids drawn from one ``os.urandom`` read (one system call per 256 ids instead of per id)."""
+
+
+def _fresh_batch() -> tuple[bytes, Iterator[int]]:
+    return os.urandom(16 * _ID_BATCH), itertools.count()
+
+
+_batch = _fresh_batch()
+
+
+def _forget_batch() -> None:
+    global _batch
+    _batch = _fresh_batch()
+
+
+# A forked child starts with a copy of the parent's memory: it must not hand out the ids left
+# in the parent's batch.
+os.register_at_fork(after_in_child=_forget_batch)
+
+
 def new_id() -> str:
     """A fresh opaque identifier: 32 lowercase hex characters (128 random bits).
 
-    The bits come straight from ``os.urandom`` (the kernel's CSPRNG), so ids are unique across
-    threads, processes and forked children without any shared state or lock (two equal ids among
-    a billion need about 2**-69 luck), and they are unguessable. Cost: a quarter of
-    ``uuid.uuid4().hex``, which builds a ``UUID`` object around the same 16 bytes and sets
-    version bits no caller reads. Ids are opaque: code must not parse them.
+    The bits come from ``os.urandom`` (the kernel's CSPRNG), read 256 ids at a time: each id is
+    its own 16-byte slice of a batch, picked by ``next()`` on an ``itertools.count`` (atomic
+    under the GIL), so two threads never get the same slice; a thread that finds the batch used
+    up reads a new one (two threads doing so at once each read their own). A forked child drops
+    the parent's batch (``os.register_at_fork``), so ids are unique across threads, processes
+    and forked children without a lock (two equal ids among a billion need about 2**-69 luck),
+    and they are unguessable. Cost: well under a quarter of ``uuid.uuid4().hex``. Ids are
+    opaque: code must not parse them.
     """
-    return os.urandom(16).hex()
+    global _batch
+    while True:
+        data, counter = _batch
+        i = next(counter)
+        if i < _ID_BATCH:
+            return data[16 * i : 16 * i + 16].hex()
+        _batch = _fresh_batch()
 
 
 @dataclass(slots=True)
@@ -254,9 +287,19 @@ class ToolMessage:
     def from_result(
         cls, result: ToolResult, name: str, *, metadata: dict[str, Any] | None = None
     ) -> ToolMessage:
-        return cls(
-            result.tool_call_id, name, result.data, is_error=result.is_error, metadata=metadata
-        )
+        if cls is not ToolMessage:  # a subclass's own __init__ runs
+            return cls(
+                result.tool_call_id, name, result.data, is_error=result.is_error, metadata=metadata
+            )
+        message = _new(cls)  # as __init__ does, without its keyword handling (per tool call)
+        message.tool_call_id = result.tool_call_id
+        message.name = name
+        message.data = result.data
+        message.is_error = result.is_error
+        message.metadata = {} if metadata is None else metadata
+        message.id = new_id()
+        message.role = "tool"
+        return message
 
     @property
     def result(self) -> ToolResult:

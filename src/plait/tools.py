@@ -30,18 +30,6 @@ from typing import TYPE_CHECKING, Any, get_type_hints, overload
 from plait.errors import ConfigurationError, ToolArgumentsError, ToolResolutionError
 from plait.messages import ToolCall, ToolDefinition
 
-_FLAT = frozenset({str, int, float, bool, type(None)})
-"""Immutable value types whose validation :meth:`FunctionTool.validate` may reuse."""
-
-
-def _same_flat(args: dict[str, Any], seen: dict[str, Any]) -> bool:
-    """Equal keys, equal values of the very same types (``1``, ``1.0`` and ``True`` are equal
-    in Python but validate differently)."""
-    if len(args) != len(seen) or args != seen:
-        return False
-    return all(type(value) is type(seen[key]) for key, value in args.items())
-
-
 if TYPE_CHECKING:
     from pydantic import BaseModel, ValidationError
 
@@ -169,8 +157,7 @@ class FunctionTool(Tool):
         # Resolved once: validate() runs for every call (twice with the default guards), and a
         # `from pydantic import …` there goes through pydantic's lazy module __getattr__.
         self._validation_error: type[ValidationError] = ValidationError
-        self._field_names = tuple(self._model.model_fields)
-        self._last: tuple[dict[str, Any], dict[str, Any]] | None = None
+        self._validate_python = self._model.__pydantic_validator__.validate_python
         schema = self._model.model_json_schema()
         schema.pop("title", None)
         doc = description if description is not None else inspect.getdoc(fn) or ""
@@ -183,26 +170,19 @@ class FunctionTool(Tool):
         return not self._is_async and not self.blocking
 
     def validate(self, args: Mapping[str, Any]) -> dict[str, Any]:
-        """Validate ``args`` against the function's signature (pydantic, lax mode).
+        """Validate ``args`` against the function's signature (pydantic, lax mode); returns a
+        new dict of the validated values (defaults filled in), or raises
+        :class:`ToolArgumentsError` listing each failing field.
 
-        The last successful validation of flat arguments is remembered: with the default guards
-        a call is validated twice (by the tool-call validator, then before it runs), and the
-        second time equal flat arguments (only ``str``/``int``/``float``/``bool``/``None``
-        values, in and out, so nothing can have mutated them) get a fresh dict of the same
-        values without pydantic.
+        The model's core validator is called directly and the new instance's field dict
+        returned (nothing else holds it): about 1 µs, under half of ``model_validate`` plus a
+        ``getattr`` per field.
         """
-        last = self._last
-        if last is not None and type(args) is dict and _same_flat(args, last[0]):
-            return dict(last[1])
         try:
-            model = self._model.model_validate(args)
+            model = self._validate_python(args)
         except self._validation_error as exc:
             raise ToolArgumentsError(self.name, _describe_errors(exc)) from None
-        validated = {k: getattr(model, k) for k in self._field_names}
-        flat = type(args) is dict and all(type(v) in _FLAT for v in args.values())
-        if flat and all(type(v) in _FLAT for v in validated.values()):
-            self._last = (dict(args), validated)
-            return dict(validated)
+        validated: dict[str, Any] = model.__dict__
         return validated
 
     async def invoke(self, args: dict[str, Any], ctx: ToolContext) -> Any:
@@ -344,4 +324,8 @@ class ToolRegistry:
 
     def definitions(self) -> list[ToolDefinition]:
         """A snapshot of what to advertise: every registered tool that is not deferred."""
-        return [t.definition for t in self._tools.values() if not t.deferred]
+        advertised: list[ToolDefinition] = []
+        for t in self._tools.values():  # a loop, not a comprehension: runs every model call
+            if not t.deferred:
+                advertised.append(t.definition)
+        return advertised

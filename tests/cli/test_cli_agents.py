@@ -7,8 +7,10 @@ from pathlib import Path
 import pytest
 
 from plait import ScriptedModel, ToolCall, ToolMessage
-from plait.cli.agents import AgentOptions, Mode, NoProviderConfigured, build_agent, choose_model
+from plait.cli.agents import AgentOptions, Mode, NoProviderConfigured, build_agent
+from plait.cli.config import Settings
 from plait.cli.demo import bundled_skills
+from plait.cli.options import model_spec
 
 
 async def test_disclosure_mode_agent_shows_the_catalog_and_reads_skills(tmp_path: Path) -> None:
@@ -40,11 +42,11 @@ async def test_managed_mode_agent_loads_a_skill_and_closes_the_manager(tmp_path:
         await close()
 
 
-def test_choose_model_without_any_provider(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_model_spec_without_any_provider(monkeypatch: pytest.MonkeyPatch) -> None:
     for var in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "PLAIT_MODEL"):
         monkeypatch.delenv(var, raising=False)
     with pytest.raises(NoProviderConfigured, match="OPENAI_API_KEY or ANTHROPIC_API_KEY"):
-        choose_model(None)
+        model_spec(Settings())
 
 
 async def test_a_failed_build_closes_what_it_had_opened(tmp_path: Path) -> None:

@@ -257,3 +257,29 @@ def test_a_negative_flag_overrides_a_config_true(home: Path) -> None:
     )
     assert (settings.get("plain"), settings.origins["plain"]) == (False, "--markdown")
     assert load_settings().get("allow_scripts") is True
+
+
+def test_an_unrelated_oversized_or_unreadable_pyproject_is_skipped_with_a_note(
+    home: Path,
+) -> None:
+    # Before: every command failed on a parent's pyproject.toml over 1 MiB that had nothing
+    # to do with plait.
+    write(home / "pyproject.toml", "# " + "x" * MAX_CONFIG_BYTES + "\n[project]\n")
+    (home / "project" / "locked").mkdir(parents=True)
+    unreadable = home / "project" / "locked" / "pyproject.toml"
+    unreadable.mkdir()  # not a file: passed over on the way up
+    write(home / "project" / "plait.toml", 'mode = "managed"\n')
+    inner = home / "project" / "locked" / "deep"
+    inner.mkdir()
+    settings = load_settings(inner)
+    assert settings.get("mode") == "managed"  # the plait.toml further up still counts
+    big = load_settings(home)
+    assert big.get("mode") == "disclosure" and any(
+        "pyproject.toml" in note and "skipped" in note for note in big.notes
+    )
+
+
+def test_an_oversized_pyproject_with_tool_plait_is_still_an_error(home: Path) -> None:
+    write(home / "pyproject.toml", "[tool.plait]\n# " + "x" * MAX_CONFIG_BYTES + "\n")
+    with pytest.raises(ConfigFileError, match="larger than"):
+        load_settings(home)

@@ -35,7 +35,7 @@ def test_demo_runs_the_whole_lifecycle_labelled_as_scripted(tmp_path: Path) -> N
         "North sold the most",
     ):
         assert step in out, step
-    assert "✗" not in out and out.count("✓ │") == 6
+    assert "✗" not in out and out.count("✓ │") == 7
     # recorded for plait ui, beside the CLI's thread store
     assert (tmp_path / "threads-traces.sqlite3").is_file()
     assert "trace: plait ui  →  http://127.0.0.1:7600/#" in out
@@ -45,3 +45,22 @@ def test_demo_with_a_missing_skills_folder_is_a_usage_error(tmp_path: Path) -> N
     result = run_plait("demo", "--skills", str(tmp_path / "nope"), home=tmp_path)
     assert result.returncode == 2, result.stdout + result.stderr
     assert "Skills folder not found" in " ".join(result.stderr.split())
+
+
+def test_demo_checklist_is_honest_about_a_folder_without_csv_insights(tmp_path: Path) -> None:
+    # Before: the catalog row showed ✗ although the folder's catalog was in the prompt.
+    skills = tmp_path / "skills" / "notes"
+    skills.mkdir(parents=True)
+    (skills / "SKILL.md").write_text(
+        "---\nname: notes\ndescription: Keep notes. Use for notes.\n---\nBody.\n"
+    )
+    result = run_plait("demo", "--skills", str(tmp_path / "skills"), "--no-trace", home=tmp_path)
+    assert result.returncode == 1, result.stdout + result.stderr
+    rows = {
+        line.split("│")[2].strip(): line.split("│")[1].strip()
+        for line in result.stdout.splitlines()
+        if line.count("│") == 3
+    }
+    assert rows["catalog of skills in the system prompt"] == "✓"
+    assert rows["csv-insights listed in it"] == "✗"
+    assert "no csv-insights skill" in " ".join((result.stdout + result.stderr).split())

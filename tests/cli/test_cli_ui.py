@@ -85,6 +85,26 @@ def test_no_trace_records_nothing(tmp_path: Path) -> None:
     assert "trace: plait ui" not in demo.stdout
 
 
+def test_ui_refuses_a_traces_file_that_is_not_sqlite(tmp_path: Path) -> None:
+    # Before: it started serving anyway and every page failed.
+    notes = tmp_path / "notes.txt"
+    notes.write_text("not a database\n")
+    folder = tmp_path / "a-folder"
+    folder.mkdir()
+    for target, what in ((notes, "not a SQLite database"), (folder, "a folder")):
+        result = subprocess.run(
+            [sys.executable, "-m", "plait", "ui", "--no-browser", "--traces", str(target)],
+            capture_output=True,
+            text=True,
+            env=_env(tmp_path),
+            timeout=30,
+            check=False,
+        )
+        output = result.stdout + result.stderr
+        assert result.returncode == 2, output
+        assert str(target) in " ".join(output.split()) and what in output
+
+
 def test_the_trace_hint_names_a_postgres_store_without_its_password() -> None:
     from plait.cli.ui import trace_hint
 

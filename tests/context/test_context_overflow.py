@@ -264,3 +264,30 @@ async def test_a_second_recovery_estimates_the_request_with_its_evicted_results(
     # The huge log is a reference by now; it must not be counted at its old size.
     assert second.original_tokens == size(rejected[1]) < first.original_tokens
     assert second.compacted_tokens < 3_000 and second.evicted == 1
+
+
+async def test_without_a_read_tool_on_eviction_overflow_names_no_reader_that_refuses() -> None:
+    # Before: the summary's read_evicted_result (same backend, its own folder) was in the
+    # registry, so results evicted here under the eviction's root (which read_tool=False kept
+    # unreadable) told the model to read a path the shared reader refuses.
+    from plait.context import ResultEvictionMiddleware
+
+    events: list[Event] = []
+    history = history_with_a_huge_result()
+    ctx = make_ctx(history, events)
+    backend = MemoryBackend()
+    summary = SummarizationMiddleware(100_000, backend=backend)
+    for tool in summary.tools():
+        ctx.turn.registry.register(tool)
+    eviction = ResultEvictionMiddleware(backend=backend, root="offloaded", read_tool=False)
+    mw = OverflowRecoveryMiddleware(eviction=eviction, max_input_tokens=LIMIT)
+    assert mw.tools() == ()
+    model = windowed()
+    request = await mw.before_model_call(ModelRequest(list(history)), ctx)
+    await mw.wrap_model_call(request, ctx, model.generate)
+    (evicted,) = [e for e in events if isinstance(e, ResultEvicted)]
+    assert evicted.path.startswith("offloaded/t1/")
+    assert "read_evicted_result" in ctx.turn.registry
+    replaced = model.requests[1].messages[2]
+    assert isinstance(replaced, ToolMessage) and replaced.data["_evicted"] is True
+    assert "read_evicted_result" not in str(replaced.data)

@@ -7,6 +7,7 @@ managed mode lives in tests/skills/test_skills_managed_*.py.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -80,7 +81,7 @@ async def make_manager(source: MemorySource | None = None, **options: Any) -> Sk
     return await create_skill_manager(sources=[source or pdf_source()], **options)
 
 
-def text(messages: list[Message]) -> str:
+def text(messages: Sequence[Message]) -> str:
     return dump_messages(messages)
 
 

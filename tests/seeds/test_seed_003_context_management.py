@@ -11,6 +11,7 @@ import asyncio
 import json
 import math
 import sys
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -94,7 +95,7 @@ def conversation(pairs: int) -> list[Message]:
     return out
 
 
-def estimate(messages: list[Message]) -> int:
+def estimate(messages: Sequence[Message]) -> int:
     return TokenAccountant().request(messages)
 
 

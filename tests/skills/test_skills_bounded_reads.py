@@ -7,6 +7,7 @@ memory check, which uses ``tracemalloc`` (no timing).
 from __future__ import annotations
 
 import os
+import re
 import stat
 import tracemalloc
 from pathlib import Path
@@ -193,3 +194,52 @@ async def test_backend_source_reads_at_most_max_file_bytes() -> None:
         await source.read("big", "data.txt")
     assert await source.read("big", "ok.txt") == b"o"
     assert set(backend.limits) == {1001}
+
+
+async def test_backend_source_caps_bytes_not_characters() -> None:
+    # Before: 600 two-byte characters (1200 bytes) passed a 1000-byte cap.
+    backend = _Backend({"skills/big/SKILL.md": MD, "skills/big/wide.txt": "é" * 600})
+    source = BackendSource(backend, max_file_bytes=1000)
+    with pytest.raises(SkillFileTooLarge, match="larger than the 1000-byte limit"):
+        await source.read("big", "wide.txt")
+    backend.files["skills/big/fits.txt"] = "é" * 500
+    assert await source.read("big", "fits.txt") == ("é" * 500).encode()
+
+
+async def _page_all(catalog: SkillCatalog, snapshot: SkillSnapshot, path: str) -> str:
+    """Follow read_file's headers (next offset, start) from the top; the text read."""
+    pieces: list[str] = []
+    offset, start = 0, 0
+    for _ in range(50):
+        page = await read_skill_file(
+            catalog, snapshot, path, offset, None, max_chars=100, start=start
+        )
+        header, _, body = page.partition("\n")
+        if "characters" in header:  # one piece of a long line: no newline of its own
+            body = body[:-1]
+        pieces.append(body)
+        found = re.search(r"next offset (\d+)(?:, start (\d+))?", header)
+        if found is None:
+            return "".join(pieces)
+        offset, start = int(found[1]), int(found[2] or 0)
+    raise AssertionError("paging did not end")
+
+
+@pytest.mark.parametrize("kind", ["filesystem", "memory"])
+async def test_every_character_of_a_long_line_is_reachable_by_paging(
+    tmp_path: Path, kind: str
+) -> None:
+    # Before: a line longer than max_chars was cut and the rest of it could never be read.
+    text = "head\n" + "é" * 130 + "x" * 120 + "\nmiddle\n" + "z" * 205 + "\ntail\n"
+    if kind == "filesystem":
+        folder = _skill(tmp_path)
+        (folder / "long.txt").write_text(text)
+        catalog = SkillCatalog([FilesystemSource(tmp_path / "skills")])
+        path = str(folder / "long.txt")
+    else:
+        catalog = SkillCatalog([MemorySource({"big": {"SKILL.md": MD, "long.txt": text}})])
+        path = "/skills/big/long.txt"
+    snapshot = await _snapshot(catalog)
+    assert await _page_all(catalog, snapshot, path) == text
+    piece = await read_skill_file(catalog, snapshot, path, 1, None, max_chars=100, start=100)
+    assert piece.startswith(f"[{path}: line 2 of 5, characters 101-")

@@ -8,6 +8,7 @@ never holds it, and unload takes it out of the live context at once.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +53,7 @@ def read_all(folder: Path) -> bytes:
     return b"".join(p.read_bytes() for p in folder.iterdir())
 
 
-def text(messages: list[Message]) -> str:
+def text(messages: Sequence[Message]) -> str:
     return dump_messages(messages)
 
 

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
+
+import pytest
 
 from plait import Agent, RunResult, ScriptedModel, ToolCall
+from plait.errors import ConfigurationError
 from plait.models.scripted import ScriptEntry
 from plait.skills import MemorySource
 from plait.skills.managed import (
@@ -15,6 +19,9 @@ from plait.skills.managed import (
 )
 from plait.skills.managed.persistence import LOADED_STATE_KEY
 from plait.stores import SQLiteThreadStore
+
+if TYPE_CHECKING:
+    from plait.skills.managed.manager import SkillManager
 
 PDF = "---\nname: pdf\ndescription: Work with PDFs. Use for PDFs.\n---\nPDF-BODY\n"
 CSV = "---\nname: csv\ndescription: Work with CSVs. Use for CSVs.\n---\nCSV-BODY\n"
@@ -63,3 +70,22 @@ async def test_a_skill_that_no_longer_loads_is_reported_and_skipped(tmp_path: Pa
     assert loaded == [] and result.output == "fine"
     failed = [e for e in result.events if isinstance(e, SkillRestoreFailed)]
     assert [e.skill for e in failed] == ["pdf"]
+
+
+async def test_the_restored_table_is_bounded_least_recently_used_first() -> None:
+    source = MemorySource({"pdf": {"SKILL.md": PDF}})
+    manager = await create_skill_manager(sources=[source], gate=allow_all)
+    remember = RememberLoadedSkills(manager, max_threads=2)
+    agent = Agent(
+        ScriptedModel(["a", "b", "c", "d"]),
+        middleware=[remember, *manager.middleware],
+    )
+    for thread in ("t1", "t2", "t1", "t3"):
+        await agent.run("go", thread_id=thread)
+    await manager.aclose()
+    assert list(remember._restored) == ["t1", "t3"]  # t2 was the least recently used
+
+
+def test_max_threads_below_one_is_a_configuration_error() -> None:
+    with pytest.raises(ConfigurationError, match="max_threads"):
+        RememberLoadedSkills(cast("SkillManager", object()), max_threads=0)

@@ -173,3 +173,15 @@ async def test_a_backend_text_link_it_cannot_follow_is_an_error_naming_why(
     problem = next(p for p in catalog.problems() if p.id == "team/pdf")
     assert problem.diagnostics[0].code is Code.TEXT_LINK
     assert reason in problem.diagnostics[0].message
+
+
+@pytest.mark.parametrize("link", ["../../shared/pdf/skill.md", "../../shared/pdf"])
+async def test_a_backend_text_link_to_a_lowercase_skill_md_reads_that_file(link: str) -> None:
+    # MemoryBackend is case-sensitive: only skill.md exists, never SKILL.md.
+    backend = MemoryBackend()
+    await backend.write("skills/shared/pdf/skill.md", md("pdf"))
+    await backend.write("skills/team/pdf/SKILL.md", link)
+    catalog = SkillCatalog([BackendSource(backend)])
+    await catalog.load()
+    linked = next(e for e in catalog.entries() if e.id == "team/pdf")
+    assert (await catalog.read(linked.ref)).startswith(b"Body of pdf.")

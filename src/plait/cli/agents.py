@@ -8,7 +8,6 @@ to the same data directory as the thread store.
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -23,7 +22,7 @@ from plait.context import (
 from plait.errors import ConfigurationError
 from plait.middleware.base import Middleware
 from plait.models.base import Model
-from plait.models.registry import MODEL_SPEC_FORMS, resolve_model
+from plait.models.registry import MODEL_SPEC_FORMS
 from plait.runtime.agent import Agent, Limits
 from plait.skills import FilesystemSource
 
@@ -36,7 +35,6 @@ __all__ = [
     "Mode",
     "NoProviderConfigured",
     "build_agent",
-    "choose_model",
 ]
 
 DEFAULT_SYSTEM_PROMPT = (
@@ -68,20 +66,6 @@ class NoProviderConfigured(ConfigurationError):
             f"{forms} (e.g. --model openai-compatible:llama3.1@http://localhost:11434/v1). "
             "To see plait work with no provider at all, run: plait demo"
         )
-
-
-def choose_model(spec: str | None) -> Model:
-    """The model for ``spec``; without one, ``$PLAIT_MODEL``, then whichever provider key is
-    set. Raises :class:`NoProviderConfigured` when there is nothing to use."""
-    spec = spec or os.environ.get("PLAIT_MODEL")
-    if not spec:
-        if os.environ.get("OPENAI_API_KEY"):
-            spec = "openai:gpt-4.1-mini"
-        elif os.environ.get("ANTHROPIC_API_KEY"):
-            spec = "anthropic:claude-sonnet-4-5"
-        else:
-            raise NoProviderConfigured()
-    return resolve_model(spec)
 
 
 @dataclass(slots=True)

@@ -160,6 +160,8 @@ class Settings:
     values: dict[str, Any] = field(default_factory=dict)
     origins: dict[str, str] = field(default_factory=dict)
     files: list[Path] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    """Things worth telling the user that did not stop loading (a project file skipped)."""
 
     def get(self, key: str, default: Any = None) -> Any:
         return self.values.get(key, default)
@@ -185,20 +187,44 @@ def config_home() -> Path:
     return Path(base) / "plait"
 
 
-def project_file(start: Path) -> tuple[Path, bool] | None:
-    """The nearest project config from ``start`` up: ``(path, is_pyproject)``."""
+def project_file(start: Path, notes: list[str] | None = None) -> tuple[Path, bool] | None:
+    """The nearest project config from ``start`` up: ``(path, is_pyproject)``.
+
+    A ``pyproject.toml`` counts only when it mentions ``[tool.plait``; at most its first
+    :data:`MAX_CONFIG_BYTES` (+1) bytes are read to tell. One that cannot be read, or is larger
+    than that without the table in those bytes, is skipped (a note saying so is appended to
+    ``notes``) and the search goes on up: an unrelated project file never breaks the CLI.
+    """
     folder = start.resolve()
     for _ in range(MAX_PARENT_LEVELS):
         candidate = folder / "plait.toml"
         if candidate.is_file():
             return candidate, False
         pyproject = folder / "pyproject.toml"
-        if pyproject.is_file() and b"[tool.plait" in _read_bytes(pyproject):
+        if pyproject.is_file() and _mentions_plait(pyproject, notes):
             return pyproject, True
         if folder.parent == folder:
             return None
         folder = folder.parent
     return None
+
+
+def _mentions_plait(pyproject: Path, notes: list[str] | None) -> bool:
+    """Whether ``pyproject`` holds ``[tool.plait`` in its first bytes (see :func:`project_file`)."""
+    try:
+        with pyproject.open("rb") as handle:
+            head = handle.read(MAX_CONFIG_BYTES + 1)
+    except OSError as exc:
+        why = f"it cannot be read ({exc.strerror or exc})"
+    else:
+        if b"[tool.plait" in head:
+            return True
+        if len(head) <= MAX_CONFIG_BYTES:
+            return False
+        why = f"it is larger than {MAX_CONFIG_BYTES:,} bytes with no [tool.plait] in them"
+    if notes is not None:
+        notes.append(f"{pyproject} skipped: {why}; move plait settings to a plait.toml.")
+    return False
 
 
 def _read_bytes(path: Path) -> bytes:
@@ -294,7 +320,7 @@ def load_settings(cwd: Path | None = None) -> Settings:
     user = config_home() / "config.toml"
     if user.is_file():
         layers.append((user, False))
-    if (found := project_file(cwd or Path.cwd())) is not None:
+    if (found := project_file(cwd or Path.cwd(), settings.notes)) is not None:
         layers.append(found)
     for path, pyproject in layers:
         config = read_config_file(path, pyproject=pyproject)

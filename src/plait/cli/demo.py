@@ -28,7 +28,7 @@ from rich.panel import Panel
 from rich.table import Table
 
 from plait.backends.memory import MemoryBackend
-from plait.cli.console import EventPrinter
+from plait.cli.console import EventPrinter, report_note
 from plait.cli.run import check_skills_folders
 from plait.cli.ui import NoTraceOption, open_trace_store, trace_hint
 from plait.context import (
@@ -46,6 +46,7 @@ from plait.runtime.agent import Agent
 from plait.runtime.events import ModelRequestSent, ToolCallStarted
 from plait.skills import SkillsMiddleware
 from plait.skills.disclosure import SkillToolsDisclosed, SkillToolsWithdrawn
+from plait.skills.disclosure.snapshot import DEFAULT_INSTRUCTIONS
 from plait.tokens import CHARS_PER_TOKEN, message_tokens, tool_tokens
 from plait.tools import tool
 from plait.trace.recorder import TraceRecorder
@@ -182,6 +183,7 @@ def _call(text: str, name: str, args: dict[str, object]) -> ModelResponse:
 @dataclass
 class _Milestones:
     catalog: bool = False
+    listed: bool = False
     read: bool = False
     unlocked: bool = False
     evicted: bool = False
@@ -189,8 +191,10 @@ class _Milestones:
     withdrawn: bool = False
 
     def see(self, event: Event) -> None:
-        if isinstance(event, ModelRequestSent) and f"**{_SKILL}**" in event.request.system_prompt:
-            self.catalog = True
+        if isinstance(event, ModelRequestSent):
+            prompt = event.request.system_prompt
+            self.catalog = self.catalog or DEFAULT_INSTRUCTIONS in prompt
+            self.listed = self.listed or f"**{_SKILL}**" in prompt
         elif isinstance(event, SkillToolsDisclosed):
             self.unlocked = True
         elif isinstance(event, ResultEvicted):
@@ -205,6 +209,7 @@ class _Milestones:
     def rows(self) -> list[tuple[str, bool]]:
         return [
             ("catalog of skills in the system prompt", self.catalog),
+            (f"{_SKILL} listed in it", self.listed),
             ("the model read csv-insights/SKILL.md", self.read),
             ("csv_rows appeared only after that read", self.unlocked),
             ("an oversized result was evicted and paged back", self.evicted),
@@ -285,5 +290,10 @@ def demo(
     console.print(table)
     if run_id is not None:
         console.print(f"[dim]{escape(trace_hint(run_id))}[/dim]", soft_wrap=True)
+    if not seen.listed:
+        report_note(
+            f"{folder} has no {_SKILL} skill: the scripted model's steps after the catalog "
+            f"need it. Run 'plait demo' without --skills to see them."
+        )
     if not all(happened for _, happened in seen.rows()):
         raise typer.Exit(1)

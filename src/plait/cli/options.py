@@ -22,6 +22,7 @@ from plait.cli.agents import (
     SandboxChoice,
 )
 from plait.cli.config import Settings, load_settings
+from plait.cli.console import report_note
 from plait.cli.skill_folders import SkillFolder, skill_folders
 from plait.pricing import PRICES, Price, price_for
 
@@ -77,6 +78,8 @@ def merged_settings(flags: Flags, cwd: Path | None = None) -> Settings:
     Raises :class:`~plait.cli.config.ConfigFileError` for a bad config file.
     """
     settings = load_settings(cwd)
+    for note in settings.notes:
+        report_note(note)
     flags.apply(settings)
     return settings
 

@@ -93,6 +93,8 @@ def ui(
     ] = False,
 ) -> None:
     """Open the local trace page: runs, waterfalls, context diffs, tokens and costs."""
+    if traces is not None:
+        _refuse_non_sqlite(traces)
     try:
         from plait.trace import SQLiteTraceStore, create_app, serve
         from plait.trace.server import allowed_hosts, free_port
@@ -115,6 +117,30 @@ def ui(
 
 
 _RATES = ("input", "output", "cache_read", "cache_write")
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def _refuse_non_sqlite(path: Path) -> None:
+    """Exit with a usage error when ``path`` exists but is no SQLite file (a folder, another
+    kind of file); reads at most its first 16 bytes. A missing or empty file passes: the first
+    is reported as "no traces yet", the second is a new SQLite database."""
+    if path.is_dir():
+        fail(f"--traces {path} is a folder; pass a trace store file such as {trace_path()}.", 2)
+    if path.exists() and not path.is_file():  # a FIFO would block the read below
+        fail(f"--traces {path} is not a regular file; pass a trace store file.", 2)
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(len(_SQLITE_MAGIC))
+    except FileNotFoundError:
+        return
+    except OSError as err:
+        fail(f"--traces {path} cannot be read ({err}); pass a readable trace store file.", 2)
+    if head and head != _SQLITE_MAGIC:
+        fail(
+            f"--traces {path} is not a SQLite database (it starts with {head[:8]!r}); pass a "
+            f"trace store file such as {trace_path()}.",
+            2,
+        )
 
 
 def _prices() -> dict[str, dict[str, float]]:

@@ -278,7 +278,10 @@ class OverflowRecoveryMiddleware(Middleware):
             path=evicted_path(self.root, ctx.turn.thread_id, message.tool_call_id),
             budget_chars=self.result_tokens * CHARS_PER_TOKEN,
             preview_text=preview,
-            reader=READ_TOOL_NAME if READ_TOOL_NAME in ctx.registry else None,
+            # Named only when this middleware allowed its root on the shared reader: another
+            # read_evicted_result in the registry (a summary's, on the same backend) would
+            # refuse a path under a root that eviction's read_tool=False kept unreadable.
+            reader=READ_TOOL_NAME if self._read_tools and READ_TOOL_NAME in ctx.registry else None,
             emit=ctx.turn.emit,
         )
         return data

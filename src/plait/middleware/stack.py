@@ -78,6 +78,41 @@ class MiddlewareStack:
     def __len__(self) -> int:
         return len(self._middleware)
 
+    @property
+    def has_dispatch_input(self) -> bool:
+        """Whether any middleware overrides ``dispatch_input``: the runtime skips a pipeline or
+        seam runner, and the coroutine it costs, when none does (likewise ``has_<hook>`` for
+        ``dispatch_output`` and the six per-call seams below)."""
+        return bool(self._bound["dispatch_input"])
+
+    @property
+    def has_dispatch_output(self) -> bool:
+        return bool(self._bound["dispatch_output"])
+
+    @property
+    def has_before_model_call(self) -> bool:
+        return bool(self._bound["before_model_call"])
+
+    @property
+    def has_wrap_model_call(self) -> bool:
+        return bool(self._bound["wrap_model_call"])
+
+    @property
+    def has_wrap_tool_call(self) -> bool:
+        return bool(self._bound["wrap_tool_call"])
+
+    @property
+    def has_after_model_call(self) -> bool:
+        return bool(self._bound["after_model_call"])
+
+    @property
+    def has_before_tool_call(self) -> bool:
+        return bool(self._bound["before_tool_call"])
+
+    @property
+    def has_after_tool_call(self) -> bool:
+        return bool(self._bound["after_tool_call"])
+
     def implementing(self, hook: str) -> list[Middleware]:
         """The middleware that override ``hook``, in registration order."""
         return list(self._by_hook[hook])

@@ -8,7 +8,7 @@ carrying the assembled response, so a consumer that only wants the result can sk
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
 
@@ -41,9 +41,15 @@ ToolChoice: TypeAlias = Literal["auto", "none", "required"] | str
 @dataclass(slots=True)
 class ModelRequest:
     """Everything a provider needs for one call. Middleware returns changed copies
-    (:meth:`replace`) rather than mutating a request another middleware may hold."""
+    (:meth:`replace`) rather than mutating a request another middleware may hold.
 
-    messages: list[Message]
+    ``messages`` is a read-only sequence: the runtime's requests carry a
+    :class:`~plait.history.HistoryView` (a snapshot of the turn's history that costs O(1), not
+    a copy); middleware that changes the messages passes a new sequence (a ``list``) to
+    :meth:`replace`.
+    """
+
+    messages: Sequence[Message]
     tools: list[ToolDefinition] = field(default_factory=list)
     system_prompt: str = ""
     model: str | None = None

@@ -124,22 +124,31 @@ class RepetitionDetector(Middleware):
         history = ctx.turn.messages
         if response.tool_calls and self._call_run(response, history) == self.max_identical_calls:
             self._fire(ctx, "tool_call", self.max_identical_calls)
-        text = response.content.strip()
+        content = response.content
         if (
-            len(text) >= self.min_text_chars
+            len(content) >= self.min_text_chars  # strip() only for text long enough to count
+            and len(content.strip()) >= self.min_text_chars
             and self._text_run(response, history) == self.text_window
         ):
             self._fire(ctx, "text", self.text_window)
         return response
 
     def _call_run(self, response: ModelResponse, history: Sequence[Message]) -> int:
+        # _previous_assistants(history, stop_at_user=True), inlined: this runs on every model
+        # call, and most runs end at the first assistant message.
         calls, run = response.tool_calls, 1
-        for previous in _previous_assistants(history, stop_at_user=True):
-            if run > self.max_identical_calls or not previous.tool_calls:
+        for previous in reversed(history):
+            if isinstance(previous, AssistantMessage):
+                if run > self.max_identical_calls or not previous.tool_calls:
+                    break
+                if not _same_calls(previous.tool_calls, calls):
+                    break
+                run += 1
+            elif (
+                isinstance(previous, UserMessage)
+                and previous.metadata.get("source") != _NOTE_SOURCE
+            ):
                 break
-            if not _same_calls(previous.tool_calls, calls):
-                break
-            run += 1
         return run
 
     def _text_run(self, response: ModelResponse, history: Sequence[Message]) -> int:

@@ -17,6 +17,7 @@ Two guarantees the turn relies on:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -68,9 +69,46 @@ def storable_input(messages: Sequence[Message], emit: EventSink) -> list[Message
     return storable_messages(messages, emit, "input")
 
 
+_SMALL_INT = 2**63
+
+
+def _plainly_ascii(response: ModelResponse) -> bool:
+    """Whether ``response`` certainly needs no change, decided inline for the common case (ASCII
+    text, calls whose arguments are a flat dict of ASCII text, small ints, finite floats, bools
+    and ``None``): every response passes here, and ASCII text holds no surrogate."""
+    content, reason = response.content, response.finish_reason
+    if type(content) is not str or not content.isascii():
+        return False
+    if reason is not None and (type(reason) is not str or not reason.isascii()):
+        return False
+    for call in response.tool_calls:
+        ident, name, args = call.id, call.name, call.args
+        if call.raw_args is not None or type(args) is not dict:
+            return False
+        if type(ident) is not str or type(name) is not str:
+            return False
+        if not (ident.isascii() and name.isascii()):
+            return False
+        for key, value in args.items():
+            kind = type(value)
+            if type(key) is not str or not key.isascii():
+                return False
+            if not (
+                (kind is str and value.isascii())
+                or (kind is int and -_SMALL_INT < value < _SMALL_INT)
+                or value is None
+                or kind is bool
+                or (kind is float and math.isfinite(value))
+            ):
+                return False
+    return True
+
+
 def storable_response(response: ModelResponse, emit: EventSink) -> ModelResponse:
     """``response`` with its text, tool calls and finish reason made storable (the same object
     when nothing changed), so the tools run with exactly the arguments the thread keeps."""
+    if _plainly_ascii(response):
+        return response
     found: list[Replacement] = []
     content = storable_text(response.content, "content", found)
     calls = storable_calls(response.tool_calls, found)

@@ -25,6 +25,7 @@ from plait.errors import (
     ThreadConflictError,
     TurnAborted,
 )
+from plait.history import History, request_messages
 from plait.messages import Message, ToolCall, ToolMessage, Usage, new_id
 from plait.middleware.context import DispatchContext, Event, EventSink, TurnContext
 from plait.middleware.stack import MiddlewareStack
@@ -78,8 +79,10 @@ def _with_unique_call_ids(response: ModelResponse) -> ModelResponse:
     Some OpenAI-compatible servers send empty or repeated ids; results are paired with calls by
     id, so such calls get a fresh ``call_<hex>`` id before anything runs or is persisted.
     """
-    seen: set[str] = set()
     calls = response.tool_calls
+    if len(calls) < 2 and (not calls or calls[0].id):
+        return response  # the common case, decided without a set
+    seen: set[str] = set()
     fixed = None
     for i, call in enumerate(calls):
         if not call.id or call.id in seen:
@@ -96,9 +99,12 @@ def _checked(response: object, ctx: TurnContext) -> ModelResponse:
         isinstance(response, ModelResponse)
         and isinstance(response.content, str)
         and isinstance(response.tool_calls, list)
-        and all(isinstance(call, ToolCall) for call in response.tool_calls)
     ):
-        return response
+        for call in response.tool_calls:
+            if not isinstance(call, ToolCall):
+                break
+        else:
+            return response
     name = getattr(ctx.model, "name", type(ctx.model).__name__)
     what = (
         "a ModelResponse whose content is not a str or whose tool_calls are not ToolCall objects"
@@ -220,7 +226,7 @@ class Turn:
             thread_id=self.thread_id,
             registry=registry,
             model=self.agent.model,
-            messages=[*snapshot.messages, *self.input],
+            messages=History([*snapshot.messages, *self.input]),
             state=state,
             system_prompt=self.agent.system_prompt,
             input=self.input,
@@ -251,6 +257,8 @@ class Turn:
                 return response.content
 
     def _check(self, d: DispatchContext) -> None:
+        if d._error is None and d.turn._error is None:
+            return
         if d.turn.aborted:
             raise _aborted(d.turn.error)
         if d.nacked:
@@ -260,7 +268,8 @@ class Turn:
     def build_request(self, ctx: TurnContext) -> ModelRequest:
         agent = self.agent
         return ModelRequest(
-            messages=[*ctx.messages, *ctx.ephemeral],
+            # O(1): a snapshot of the history, not a copy (see plait.history)
+            messages=request_messages(ctx.messages, ctx.ephemeral),
             tools=ctx.registry.definitions(),
             system_prompt=ctx.system_prompt,
             model=agent.model_name,
@@ -271,15 +280,23 @@ class Turn:
 
     async def _dispatch(self, d: DispatchContext) -> ModelResponse:
         ctx, stack = d.turn, self.stack
-        await stack.run_dispatch_input(d)
-        self._check(d)
-        request = await stack.run_before_model_call(self.build_request(ctx), d)
-        self._check(d)
+        if stack.has_dispatch_input:
+            await stack.run_dispatch_input(d)
+            self._check(d)
+        request = self.build_request(ctx)
+        if stack.has_before_model_call:
+            request = await stack.run_before_model_call(request, d)
+            self._check(d)
         d.request = request
         self.emit(ModelRequestSent(dispatch=d.index, request=request))
-        response = _checked(await stack.wrap_model(self._model_handler(d), d)(request), ctx)
-        response = await stack.run_after_model_call(_with_unique_call_ids(response), request, d)
-        self._check(d)
+        handler = self._model_handler(d)
+        if stack.has_wrap_model_call:
+            handler = stack.wrap_model(handler, d)
+        response = _checked(await handler(request), ctx)
+        response = _with_unique_call_ids(response)
+        if stack.has_after_model_call:
+            response = await stack.run_after_model_call(response, request, d)
+            self._check(d)
         response = storable_response(_with_unique_call_ids(response), self.emit)
         d.response = response
         ctx.usage = ctx.usage + response.usage
@@ -291,11 +308,12 @@ class Turn:
                 d.add_message(message)
         for followup in d.followups:
             d.add_message(followup)
-        try:
-            await stack.run_dispatch_output(d)
-        except asyncio.CancelledError:
-            await self._persist_cancelled(list(d.new_messages), d)
-            raise
+        if stack.has_dispatch_output:
+            try:
+                await stack.run_dispatch_output(d)
+            except asyncio.CancelledError:
+                await self._persist_cancelled(list(d.new_messages), d)
+                raise
         persisted = list(d.new_messages)
         for keep_out in ctx.persist_filters:
             persisted = keep_out(persisted)

@@ -27,6 +27,7 @@ from plait.middleware.context import DispatchContext
 from plait.middleware.ordering import Placement
 from plait.models.base import ModelRequest, ModelResponse
 from plait.runtime.events import ToolCallRejected, ToolCallRepaired
+from plait.tools import Tool
 
 __all__ = ["ToolCallValidator", "repair_json_object"]
 
@@ -68,21 +69,28 @@ class ToolCallValidator(Middleware):
     ) -> ModelResponse:
         if not response.tool_calls:
             return response
-        advertised = {t.name for t in request.tools}
-        late_bound = False
+        advertised: set[str] = set()
+        for definition in request.tools:  # a loop, not a comprehension: no extra frame
+            advertised.add(definition.name)
+        registry = ctx.registry
+        late_bound = changed = False
         calls: list[ToolCall] = []
         for call in response.tool_calls:
-            checked = self._check(call, advertised, late_bound, ctx)
+            tool = registry.get(call.name)
+            checked = self._check(call, tool, advertised, late_bound, ctx)
+            changed = changed or checked is not call
             calls.append(checked)
-            tool = ctx.registry.get(call.name)
             if tool is not None and tool.definition.metadata.get("sequential"):
                 late_bound = True
-        if any(a is not b for a, b in zip(calls, response.tool_calls, strict=True)):
-            return response.replace(tool_calls=calls)
-        return response
+        return response.replace(tool_calls=calls) if changed else response
 
     def _check(
-        self, call: ToolCall, advertised: set[str], late_bound: bool, ctx: DispatchContext
+        self,
+        call: ToolCall,
+        tool: Tool | None,
+        advertised: set[str],
+        late_bound: bool,
+        ctx: DispatchContext,
     ) -> ToolCall:
         if call.raw_args is not None:
             repaired = repair_json_object(call.raw_args) if self.repair_json else None
@@ -96,7 +104,6 @@ class ToolCallValidator(Middleware):
             if not late_bound:
                 self._reject(ctx, call, str(ToolResolutionError(call.name, list(advertised))))
             return call
-        tool = ctx.registry.get(call.name)
         if tool is not None:
             try:
                 tool.validate(call.args)

@@ -127,7 +127,10 @@ class _NotPlain(Exception):
 
 def _stored_messages(thread_id: str, messages: Sequence[Message]) -> list[Message]:
     try:
-        return [_copy_message(message) for message in messages]
+        copied: list[Message] = []
+        for message in messages:  # a loop, not a comprehension: no extra frame (per dispatch)
+            copied.append(_copy_message(message))
+        return copied
     except (_NotPlain, UnicodeEncodeError):
         pass
     copies: list[Message | None] = []
@@ -161,7 +164,7 @@ def _loaded_state(state: dict[str, Any]) -> dict[str, Any]:
 
 def _stored_state(thread_id: str, state: Mapping[str, Any]) -> dict[str, Any]:
     try:
-        copy: dict[str, Any] = _plain(dict(state))
+        copy: dict[str, Any] = _plain(state if type(state) is dict else dict(state))
     except (_NotPlain, UnicodeEncodeError):
         return state_from_json(state_to_json(thread_id, state))
     return copy
@@ -236,26 +239,27 @@ def _copy_message(message: Message) -> Message:
     """
     kind = type(message)
     copy: Any = _new(kind)
+    m: Any = message  # the exact kind is tested below (an isinstance assert per field costs)
     if kind is ToolMessage:
-        assert isinstance(message, ToolMessage)
-        data, call_id, name = message.data, message.tool_call_id, message.name
+        data, call_id, name = m.data, m.tool_call_id, m.name
         ascii_id = type(call_id) is str and call_id.isascii()
         copy.tool_call_id = call_id if ascii_id else _text(call_id)
         copy.name = name if type(name) is str and name.isascii() else _text(name)
         copy.data = data if type(data) is str and data.isascii() else _plain(data)
-        if type(message.is_error) is not bool:
+        if type(m.is_error) is not bool:
             raise _NotPlain
-        copy.is_error = message.is_error
+        copy.is_error = m.is_error
     elif kind is AssistantMessage:
-        assert isinstance(message, AssistantMessage)
-        usage, reason = message.usage, message.finish_reason
-        copy.content = _content(message.content) if message.content else []
-        copy.tool_calls = [_copy_call(call) for call in message.tool_calls]
+        usage, reason, calls = m.usage, m.finish_reason, m.tool_calls
+        copy.content = _content(m.content) if m.content else []
+        copy.tool_calls = calls_copy = []
+        for call in calls:
+            calls_copy.append(_copy_call(call))
         copy.usage = None if usage is None else _copy_usage(usage)
-        copy.finish_reason = None if reason is None else _text(reason)
+        plain_reason = reason is None or (type(reason) is str and reason.isascii())
+        copy.finish_reason = reason if plain_reason else _text(reason)
     elif kind is UserMessage or kind is SystemMessage:
-        assert isinstance(message, UserMessage | SystemMessage)
-        copy.content = _content(message.content)
+        copy.content = _content(m.content)
     else:
         raise _NotPlain
     metadata, ident = message.metadata, message.id
@@ -294,15 +298,19 @@ def _copy_call(call: Any) -> ToolCall:
 def _copy_usage(usage: Any) -> Usage:
     if type(usage) is not Usage:
         raise _NotPlain
-    counts = (
-        usage.input_tokens,
-        usage.output_tokens,
-        usage.cache_read_tokens,
-        usage.cache_write_tokens,
-        usage.requests,
-        usage.reasoning_tokens,
-    )
-    for count in counts:
-        if type(count) is not int:
-            raise _NotPlain
-    return Usage(*counts)
+    copy = _new(Usage)
+    copy.input_tokens = count = usage.input_tokens
+    plain = type(count) is int
+    copy.output_tokens = count = usage.output_tokens
+    plain = plain and type(count) is int
+    copy.cache_read_tokens = count = usage.cache_read_tokens
+    plain = plain and type(count) is int
+    copy.cache_write_tokens = count = usage.cache_write_tokens
+    plain = plain and type(count) is int
+    copy.requests = count = usage.requests
+    plain = plain and type(count) is int
+    copy.reasoning_tokens = count = usage.reasoning_tokens
+    if not (plain and type(count) is int):
+        raise _NotPlain
+    result: Usage = copy
+    return result

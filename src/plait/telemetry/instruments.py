@@ -9,7 +9,7 @@ the call causes (an overflow recovery's summarizer call, a provider retry) nests
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,10 +44,10 @@ class ContentCursor:
 
     seen: set[str] = field(default_factory=set)
     system_prompt: str | None = None
-    previous: list[Message] | None = None
+    previous: Sequence[Message] | None = None
     memo: JsonMemo = field(default_factory=JsonMemo)
 
-    def new_messages(self, messages: list[Message]) -> list[Message]:
+    def new_messages(self, messages: Sequence[Message]) -> list[Message]:
         """The messages of ``messages`` not recorded before, in order; marks them recorded.
 
         The part shared with the previous request (the same message objects from the start:

@@ -9,6 +9,10 @@ call                                   result
                                        the first lines that fit: the cut is always announced
 ``read_file(path, offset, limit)``     lines ``offset`` (0-based) to ``offset + limit``, with
                                        the same header (``end of file`` on the last page)
+one line longer than ``max_chars``     its first ``max_chars`` characters and a header
+                                       ``next: offset N, start C``: ``read_file(path, N,
+                                       start=C)`` continues the line from character ``C``, so
+                                       every character is reachable
 a skill folder                         the files in it
 a binary file                          a one-line note with its size
 =====================================  =======================================================
@@ -88,68 +92,92 @@ async def read_skill_file(
     limit: int | None = None,
     *,
     max_chars: int = DEFAULT_READ_MAX_CHARS,
+    start: int = 0,
 ) -> str:
-    """What ``read_file`` returns for these arguments (see the module docstring)."""
-    if offset < 0 or (limit is not None and limit < 1):
-        raise ValueError("offset must be >= 0 and limit >= 1 (or omitted for the whole file).")
+    """What ``read_file`` returns for these arguments (see the module docstring); ``start``
+    skips that many characters of line ``offset`` (to page through one very long line)."""
+    if offset < 0 or start < 0 or (limit is not None and limit < 1):
+        raise ValueError(
+            "offset must be >= 0, start >= 0 and limit >= 1 (or omitted for the whole file)."
+        )
     entry, inner = _locate(snapshot, path)
     source = catalog.source(entry.source_id)
     if not inner:
         files = ["SKILL.md", *await source.list(entry.id)]
         return f"[{path}: folder of skill {entry.name!r}]\n" + "\n".join(files)
     if isinstance(source, LineReader):
-        page = await source.read_lines(entry.id, inner, offset, limit, max_chars)
+        page = await source.read_lines(entry.id, inner, offset, limit, max_chars, start)
         return _render_page(page, path, offset, limit)
     data = await source.read(entry.id, inner)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         return f"[{path}: binary file, {len(data)} bytes; not shown]"
-    if offset == 0 and limit is None and len(text) <= max_chars:
+    if offset == 0 and start == 0 and limit is None and len(text) <= max_chars:
         return text
-    return _page(text, path, offset, limit, max_chars)
+    return _page(text, path, offset, limit, max_chars, start)
 
 
 def _render_page(page: LinePage, path: str, offset: int, limit: int | None) -> str:
     """What ``read_file`` shows for a page streamed from disk (same shapes as :func:`_page`)."""
     if page.binary:
         return f"[{path}: binary file, {page.size} bytes; not shown]"
-    whole = offset == 0 and limit is None and not page.cut and page.total == page.end
-    if whole:
+    whole = offset == page.start == 0 and limit is None and not page.cut
+    if whole and page.total == page.end:
         return "".join(page.lines)
     total = "?" if page.total is None else str(page.total)
     if page.total == 0:
         return f"[{path}: empty file]"
     if not page.lines:
         return f"[{path}: offset {offset} is past the end of the file ({total} lines)]"
+    if page.line_cut:
+        return _line_cut(path, offset, page.start, page.lines[0], total)
     at_end = page.total is not None and page.end >= page.total
     tail = "end of file" if at_end else f"next offset {page.end}"
     cut = " (the file is larger than one read)" if page.cut else ""
-    header = f"[{path}: lines {offset + 1}-{page.end} of {total}; {tail}{cut}]\n"
+    header = f"[{path}: lines {offset + 1}-{page.end} of {total}{_from(page.start)}; {tail}{cut}]\n"
     return header + "".join(page.lines)
 
 
-def _page(text: str, path: str, offset: int, limit: int | None, max_chars: int) -> str:
+def _from(start: int) -> str:
+    """The header's note that the first line starts at character ``start``."""
+    return f", the first from character {start + 1}" if start else ""
+
+
+def _line_cut(path: str, offset: int, start: int, shown: str, total: str) -> str:
+    """One piece of a line longer than a read, with where the next piece starts."""
+    end = start + len(shown)
+    header = (
+        f"[{path}: line {offset + 1} of {total}, characters {start + 1}-{end} (the line is longer "
+        f"than one read); next offset {offset}, start {end}]\n"
+    )
+    return header + shown + "\n"
+
+
+def _page(
+    text: str, path: str, offset: int, limit: int | None, max_chars: int, start: int = 0
+) -> str:
     lines = text.splitlines(keepends=True)
     total = len(lines)
     if not total:
         return f"[{path}: empty file]"
     if offset >= total:
         return f"[{path}: offset {offset} is past the end of the file ({total} lines)]"
+    lines[offset] = lines[offset][start:]
     stop = total if limit is None else min(total, offset + limit)
     chosen: list[str] = []
     used = 0
     for line in lines[offset:stop]:
         if used + len(line) > max_chars:
             if not chosen:
-                chosen.append(line[:max_chars] + "\n[... line cut at the size limit]\n")
+                return _line_cut(path, offset, start, line[:max_chars], str(total))
             break
         chosen.append(line)
         used += len(line)
     end = offset + len(chosen)
     tail = "end of file" if end >= total else f"next offset {end}"
     cut = " (the file is larger than one read)" if end < stop else ""
-    header = f"[{path}: lines {offset + 1}-{end} of {total}; {tail}{cut}]\n"
+    header = f"[{path}: lines {offset + 1}-{end} of {total}{_from(start)}; {tail}{cut}]\n"
     return header + "".join(chosen)
 
 
@@ -160,14 +188,20 @@ def build_read_tool(
     skills."""
 
     async def read_file(
-        path: str, offset: int = 0, limit: int | None = None, *, ctx: ToolContext
+        path: str,
+        offset: int = 0,
+        limit: int | None = None,
+        start: int = 0,
+        *,
+        ctx: ToolContext,
     ) -> str:
         """Read a skill's SKILL.md (the path shown in the skills list) or a file in a skill's
         folder. Returns the whole file. Only for very large files, pass offset (first line,
         0-based) and limit (number of lines) to read it in pages; a paged result starts with a
-        header giving the next offset."""
+        header giving the next offset (and a start, the character to continue a very long line
+        from)."""
         return await read_skill_file(
-            catalog, snapshot_of(ctx), path, offset, limit, max_chars=max_chars
+            catalog, snapshot_of(ctx), path, offset, limit, max_chars=max_chars, start=start
         )
 
     return FunctionTool(read_file, name=READ_TOOL_NAME)

@@ -98,7 +98,7 @@ class TurnTools:
     plan: ToolPlan = ToolPlan((), ())
     snapshot: SkillSnapshot | None = None
     """The snapshot of the turn's latest model call (what ``read_file`` reads against)."""
-    disclosed_for: list[Message] | None = None
+    disclosed_for: Sequence[Message] | None = None
     """The message list the tools were last chosen for (``wrap_model_call`` compares it with
     the request it is handed, by identity)."""
 

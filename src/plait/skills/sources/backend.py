@@ -11,7 +11,10 @@ Locations are virtual absolute paths: ``/<prefix>/<id>/SKILL.md``.
 A SKILL.md whose whole content is a relative path (a git symlink checked out as text, see
 :mod:`plait.skills.skill_file`) is followed, as :class:`~plait.skills.sources.filesystem.
 FilesystemSource` does, when its target stays under ``prefix``: the skill gets a ``text-link``
-warning and its files are read from the target's folder. A target outside ``prefix``, an
+warning and its files are read from the target's folder. A target naming a skill file
+(``skill.md`` in any case) is read under exactly that spelling; a target folder is read through
+the skill file its listing holds (``SKILL.md`` preferred), so a case-sensitive backend never
+looks for a ``SKILL.md`` that is not there. A target outside ``prefix``, an
 absolute one, a missing or unreadable one, or one that is again only a path is a ``text-link``
 error for that skill alone.
 
@@ -250,12 +253,15 @@ class BackendSource:
         return await self._read_capped(f"{folder}/{self._names.get(ref, 'SKILL.md')}")
 
     async def _read_capped(self, path: str) -> bytes:
-        """The text at ``path`` as UTF-8, at most ``max_file_bytes`` characters read: a longer
-        one raises :class:`SkillFileTooLarge` without being read whole."""
+        """The text at ``path`` as UTF-8, at most ``max_file_bytes`` bytes once encoded: a longer
+        one raises :class:`SkillFileTooLarge`. Backends read characters, so at most
+        ``max_file_bytes + 1`` characters are asked for (every character is at least one byte,
+        so more than that is over the cap unread) and the encoded length is then checked."""
         text = await self._backend.read(path, 0, self.max_file_bytes + 1)
-        if len(text) > self.max_file_bytes:
+        data = text.encode("utf-8")
+        if len(data) > self.max_file_bytes:
             raise SkillFileTooLarge("/" + path, None, self.max_file_bytes)
-        return text.encode("utf-8")
+        return data
 
     async def read(self, ref: str, path: str | None = None) -> bytes:
         if path is None:

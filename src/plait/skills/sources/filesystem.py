@@ -455,13 +455,13 @@ class FilesystemSource:
         return read_regular(self._file(ref, folder, path), path, self.max_file_bytes)
 
     async def read_lines(
-        self, ref: str, path: str, offset: int, limit: int | None, max_chars: int
+        self, ref: str, path: str, offset: int, limit: int | None, max_chars: int, start: int = 0
     ) -> LinePage:
         """Lines ``offset``.. of ``path`` streamed from disk: at most ``limit`` lines and
         ``max_chars`` characters are kept, whatever the file's size (no ``max_file_bytes``
         cap applies: nothing is loaded whole)."""
         target = self._file(ref, self._folder(ref), path)
-        return read_line_page(target, offset, limit, max_chars)
+        return read_line_page(target, offset, limit, max_chars, start)
 
     async def stat(self, ref: str, path: str | None = None) -> SkillFileStat:
         folder = self._folder(ref)

@@ -11,6 +11,7 @@ bounded by ``max_chars`` plus one chunk, whatever the file's size.
 
 from __future__ import annotations
 
+import codecs
 import errno
 import os
 import stat as stat_module
@@ -44,7 +45,10 @@ class LinePage:
 
     ``total`` is the file's line count (``None`` when not counted: the file is too large);
     ``cut`` is True when ``max_chars`` stopped the page before ``limit``; ``binary`` is True
-    (and ``lines`` empty) for a file whose first bytes hold a NUL or are not UTF-8.
+    (and ``lines`` empty) for a file whose first bytes hold a NUL or are not UTF-8. The first
+    line starts at character ``start`` of line ``offset``; ``line_cut`` is True when that one
+    line alone is longer than ``max_chars``: ``lines`` then holds its first characters only and
+    the rest is read from ``start + len(lines[0])``.
     """
 
     lines: tuple[str, ...]
@@ -53,6 +57,8 @@ class LinePage:
     size: int
     cut: bool = False
     binary: bool = False
+    start: int = 0
+    line_cut: bool = False
 
     @property
     def end(self) -> int:
@@ -64,13 +70,16 @@ class LineReader(Protocol):
     """A source that can serve a page of a file's lines without loading the file."""
 
     async def read_lines(
-        self, ref: str, path: str, offset: int, limit: int | None, max_chars: int
+        self, ref: str, path: str, offset: int, limit: int | None, max_chars: int, start: int = 0
     ) -> LinePage: ...
 
 
-def read_line_page(target: Path, offset: int, limit: int | None, max_chars: int) -> LinePage:
-    """The page of ``target`` (see the module docstring); ``target`` must be a regular file
-    (a symlink or FIFO swapped in raises :class:`OSError`)."""
+def read_line_page(
+    target: Path, offset: int, limit: int | None, max_chars: int, start: int = 0
+) -> LinePage:
+    """The page of ``target`` (see the module docstring), its first line from character
+    ``start`` on (a ``start`` past that line's end gives the empty rest of it); ``target`` must
+    be a regular file (a symlink or FIFO swapped in raises :class:`OSError`)."""
     fd = os.open(target, _FLAGS)
     with os.fdopen(fd, "rb") as handle:
         info = os.fstat(handle.fileno())
@@ -83,9 +92,32 @@ def read_line_page(target: Path, offset: int, limit: int | None, max_chars: int)
         skipped = _skip_lines(handle, offset)
         if skipped < offset:
             return LinePage((), offset, skipped, info.st_size)
+        _skip_chars(handle, start)
         lines, cut, whole = _take(handle, limit, max_chars)
+        line_cut = cut and whole == 0 and bool(lines)
         total = _count_rest(handle, offset + whole, info.st_size)
-        return LinePage(tuple(lines), offset, total, info.st_size, cut=cut)
+        return LinePage(
+            tuple(lines), offset, total, info.st_size, cut=cut, start=start, line_cut=line_cut
+        )
+
+
+def _skip_chars(handle: BinaryIO, count: int) -> None:
+    """Advance past ``count`` characters of the current line, stopping at its newline."""
+    decoder = codecs.getincrementaldecoder("utf-8")("surrogateescape")
+    left = count
+    while left > 0:
+        raw = handle.read(min(left, _CHUNK))  # a character is at least one byte: no overshoot
+        if not raw:
+            return
+        text = decoder.decode(raw)
+        newline = text.find("\n")
+        if newline >= 0:
+            pending = len(decoder.getstate()[0])
+            used = len(text[:newline].encode("utf-8", "surrogateescape"))
+            handle.seek(handle.tell() - pending - len(raw) + used)
+            return
+        left -= len(text)
+    handle.seek(handle.tell() - len(decoder.getstate()[0]))
 
 
 def _utf8_prefix(data: bytes) -> bool:
@@ -124,14 +156,16 @@ def _take(handle: BinaryIO, limit: int | None, max_chars: int) -> tuple[list[str
     used = 0
     while limit is None or len(lines) < limit:
         start = handle.tell()
-        raw = handle.readline(max_chars - used + 1)
+        asked = max_chars - used + 1
+        raw = handle.readline(asked)
         if not raw:
             return lines, False, len(lines)
-        text = raw.decode("utf-8", errors="replace")
-        if used + len(text) > max_chars:
+        unfinished = len(raw) == asked and not raw.endswith(b"\n") and handle.read(1) != b""
+        text = codecs.getincrementaldecoder("utf-8")("replace").decode(raw)
+        if used + len(text) > max_chars or unfinished:
             whole = len(lines)
             if not lines:
-                lines.append(text[:max_chars] + "\n[... line cut at the size limit]\n")
+                lines.append(text[:max_chars])  # the caller pages the rest by character
             handle.seek(start)
             return lines, True, whole
         lines.append(text)
