@@ -8,7 +8,10 @@ peak memory Python allocated while it ran (a second run under ``tracemalloc``):
 * a tool that never returns, bounded by ``Limits(tool_timeout=1)``;
 * a tool result of 100,000 undecodable file names (``os.fsdecode`` of invalid UTF-8), made
   storable and persisted in SQLite;
-* a stream left with ``break`` mid-turn, followed at once by a new turn on the thread.
+* a stream left with ``break`` mid-turn, followed at once by a new turn on the thread;
+* a user's own model that never answers, bounded by the agent's ``Limits(model_timeout=2)``;
+* the end of a turn on SQLite while another connection holds the file's write lock (for 60 s):
+  releasing the turn lease gives up within ``LEASE_RELEASE_S`` (5 s) and the lease expires.
 
 Then the added cost of making a tool result storable (``storable_value``), as the median of
 per-call times over interleaved rounds, for clean and dirty payloads.
@@ -22,6 +25,7 @@ import asyncio
 import math
 import os
 import socket
+import sqlite3
 import statistics
 import tempfile
 import threading
@@ -33,6 +37,8 @@ from typing import Any
 
 from plait import Agent, ScriptedModel, ToolCall, tool
 from plait.errors import ModelTimeoutError
+from plait.models import FunctionModel
+from plait.models.base import ModelRequest
 from plait.models.openai import OpenAIChatModel
 from plait.models.timeouts import ModelTimeouts
 from plait.runtime.agent import Limits
@@ -137,6 +143,44 @@ async def stream_break_then_new_turn() -> str:
     return f"next turn: {result.output}"
 
 
+async def never_answering_own_model() -> str:
+    async def answer(request: ModelRequest) -> str:
+        await asyncio.Event().wait()
+        return ""
+
+    try:
+        await Agent(FunctionModel(answer), limits=Limits(model_timeout=2)).run("hello?")
+    except ModelTimeoutError:
+        return "ModelTimeoutError"
+    return "no error (unexpected)"
+
+
+async def lease_release_behind_a_write_lock(store_dir: Path) -> str:
+    path = store_dir / f"lease-{time.monotonic_ns()}.db"
+    store = SQLiteThreadStore(path)
+    done, locked = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        conn = sqlite3.connect(path, isolation_level=None)
+        conn.execute("BEGIN IMMEDIATE")
+        locked.set()
+        done.wait(60)
+        conn.execute("ROLLBACK")
+        conn.close()
+
+    holder = asyncio.ensure_future(asyncio.to_thread(hold))
+    try:
+        async with store.lease("t"):
+            await asyncio.to_thread(locked.wait)
+            ended = time.perf_counter()
+        released = time.perf_counter() - ended
+    finally:
+        done.set()
+        await holder
+        await store.aclose()
+    return f"turn end took {released:.2f} s, lock still held"
+
+
 async def measure(case: Callable[[], Awaitable[str]]) -> tuple[float, float, str]:
     """Wall time of one untraced run (tracing slows Python several-fold), then the peak of
     memory allocated during a second, traced run."""
@@ -179,6 +223,11 @@ async def main() -> None:
             ("tool never returns (tool_timeout=1 s)", never_returning_tool),
             ("100k undecodable names, SQLite", lambda: undecodable_listing(Path(tmp))),
             ("stream break, then a new turn", stream_break_then_new_turn),
+            ("own model never answers (limit 2 s)", never_answering_own_model),
+            (
+                "lease release behind a write lock",
+                lambda: lease_release_behind_a_write_lock(Path(tmp)),
+            ),
         ]
         print(f"{'hostile case':40} {'wall s':>8} {'peak MiB':>9}  outcome")
         for name, case in cases:

@@ -190,9 +190,17 @@ class ThreadBusyError(PlaitError):
     """A turn is already running on the thread in another worker (its store's lease is held);
     this turn did not start: nothing was loaded, sent to a model or run."""
 
-    def __init__(self, thread_id: str, waited: float) -> None:
+    def __init__(self, thread_id: str, waited: float, *, settling: bool = False) -> None:
         self.thread_id = thread_id
         self.waited = waited
+        if settling:
+            # The wait began with a turn this agent abandoned (a stream left with ``break``).
+            super().__init__(
+                f"Thread {thread_id!r} stayed busy for {waited:g} s, the bound on a new turn's "
+                "whole wait (for a turn abandoned on it to settle, then for its lease). Run "
+                "again when it is done; close streams with aclose() to settle them in place."
+            )
+            return
         super().__init__(
             f"Thread {thread_id!r} is running a turn in another worker (waited {waited:g} s). "
             "Run again when it is done, or give the store a longer lease_wait."
@@ -221,15 +229,25 @@ class ModelTimeoutError(ProviderError):
     (:class:`~plait.models.ModelTimeouts` ``total``, across every attempt and retry)."""
 
     def __init__(
-        self, model: str, total: float, attempts: int, connect: float, read: float
+        self,
+        model: str,
+        total: float,
+        attempts: int,
+        connect: float | None = None,
+        read: float | None = None,
+        *,
+        remedy: str = "timeouts=ModelTimeouts(total=...) on the model, or "
+        "$PLAIT_MODEL_TIMEOUT (seconds)",
     ) -> None:
         self.total = total
         tries = "attempt" if attempts == 1 else "attempts"
+        detail = f"{attempts} {tries}"
+        if connect is not None and read is not None:
+            detail += f"; connect timeout {connect:g} s, read timeout {read:g} s"
         super().__init__(
             f"Model {model!r} gave no complete answer within its {total:g} s deadline "
-            f"({attempts} {tries}; connect timeout {connect:g} s, read timeout {read:g} s). "
-            "Check that the server is up and reachable, or raise the deadline: "
-            "timeouts=ModelTimeouts(total=...) on the model, or $PLAIT_MODEL_TIMEOUT (seconds).",
+            f"({detail}). Check that the server is up and reachable, or raise the deadline: "
+            f"{remedy}.",
             provider=model,
             retryable=True,
         )

@@ -22,7 +22,7 @@ from __future__ import annotations
 import functools
 import importlib
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Protocol, runtime_checkable
 
@@ -34,6 +34,7 @@ __all__ = [
     "CHARS_PER_TOKEN_STATE_KEY",
     "MESSAGE_OVERHEAD_TOKENS",
     "CharEstimator",
+    "PrefixTotals",
     "TiktokenCounter",
     "TokenAccountant",
     "TokenCounter",
@@ -155,23 +156,78 @@ class _Checkpoint:
     total: int
 
 
+class PrefixTotals:
+    """A sum over a list of messages that grows, in O(messages new since the last call).
+
+    It keeps up to ``max_checkpoints`` checkpoints: the total through message ``i`` of a list
+    it summed, valid while the list's first message and message ``i`` are the same objects at
+    the same positions. :meth:`sum` walks back from the end to the newest valid checkpoint, so a
+    request that grew by a few messages costs a few ``cost`` calls, not one per message.
+    Replacing a message in the middle of a list needs :meth:`clear` (identity of the ends
+    cannot see it).
+    """
+
+    def __init__(self, max_checkpoints: int = 16) -> None:
+        self._max = max_checkpoints
+        self._checkpoints: dict[str, _Checkpoint] = {}
+
+    def clear(self) -> None:
+        self._checkpoints.clear()
+
+    def sum(
+        self,
+        messages: Sequence[Message],
+        cost: Callable[[Message], int],
+        *,
+        anchor: Callable[[int, Message], int] | None = None,
+        base: Callable[[], int] | None = None,
+    ) -> int:
+        """The sum of ``cost`` over ``messages``; leaves a checkpoint at the end.
+
+        ``anchor(i, message)``, when given, may return a known total of everything before
+        message ``i`` (a provider's reported input tokens; 0 for none): the walk stops there.
+        ``base()`` is added when neither a checkpoint nor an anchor was found (what every
+        request carries besides its messages, e.g. the system prompt).
+        """
+        delta = 0
+        total: int | None = None
+        for i in range(len(messages) - 1, -1, -1):
+            m = messages[i]
+            cp = self._checkpoints.get(m.id)
+            if cp is not None and cp.index == i and cp.last is m and cp.first is messages[0]:
+                total = cp.total + delta
+                break
+            delta += cost(m)
+            if anchor is not None:
+                known = anchor(i, m)
+                if known > 0:
+                    total = known + delta
+                    break
+        if total is None:
+            total = delta if base is None else delta + base()
+        if messages:
+            last = messages[-1]
+            if len(self._checkpoints) >= self._max and last.id not in self._checkpoints:
+                self._checkpoints.pop(next(iter(self._checkpoints)))
+            self._checkpoints[last.id] = _Checkpoint(messages[0], len(messages) - 1, last, total)
+        return total
+
+
 class TokenAccountant:
     """Estimates request sizes, reusing provider usage and its own earlier work.
 
-    One accountant per middleware instance. It keeps a few checkpoints (``total tokens through
-    message i`` of a list it saw, validated by the identity of the list's first message and of
-    message ``i``) and a cache of tool-schema estimates. :meth:`reset` drops both, for when
-    messages in the middle of a list were replaced.
+    One accountant per middleware instance. It keeps a few checkpoints (:class:`PrefixTotals`:
+    total tokens through message ``i`` of a list it saw) and a cache of tool-schema estimates.
+    :meth:`reset` drops both, for when messages in the middle of a list were replaced.
     """
 
     def __init__(self, counter: TokenCounter | None = None, *, max_checkpoints: int = 16) -> None:
         self.counter: TokenCounter = counter or DEFAULT_COUNTER
-        self._max_checkpoints = max_checkpoints
-        self._checkpoints: dict[str, _Checkpoint] = {}
+        self._totals = PrefixTotals(max_checkpoints)
         self._tools: dict[int, tuple[ToolDefinition, int]] = {}
 
     def reset(self) -> None:
-        self._checkpoints.clear()
+        self._totals.clear()
         self._tools.clear()
 
     def message(self, message: Message) -> int:
@@ -208,31 +264,19 @@ class TokenAccountant:
         instance when the earlier requests were shaped differently). Leaves a checkpoint at the
         end of ``messages`` so the next call over the same list, grown, counts only what is new.
         """
-        delta = 0
-        total: int | None = None
-        for i in range(len(messages) - 1, -1, -1):
-            m = messages[i]
-            cp = self._checkpoints.get(m.id)
-            if cp is not None and cp.index == i and cp.last is m and cp.first is messages[0]:
-                total = cp.total + delta
-                break
-            delta += message_tokens(m, self.counter)
-            if i >= anchor_from and isinstance(m, AssistantMessage):
-                reported = m.usage.input_tokens if m.usage is not None else 0
-                if reported > 0:
-                    total = reported + delta
-                    break
-        if total is None:
-            total = delta + self.counter.count(system_prompt) + self.tools(tools)
-        if messages:
-            self._remember(messages, total)
-        return total
+        counter = self.counter
 
-    def _remember(self, messages: Sequence[Message], total: int) -> None:
-        last = messages[-1]
-        if len(self._checkpoints) >= self._max_checkpoints and last.id not in self._checkpoints:
-            self._checkpoints.pop(next(iter(self._checkpoints)))
-        self._checkpoints[last.id] = _Checkpoint(messages[0], len(messages) - 1, last, total)
+        def reported(i: int, m: Message) -> int:
+            if i >= anchor_from and isinstance(m, AssistantMessage) and m.usage is not None:
+                return m.usage.input_tokens
+            return 0
+
+        return self._totals.sum(
+            messages,
+            lambda m: message_tokens(m, counter),
+            anchor=reported if anchor_from < len(messages) else None,
+            base=lambda: counter.count(system_prompt) + self.tools(tools),
+        )
 
 
 def measure_chars_per_token(

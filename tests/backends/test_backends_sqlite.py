@@ -106,6 +106,10 @@ FOREIGN_FILES = {
         "PRAGMA application_id = 1234",
         "CREATE TABLE blobs (path TEXT PRIMARY KEY, content TEXT, updated_at REAL)",
     ),
+    "plait's old tables beside another application's": (
+        "CREATE TABLE blobs (path TEXT PRIMARY KEY, content TEXT, updated_at REAL)",
+        "CREATE TABLE users (id INTEGER, name TEXT)",
+    ),
     "a plait stamp on a table of other columns": (
         "PRAGMA application_id = 1885692265",
         "CREATE TABLE blobs (path TEXT, data BLOB)",
@@ -132,14 +136,27 @@ async def test_a_sqlite_file_that_is_not_plaits_is_refused_unchanged(
     conn.close()
 
 
-async def test_a_plait_file_from_before_the_stamp_is_accepted_and_stamped(tmp_path: Path) -> None:
+OLD_BLOB_FILE = (
+    "CREATE TABLE blobs (path TEXT PRIMARY KEY, content TEXT NOT NULL, updated_at REAL NOT NULL)",
+    "INSERT INTO blobs VALUES ('a', 'old text', 0)",
+)
+
+
+@pytest.mark.parametrize("first", ["backend", "thread store"])
+async def test_a_plait_file_from_before_the_stamp_is_accepted_and_stamped(
+    tmp_path: Path, first: str
+) -> None:
+    """Opened first by the backend that made it, or by a thread store (regression: an
+    unstamped blob-only file was refused by the thread store, which knew only its tables)."""
+    from plait.messages import UserMessage
+    from plait.stores import SQLiteThreadStore
+
     path = tmp_path / "old.db"
-    make_db(
-        path,
-        "CREATE TABLE blobs (path TEXT PRIMARY KEY, content TEXT NOT NULL, "
-        "updated_at REAL NOT NULL)",
-        "INSERT INTO blobs VALUES ('a', 'old text', 0)",
-    )
+    make_db(path, *OLD_BLOB_FILE)
+    if first == "thread store":
+        store = SQLiteThreadStore(path)
+        await store.append("t", [UserMessage("hi")], expected_version=0)
+        await store.aclose()
     backend = SQLiteBackend(path)
     assert await backend.read("a") == "old text"
     await backend.aclose()
@@ -178,6 +195,30 @@ async def test_a_blob_over_the_value_limit_says_so_and_keeps_the_old_one(tmp_pat
 def test_a_value_limit_outside_sqlites_range_is_refused(tmp_path: Path, limit: int) -> None:
     with pytest.raises(BackendError, match="max_value_bytes must be between 1 and"):
         SQLiteBackend(tmp_path / "b.db", max_value_bytes=limit)
+
+
+OLD_THREAD_TABLES = (
+    "CREATE TABLE threads (thread_id TEXT PRIMARY KEY, version INTEGER NOT NULL, "
+    "state TEXT NOT NULL, updated_at REAL NOT NULL)",
+    "CREATE TABLE messages (thread_id TEXT NOT NULL, seq INTEGER NOT NULL, id TEXT NOT NULL, "
+    "json TEXT NOT NULL, PRIMARY KEY (thread_id, seq))",
+)
+
+
+async def test_a_thread_file_from_before_the_stamp_opened_by_a_blob_backend_is_plaits(
+    tmp_path: Path,
+) -> None:
+    from plait.stores import SQLiteThreadStore
+
+    path = tmp_path / "old.db"
+    make_db(path, *OLD_THREAD_TABLES, "INSERT INTO threads VALUES ('t', 1, '{}', 0)")
+    backend = SQLiteBackend(path)
+    await backend.write("a", "blob")
+    assert await backend.read("a") == "blob"
+    await backend.aclose()
+    store = SQLiteThreadStore(path)
+    assert (await store.load("t")).version == 1
+    await store.aclose()
 
 
 async def test_sqlite_names_the_lone_surrogate(tmp_path: Path) -> None:

@@ -12,8 +12,8 @@ import pytest
 from mcp_server import STDIO, HttpServerProcess
 
 from plait.errors import ToolError, ToolTimeoutError
-from plait.mcp import McpConfigError, McpConnectError, McpServer
-from plait.mcp.client import BinaryContent, CallOutcome, LinkContent
+from plait.mcp import McpConfigError, McpConnectError, McpServer, McpServerClosed
+from plait.mcp.content import BinaryContent, CallOutcome, LinkContent
 from plait.mcp.results import plait_result
 
 
@@ -253,3 +253,30 @@ async def test_a_result_over_max_message_bytes_fails_the_call_and_the_next_call_
             await _call(server, "echo", text="x" * 300_000)
         assert await _call(server, "echo", text="small") == "small"
     assert server.restarts == 1
+
+
+async def test_an_input_schema_over_max_schema_chars_is_a_config_error_naming_the_tool() -> None:
+    async with McpServer("demo", command=STDIO, allow=["echo"], max_schema_chars=30) as server:
+        with pytest.raises(McpConfigError, match="tool 'echo' has an input schema of") as info:
+            await server.list_tools()
+    assert "more than max_schema_chars=30" in str(info.value) and "block the tool" in str(
+        info.value
+    )
+    async with McpServer("demo", command=STDIO, allow=["echo"]) as server:
+        (echo,) = await server.list_tools()
+    assert echo.definition.parameters["required"] == ["text"]
+
+
+async def test_a_closed_server_refuses_every_use_naming_itself() -> None:
+    server = McpServer("demo", command=STDIO, allow=["echo"])
+    assert await _call(server, "echo", text="hi") == "hi"
+    await server.aclose()
+    assert server.closed
+    with pytest.raises(McpServerClosed, match="'demo' was closed"):
+        await server.list_tools()
+    with pytest.raises(McpServerClosed, match="create a new McpServer"):
+        await server.connect()
+    with pytest.raises(ToolError, match="'demo' was closed"):
+        await server.call("echo", {"text": "again"}, tool="demo_echo")
+    assert server.restarts == 0
+    await server.aclose()  # still idempotent

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -130,38 +131,70 @@ async def test_skill_tools_in_managed_mode_are_projected_while_loaded() -> None:
     assert echoed[0].data == "hey"
 
 
-def flag_gated(flag: Path) -> list[str]:
-    """A real server command that fails (exit 1) until ``flag`` exists, then serves."""
-    return ["/bin/sh", "-c", 'test -e "$0" && exec "$1" "$2" stdio', str(flag), *STDIO[:2]]
+def flag_gated(flag: Path, ready: Path | None = None) -> list[str]:
+    """A real server command that fails (exit 1) until ``flag`` exists, then serves; with
+    ``ready``, once started it waits for ``ready`` to exist before it answers ``initialize``."""
+    wait = 'while ! test -e "$1"; do sleep 0.05; done; ' if ready is not None else ""
+    script = f'test -e "$0" || exit 1; {wait}exec "$2" "$3" stdio'
+    return ["/bin/sh", "-c", script, str(flag), str(ready or flag), *STDIO[:2]]
 
 
-async def test_a_server_that_cannot_connect_is_skipped_with_a_warning_and_retried_later(
+async def test_a_server_that_cannot_connect_is_skipped_and_reconnected_in_the_background(
     tmp_path: Path,
 ) -> None:
-    flag = tmp_path / "ready"
+    flag, ready = tmp_path / "started", tmp_path / "ready"
     good = McpServer("demo", command=STDIO, allow=["echo"])
-    late = McpServer("late", command=flag_gated(flag), allow=["echo"], init_timeout=20)
+    # init_timeout 120: a retry made inside the turn would hold the second turn that long
+    late = McpServer("late", command=flag_gated(flag, ready), allow=["echo"], init_timeout=120)
     model = ScriptedModel(
         [
             ToolCall("c1", "demo_echo", {"text": "hi"}),
             "first",
-            ToolCall("c2", "late_echo", {"text": "yo"}),
             "second",
+            ToolCall("c2", "late_echo", {"text": "yo"}),
+            "third",
         ]
     )
     async with McpToolset([good, late], retry_seconds=1e-6) as mcp:
         agent = Agent(model, middleware=[mcp])
         first = await agent.run("go", thread_id="t")
-        flag.touch()
+        flag.touch()  # the server now starts, but answers only once `ready` exists
         second = await agent.run("again", thread_id="t")
+        ready.touch()
+        await mcp.wait_for_retries()
+        third = await agent.run("and again", thread_id="t")
     (skipped,) = [e for e in first.events if isinstance(e, McpServerSkipped)]
     assert (skipped.server, skipped.failures, skipped.type) == ("late", 1, "mcp_server_skipped")
     assert "MCP server 'late' could not be connected" in skipped.reason
     assert first.output == "first" and tool_names(model.requests[0]) == ["demo_echo"]
-    assert not [e for e in second.events if isinstance(e, McpServerSkipped)]
-    assert sorted(tool_names(model.requests[2])) == ["demo_echo", "late_echo"]
-    (reply,) = [m for m in second.new_messages if isinstance(m, ToolMessage)]
+    (waiting,) = [e for e in second.events if isinstance(e, McpServerSkipped)]
+    assert waiting.failures == 1 and waiting.reason.endswith("(reconnecting in the background)")
+    assert second.output == "second" and tool_names(model.requests[2]) == ["demo_echo"]
+    assert not [e for e in third.events if isinstance(e, McpServerSkipped)]
+    assert sorted(tool_names(model.requests[3])) == ["demo_echo", "late_echo"]
+    (reply,) = [m for m in third.new_messages if isinstance(m, ToolMessage)]
     assert reply.data == "yo" and not reply.is_error
+
+
+async def test_a_failed_background_retry_waits_longer_and_aclose_cancels_one_in_flight(
+    tmp_path: Path,
+) -> None:
+    broken = McpServer("broken", command=flag_gated(tmp_path / "never"))
+    stuck = McpServer("stuck", command=flag_gated(tmp_path / "go", tmp_path / "never"))
+    model = ScriptedModel(["one", "two", "three"])
+    mcp = McpToolset([broken, stuck], retry_seconds=1e-6)
+    agent = Agent(model, middleware=[mcp])
+    await agent.run("go", thread_id="t")  # both fail: neither starts
+    (tmp_path / "go").touch()  # `stuck` now starts but never answers
+    await agent.run("go", thread_id="t")  # both retried in the background
+    retries = dict(mcp._retries)
+    await asyncio.wait([retries["broken"]])
+    third = await agent.run("go", thread_id="t")
+    failures = {e.server: e.failures for e in third.events if isinstance(e, McpServerSkipped)}
+    assert failures == {"broken": 2, "stuck": 1}  # one retry in flight for `stuck`, not two
+    assert mcp._retries["stuck"] is retries["stuck"] and not retries["stuck"].done()
+    await mcp.aclose()  # cancels the retry of `stuck`, still waiting for initialize
+    assert retries["stuck"].cancelled() and stuck.closed and broken.closed
 
 
 async def test_an_unreachable_server_waits_for_its_retry_without_blocking_turns(

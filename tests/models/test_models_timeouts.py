@@ -4,6 +4,7 @@ connection and never answers."""
 
 from __future__ import annotations
 
+import asyncio
 import math
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,14 +13,15 @@ from typing import Any
 import pytest
 from wire_server import WireServer
 
-from plait import Agent
+from plait import Agent, Limits
 from plait.errors import ConfigurationError, ModelTimeoutError, ProviderError
 from plait.messages import UserMessage
+from plait.models import FunctionModel
 from plait.models.anthropic import AnthropicModel
 from plait.models.base import ModelRequest
 from plait.models.openai import OpenAIChatModel
 from plait.models.retrying import Backoff
-from plait.models.timeouts import ModelTimeouts
+from plait.models.timeouts import DEFAULT_MODEL_TIMEOUT, ModelTimeouts
 from plait.stores import MemoryThreadStore
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -150,3 +152,43 @@ def test_models_from_a_spec_take_timeouts_and_the_env_deadline(
     monkeypatch.setenv(MODEL_TIMEOUT_ENV, "soon")
     with pytest.raises(ConfigurationError, match="PLAIT_MODEL_TIMEOUT='soon' is not a number"):
         resolve_model(spec)
+
+
+def silent_model() -> FunctionModel:
+    """A user's own model that never answers (nothing of its own bounds it)."""
+
+    async def answer(request: ModelRequest) -> str:
+        await asyncio.Event().wait()
+        return "never"
+
+    return FunctionModel(answer, name="mine")
+
+
+@pytest.mark.parametrize("streaming", [False, True], ids=["run", "stream"])
+async def test_a_users_own_model_is_bounded_by_the_agents_model_timeout(streaming: bool) -> None:
+    # Regression: only the adapters had a deadline; a silent custom model held the turn forever.
+    store = MemoryThreadStore()
+    agent = Agent(silent_model(), store=store, limits=Limits(model_timeout=0.2))
+    with pytest.raises(ModelTimeoutError, match=r"'mine' .* 0.2 s deadline .*Limits\(model_t"):
+        if streaming:
+            async for _event in agent.stream("Are you there?", thread_id="t"):
+                pass
+        else:
+            await agent.run("Are you there?", thread_id="t")
+    assert [m.text for m in (await store.load("t")).messages] == ["Are you there?"]
+
+
+async def test_an_adapter_keeps_its_own_deadline_and_is_not_timed_twice(
+    server: WireServer,
+) -> None:
+    server.stall()
+    agent = Agent(openai_model(server, ModelTimeouts(total=0.4)), limits=Limits(model_timeout=0.05))
+    with pytest.raises(ModelTimeoutError, match=r"0.4 s deadline .*ModelTimeouts\(total"):
+        await agent.run("Are you there?")
+    await agent.model.aclose()
+
+
+def test_the_agents_model_timeout_has_a_documented_default_and_is_checked() -> None:
+    assert Limits().model_timeout == DEFAULT_MODEL_TIMEOUT == ModelTimeouts().total == 600.0
+    with pytest.raises(ConfigurationError, match=r"Limits\.model_timeout must be"):
+        Limits(model_timeout=0)

@@ -17,7 +17,7 @@ from plait.middleware.base import Middleware
 from plait.middleware.context import DispatchContext
 from plait.models import ScriptedModel
 from plait.models.base import ModelResponse
-from plait.runtime.events import TextDeltaReceived, ValuesReplaced
+from plait.runtime.events import DispatchFinished, TextDeltaReceived, ValuesReplaced
 from plait.stores import MemoryThreadStore, SQLiteThreadStore, ThreadStore
 
 calls: list[str] = []
@@ -151,6 +151,20 @@ async def test_unstorable_state_and_middleware_messages_are_fixed_at_the_write(
     assert snap.state["seen"] == ["a set"] and snap.state["score"] == "NaN"
     sources = replaced(result.events)
     assert "persist" in sources and "state" in sources
+    model.assert_complete()
+
+
+async def test_the_caller_sees_the_storable_values_the_store_holds(store: ThreadStore) -> None:
+    # Regression: RunResult.new_messages and DispatchFinished kept the unstorable originals.
+    model = ScriptedModel([ToolCall("c1", "side_effect", {"x": "a"}), "done"])
+    agent = Agent(model, tools=[side_effect], store=store, middleware=[AddsBadValues()])
+    result = await agent.run("go", thread_id="t")
+    held = (await store.load("t")).messages
+    assert result.new_messages == held
+    assert result.new_messages[3].text == "note \ufffd"
+    finished = [m for e in result.events if isinstance(e, DispatchFinished) for m in e.messages]
+    assert finished == held[1:]
+    assert list(model.requests[1].messages) == held[:4]  # the rest of the turn sees them too
     model.assert_complete()
 
 

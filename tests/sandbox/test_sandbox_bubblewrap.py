@@ -119,9 +119,14 @@ def test_the_bwrap_command_line(tmp_path: Path) -> None:
     assert args[args.index("--cap-drop") + 1] == "ALL"
     assert " ".join(args).count("--ro-bind / / --dev /dev --proc /proc --tmpfs /tmp") == 1
     assert ["--bind", str(allowed), str(allowed)] == args[args.index("--bind") :][:3]
+    # a hidden folder inside the workspace is hidden after the binds
     assert ["--tmpfs", str(secret), "--remount-ro", str(secret)] == args[
         args.index(str(secret)) - 1 :
     ][:4]
+    # one holding the workspace before them, made read-only last
+    above = BubblewrapSandbox(SandboxPolicy(read_deny=(str(tmp_path),))).bwrap_args(secret)
+    assert above.index(str(tmp_path)) < above.index("--bind")
+    assert above[-4:] == ["--remount-ro", str(tmp_path), "--chdir", str(secret)]
     assert "/no/such/path" not in args and args[-2:] == ["--chdir", str(tmp_path)]
     nested = BubblewrapSandbox(SandboxPolicy(network="on"), mount_proc=False).bwrap_args(tmp_path)
     assert "--proc" not in nested and "--unshare-net" not in nested
@@ -138,8 +143,8 @@ async def test_an_interpreter_in_a_virtualenv_under_tmp_stays_visible(tmp_path: 
     python.symlink_to(base / "bin" / "python")
     box = BubblewrapSandbox()
     args = box.bwrap_args(tmp_path / "ws", str(python))
-    after_tmp = args[args.index("/tmp") + 1 :]
-    assert after_tmp[:6] == ["--ro-bind", str(venv), str(venv), "--ro-bind", str(base), str(base)]
+    binds = " ".join(args[args.index("/tmp") + 1 : args.index("--bind")])
+    assert f"--ro-bind {venv} {venv} --ro-bind {base} {base}" in binds
     (tmp_path / "ws").mkdir()
     run = await box.run(py_with(python, tmp_path / "ws", "print('from the venv')"))
     assert (run.exit_code, run.output) == (0, "from the venv\n")

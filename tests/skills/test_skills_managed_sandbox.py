@@ -152,8 +152,10 @@ async def test_writing_outside_the_workspace_fails(skills_root: Path) -> None:
     assert "Read-only file system" in text and "sandbox=bubblewrap" in text
     assert not outside.exists()
     inside = await call(m, "run_box_write", {"args": ["inside.txt"]})
-    workspace = m.record("box").workspace
-    assert workspace is not None and (workspace.root / "inside.txt").read_text() == "escaped"
+    template = m.record("box").workspace
+    assert template is not None and not (template.root / "inside.txt").exists()
+    workspace = list(template.threads.values())[-1]  # the last thread's own copy
+    assert (workspace.root / "inside.txt").read_text() == "escaped"
     assert inside.startswith("Script scripts/write.py exited 0")
     await m.aclose()
 

@@ -13,7 +13,13 @@ import pytest
 
 from plait import Agent, Limits, ScriptedModel, ToolCall, ToolMessage
 from plait.messages import Message
-from plait.sandbox import RunningProcess, UnsandboxedRunner
+from plait.sandbox import (
+    BubblewrapSandbox,
+    RunningProcess,
+    SandboxLimits,
+    SandboxPolicy,
+    UnsandboxedRunner,
+)
 from plait.skills import FilesystemSource, MemorySource
 from plait.skills.managed import (
     InvalidSkillsConfig,
@@ -159,11 +165,12 @@ async def test_cwd_is_a_private_workspace_copy_of_the_skill(tmp_path: Path) -> N
         target.write_text(content)
     m = await manager(FilesystemSource(tmp_path / "skills"))
     message = await call(m, "run_tools_cwd", {})
-    workspace = m.record("tools").workspace
-    assert workspace is not None
+    template = m.record("tools").workspace
+    assert template is not None
+    (workspace,) = template.threads.values()  # the thread's own copy of the template
     assert str(workspace.root.resolve()) in message.text or str(workspace.root) in message.text
     assert "DATA-FILE" in message.text
-    assert exists(workspace.root / "written.txt")
+    assert exists(workspace.root / "written.txt") and not exists(template.root / "written.txt")
     assert not exists(folder / "written.txt")  # the skill's own folder is untouched
 
 
@@ -282,6 +289,7 @@ async def test_unload_keeps_the_workspace_until_in_flight_calls_finish() -> None
         ScriptConfig(interpreters={".py": sys.executable}),
         ScriptConfig(interpreters={".py": []}),
         ScriptConfig(timeout=0),
+        ScriptConfig(thread_workspaces=0),
         ScriptConfig(timeout=10, max_timeout=5),
         ScriptConfig(max_output_bytes=0),
     ],
@@ -308,3 +316,104 @@ async def test_a_script_may_run_past_the_agents_tool_timeout_up_to_its_own() -> 
     assert "rested" in message.text
     assert not message.is_error
     await m.aclose()
+
+
+async def test_a_run_cut_by_the_sandboxs_wall_time_names_that_limit(tmp_path: Path) -> None:
+    root = tmp_path / "ws"
+    (root / "scripts").mkdir(parents=True)
+    (root / "scripts" / "slow.py").write_text("import time\ntime.sleep(30)\n")
+    box = BubblewrapSandbox(SandboxPolicy(limits=SandboxLimits(wall_seconds=0.5)))
+    config = ScriptConfig(timeout=20, sandbox=box)
+    with pytest.raises(SkillScriptTimeout, match=r"ran past the limit wall_seconds=0\.5 ") as cut:
+        await run_script(Workspace(root), "scripts/slow.py", [], config)
+    assert "20s timeout" in str(cut.value)
+    with pytest.raises(SkillScriptTimeout, match=r"ran past its 0\.3s timeout"):
+        await run_script(Workspace(root), "scripts/slow.py", [], config, timeout_seconds=0.3)
+
+
+@pytest.mark.parametrize(
+    ("policy", "says"),
+    [
+        (SandboxPolicy(), "writes only in the workspace and a private /tmp"),
+        (
+            SandboxPolicy(write_allow=("/var/tmp",), network="on"),
+            "writes in the workspace, a private /tmp and /var/tmp, network on",
+        ),
+        (SandboxPolicy(private_tmp=False), "writes only in the workspace, no network"),
+    ],
+)
+async def test_a_script_tools_description_says_where_it_may_write(
+    policy: SandboxPolicy, says: str
+) -> None:
+    m = await manager(scripts=ScriptConfig(timeout=10, sandbox=BubblewrapSandbox(policy)))
+    await m.load("tools")
+    tool = next(t for t in m.record("tools").tools if t.name == "run_tools_echo")
+    assert says in tool.definition.description
+    await m.aclose()
+
+
+NOTES = {
+    "scripts/leave.py": "import sys\nopen('note.txt', 'w').write(sys.argv[1])\nprint('left')\n",
+    "scripts/peek.py": (
+        "import os, sys\npath = sys.argv[1] if len(sys.argv) > 1 else 'note.txt'\n"
+        "print(open(path).read() if os.path.exists(path) else 'nothing')\n"
+    ),
+}
+
+
+async def in_thread(m: SkillManager, thread: str, name: str, *args: str) -> str:
+    model = ScriptedModel([ToolCall("c1", name, {"args": list(args)}), "done"])
+    result = await Agent(model, middleware=[*m.middleware]).run("go", thread_id=thread)
+    [message] = [x for x in result.new_messages if isinstance(x, ToolMessage)]
+    return message.text
+
+
+async def test_each_thread_runs_scripts_in_its_own_copy_of_the_workspace() -> None:
+    m = await manager(source(**NOTES))
+    await m.load("tools")
+    assert (await in_thread(m, "a", "run_tools_leave", "from-a")).endswith("left\n")
+    template = m.record("tools").workspace
+    assert template is not None and not exists(template.root / "note.txt")
+    a_copy = template.threads["a"].root
+    assert (await in_thread(m, "b", "run_tools_peek")).endswith("\nnothing\n")
+    # not even by its path: the sandbox's private /tmp hides other threads' copies
+    by_path = await in_thread(m, "b", "run_tools_peek", str(a_copy / "note.txt"))
+    assert by_path.endswith("\nnothing\n")
+    assert (await in_thread(m, "a", "run_tools_peek")).endswith("\nfrom-a\n")
+    assert list(template.threads) == ["b", "a"]  # least recently used first
+    await m.aclose()
+    assert not exists(a_copy) and not exists(template.root) and template.threads == {}
+
+
+async def test_at_most_thread_workspaces_copies_are_kept_least_recently_used_go_first() -> None:
+    m = await manager(source(**NOTES), scripts=ScriptConfig(timeout=10, thread_workspaces=2))
+    await m.load("tools")
+    for thread in ("a", "b", "c"):
+        await in_thread(m, thread, "run_tools_leave", f"from-{thread}")
+    template = m.record("tools").workspace
+    assert template is not None and list(template.threads) == ["b", "c"]
+    assert (await in_thread(m, "a", "run_tools_peek")).endswith("\nnothing\n")  # a fresh copy
+    assert (await in_thread(m, "c", "run_tools_peek")).endswith("\nfrom-c\n")
+    assert list(template.threads) == ["a", "c"]
+    copies = [w.root for w in template.threads.values()]
+    await m.unload("tools")
+    assert not any(exists(root) for root in copies)
+    await m.aclose()
+
+
+async def test_a_copy_in_use_is_never_evicted(tmp_path: Path) -> None:
+    root = tmp_path / "template"
+    (root / "scripts").mkdir(parents=True)
+    template = Workspace(root)
+    async with template.thread_copy("busy", limit=1) as busy:
+        async with template.thread_copy("other", limit=1) as other:
+            assert list(template.threads) == ["busy", "other"]  # both in use: over the limit
+        async with template.thread_copy("third", limit=1):
+            assert list(template.threads) == ["busy", "third"] and not exists(other.root)
+        assert exists(busy.root / "scripts")
+    async with template.thread_copy("fourth", limit=1):
+        assert list(template.threads) == ["fourth"] and not exists(busy.root)
+    template.dispose()
+    with pytest.raises(RuntimeError, match="was removed"):
+        async with template.thread_copy("late"):
+            pass

@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from plait.errors import ConfigurationError, ThreadBusyError
-from plait.stores.lease import held_lease, thread_lease
+from plait.stores.lease import LEASE_RELEASE_S, held_lease, thread_lease
 
 
 class Table:
@@ -30,8 +30,9 @@ class Table:
         self.renewed.set()
         return self.owner == owner
 
-    async def release(self, thread: str, owner: str) -> None:
+    async def release(self, thread: str, owner: str, within: float) -> None:
         self.calls.append("release")
+        assert 0 < within <= LEASE_RELEASE_S
         if self.owner == owner:
             self.owner = None
 

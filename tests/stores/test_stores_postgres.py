@@ -420,3 +420,23 @@ async def _until_waiting_on_a_lock() -> None:
                 return
             await asyncio.sleep(0.01)
     raise AssertionError("the append never waited on the row lock")
+
+
+async def test_releasing_a_lease_whose_row_another_session_locks_gives_up_within_its_bound(
+    schema: str,
+) -> None:
+    """The turn's end is bounded by ``LEASE_RELEASE_S`` on Postgres too: another session holds
+    the lease row ``FOR UPDATE`` until the turn's end has returned (a release that waited for it
+    would never return), so the release is cancelled at the deadline and the lease is left to
+    expire, its row still there."""
+    store = PostgresThreadStore(postgres_url(), schema=schema, lease_ttl=60)
+    await store.setup()
+    leases = f'"{schema}".plait_leases'
+    async with await psycopg.AsyncConnection.connect(postgres_url()) as other:
+        async with store.lease("t"):
+            await other.execute(f"SELECT 1 FROM {leases} WHERE thread_id = 't' FOR UPDATE")
+        await other.rollback()
+        await other.set_autocommit(True)
+        cur = await other.execute(f"SELECT count(*) FROM {leases}")
+        assert await cur.fetchone() == (1,)
+    await store.aclose()

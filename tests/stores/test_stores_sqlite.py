@@ -7,6 +7,7 @@ import os
 import sqlite3
 import sys
 import textwrap
+import threading
 from pathlib import Path
 
 import pytest
@@ -262,3 +263,38 @@ async def test_a_turn_cancelled_while_taking_its_lease_leaves_the_thread_free(
     finally:
         await store.aclose()
         await other.aclose()
+
+
+async def test_releasing_a_lease_behind_a_busy_write_lock_gives_up_within_its_bound(
+    tmp_path: Path,
+) -> None:
+    """Regression: the release waited out SQLite's 30 s busy timeout behind another process's
+    write lock, not the documented ``LEASE_RELEASE_S`` (5 s). Another connection holds the lock
+    until the turn's end returns or 20 s pass; the end must return first (the lease is left to
+    expire, its row still there)."""
+    path = tmp_path / "t.db"
+    store = SQLiteThreadStore(path, lease_ttl=60)
+    ended = threading.Event()
+    locked = threading.Event()
+
+    def hold_the_write_lock() -> bool:
+        conn = sqlite3.connect(path, isolation_level=None)
+        conn.execute("BEGIN IMMEDIATE")
+        locked.set()
+        gave_up = not ended.wait(20)
+        conn.execute("ROLLBACK")
+        conn.close()
+        return gave_up
+
+    try:
+        async with store.lease("t"):
+            holder = asyncio.ensure_future(asyncio.to_thread(hold_the_write_lock))
+            await asyncio.to_thread(locked.wait)
+        ended.set()
+        assert not await holder  # the turn's end returned while the lock was still held
+        with sqlite3.connect(path) as conn:
+            assert conn.execute("SELECT count(*) FROM leases").fetchone() == (1,)
+        conn.close()
+    finally:
+        ended.set()
+        await store.aclose()

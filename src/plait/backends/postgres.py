@@ -69,16 +69,12 @@ class PostgresBackend:
         max_size: int = DEFAULT_MAX_SIZE,
         pool_timeout: float = DEFAULT_POOL_TIMEOUT_S,
     ) -> None:
-        self.db = (
-            target
-            if isinstance(target, PostgresDatabase)
-            else PostgresDatabase(
-                target,
-                schema=schema,
-                prepared_statements=prepared_statements,
-                max_size=max_size,
-                pool_timeout=pool_timeout,
-            )
+        self.db = PostgresDatabase.of(
+            target,
+            schema=schema,
+            prepared_statements=prepared_statements,
+            max_size=max_size,
+            pool_timeout=pool_timeout,
         )
 
     async def setup(self) -> list[int]:

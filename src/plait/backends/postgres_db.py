@@ -174,6 +174,17 @@ class PostgresDatabase:
         self._opening = asyncio.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
 
+    @classmethod
+    def of(
+        cls, target: str | AsyncConnectionPool[Any] | PostgresDatabase, **options: Any
+    ) -> PostgresDatabase:
+        """``target`` itself if it is a ``PostgresDatabase`` (shared: ``options`` are ignored,
+        it keeps its own), else a new one on the URL or pool with ``options`` (those of the
+        constructor). The thread store and the backend both take their ``target`` here."""
+        if isinstance(target, PostgresDatabase):
+            return target
+        return cls(target, **options)
+
     @property
     def description(self) -> str:
         """Where the data lives, without a password (for messages)."""

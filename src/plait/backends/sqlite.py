@@ -40,6 +40,16 @@ SETTLE_TIMEOUT = 30.0
 _APPLICATION_ID = 0x706C6169
 """``PRAGMA application_id`` of every SQLite file plait creates (the bytes ``b"plai"``)."""
 
+_UNSTAMPED_TABLES = {
+    "threads": {"thread_id", "version", "state", "updated_at"},
+    "messages": {"thread_id", "seq", "id", "json"},
+    "blobs": {"path", "content", "updated_at"},
+    "leases": {"thread_id", "owner", "expires_at"},
+}
+"""The tables (with their columns) of the files plait made before it stamped them: a thread
+store's, a blob backend's, or both in one file. Later tables (leases, traces) came with the
+stamp."""
+
 SQLITE_MAX_VALUE_BYTES = 1_000_000_000
 """The default bound on one stored value (a message row, a blob): SQLite's own
 ``SQLITE_LIMIT_LENGTH``."""
@@ -59,10 +69,11 @@ class SQLiteFile:
 
     A file that is not plait's is never modified: before anything is written (the journal mode
     included), the first call checks that the file is empty, carries plait's
-    ``application_id``, or (a file from before the stamp) already holds one of this component's
-    tables with its columns; anything else raises ``error`` naming the tables found. A file that is
-    plait's gets the stamp, WAL mode and any missing tables (a thread store and a blob backend
-    may share one file).
+    ``application_id``, or (a file from before the stamp, by any plait component) holds only
+    plait's tables of that time with their columns; anything else raises ``error`` naming the
+    tables found. A file that is plait's gets the stamp, WAL mode and any missing tables (a
+    thread store and a blob backend may share one file, so a blob-only file opened by a thread
+    store is plait's too).
 
     One value (a message row, a blob) is at most ``max_value_bytes`` bytes (default
     :data:`SQLITE_MAX_VALUE_BYTES`, SQLite's own limit); a larger one raises ``error`` saying
@@ -102,17 +113,22 @@ class SQLiteFile:
         """Run ``fn`` in a worker thread inside a read transaction (one consistent snapshot)."""
         return await asyncio.to_thread(self._run, fn, "BEGIN")
 
-    async def write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+    async def write(
+        self, fn: Callable[[sqlite3.Connection], T], *, within: float | None = None
+    ) -> T:
         """Run ``fn`` in a worker thread inside a write transaction, committed if ``fn`` returns
         and rolled back if it raises (the exception then propagates unchanged).
 
-        A thread cannot be stopped, so when the caller is cancelled meanwhile the write still
-        runs to its end, and the cancellation is raised only once it has (or after
-        ``SETTLE_TIMEOUT`` seconds): a cancelled caller never returns with its write in flight,
-        so the next writer sees it.
+        ``within`` (seconds) bounds how long the write waits for the connection (another call
+        of this file running) and for the write lock another connection holds; past it the
+        write raises ``error`` with nothing written. By default both waits are bounded by the
+        30 s busy timeout. A thread cannot be stopped, so when the caller is cancelled
+        meanwhile the write still runs to its end, and the cancellation is raised only once it
+        has (or after ``SETTLE_TIMEOUT`` seconds): a cancelled caller never returns with its
+        write in flight, so the next writer sees it.
         """
         loop = asyncio.get_running_loop()
-        call = functools.partial(self._run, fn, "BEGIN IMMEDIATE")
+        call = functools.partial(self._run, fn, "BEGIN IMMEDIATE", within)
         work = loop.run_in_executor(None, contextvars.copy_context().run, call)
         try:
             return await asyncio.shield(work)
@@ -127,26 +143,52 @@ class SQLiteFile:
                 self._conn.close()
                 self._conn = None
 
-    def _run(self, fn: Callable[[sqlite3.Connection], T], begin: str) -> T:
-        with self._lock:
-            try:
-                conn = self._connect()
-                conn.execute(begin)
-                try:
-                    result = fn(conn)
-                    conn.commit()
-                except BaseException:
-                    if conn.in_transaction:
-                        conn.rollback()
-                    raise
-                return result
-            except sqlite3.Error as exc:
-                raise self._failure(exc) from exc
-            except OSError as exc:
+    def _run(
+        self, fn: Callable[[sqlite3.Connection], T], begin: str, within: float | None = None
+    ) -> T:
+        if within is None:
+            self._lock.acquire()
+        else:
+            # One deadline for both waits: the connection lock, then SQLite's busy handler.
+            end = time.monotonic() + within
+            if not self._lock.acquire(timeout=max(within, 0.0)):
                 raise self._error(
-                    f"Cannot create the SQLite database {self.path!r}: {exc}. "
-                    "Choose a path in a writable directory."
-                ) from exc
+                    f"SQLite database {self.path!r} was busy with another call for "
+                    f"{within:g} s; nothing was written. Retry when it is done."
+                )
+        try:
+            conn = self._connect()
+            if within is None:
+                return self._transaction(conn, fn, begin)
+            left_ms = max(int((end - time.monotonic()) * 1000), 0)
+            conn.execute(f"PRAGMA busy_timeout = {left_ms}")
+            try:
+                return self._transaction(conn, fn, begin)
+            finally:
+                conn.execute(f"PRAGMA busy_timeout = {int(_BUSY_TIMEOUT_S * 1000)}")
+        except sqlite3.Error as exc:
+            raise self._failure(exc) from exc
+        except OSError as exc:
+            raise self._error(
+                f"Cannot create the SQLite database {self.path!r}: {exc}. "
+                "Choose a path in a writable directory."
+            ) from exc
+        finally:
+            self._lock.release()
+
+    @staticmethod
+    def _transaction(
+        conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], T], begin: str
+    ) -> T:
+        conn.execute(begin)
+        try:
+            result = fn(conn)
+            conn.commit()
+        except BaseException:
+            if conn.in_transaction:
+                conn.rollback()
+            raise
+        return result
 
     def _connect(self) -> sqlite3.Connection:
         if self._conn is not None:
@@ -192,8 +234,9 @@ class SQLiteFile:
                 time.sleep(0.01)
 
     def _check_ownership(self, conn: sqlite3.Connection) -> None:
-        """Raise ``error`` unless the file is empty, stamped by plait, or already holds some of
-        this component's tables with their columns (a file made before the stamp)."""
+        """Raise ``error`` unless the file is empty, stamped by plait (and this component's
+        tables in it have their columns), or unstamped with nothing but the tables plait made
+        before the stamp, each with its columns."""
         (app_id,) = conn.execute("PRAGMA application_id").fetchone()
         names = [
             str(row[0])
@@ -207,8 +250,15 @@ class SQLiteFile:
         mismatched = [t for t, cols in present.items() if not self._tables[t] <= cols]
         if app_id == _APPLICATION_ID and not mismatched:
             return
-        if app_id == 0 and present and not mismatched:
-            return  # made before the stamp; tables added since are created below
+        if (
+            app_id == 0
+            and names
+            and all(
+                name in _UNSTAMPED_TABLES and _UNSTAMPED_TABLES[name] <= _columns(conn, name)
+                for name in names
+            )
+        ):
+            return  # made before the stamp; it is stamped and tables added since are created
         found = ", ".join(sorted(names)[:20]) or "(no tables)"
         raise self._error(
             f"{self.path!r} is not a plait SQLite database (application_id {app_id}, tables: "

@@ -99,6 +99,7 @@ class McpServerConfig(_Strict):
     max_tools: PositiveInt | None = None
     max_result_chars: PositiveInt | None = None
     max_description_chars: PositiveInt | None = None
+    max_schema_chars: PositiveInt | None = None
     max_message_bytes: PositiveInt | None = None
     defer: bool | None = None
     """``true``: the server's tools stay out of requests until the model finds them with

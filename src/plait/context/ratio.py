@@ -12,37 +12,27 @@ dispatch, overflow recovery around each model call it wraps; none needs another 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from plait.messages import Message
 from plait.middleware.context import DispatchContext
 from plait.models.base import ModelRequest, ModelResponse
-from plait.tokens import message_text, record_chars_per_token
+from plait.tokens import PrefixTotals, message_text, record_chars_per_token
 
 __all__ = ["RatioMeter"]
-
-
-@dataclass(slots=True)
-class _Checkpoint:
-    first: Message
-    index: int
-    last: Message
-    chars: int
 
 
 class RatioMeter:
     """Measures a dispatch's characters per token in O(messages new since its last call).
 
-    Like :class:`~plait.tokens.TokenAccountant`, it keeps a few checkpoints (characters
-    through message ``i`` of a list it measured, validated by the identity of the list's first
-    message and of message ``i``), so a request that grew by a few messages costs a few
-    ``len`` calls, not one per message of the history.
+    Like :class:`~plait.tokens.TokenAccountant`, it keeps a few checkpoints
+    (:class:`~plait.tokens.PrefixTotals`: characters through message ``i`` of a list it
+    measured), so a request that grew by a few messages costs a few ``len`` calls, not one per
+    message of the history.
     """
 
     def __init__(self, *, max_checkpoints: int = 16) -> None:
-        self._max = max_checkpoints
-        self._checkpoints: dict[str, _Checkpoint] = {}
+        self._totals = PrefixTotals(max_checkpoints)
 
     def record(self, ctx: DispatchContext) -> float | None:
         """Record the ratio of ``ctx``'s model call in the thread state and return it; ``None``
@@ -68,19 +58,8 @@ class RatioMeter:
 
     def chars(self, messages: Sequence[Message]) -> int:
         """Characters of ``messages`` as a provider is sent them; leaves a checkpoint."""
-        delta = 0
-        total: int | None = None
-        for i in range(len(messages) - 1, -1, -1):
-            m = messages[i]
-            cp = self._checkpoints.get(m.id)
-            if cp is not None and cp.index == i and cp.last is m and cp.first is messages[0]:
-                total = cp.chars + delta
-                break
-            delta += len(message_text(m))
-        total = delta if total is None else total
-        if messages:
-            last = messages[-1]
-            if len(self._checkpoints) >= self._max and last.id not in self._checkpoints:
-                self._checkpoints.pop(next(iter(self._checkpoints)))
-            self._checkpoints[last.id] = _Checkpoint(messages[0], len(messages) - 1, last, total)
-        return total
+        return self._totals.sum(messages, _chars)
+
+
+def _chars(message: Message) -> int:
+    return len(message_text(message))

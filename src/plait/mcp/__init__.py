@@ -5,7 +5,13 @@ starts. See README.md in this folder.
 """
 
 from plait.mcp.config import parse_mcp_option, servers_from_mapping
-from plait.mcp.errors import McpConfigError, McpConnectError, McpError, McpServerGone
+from plait.mcp.errors import (
+    McpConfigError,
+    McpConnectError,
+    McpError,
+    McpServerClosed,
+    McpServerGone,
+)
 from plait.mcp.events import McpServerSkipped
 from plait.mcp.server import DEFAULT_CALL_TIMEOUT, DEFAULT_INIT_TIMEOUT, McpServer, McpTool
 from plait.mcp.toolset import RETRY_FIRST_SECONDS, RETRY_MAX_SECONDS, McpToolset
@@ -19,6 +25,7 @@ __all__ = [
     "McpConnectError",
     "McpError",
     "McpServer",
+    "McpServerClosed",
     "McpServerGone",
     "McpServerSkipped",
     "McpTool",

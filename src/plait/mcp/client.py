@@ -12,20 +12,29 @@ A session is *dead* once its transport's read stream ends (the process exited, t
 was closed) or its owner failed; every waiting request then fails with :class:`McpServerGone`.
 A dead client stays dead: :class:`~plait.mcp.server.McpServer` starts a new one on the next call.
 
-An SDK major-version change stays in this module: everything it returns is plait's own data
-(:class:`RemoteTool`, :class:`CallOutcome` and the content dataclasses).
+An SDK major-version change stays in this module and :mod:`plait.mcp.content`: everything it
+returns is plait's own data (:class:`RemoteTool`, :class:`CallOutcome` and the content
+dataclasses, defined there and re-exported here).
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
 import contextlib
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeAlias
 
+from plait.mcp.content import (
+    BinaryContent,
+    CallOutcome,
+    Content,
+    LinkContent,
+    RemoteTool,
+    TextContent,
+    outcome_of,
+    remote_tool_of,
+)
 from plait.mcp.errors import McpConnectError, McpServerGone
 from plait.mcp.http import response_bound
 from plait.mcp.stdio import DEFAULT_MAX_MESSAGE_BYTES, open_stdio
@@ -86,56 +95,6 @@ class HttpTransport:
 
 
 Transport: TypeAlias = StdioTransport | HttpTransport
-
-
-@dataclass(frozen=True, slots=True)
-class RemoteTool:
-    """A tool as the server lists it (its own name, not yet prefixed)."""
-
-    name: str
-    description: str
-    input_schema: Mapping[str, Any]
-    output_schema: Mapping[str, Any] | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class TextContent:
-    """A text block of a tool result; ``uri`` is set for an embedded text resource."""
-
-    text: str
-    uri: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class BinaryContent:
-    """An image, audio clip or binary resource: its kind, MIME type and decoded size in bytes
-    (the data itself is dropped: plait tool results carry text and JSON only)."""
-
-    kind: str
-    mime_type: str
-    size: int
-    uri: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class LinkContent:
-    """A link to a resource the server can serve (``resources/read``)."""
-
-    uri: str
-    name: str
-    mime_type: str | None = None
-
-
-Content: TypeAlias = TextContent | BinaryContent | LinkContent
-
-
-@dataclass(frozen=True, slots=True)
-class CallOutcome:
-    """What a ``tools/call`` returned, in plait's terms."""
-
-    content: tuple[Content, ...]
-    structured: Mapping[str, Any] | None
-    is_error: bool
 
 
 @dataclass(slots=True)
@@ -214,7 +173,7 @@ class McpClient:
             cursor: str | None = None
             while len(found) <= max_tools:
                 page = await session.list_tools(cursor=cursor)
-                found += [_remote_tool(t) for t in page.tools]
+                found += [remote_tool_of(t) for t in page.tools]
                 cursor = page.nextCursor
                 if not cursor:
                     break
@@ -235,7 +194,7 @@ class McpClient:
         tool's output schema) raises :class:`RuntimeError` with the SDK's words."""
 
         async def op(session: ClientSession) -> CallOutcome:
-            return _outcome(await session.call_tool(name, dict(args)))
+            return outcome_of(await session.call_tool(name, dict(args)))
 
         outcome: CallOutcome = await self._request(op, timeout)
         return outcome
@@ -457,49 +416,3 @@ def _gone_or(exc: Exception, server: str) -> Exception:
     if isinstance(exc, McpError) and exc.error.code == CONNECTION_CLOSED:
         return McpServerGone(server, "the server closed the connection (it may have exited)")
     return exc
-
-
-def _remote_tool(tool: Any) -> RemoteTool:
-    return RemoteTool(
-        name=tool.name,
-        description=tool.description or "",
-        input_schema=dict(tool.inputSchema or {"type": "object"}),
-        output_schema=dict(tool.outputSchema) if tool.outputSchema else None,
-    )
-
-
-def _outcome(result: Any) -> CallOutcome:
-    return CallOutcome(
-        content=tuple(_content(block) for block in result.content),
-        structured=result.structuredContent,
-        is_error=bool(result.isError),
-    )
-
-
-def _content(block: Any) -> Content:
-    from mcp import types
-
-    if isinstance(block, types.TextContent):
-        return TextContent(block.text)
-    if isinstance(block, types.ImageContent | types.AudioContent):
-        return BinaryContent(block.type, block.mimeType, _decoded_size(block.data))
-    if isinstance(block, types.ResourceLink):
-        return LinkContent(str(block.uri), block.name, block.mimeType)
-    if isinstance(block, types.EmbeddedResource):
-        resource = block.resource
-        if isinstance(resource, types.TextResourceContents):
-            return TextContent(resource.text, uri=str(resource.uri))
-        return BinaryContent(
-            "resource",
-            resource.mimeType or "application/octet-stream",
-            _decoded_size(resource.blob),
-            uri=str(resource.uri),
-        )
-    return TextContent(f"[unsupported content block {getattr(block, 'type', '?')!r}]")
-
-
-def _decoded_size(data: str) -> int:
-    try:
-        return len(base64.b64decode(data, validate=False))
-    except (binascii.Error, ValueError):
-        return len(data)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from plait.errors import ConfigurationError, PlaitError
 
-__all__ = ["McpConfigError", "McpConnectError", "McpError", "McpServerGone"]
+__all__ = ["McpConfigError", "McpConnectError", "McpError", "McpServerClosed", "McpServerGone"]
 
 
 class McpError(PlaitError):
@@ -37,4 +37,16 @@ class McpServerGone(McpError):
         self.reason = reason
         super().__init__(
             f"MCP server {server!r} is not connected: {reason}. The next call restarts it."
+        )
+
+
+class McpServerClosed(McpError):
+    """An :class:`~plait.mcp.server.McpServer` was used after its ``aclose()`` (a closed server
+    never starts a new session by itself)."""
+
+    def __init__(self, server: str) -> None:
+        self.server = server
+        super().__init__(
+            f"MCP server {server!r} was closed (aclose()); create a new McpServer to use it "
+            "again, or close it only when done."
         )

@@ -28,7 +28,7 @@ import json
 from typing import Any
 
 from plait.errors import ToolError
-from plait.mcp.client import BinaryContent, CallOutcome, Content, LinkContent, TextContent
+from plait.mcp.content import BinaryContent, CallOutcome, Content, LinkContent, TextContent
 
 __all__ = ["DEFAULT_MAX_RESULT_CHARS", "plait_result"]
 

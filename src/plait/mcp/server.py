@@ -20,6 +20,7 @@ abandoned and the session stays up.
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -27,7 +28,7 @@ from typing import Any, Self
 
 from plait.errors import ToolError, ToolTimeoutError
 from plait.mcp.client import CLOSE_TIMEOUT, HttpTransport, McpClient, RemoteTool, StdioTransport
-from plait.mcp.errors import McpConfigError, McpError
+from plait.mcp.errors import McpConfigError, McpError, McpServerClosed
 from plait.mcp.results import DEFAULT_MAX_RESULT_CHARS, plait_result
 from plait.mcp.stdio import DEFAULT_MAX_MESSAGE_BYTES
 from plait.tools import Tool, ToolContext, ToolDefinition
@@ -36,6 +37,7 @@ __all__ = [
     "DEFAULT_CALL_TIMEOUT",
     "DEFAULT_INIT_TIMEOUT",
     "DEFAULT_MAX_DESCRIPTION_CHARS",
+    "DEFAULT_MAX_SCHEMA_CHARS",
     "DEFAULT_MAX_TOOLS",
     "McpServer",
     "McpTool",
@@ -54,6 +56,11 @@ DEFAULT_MAX_DESCRIPTION_CHARS = 2_000
 """Characters of a tool's description sent to the model (a longer one is cut with a note): a
 description rides along in every request, so one server cannot fill the context with it."""
 
+DEFAULT_MAX_SCHEMA_CHARS = 20_000
+"""Characters of a tool's input schema (as compact JSON) sent to the model: like a description it
+rides along in every request; a longer schema is a :class:`McpConfigError` naming the tool (a
+schema cannot be cut and stay valid: block the tool or raise ``max_schema_chars``)."""
+
 _PREFIX = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,31}$")
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 _MAX_NAME = 64
@@ -68,7 +75,16 @@ class McpTool(Tool):
         limit = server.max_description_chars
         if len(description) > limit:
             description = f"{description[:limit]} [description cut at {limit} characters]"
-        super().__init__(ToolDefinition(name, description, dict(remote.input_schema), metadata))
+        schema = dict(remote.input_schema)
+        size = len(json.dumps(schema, separators=(",", ":"), default=str))
+        if size > server.max_schema_chars:
+            raise McpConfigError(
+                f"MCP server {server.name!r}: tool {remote.name!r} has an input schema of "
+                f"{size:,} characters, more than max_schema_chars={server.max_schema_chars:,} "
+                "(it would be sent with every request); block the tool or raise "
+                "max_schema_chars."
+            )
+        super().__init__(ToolDefinition(name, description, schema, metadata))
         self.server = server
         self.remote = remote
         # The server enforces its own, precise timeout; this backstop covers a restart too.
@@ -85,10 +101,12 @@ class McpServer:
     ``env`` adds variables to a stdio server's (safe, minimal) environment; ``headers`` are sent
     to an HTTP server. ``timeout`` bounds a tool call, ``init_timeout`` a (re)start and a
     ``tools/list``; ``max_tools`` bounds the list; ``max_result_chars`` the text of a result;
-    ``max_description_chars`` each tool's description; ``max_message_bytes`` one message from the
-    server (a stdio line, an HTTP response or event; a longer one ends the session).
-    Close it with :meth:`aclose` or ``async with``; an :class:`~plait.runtime.Agent` never closes
-    servers it was given.
+    ``max_description_chars`` each tool's description; ``max_schema_chars`` each tool's input
+    schema (a longer one is a :class:`McpConfigError` when the list is fetched);
+    ``max_message_bytes`` one message from the server (a stdio line, an HTTP response or event; a
+    longer one ends the session). Close it with :meth:`aclose` or ``async with``; an
+    :class:`~plait.runtime.Agent` never closes servers it was given. A closed server stays
+    closed: using it again raises :class:`~plait.mcp.errors.McpServerClosed` (create a new one).
     """
 
     def __init__(
@@ -108,6 +126,7 @@ class McpServer:
         max_tools: int = DEFAULT_MAX_TOOLS,
         max_result_chars: int = DEFAULT_MAX_RESULT_CHARS,
         max_description_chars: int = DEFAULT_MAX_DESCRIPTION_CHARS,
+        max_schema_chars: int = DEFAULT_MAX_SCHEMA_CHARS,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         defer: bool = False,
     ) -> None:
@@ -121,12 +140,13 @@ class McpServer:
         self.block = frozenset(_names(block, "block", name))
         self.timeout = _seconds(timeout, "timeout", name)
         self.init_timeout = _seconds(init_timeout, "init_timeout", name)
-        if min(max_tools, max_result_chars, max_description_chars) < 1:
+        if min(max_tools, max_result_chars, max_description_chars, max_schema_chars) < 1:
             raise McpConfigError(
-                f"MCP server {name!r}: max_tools, max_result_chars and max_description_chars "
-                "must be >= 1."
+                f"MCP server {name!r}: max_tools, max_result_chars, max_description_chars and "
+                "max_schema_chars must be >= 1."
             )
         self.max_description_chars = max_description_chars
+        self.max_schema_chars = max_schema_chars
         self.max_tools = max_tools
         self.max_result_chars = max_result_chars
         if not isinstance(defer, bool):
@@ -137,6 +157,7 @@ class McpServer:
         # references can be garbage collected mid-run) and awaited by aclose().
         self._retired: list[McpClient] = []
         self._tools: list[McpTool] | None = None
+        self._closed = False
         self.restarts = 0
         """How many times a dead session was started again."""
 
@@ -191,9 +212,8 @@ class McpServer:
         """Call the server's tool ``remote_name``; the plait result (see
         :mod:`plait.mcp.results`). Every failure raises a :class:`ToolError` the model can read
         (a timeout a :class:`ToolTimeoutError`)."""
-        client = self._live_client()
         try:
-            outcome = await client.call_tool(remote_name, args, self.timeout)
+            outcome = await self._live_client().call_tool(remote_name, args, self.timeout)
         except TimeoutError:
             raise ToolTimeoutError(tool, self.timeout) from None
         except McpError as exc:
@@ -208,8 +228,15 @@ class McpServer:
             raise
         return plait_result(outcome, tool=tool, max_chars=self.max_result_chars)
 
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`aclose` was called (the server cannot be used again)."""
+        return self._closed
+
     async def aclose(self) -> None:
-        """Close the session (idempotent; safe from any task, in any order, after a crash)."""
+        """Close the session (idempotent; safe from any task, in any order, after a crash).
+        Afterwards every use raises :class:`~plait.mcp.errors.McpServerClosed`."""
+        self._closed = True
         client, self._client = self._client, None
         retired, self._retired = self._retired, []
         clients = [*retired, client] if client is not None else retired
@@ -222,6 +249,8 @@ class McpServer:
         await self.aclose()
 
     def _live_client(self) -> McpClient:
+        if self._closed:
+            raise McpServerClosed(self.name)
         client = self._client
         if client is not None and client.alive:
             return client

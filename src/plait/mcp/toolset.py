@@ -19,7 +19,11 @@ not answer within ``init_timeout``, ``tools/list`` fails, its session ends) does
 turn: its tools are left out, an :class:`~plait.mcp.events.McpServerSkipped` event names it and
 the cause, and it is tried again on the first turn :data:`RETRY_FIRST_SECONDS` later, the wait
 doubling after each failure in a row up to :data:`RETRY_MAX_SECONDS`; a success resets it. Until
-then every turn skips it without waiting and reports it again. The same applies to
+then every turn skips it without waiting and reports it again. A retry runs in the background
+(one task per server, bounded by the server's ``init_timeout``): the turn that starts it, and
+every turn until it connects, goes on without the server (reported with "reconnecting in the
+background"); the first turn after it connected has its tools. :meth:`McpToolset.wait_for_retries`
+waits for the retries in flight. The same applies to
 :meth:`McpToolset.resolve` and :meth:`McpToolset.skill_tools` (a skipped server resolves no
 tool).
 
@@ -44,7 +48,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, Self
 
 from plait.errors import ConfigurationError
-from plait.mcp.errors import McpConfigError, McpError
+from plait.mcp.errors import McpConfigError, McpError, McpServerClosed
 from plait.mcp.events import McpServerSkipped
 from plait.mcp.server import McpServer, McpTool
 from plait.middleware.base import Middleware, Next
@@ -109,6 +113,7 @@ class McpToolset(Middleware):
         self.retry_seconds = float(retry_seconds)
         self.max_retry_seconds = float(max_retry_seconds)
         self._down: dict[str, _Down] = {}
+        self._retries: dict[str, asyncio.Task[None]] = {}
         prefixes: dict[str, str] = {}
         for server in self.servers:
             if not isinstance(server, McpServer):
@@ -172,39 +177,81 @@ class McpToolset(Middleware):
         return found
 
     async def _tools_of(self, server: McpServer, emit: EventSink = _discard) -> list[McpTool]:
-        """``server``'s tools, or ``[]`` (reported through ``emit``) while it is unreachable
-        or waiting for its next retry. A configuration problem (too many tools, two tools with
-        one name) still raises: skipping would hide it."""
+        """``server``'s tools, or ``[]`` (reported through ``emit``) while it is unreachable,
+        waiting for its next retry or reconnecting in the background. Only a server never
+        reached before is waited for here. A configuration problem (too many tools, two tools
+        with one name, a closed server) still raises: skipping would hide it."""
         down = self._down.get(server.name)
         now = time.monotonic()
-        if down is None or down.retry_at <= now:
+        if down is None:
             try:
-                tools = await server.list_tools()
-            except McpConfigError:
+                return await server.list_tools()
+            except (McpConfigError, McpServerClosed):
                 raise
             except McpError as exc:  # cannot start, tools/list failed or timed out, gone
                 down = self._failed(server, exc, down, now)
-            else:
-                self._down.pop(server.name, None)
-                return tools
+        reason = down.reason
+        if down.retry_at <= now:
+            self._retry_in_background(server)
+            reason += " (reconnecting in the background)"
         emit(
             McpServerSkipped(
                 server=server.name,
-                reason=down.reason,
+                reason=reason,
                 failures=down.failures,
                 retry_in=round(max(0.0, down.retry_at - now), 3),
             )
         )
         return []
 
-    def _failed(self, server: McpServer, exc: McpError, down: _Down | None, now: float) -> _Down:
+    def _retry_in_background(self, server: McpServer) -> None:
+        """Start ``server``'s retry unless one is in flight on this event loop."""
+        task = self._retries.get(server.name)
+        loop = asyncio.get_running_loop()
+        if task is not None and not task.done() and task.get_loop() is loop:
+            return
+        self._retries[server.name] = loop.create_task(
+            self._retry(server), name=f"mcp-retry:{server.name}"
+        )
+
+    async def _retry(self, server: McpServer) -> None:
+        """One background retry: success (or a configuration problem, which the next turn then
+        raises) clears the server's failure; a failure pushes its next retry further."""
+        try:
+            await server.list_tools()
+        except McpServerClosed:
+            return
+        except McpConfigError:
+            self._down.pop(server.name, None)
+        except Exception as exc:  # an McpError, or anything else the SDK let through
+            self._failed(server, exc, self._down.get(server.name), time.monotonic())
+        else:
+            self._down.pop(server.name, None)
+
+    async def wait_for_retries(self) -> None:
+        """Wait until every background retry in flight has finished (each is bounded by its
+        server's ``init_timeout``, for the start and for ``tools/list``)."""
+        pending = [t for t in self._retries.values() if not t.done()]
+        if pending:
+            await asyncio.wait(pending)
+
+    def _failed(self, server: McpServer, exc: Exception, down: _Down | None, now: float) -> _Down:
         failures = 1 if down is None else down.failures + 1
         wait = min(self.max_retry_seconds, self.retry_seconds * 2 ** min(failures - 1, 30))
-        self._down[server.name] = _Down(str(exc), failures, now + wait)
+        reason = str(exc) if isinstance(exc, McpError) else f"{type(exc).__name__}: {exc}"
+        self._down[server.name] = _Down(reason, failures, now + wait)
         return self._down[server.name]
 
     async def aclose(self) -> None:
-        """Close every server, all at once (each in its own task: order does not matter)."""
+        """Cancel the background retries, then close every server, all at once (each in its
+        own task: order does not matter)."""
+        retries, self._retries = list(self._retries.values()), {}
+        loop = asyncio.get_running_loop()
+        mine = [t for t in retries if not t.done() and t.get_loop() is loop]
+        for task in mine:
+            task.cancel()
+        if mine:
+            await asyncio.wait(mine)
         await asyncio.gather(*(s.aclose() for s in self.servers), return_exceptions=True)
 
     async def __aenter__(self) -> Self:

@@ -16,20 +16,35 @@ seconds (it used to be 4 attempts of 600 s each), after which the call raises
 ``OpenAIChatModel(..., timeouts=ModelTimeouts(total=120))`` (likewise ``AnthropicModel``),
 ``resolve_model(spec, timeouts=...)``, or, for the CLI and any model built from a spec,
 ``PLAIT_MODEL_TIMEOUT=120`` (sets ``total``).
+
+Any other model (your own :class:`~plait.models.base.Model`, a scripted one) gets its overall
+deadline from the agent: ``Agent(limits=Limits(model_timeout=...))``, default
+:data:`DEFAULT_MODEL_TIMEOUT` (600 s, the same as ``total``), applied per model call by
+:func:`agent_deadline`. A model that keeps its own (a ``timeouts`` attribute holding
+``ModelTimeouts``, as both adapters do) is not timed twice.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine, Generator
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from plait.errors import ConfigurationError, ModelTimeoutError
 
-__all__ = ["CallDeadline", "ModelTimeouts"]
+if TYPE_CHECKING:
+    from plait.models.base import ModelRequest, ModelResponse
+
+__all__ = ["DEFAULT_MODEL_TIMEOUT", "CallDeadline", "ModelTimeouts", "agent_deadline"]
 
 T = TypeVar("T")
+
+DEFAULT_MODEL_TIMEOUT = 600.0
+"""Seconds one model call may take in all, by default: ``ModelTimeouts.total`` for the
+adapters, ``Limits.model_timeout`` for every other model."""
+
+ModelHandler = Callable[["ModelRequest"], Awaitable["ModelResponse"]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,7 +56,7 @@ class ModelTimeouts:
 
     connect: float = 10.0
     read: float = 300.0
-    total: float = 600.0
+    total: float = DEFAULT_MODEL_TIMEOUT
 
     def __post_init__(self) -> None:
         for name in ("connect", "read", "total"):
@@ -95,3 +110,68 @@ class CallDeadline:
             if scope.expired():
                 raise self.error() from None
             raise
+
+
+def agent_deadline(handler: ModelHandler, model: object, seconds: float) -> ModelHandler:
+    """``handler`` (one call of ``model``, a stream consumed to its end included) bounded by an
+    overall deadline of ``seconds``: past it the call is cancelled and
+    :class:`~plait.errors.ModelTimeoutError` raised, naming ``Limits(model_timeout=...)``.
+
+    ``handler`` itself when ``seconds`` is ``math.inf`` or when ``model`` keeps its own
+    deadline (a ``timeouts`` attribute holding :class:`ModelTimeouts`), so the adapters are not
+    timed twice. A call that completes without suspending (a scripted model) never needs a
+    timer and gets none. A ``TimeoutError`` the call raises itself passes unchanged.
+    """
+    if seconds == float("inf") or isinstance(getattr(model, "timeouts", None), ModelTimeouts):
+        return handler
+
+    async def bounded(request: ModelRequest) -> ModelResponse:
+        running = handler(request)
+        if not isinstance(running, Coroutine):
+            return await running
+        try:
+            first = running.send(None)
+        except StopIteration as done:
+            return cast("ModelResponse", done.value)
+        scope = asyncio.timeout(seconds)
+        try:
+            async with scope:
+                return cast("ModelResponse", await Resumed(running, first))
+        except TimeoutError:
+            if not scope.expired():
+                raise
+            name = str(getattr(model, "name", type(model).__name__))
+            raise ModelTimeoutError(
+                name, seconds, 1, remedy="Limits(model_timeout=...) on the agent"
+            ) from None
+
+    return bounded
+
+
+class Resumed:
+    """Awaits a coroutine that already ran its first step and yielded ``first`` (the future it
+    waits on): the rest of ``await coro``, sends and throws (cancellation) passed through.
+
+    Lets a deadline be armed only once a call has suspended: most calls of a scripted model or
+    an in-process tool finish in their first step, and a timer per call costs ~10 µs.
+    """
+
+    def __init__(self, coro: Coroutine[Any, Any, Any], first: Any) -> None:
+        self.coro = coro
+        self.first = first
+
+    def __await__(self) -> Generator[Any, Any, Any]:
+        pending = self.first
+        while True:
+            try:
+                sent = yield pending
+            except BaseException as exc:
+                try:
+                    pending = self.coro.throw(exc)
+                except StopIteration as done:
+                    return done.value
+            else:
+                try:
+                    pending = self.coro.send(sent)
+                except StopIteration as done:
+                    return done.value

@@ -35,6 +35,7 @@ from plait.middleware.model_hooks import ModelHook, as_middleware
 from plait.middleware.ordering import describe_order, resolve_order
 from plait.middleware.stack import MiddlewareStack
 from plait.models.base import Model
+from plait.models.timeouts import DEFAULT_MODEL_TIMEOUT
 from plait.runtime.repetition import RepetitionDetector
 from plait.runtime.storing import SETTLE_TIMEOUT
 from plait.runtime.tool_search import ToolSearch
@@ -59,16 +60,22 @@ class Limits:
     ``max_concurrent_tools`` bounds how many tool calls of one response run at once;
     ``tool_timeout`` is how many seconds a tool call may run before it is cancelled and answered
     with a :class:`~plait.errors.ToolTimeoutError` result (default 300; ``math.inf`` for none; a
-    tool's own ``@tool(timeout=...)`` wins)."""
+    tool's own ``@tool(timeout=...)`` wins); ``model_timeout`` is how many seconds one model
+    call (a stream to its last event included) may take before it is cancelled and the turn
+    fails with :class:`~plait.errors.ModelTimeoutError` (default 600; ``math.inf`` for none).
+    It applies to models without a deadline of their own: the OpenAI and Anthropic adapters
+    keep theirs (:class:`~plait.models.ModelTimeouts`) and are not timed twice."""
 
     model_calls_per_turn: int = 50
     max_concurrent_tools: int = 8
     tool_timeout: float = DEFAULT_TOOL_TIMEOUT
+    model_timeout: float = DEFAULT_MODEL_TIMEOUT
 
     def __post_init__(self) -> None:
         if self.model_calls_per_turn < 1 or self.max_concurrent_tools < 1:
             raise ConfigurationError("Limits must be at least 1.")
         check_timeout(self.tool_timeout, "Limits.tool_timeout")
+        check_timeout(self.model_timeout, "Limits.model_timeout")
 
 
 def _as_messages(value: RunInput) -> list[Message]:
@@ -196,11 +203,18 @@ class Agent:
 
         task.add_done_callback(forget)
 
-    async def _settle(self, thread_id: str) -> None:
-        """Wait (at most ``SETTLE_TIMEOUT`` seconds) for an abandoned turn on ``thread_id``."""
+    async def _settle(self, thread_id: str) -> float | None:
+        """Wait (at most ``SETTLE_TIMEOUT`` seconds) for an abandoned turn on ``thread_id``.
+
+        Returns the event-loop time by which the new turn must also have the thread's lease
+        (the settle wait and the lease wait share one ``SETTLE_TIMEOUT`` deadline), or ``None``
+        when no abandoned turn was running (the lease then waits its own ``lease_wait``)."""
         task = self._unsettled.get(thread_id)
-        if task is not None and not task.done():
-            await asyncio.wait({task}, timeout=SETTLE_TIMEOUT)
+        if task is None or task.done():
+            return None
+        deadline = asyncio.get_running_loop().time() + SETTLE_TIMEOUT
+        await asyncio.wait({task}, timeout=SETTLE_TIMEOUT)
+        return deadline
 
     async def run(
         self,
@@ -219,7 +233,7 @@ class Agent:
         """
         events: list[Event] = []
         thread_id = thread_id or new_id()
-        await self._settle(thread_id)
+        deadline = await self._settle(thread_id)
         turn = Turn(
             self,
             thread_id,
@@ -228,6 +242,7 @@ class Agent:
             events.append,
             streaming=False,
         )
+        turn.lease_deadline = deadline
         result = await turn.run()
         result.events = events
         return result
@@ -267,8 +282,15 @@ class RunStream:
     Leaving early cancels the turn. :meth:`aclose` (also through ``contextlib.aclosing``)
     returns once the turn has settled (its in-flight store write finished or given up). A plain
     ``break`` cannot wait, so the turn is cancelled the moment the iterator is dropped and the
-    agent's next turn on that thread waits for it to settle before it loads the thread (at most
-    :data:`~plait.runtime.storing.SETTLE_TIMEOUT` seconds).
+    agent's next turn on that thread waits for it to settle, then for the thread's lease, before
+    it loads the thread: both waits share one deadline,
+    :data:`~plait.runtime.storing.SETTLE_TIMEOUT` (30 s), after which that turn raises
+    :class:`~plait.errors.ThreadBusyError`.
+
+    A turn that fails before it starts (a busy thread's :class:`~plait.errors.ThreadBusyError`,
+    a store that cannot load the thread) is reported like any other failed turn: an
+    :class:`~plait.runtime.events.ErrorOccurred` event (``where="turn"``, ``fatal=True``), then
+    iteration raises the error.
 
     A stream runs its turn once: iterating it a second time raises
     :class:`~plait.errors.ConfigurationError` (call ``agent.stream(...)`` again for a new turn).
@@ -349,7 +371,7 @@ class _TurnEvents:
         if self._finished:
             raise StopAsyncIteration
         if self._task is None:
-            await self._agent._settle(self._thread_id)
+            self._turn.lease_deadline = await self._agent._settle(self._thread_id)
             self._task = asyncio.ensure_future(_drive(self._turn, self._queue))
         try:
             event = await self._queue.get()

@@ -39,11 +39,13 @@ __all__ = [
     "append_storable",
     "storable_input",
     "storable_response",
+    "swap_written",
 ]
 
 SETTLE_TIMEOUT = 30.0
-"""Seconds a new turn waits for an abandoned turn on its thread (a stream left with ``break``)
-to settle before it loads the thread."""
+"""Seconds a new turn waits in all, when an abandoned turn (a stream left with ``break``) is
+still running on its thread: for that turn to settle, then for the thread's lease. Past it the
+new turn raises :class:`~plait.errors.ThreadBusyError`; nothing was loaded or sent."""
 
 
 def _report(emit: EventSink, source: str, found: list[Replacement]) -> None:
@@ -119,6 +121,21 @@ def storable_response(response: ModelResponse, emit: EventSink) -> ModelResponse
     return response.replace(content=content, tool_calls=calls, finish_reason=reason)
 
 
+def swap_written(
+    history: list[Message], sent: Sequence[Message], written: Sequence[Message]
+) -> None:
+    """Put each storable copy in ``written`` in place of its original in ``sent`` where
+    ``history`` holds it (found by identity, searching from the end), so the rest of the turn
+    works with the values the store holds. Originals not in ``history`` are left alone."""
+    for before, after in zip(sent, written, strict=True):
+        if before is after:
+            continue
+        for i in range(len(history) - 1, -1, -1):
+            if history[i] is before:
+                history[i] = after
+                break
+
+
 async def append_storable(
     store: ThreadStore,
     thread_id: str,
@@ -127,13 +144,19 @@ async def append_storable(
     expected_version: int,
     state: Mapping[str, Any] | None,
     emit: EventSink,
-) -> int:
+) -> tuple[int, list[Message]]:
     """``store.append``; if the store rejects a value, retried once with the messages and state
-    made storable (the state as written; the live dict the middleware holds is left as is)."""
+    made storable (the state as written; the live dict the middleware holds is left as is).
+
+    Returns the new version and the messages as written: ``messages`` itself (as a list) when
+    the store took it, else the storable copies, so the caller reports exactly what the thread
+    holds (``RunResult.new_messages``, ``DispatchFinished``).
+    """
     try:
-        return await store.append(
+        version = await store.append(
             thread_id, messages, expected_version=expected_version, state=state
         )
+        return version, messages if isinstance(messages, list) else list(messages)
     except ThreadDataError:
         pass
     fixed = storable_messages(messages, emit, "persist")
@@ -142,6 +165,7 @@ async def append_storable(
         None if state is None else storable_value(dict(state), "state", found, str_keys=True)
     )
     _report(emit, "state", found)
-    return await store.append(
+    version = await store.append(
         thread_id, fixed, expected_version=expected_version, state=fixed_state
     )
+    return version, fixed

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Awaitable, Coroutine, Generator, Sequence
+from collections.abc import Awaitable, Coroutine, Sequence
 from types import CoroutineType
 from typing import Any
 
@@ -50,6 +50,7 @@ from plait.messages import ToolCall, ToolMessage, ToolResult
 from plait.middleware.base import SkipToolCall, ToolHandler
 from plait.middleware.context import DispatchContext
 from plait.middleware.stack import MiddlewareStack
+from plait.models.timeouts import Resumed
 from plait.runtime.events import (
     ErrorOccurred,
     ToolCallFinished,
@@ -95,7 +96,7 @@ def _start(
             first = running.send(None)
         except StopIteration as done:
             return done.value, None
-        waiting = _Resumed(running, first)
+        waiting = Resumed(running, first)
     if math.isinf(limit) or (isinstance(tool, FunctionTool) and tool.runs_on_loop):
         return None, waiting
     return None, _under_deadline(waiting, limit, call, d)
@@ -113,31 +114,6 @@ async def _under_deadline(
             d.turn.emit(ToolTimeoutReached(dispatch=d.index, call=call, timeout=limit))
             raise ToolTimeoutError(call.name, limit) from None
         raise
-
-
-class _Resumed:
-    """Awaits a coroutine that already ran its first step and yielded ``first`` (the future it
-    waits on): the rest of ``await coro``, sends and throws (cancellation) passed through."""
-
-    def __init__(self, coro: Coroutine[Any, Any, Any], first: Any) -> None:
-        self.coro = coro
-        self.first = first
-
-    def __await__(self) -> Generator[Any, Any, Any]:
-        pending = self.first
-        while True:
-            try:
-                sent = yield pending
-            except BaseException as exc:
-                try:
-                    pending = self.coro.throw(exc)
-                except StopIteration as done:
-                    return done.value
-            else:
-                try:
-                    pending = self.coro.send(sent)
-                except StopIteration as done:
-                    return done.value
 
 
 def _executor(d: DispatchContext, default_timeout: float) -> ToolHandler:

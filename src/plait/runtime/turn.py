@@ -31,6 +31,7 @@ from plait.middleware.context import DispatchContext, Event, EventSink, TurnCont
 from plait.middleware.stack import MiddlewareStack
 from plait.models.base import ModelRequest, ModelResponse, ResponseComplete, TextDelta
 from plait.models.retrying import RetryNotice, retry_listener
+from plait.models.timeouts import agent_deadline
 from plait.runtime.events import (
     DispatchFinished,
     ErrorOccurred,
@@ -41,10 +42,16 @@ from plait.runtime.events import (
     TurnFinished,
     TurnStarted,
 )
-from plait.runtime.storing import append_storable, storable_input, storable_response
+from plait.runtime.storing import (
+    SETTLE_TIMEOUT,
+    append_storable,
+    storable_input,
+    storable_response,
+    swap_written,
+)
 from plait.runtime.tool_calls import results_after_cancel, run_tool_calls
 from plait.storable import storable_text
-from plait.stores.lease import thread_lease
+from plait.stores.lease import lease_within, thread_lease
 from plait.tools import ToolRegistry
 
 if TYPE_CHECKING:
@@ -161,14 +168,29 @@ class Turn:
         self.streaming = streaming
         self.version = 0
         self.new_messages: list[Message] = list(self.input)
+        # Set by the agent when this turn's wait began by settling an abandoned turn: the lease
+        # must then be had by this event-loop time (one deadline for the whole wait).
+        self.lease_deadline: float | None = None
+        self._started = False
 
     async def run(self) -> RunResult:
         # The store's turn lease (if it has one) is held before the thread is even loaded.
-        async with thread_lease(self.agent.store, self.thread_id):
-            return await self._run()
+        store, thread_id = self.agent.store, self.thread_id
+        if self.lease_deadline is None:
+            lease = thread_lease(store, thread_id)
+        else:
+            lease = lease_within(store, thread_id, self.lease_deadline, SETTLE_TIMEOUT)
+        try:
+            async with lease:
+                return await self._run()
+        except Exception as exc:
+            if not self._started:  # a busy lease, a failed load: reported like a failed turn
+                self.emit(ErrorOccurred(error=exc, where="turn", fatal=True))
+            raise
 
     async def _run(self) -> RunResult:
         ctx = await self._start()
+        self._started = True
         try:
             await self.stack.run_turn_input(ctx)
             if ctx.aborted:
@@ -206,7 +228,7 @@ class Turn:
         if isinstance(error, ThreadConflictError):
             return
         try:
-            self.version = await self._append([], ctx.state)
+            await self._append([], ctx.state)
         except Exception as exc:
             self.emit(ErrorOccurred(error=exc, where="save_state"))
 
@@ -216,7 +238,8 @@ class Turn:
         state = snapshot.state
         state.update(self.state_update)
         self.version = snapshot.version
-        self.version = await self._append(self.input, state)
+        self.input = await self._append(self.input, state)
+        self.new_messages = list(self.input)
         registry = ToolRegistry(self.agent.tools)
         for m in self.stack:
             for t in m.tools():
@@ -317,7 +340,10 @@ class Turn:
         persisted = list(d.new_messages)
         for keep_out in ctx.persist_filters:
             persisted = keep_out(persisted)
-        self.version = await self._append(persisted, ctx.state)
+        written = await self._append(persisted, ctx.state)
+        if written is not persisted:  # the store took storable copies: so does the turn
+            swap_written(ctx.messages, persisted, written)
+            persisted = written
         self.new_messages.extend(persisted)
         self.emit(DispatchFinished(dispatch=d.index, messages=persisted, usage=response.usage))
         self._check(d)
@@ -351,15 +377,16 @@ class Turn:
         try:
             for keep_out in d.turn.persist_filters:
                 messages = keep_out(messages)
-            self.version = await self._append(messages, d.turn.state)
-            self.new_messages.extend(messages)
+            self.new_messages.extend(await self._append(messages, d.turn.state))
         except Exception as exc:
             self.emit(ErrorOccurred(error=exc, where="persist_cancelled_dispatch"))
 
-    async def _append(self, messages: list[Message], state: dict[str, Any]) -> int:
-        """Write at the current version; values a store cannot encode are replaced, not fatal
-        (see :mod:`plait.runtime.storing`)."""
-        return await append_storable(
+    async def _append(self, messages: list[Message], state: dict[str, Any]) -> list[Message]:
+        """Write at the current version and move ``self.version`` on; values a store cannot
+        encode are replaced, not fatal (see :mod:`plait.runtime.storing`). Returns the messages
+        as written (``messages`` itself unless something was replaced), for the caller to see
+        what the store holds."""
+        self.version, written = await append_storable(
             self.agent.store,
             self.thread_id,
             messages,
@@ -367,11 +394,12 @@ class Turn:
             state=state,
             emit=self.emit,
         )
+        return written
 
     def _model_handler(self, d: DispatchContext) -> Any:
         model = d.turn.model
         if not self.streaming:
-            return model.generate
+            return agent_deadline(model.generate, model, self.agent.limits.model_timeout)
 
         async def streamed(request: ModelRequest) -> ModelResponse:
             final: ModelResponse | None = None
@@ -392,4 +420,4 @@ class Turn:
                 )
             return final
 
-        return streamed
+        return agent_deadline(streamed, model, self.agent.limits.model_timeout)

@@ -52,7 +52,8 @@ class SandboxCommand:
 class SandboxRun:
     """A finished run. ``output`` is stdout and stderr together, at most ``max_output_bytes``
     (then ending with :data:`TRUNCATION_MARKER`); ``captured`` counts the bytes kept.
-    ``limit`` names the resource limit the run most likely hit, if any."""
+    ``limit`` names the resource limit the run most likely hit, if any; for a timed-out run,
+    the sandbox's wall time limit when it was shorter than the command's timeout."""
 
     exit_code: int
     output: str

@@ -6,8 +6,10 @@ The argv is built here, in Python, and nothing else runs on the host::
     bwrap --new-session --die-with-parent --unshare-pid --unshare-ipc --unshare-uts
           --unshare-cgroup-try [--unshare-net] --cap-drop ALL
           --ro-bind / / --dev /dev [--proc /proc] [--tmpfs /tmp]
+          [--tmpfs D (read_deny folders)] [--ro-bind P P (the program's prefix in them)]
           --bind P P (write_allow…)  --bind W W (the workspace)  --ro-bind P P (write_deny…)
-          --tmpfs D --remount-ro D | --ro-bind <empty file> F (read_deny…)
+          [--tmpfs D --remount-ro D (read_deny folders inside a writable path)]
+          [--ro-bind <empty file> F (read_deny files)] [--remount-ro D (read_deny folders)]
           --chdir W --info-fd N [--seccomp M] -- <argv>
 
 * The host file system is read-only; ``/dev`` is a fresh minimal one (``/dev/null``,
@@ -74,24 +76,37 @@ def _remove(path: str) -> None:
 _MAX_LINKS = 40
 
 
-def _tmp_prefixes(program: str | None) -> list[str]:
+def _prefixes_under(program: str | None, hidden: list[str]) -> list[str]:
     """The folders to keep visible for ``program``: for it and each symlink it goes through
-    (at most ``_MAX_LINKS``) that lives under ``/tmp``, its prefix (the folder above ``bin/``,
-    else its folder)."""
+    (at most ``_MAX_LINKS``) that lives strictly inside one of the ``hidden`` folders (the
+    private ``/tmp``, a ``read_deny`` folder such as ``/root``), its prefix (the folder above
+    ``bin/``, else its folder)."""
     found: list[str] = []
     path = program
     for _ in range(_MAX_LINKS):
         if path is None or not os.path.isabs(path):
             break
         parts = Path(os.path.normpath(path))
-        if parts.parts[:2] == ("/", "tmp") and len(parts.parts) >= 4:
-            folder = parts.parent.parent if parts.parent.name == "bin" else parts.parent
-            if len(folder.parts) > 2 and str(folder) not in found:
-                found.append(str(folder))
+        folder = parts.parent.parent if parts.parent.name == "bin" else parts.parent
+        if any(_inside(str(folder), root) for root in hidden) and str(folder) not in found:
+            found.append(str(folder))
         if not os.path.islink(path):
             break
         path = os.path.join(os.path.dirname(path), os.readlink(path))
     return found
+
+
+def _inside(path: str, folder: str) -> bool:
+    """Whether ``path`` lies strictly below ``folder`` (both normalized, absolute)."""
+    return path.startswith(folder.rstrip("/") + "/")
+
+
+def _shown(path: str, hidden: list[str], writable: list[str]) -> bool:
+    """Whether ``path`` is still visible after the ``hidden`` folders are: outside all of
+    them, or inside a writable path bound back over them."""
+    return not any(_inside(path, h) for h in hidden) or any(
+        path == w or _inside(path, w) for w in writable
+    )
 
 
 def _host_path(path: str) -> str:
@@ -231,10 +246,16 @@ class BubblewrapSandbox(ProcessSandbox):
         return paths
 
     def bwrap_args(self, workspace: Path, program: str | None = None) -> list[str]:
-        """The bwrap options for a run of ``program`` in ``workspace`` (see the module). With
-        a private ``/tmp``, a ``program`` that lives under ``/tmp`` (a virtualenv there) stays
-        visible, read-only: its prefix (the folder above ``bin/``) is bound back, and so is
-        that of every symlink on the way to the real binary."""
+        """The bwrap options for a run of ``program`` in ``workspace`` (see the module).
+
+        A ``read_deny`` folder that holds no writable path is hidden *before* the binds (an
+        empty tmpfs, made read-only last), so the workspace, ``write_allow`` paths and the
+        ``program``'s prefix inside it (a virtualenv or pyenv under ``/root``) are bound back
+        on top; one inside a writable path is hidden after the binds. Entries inside an
+        already hidden folder are dropped (already hidden), and so are ``write_deny`` paths
+        there (binding them would show them). With a private ``/tmp``, a ``program`` under
+        ``/tmp`` stays visible the same way: its prefix (the folder above ``bin/``), and that
+        of every symlink on the way to the real binary, is bound back read-only."""
         policy = self.policy
         args = ["--new-session", "--die-with-parent", "--unshare-pid", "--unshare-ipc"]
         args += ["--unshare-uts", "--unshare-cgroup-try"]
@@ -243,27 +264,49 @@ class BubblewrapSandbox(ProcessSandbox):
         args += ["--cap-drop", "ALL", "--ro-bind", "/", "/", "--dev", "/dev"]
         if self.mount_proc:
             args += ["--proc", "/proc"]
+        root = str(workspace.resolve())
+        writable = [*self._writable(), root]
+        outer, inner, files = self._hidden(writable)
+        covered = [*outer, "/tmp"] if policy.private_tmp else outer
         if policy.private_tmp:
             args += ["--tmpfs", "/tmp"]
-            for prefix in _tmp_prefixes(program):
-                args += ["--ro-bind", prefix, prefix]
-        for path in self._writable():
+        for folder in outer:
+            args += ["--tmpfs", folder]
+        for prefix in _prefixes_under(program, covered):
+            args += ["--ro-bind", prefix, prefix]
+        for path in writable:
             args += ["--bind", path, path]
-        root = str(workspace.resolve())
-        args += ["--bind", root, root]
         for raw in policy.write_deny:
             path = _host_path(raw)
-            if os.path.exists(path):
+            if os.path.exists(path) and _shown(path, outer, writable):
                 args += ["--ro-bind", path, path]
-        for raw in policy.read_deny:
-            path = _host_path(raw)
-            if not os.access(path, os.R_OK):
-                continue  # missing, or unreadable by this user anyway: nothing to hide
-            if os.path.isdir(path):
-                args += ["--tmpfs", path, "--remount-ro", path]
-            else:
-                args += ["--ro-bind", _empty_file(), path]
+        for folder in inner:
+            args += ["--tmpfs", folder, "--remount-ro", folder]
+        for path in files:
+            args += ["--ro-bind", _empty_file(), path]
+        for folder in outer:
+            args += ["--remount-ro", folder]
         return [*args, "--chdir", root]
+
+    def _hidden(self, writable: list[str]) -> tuple[list[str], list[str], list[str]]:
+        """The ``read_deny`` paths to hide, as (folders holding no writable path, folders
+        inside a writable path, files); missing or unreadable paths are skipped (nothing to
+        hide), and so is anything inside an already hidden folder and outside every
+        writable path; a folder that is itself a writable path (``write_allow=("~",)`` of an
+        agent running as root, whose home ``/root`` is denied) stays shown and writable, the
+        denied paths inside it still hidden."""
+        folders: list[str] = []
+        files: list[str] = []
+        for raw in self.policy.read_deny:
+            path = _host_path(raw)
+            if os.access(path, os.R_OK) and path not in folders and path not in files:
+                (folders if os.path.isdir(path) else files).append(path)
+        folders = [d for d in folders if d not in writable]  # written explicitly: shown
+        inner = [d for d in folders if any(_inside(d, w) for w in writable)]
+        candidates = [d for d in folders if d not in inner]
+        outer = [d for d in candidates if not any(_inside(d, o) for o in candidates)]
+        inner = [d for d in inner if _shown(d, outer, writable)]
+        return outer, inner, [f for f in files if _shown(f, outer, writable)]
 
     def _argv(
         self,

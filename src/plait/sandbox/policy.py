@@ -26,6 +26,7 @@ MIB = 1024 * 1024
 GIB = 1024 * MIB
 
 DEFAULT_READ_DENY: tuple[str, ...] = (
+    # the agent user's credential stores
     "~/.ssh",
     "~/.gnupg",
     "~/.aws",
@@ -38,10 +39,33 @@ DEFAULT_READ_DENY: tuple[str, ...] = (
     "~/.git-credentials",
     "~/.pypirc",
     "~/.npmrc",
+    "~/.pgpass",
+    "~/.my.cnf",
+    "~/.cargo/credentials",
+    "~/.cargo/credentials.toml",
+    "~/.password-store",
+    "~/.local/share/keyrings",
+    # root-only secrets of the host: readable only when the agent runs as root (containers, CI)
+    "/root",
     "/etc/shadow",
+    "/etc/shadow-",
     "/etc/gshadow",
+    "/etc/gshadow-",
+    "/etc/security/opasswd",
+    "/etc/sudoers",
+    "/etc/sudoers.d",
+    "/etc/ssh/ssh_host_rsa_key",
+    "/etc/ssh/ssh_host_ecdsa_key",
+    "/etc/ssh/ssh_host_ed25519_key",
+    "/etc/ssh/ssh_host_dsa_key",
+    "/etc/ssl/private",
+    "/etc/krb5.keytab",
 )
-"""Credential stores hidden from every sandboxed process (they read as empty)."""
+"""Paths hidden from every sandboxed process (they read as empty): the agent user's credential
+stores, and the host's root-only secrets (password hashes, sudo rules, SSH host keys, TLS and
+Kerberos keys, root's home). Entries the agent's user cannot read are skipped, so the second
+group matters only when the agent runs as root; then ``/root`` is its home, and an interpreter
+installed there (pyenv, a virtualenv) stays visible: its prefix is bound back read-only."""
 
 
 @dataclass(frozen=True, slots=True)

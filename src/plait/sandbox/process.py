@@ -149,6 +149,17 @@ class ProcessSandbox:
         """Which resource limit ``exit_code``/``output`` suggest was hit (None: no limits)."""
         return None
 
+    def _wall_hit(self, command: SandboxCommand) -> str | None:
+        """The limit a timed-out run hit when the sandbox's wall time, not the command's
+        (longer) timeout, cut it; None when the command's own timeout did."""
+        cap = self.wall_seconds()
+        if cap is None or cap >= command.timeout:
+            return None
+        return (
+            f"wall_seconds={cap:g} (the sandbox's wall time limit, below the "
+            f"{command.timeout:g}s timeout)"
+        )
+
     async def run(
         self,
         command: SandboxCommand,
@@ -176,7 +187,7 @@ class ProcessSandbox:
         text = collector.data.decode("utf-8", errors="replace")
         if collector.truncated:
             text += TRUNCATION_MARKER
-        limit = self.limit_hit(code, text) if not timed_out else None
+        limit = self.limit_hit(code, text) if not timed_out else self._wall_hit(command)
         return SandboxRun(
             exit_code=code,
             output=text,

@@ -17,8 +17,10 @@ store                         what its lease is
 
 Both table leases last ``lease_ttl`` (default 30 s) and are renewed every ``lease_ttl / 3`` while
 the turn runs; a worker that dies (even ``kill -9``) stops renewing, and its threads free up when
-the lease expires. A lease is a row, not a session lock, so it works through a transaction-mode
-pooler and survives a dropped connection.
+the lease expires. At the end of a turn, stopping the renewals and releasing take at most
+:data:`LEASE_RELEASE_S` (5 s) in all, even behind another process's write lock; a release that
+does not finish by then is dropped and the lease expires instead. A lease is a row, not a
+session lock, so it works through a transaction-mode pooler and survives a dropped connection.
 
 Leases save wasted work; correctness never depends on them. Every write still names the version
 it expects, so a turn that lost its lease (a stalled worker) gets ``ThreadConflictError`` rather
@@ -37,12 +39,21 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcon
 from plait.errors import ConfigurationError, ThreadBusyError
 from plait.messages import new_id
 
-__all__ = ["DEFAULT_LEASE_TTL_S", "DEFAULT_LEASE_WAIT_S", "held_lease", "thread_lease"]
+__all__ = [
+    "DEFAULT_LEASE_TTL_S",
+    "DEFAULT_LEASE_WAIT_S",
+    "LEASE_RELEASE_S",
+    "held_lease",
+    "lease_within",
+    "thread_lease",
+]
 
 DEFAULT_LEASE_WAIT_S = 30.0
 DEFAULT_LEASE_TTL_S = 30.0
 _MAX_POLL_S = 0.5
-_STOP_S = 5.0  # bound on stopping the renewals and releasing the lease at the end of a turn
+LEASE_RELEASE_S = 5.0
+"""Seconds a turn's end may spend stopping the lease's renewals and releasing it, in all; past
+it the release is given up and the lease expires after ``lease_ttl``."""
 
 
 def thread_lease(store: object, thread_id: str) -> AbstractAsyncContextManager[object]:
@@ -51,6 +62,30 @@ def thread_lease(store: object, thread_id: str) -> AbstractAsyncContextManager[o
         store, "lease", None
     )
     return nullcontext() if lease is None else lease(thread_id)
+
+
+@asynccontextmanager
+async def lease_within(
+    store: object, thread_id: str, deadline: float, total: float
+) -> AsyncIterator[None]:
+    """:func:`thread_lease`, its acquisition bounded by ``deadline`` (event-loop time; the
+    store's own ``lease_wait`` still applies when it ends sooner); the body is not bounded.
+
+    The agent uses it for a turn whose wait began ``total`` seconds before ``deadline`` by
+    settling an abandoned turn, so both waits share one deadline. Past it (also when it has
+    already passed and the lease is not free at once) raises
+    :class:`~plait.errors.ThreadBusyError` with ``settling=True``.
+    """
+    async with contextlib.AsyncExitStack() as held:
+        scope = asyncio.timeout_at(deadline)
+        try:
+            async with scope:
+                await held.enter_async_context(thread_lease(store, thread_id))
+        except TimeoutError:
+            if not scope.expired():
+                raise
+            raise ThreadBusyError(thread_id, total, settling=True) from None
+        yield
 
 
 def check_lease_options(wait: float, ttl: float) -> None:
@@ -69,7 +104,7 @@ async def held_lease(
     *,
     acquire: Callable[[str, str], Awaitable[bool]],
     renew: Callable[[str, str], Awaitable[bool]],
-    release: Callable[[str, str], Awaitable[None]],
+    release: Callable[[str, str, float], Awaitable[None]],
     wait: float,
     ttl: float,
 ) -> AsyncIterator[str]:
@@ -79,9 +114,13 @@ async def held_lease(
     backoff (up to 0.5 s apart) until ``wait`` seconds have passed, then
     :class:`ThreadBusyError` is raised. While the body runs, ``renew`` extends it every
     ``ttl / 3`` seconds (a failed renewal is retried at the next tick; a lease another owner took
-    over is not renewed again). On exit ``release`` frees it (waiting at most 5 s); if that
-    fails the lease simply expires. A cancellation that lands while ``acquire`` runs also
-    releases, since a store whose writes settle may have taken the lease by then.
+    over is not renewed again). On exit the renewals stop and ``release(thread_id, owner,
+    within)`` frees it, both within one :data:`LEASE_RELEASE_S` (5 s) deadline: ``release`` is
+    cancelled at it, and a store whose release cannot be cancelled promptly (a write in a worker
+    thread) must itself finish within the ``within`` seconds it is given, as the SQLite store
+    does. If the release fails or runs out of time the lease simply expires. A cancellation
+    that lands while ``acquire`` runs also releases, since a store whose writes settle may have
+    taken the lease by then.
     """
     owner = new_id()
     started = time.monotonic()
@@ -97,18 +136,23 @@ async def held_lease(
         yield owner
     finally:
         heartbeat.cancel()
+        loop = asyncio.get_running_loop()
+        stop_by = loop.time() + LEASE_RELEASE_S
         # Bounded: a driver that turns the cancellation into its own error must not hold the
         # turn here (the renewal loop also stops itself, see _keep_renewed).
-        await asyncio.wait([heartbeat], timeout=_STOP_S)
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(release(thread_id, owner), _STOP_S)
+        await asyncio.wait([heartbeat], timeout=LEASE_RELEASE_S)
+        remaining = stop_by - loop.time()
+        if remaining > 0:
+            with contextlib.suppress(Exception):
+                async with asyncio.timeout_at(stop_by):
+                    await release(thread_id, owner, remaining)
 
 
 async def _take(
     thread_id: str,
     owner: str,
     acquire: Callable[[str, str], Awaitable[bool]],
-    release: Callable[[str, str], Awaitable[None]],
+    release: Callable[[str, str, float], Awaitable[None]],
 ) -> bool:
     """``acquire``; if cancelled meanwhile, free what it may have taken (bounded, best effort)
     before the cancellation goes on: a store's writes settle, so the row can be in."""
@@ -116,7 +160,7 @@ async def _take(
         return await acquire(thread_id, owner)
     except asyncio.CancelledError:
         with contextlib.suppress(Exception):
-            await asyncio.wait_for(release(thread_id, owner), _STOP_S)
+            await asyncio.wait_for(release(thread_id, owner, LEASE_RELEASE_S), LEASE_RELEASE_S)
         raise
 
 

@@ -86,16 +86,12 @@ class PostgresThreadStore:
         pool_timeout: float = DEFAULT_POOL_TIMEOUT_S,
     ) -> None:
         check_lease_options(lease_wait, lease_ttl)
-        self.db = (
-            target
-            if isinstance(target, PostgresDatabase)
-            else PostgresDatabase(
-                target,
-                schema=schema,
-                prepared_statements=prepared_statements,
-                max_size=max_size,
-                pool_timeout=pool_timeout,
-            )
+        self.db = PostgresDatabase.of(
+            target,
+            schema=schema,
+            prepared_statements=prepared_statements,
+            max_size=max_size,
+            pool_timeout=pool_timeout,
         )
         self.lease_wait = lease_wait
         self.lease_ttl = lease_ttl
@@ -273,7 +269,9 @@ class PostgresThreadStore:
 
             return await self.db.run(extend, error=StoreError, single=True)
 
-        async def release(thread: str, owner: str) -> None:
+        async def release(thread: str, owner: str, within: float) -> None:
+            # ``within`` is not needed: held_lease cancels this at its deadline, and a cancelled
+            # Postgres call returns at once.
             async def free(conn: AsyncConnection[Any]) -> None:
                 await conn.execute(q_free, (thread, owner))
 

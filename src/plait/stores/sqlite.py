@@ -219,8 +219,10 @@ class SQLiteThreadStore:
         async def renew(thread: str, owner: str) -> bool:
             return await self._db.write(lambda conn: extend(conn, thread, owner))
 
-        async def release(thread: str, owner: str) -> None:
-            await self._db.write(lambda conn: free(conn, thread, owner))
+        async def release(thread: str, owner: str, within: float) -> None:
+            # A write in a worker thread cannot be cancelled: bound its waits instead, so the
+            # turn's end keeps the LEASE_RELEASE_S promise behind a busy lock.
+            await self._db.write(lambda conn: free(conn, thread, owner), within=within)
 
         async with held_lease(
             thread_id, acquire=acquire, renew=renew, release=release, wait=self.lease_wait, ttl=ttl

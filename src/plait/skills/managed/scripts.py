@@ -5,8 +5,10 @@ Enabled by giving the manager a :class:`ScriptConfig`. At load, the config's san
 :class:`~plait.skills.managed.errors.SkillSandboxUnavailable` when bubblewrap does not work
 here, never falling back to running unsandboxed), then every file of the skill is copied into a
 private temporary folder (the *workspace*, which lives as long as the loaded skill, not the
-turn); each script whose suffix has an interpreter becomes a tool taking ``args`` (a list of
-strings) and an optional ``timeout_seconds``.
+turn; scripts run in a copy of it per conversation thread, made on the thread's first run, at
+most ``ScriptConfig.thread_workspaces`` kept, see :class:`Workspace`); each script whose suffix
+has an interpreter becomes a tool taking ``args`` (a list of strings) and an optional
+``timeout_seconds``.
 
 One run is ``<interpreter…> <workspace>/scripts/x.py <args…>`` handed to
 ``ScriptConfig.sandbox`` (:class:`~plait.sandbox.BubblewrapSandbox` by default, see
@@ -34,12 +36,15 @@ the process group survives the kill. POSIX only; the bubblewrap sandbox needs Li
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import re
 import shutil
 import sys
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
@@ -63,6 +68,7 @@ from plait.skills.managed.errors import (
 from plait.skills.sources.base import SkillSource
 
 __all__ = [
+    "DEFAULT_THREAD_WORKSPACES",
     "DEFAULT_WORKSPACE_BYTES",
     "TRUNCATION_MARKER",
     "ScriptConfig",
@@ -73,6 +79,12 @@ __all__ = [
     "script_paths",
     "script_tool_name",
 ]
+
+DEFAULT_THREAD_WORKSPACES = 32
+"""How many threads' copies of one loaded skill's workspace are kept (``ScriptConfig(
+thread_workspaces=...)``); past it the least recently used idle copy is removed (a thread that
+comes back gets a fresh copy)."""
+
 
 _UNSAFE_NAME_CHARS = re.compile(r"[^A-Za-z0-9_-]")
 
@@ -87,7 +99,9 @@ class ScriptConfig:
     it (default ``{".py": [sys.executable], ".sh": ["/bin/sh"]}``); scripts with other suffixes
     get no tool. ``timeout`` is the default per call (the model may ask for less, or more up to
     ``max_timeout``), in seconds. ``env`` is the whole environment a script gets.
-    ``workspace_dir`` is where workspaces are created (default: the system temp folder).
+    ``workspace_dir`` is where workspaces are created (default: the system temp folder); each
+    thread gets its own copy of a skill's workspace, at most ``thread_workspaces`` per loaded
+    skill (see :class:`Workspace`).
     ``sandbox`` runs every script: :class:`~plait.sandbox.BubblewrapSandbox` with the default
     :class:`~plait.sandbox.SandboxPolicy` unless you pass another (``UnsandboxedRunner()`` only
     if you trust the skills)."""
@@ -100,6 +114,7 @@ class ScriptConfig:
     fail_on_nonzero_exit: bool = True
     workspace_dir: str | None = None
     sandbox: Sandbox = field(default_factory=BubblewrapSandbox)
+    thread_workspaces: int = DEFAULT_THREAD_WORKSPACES
 
     def check(self) -> None:
         """Raise :class:`InvalidSkillsConfig` naming the first problem."""
@@ -124,6 +139,11 @@ class ScriptConfig:
             )
         if self.max_output_bytes < 1:
             raise InvalidSkillsConfig("ScriptConfig.max_output_bytes must be at least 1.")
+        count = self.thread_workspaces
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            raise InvalidSkillsConfig(
+                f"ScriptConfig.thread_workspaces must be an integer >= 1, not {count!r}."
+            )
         if not isinstance(self.sandbox, Sandbox):
             raise InvalidSkillsConfig(
                 "ScriptConfig.sandbox must be a plait.sandbox.Sandbox (BubblewrapSandbox() or, "
@@ -146,21 +166,98 @@ def script_tool_name(skill: str, path: str) -> str:
 
 
 class Workspace:
-    """A private copy of a skill's files; :meth:`dispose` removes it (idempotent)."""
+    """A private copy of a skill's files; :meth:`dispose` removes it (idempotent).
 
-    __slots__ = ("disposed", "root")
+    The workspace :func:`materialize` builds at load is the skill's *template*: scripts never
+    run in it. Each conversation thread gets its own copy (:meth:`thread_copy`, made on the
+    thread's first run), so files one thread's script leaves are never read by another's. At
+    most ``limit`` copies are kept, least recently used idle ones removed first (a copy a script
+    is running in is never removed; while every copy is busy a new one is added anyway, so the
+    count can pass ``limit`` by the number of runs in flight). Disposing the template disposes
+    every copy. Other threads' copies stay hidden from a sandboxed script only while they are
+    outside what its sandbox shows: true for the default (workspaces in the system temp folder,
+    which the default policy's private ``/tmp`` hides); not with ``private_tmp=False``, a
+    ``workspace_dir`` elsewhere, or :class:`~plait.sandbox.UnsandboxedRunner`."""
+
+    __slots__ = ("_copies", "_users", "disposed", "root")
 
     def __init__(self, root: Path) -> None:
         self.root = root
         self.disposed = False
+        self._copies: OrderedDict[str, Workspace] = OrderedDict()
+        self._users = 0
+
+    @property
+    def threads(self) -> dict[str, Workspace]:
+        """The live per-thread copies, least recently used first (a snapshot)."""
+        return dict(self._copies)
+
+    @contextlib.asynccontextmanager
+    async def thread_copy(
+        self, thread_id: str, limit: int = DEFAULT_THREAD_WORKSPACES
+    ) -> AsyncIterator[Workspace]:
+        """The copy of thread ``thread_id``, made now (off the event loop) if it has none,
+        held (never evicted) until the ``async with`` block ends. Raises ``OSError`` if the
+        copy fails, :class:`RuntimeError` once the template is disposed."""
+        if self.disposed:
+            raise RuntimeError(f"the workspace {str(self.root)!r} was removed")
+        copy = self._copies.get(thread_id)
+        if copy is None or copy.disposed:
+            made = await self._copy_off_loop()
+            copy = self._copies.get(thread_id)  # another run of the thread may have won
+            if self.disposed or (copy is not None and not copy.disposed):
+                made.dispose()
+            else:
+                copy = self._copies[thread_id] = made
+            if self.disposed or copy is None:
+                raise RuntimeError(f"the workspace {str(self.root)!r} was removed")
+        self._copies.move_to_end(thread_id)
+        copy._users += 1
+        try:
+            self._evict(limit)
+            yield copy
+        finally:
+            copy._users -= 1
+
+    async def _copy_off_loop(self) -> Workspace:
+        """A new copy, made in a worker thread; a caller cancelled meanwhile leaves no copy
+        behind (it is removed once made)."""
+        task = asyncio.ensure_future(asyncio.to_thread(self._copy))
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            task.add_done_callback(_dispose_result)
+            raise
+
+    def _copy(self) -> Workspace:
+        root = Path(tempfile.mkdtemp(prefix=f"{self.root.name}-thread-", dir=self.root.parent))
+        try:
+            shutil.copytree(self.root, root, symlinks=True, dirs_exist_ok=True)
+        except BaseException:
+            shutil.rmtree(root, ignore_errors=True)
+            raise
+        return Workspace(root)
+
+    def _evict(self, limit: int) -> None:
+        idle = [key for key, copy in self._copies.items() if copy._users <= 0]
+        for key in idle[: max(0, len(self._copies) - limit)]:
+            self._copies.pop(key).dispose()
 
     def dispose(self) -> None:
         if not self.disposed:
             self.disposed = True
             shutil.rmtree(self.root, ignore_errors=True)
+        copies, self._copies = list(self._copies.values()), OrderedDict()
+        for copy in copies:
+            copy.dispose()
 
     def __repr__(self) -> str:
         return f"<Workspace {str(self.root)!r}{' disposed' if self.disposed else ''}>"
+
+
+def _dispose_result(task: asyncio.Future[Workspace]) -> None:
+    if not task.cancelled() and task.exception() is None:
+        task.result().dispose()
 
 
 DEFAULT_WORKSPACE_BYTES = 64 * 1024 * 1024
@@ -291,8 +388,9 @@ async def run_script(
             f"Script {script} could not start in the {sandbox.name} sandbox: {err}"
         ) from err
     if done.timed_out:
+        cut = f"its {limit:g}s timeout" if done.limit is None else f"the limit {done.limit}"
         raise SkillScriptTimeout(
-            f"Script {script} ran past its {limit:g}s timeout and was killed with every process "
+            f"Script {script} ran past {cut} and was killed with every process "
             f"it started (sandbox={done.sandbox}). Output so far:\n{done.output}"
         )
     run = ScriptRun(

@@ -24,6 +24,7 @@ exception a skill tool raises is reported by the runtime as a failed tool call.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -36,6 +37,7 @@ from plait.skills.managed.errors import (
     SkillGateDenied,
     SkillNotLoaded,
     SkillRefreshFailed,
+    SkillScriptFailed,
     render_error,
 )
 from plait.skills.managed.records import LoadedSkill
@@ -128,19 +130,31 @@ class SkillOwnedTool(Tool):
 def script_tool(record: LoadedSkill, path: str, config: ScriptConfig, name: str) -> FunctionTool:
     """The tool that runs ``path`` (``scripts/…``) of ``record`` in its workspace."""
 
-    async def run(args: list[str] | None = None, timeout_seconds: float | None = None) -> str:
-        workspace = record.workspace
-        if workspace is None or workspace.disposed:
+    async def run(
+        ctx: ToolContext, args: list[str] | None = None, timeout_seconds: float | None = None
+    ) -> str:
+        template = record.workspace
+        if template is None or template.disposed:
             raise SkillNotLoaded(f"Skill not loaded: {record.name}. Its workspace is gone.")
-        done = await run_script(
-            workspace,
-            path,
-            args or [],
-            config,
-            timeout_seconds=timeout_seconds,
-            on_start=record.track,
-            on_end=record.untrack,
-        )
+        async with contextlib.AsyncExitStack() as stack:
+            try:
+                workspace = await stack.enter_async_context(
+                    template.thread_copy(ctx.turn.thread_id, config.thread_workspaces)
+                )
+            except (OSError, RuntimeError) as err:
+                raise SkillScriptFailed(
+                    f"Script {path} could not start: copying the skill's workspace for this "
+                    f"thread failed ({type(err).__name__}: {err})."
+                ) from err
+            done = await run_script(
+                workspace,
+                path,
+                args or [],
+                config,
+                timeout_seconds=timeout_seconds,
+                on_start=record.track,
+                on_end=record.untrack,
+            )
         return done.describe()
 
     description = (
@@ -162,13 +176,28 @@ def script_tool(record: LoadedSkill, path: str, config: ScriptConfig, name: str)
     )
 
 
+_MAX_WRITE_PLACES = 5
+"""How many ``write_allow`` folders a script tool's description names (then a count)."""
+
+
 def _where(sandbox: Sandbox) -> str:
     """How a script tool's description names the sandbox (the model should know)."""
     if isinstance(sandbox, UnsandboxedRunner):
         return "UNSANDBOXED (as the agent's user)"
     if isinstance(sandbox, BubblewrapSandbox):
-        network = "no network" if sandbox.policy.network == "off" else "network on"
-        return f"in the bubblewrap sandbox (writes only in the workspace, {network})"
+        policy = sandbox.policy
+        network = "no network" if policy.network == "off" else "network on"
+        places = ["a private /tmp"] if policy.private_tmp else []
+        places += list(policy.write_allow[:_MAX_WRITE_PLACES])
+        if len(policy.write_allow) > _MAX_WRITE_PLACES:
+            places.append(f"{len(policy.write_allow) - _MAX_WRITE_PLACES} more host folders")
+        if not places:
+            writes = "writes only in the workspace"
+        elif policy.write_allow:
+            writes = f"writes in the workspace, {', '.join(places[:-1])} and {places[-1]}"
+        else:
+            writes = f"writes only in the workspace and {places[0]}"
+        return f"in the bubblewrap sandbox ({writes}, {network})"
     return f"in the {sandbox.name} sandbox"
 
 

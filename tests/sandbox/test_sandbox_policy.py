@@ -1,0 +1,135 @@
+"""The default deny list through a real ``bwrap``: every entry the agent's user can read on
+this host reads as empty inside the sandbox, root's secrets included when the agent runs as
+root, while the workspace, ``write_allow`` paths and the interpreter stay usable."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from plait.sandbox import DEFAULT_READ_DENY, BubblewrapSandbox, SandboxCommand, SandboxPolicy
+
+REPORT = """
+import json, os, sys
+seen = {}
+for path in sys.argv[1:]:
+    try:
+        seen[path] = sorted(os.listdir(path)) if os.path.isdir(path) else open(path).read()
+    except OSError as error:
+        seen[path] = type(error).__name__
+print(json.dumps(seen))
+"""
+
+PYTHON = os.path.realpath(sys.executable)
+HOME_ENTRIES = [p for p in DEFAULT_READ_DENY if p.startswith("~/")]
+
+
+def fill(home: Path) -> None:
+    """Create every ``~`` entry of the default deny list under ``home``, with content."""
+    for entry in HOME_ENTRIES:
+        path = home / entry[2:]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if entry in ("~/.ssh", "~/.gnupg", "~/.aws", "~/.kube", "~/.password-store"):
+            path.mkdir()
+            (path / "key").write_text("secret")
+        else:
+            path.write_text("secret")
+
+
+async def report(box: BubblewrapSandbox, workspace: Path, paths: list[str]) -> dict[str, object]:
+    command = SandboxCommand((sys.executable, "-c", REPORT, *paths), workspace, 30, 1_000_000)
+    run = await box.run(command)
+    assert run.exit_code == 0, run.output
+    seen: dict[str, object] = json.loads(run.output)
+    return seen
+
+
+def readable_defaults() -> list[str]:
+    """The default entries this host's agent user can read (what the sandbox must hide)."""
+    paths = [os.path.expanduser(p) for p in DEFAULT_READ_DENY]
+    return [p for p in paths if os.access(p, os.R_OK)]
+
+
+def as_empty(paths: list[str]) -> dict[str, object]:
+    return {p: ([] if os.path.isdir(p) else "") for p in paths}
+
+
+async def test_every_readable_default_entry_reads_as_empty(tmp_path: Path) -> None:
+    visible = readable_defaults()
+    python = PYTHON
+    if os.getuid() == 0:  # root's secrets: the case this list exists for (containers, CI)
+        assert {"/root", "/etc/shadow", "/etc/gshadow"} <= set(visible)
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    seen = await report(BubblewrapSandbox(), workspace, visible)
+    # empty, or gone when inside another hidden folder (~/.npmrc in /root); a folder holding
+    # the interpreter (pyenv under /root) shows only the way to it
+    for path in visible:
+        if python.startswith(path + "/"):
+            assert seen[path] == [python[len(path) + 1 :].split("/")[0]]
+        else:
+            assert seen[path] in ([], "", "FileNotFoundError"), path
+
+
+async def test_the_home_credential_stores_read_as_empty(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = tmp_path / "home"
+    fill(home)
+    (home / "notes.txt").write_text("readable")
+    monkeypatch.setenv("HOME", str(home))
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    box = BubblewrapSandbox(SandboxPolicy(private_tmp=False))  # the fake home is under /tmp
+    paths = [str(home / e[2:]) for e in HOME_ENTRIES] + [str(home / "notes.txt")]
+    seen = await report(box, workspace, paths)
+    assert seen.pop(str(home / "notes.txt")) == "readable"
+    assert seen == as_empty(paths[:-1])
+
+
+async def test_paths_bound_inside_a_hidden_folder_stay_usable_and_nothing_else_shows(
+    tmp_path: Path,
+) -> None:
+    hidden = tmp_path / "hidden"
+    (hidden / "out").mkdir(parents=True)
+    (hidden / "secret.txt").write_text("secret")
+    (hidden / "keep").mkdir()
+    (hidden / "keep" / "k.txt").write_text("secret")
+    (hidden / "out" / "private.txt").write_text("secret")
+    workspace = hidden / "ws"
+    workspace.mkdir()
+    policy = SandboxPolicy(
+        read_deny=(str(hidden), str(hidden / "out" / "private.txt"), str(hidden / "secret.txt")),
+        write_allow=(str(hidden / "out"),),
+        write_deny=(str(hidden / "keep"),),  # kept read-only: must not show through the hiding
+        private_tmp=False,
+    )
+    box = BubblewrapSandbox(policy)
+    write = "open('../out/made.txt', 'w').write('made'); open('here.txt', 'w').write('here')"
+    wrote = await box.run(SandboxCommand((sys.executable, "-c", write), workspace, 30, 10_000))
+    assert wrote.exit_code == 0, wrote.output
+    assert (hidden / "out" / "made.txt").read_text() == "made"
+    assert (workspace / "here.txt").read_text() == "here"
+    seen = await report(box, workspace, [str(hidden), str(hidden / "out" / "private.txt")])
+    assert seen == {str(hidden): ["out", "ws"], str(hidden / "out" / "private.txt"): ""}
+
+
+async def test_a_write_allow_folder_that_is_also_denied_stays_writable(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id").write_text("secret")
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    policy = SandboxPolicy(
+        read_deny=(str(home), str(home / ".ssh")), write_allow=(str(home),), private_tmp=False
+    )
+    box = BubblewrapSandbox(policy)
+    write = f"open({str(home / 'out.txt')!r}, 'w').write('made')"
+    wrote = await box.run(SandboxCommand((sys.executable, "-c", write), workspace, 30, 10_000))
+    assert wrote.exit_code == 0, wrote.output
+    seen = await report(box, workspace, [str(home / ".ssh")])
+    assert (home / "out.txt").read_text() == "made" and seen == {str(home / ".ssh"): []}
