@@ -15,6 +15,7 @@ from plait.errors import LimitExceeded, ThreadConflictError
 from plait.messages import UserMessage
 from plait.middleware.base import Middleware, Next
 from plait.middleware.context import TurnContext
+from plait.middleware.ordering import Placement
 from plait.stores.memory import MemoryThreadStore
 from plait.tools import tool
 from plait.trace import SQLiteTraceStore, TraceRecorder, run_view
@@ -153,3 +154,29 @@ async def test_a_long_turn_shows_while_it_runs(tmp_path: Path) -> None:
     view = await run_view(store, run["id"])
     assert run["status"] == "ok" and view is not None and view["model_calls"] == calls + 1
     await recorder.aclose()
+
+
+class _RefuseOutput(Middleware):
+    async def turn_output(self, ctx: TurnContext, next: Next) -> None:
+        raise ValueError("output refused by policy")
+
+
+async def test_middleware_that_fails_the_turn_output_closes_the_run_as_an_error(
+    tmp_path: Path,
+) -> None:
+    # Inside the recorder (its turn_output's next() returns with the turn aborted) and outside
+    # it (pinned outermost, after the recorder marked the run ok): either way the turn raised.
+    for middleware in ([_RefuseOutput()], []):
+        store = SQLiteTraceStore(tmp_path / f"t{len(middleware)}.sqlite3")
+        recorder = TraceRecorder(store)
+        outer = [] if middleware else [_RefuseOutputOutermost()]
+        agent = Agent(ScriptedModel(["fine"]), middleware=[*outer, recorder, *middleware])
+        with pytest.raises(Exception, match="output refused by policy"):
+            await agent.run("hi", thread_id="t")
+        run = await _only_run(recorder, store)
+        assert run["status"] == "error" and "output refused by policy" in run["error"]
+        await recorder.aclose()
+
+
+class _RefuseOutputOutermost(_RefuseOutput):
+    placement = Placement(position="outermost")

@@ -20,6 +20,7 @@ from plait.stores.postgres import PostgresThreadStore
 from plait.tools import tool
 from plait.trace import SQLiteTraceStore, TraceRecorder, TraceStoreError, create_app
 from plait.trace.postgres import PostgresTraceStore
+from plait.trace.server import allowed_hosts
 from plait.trace.store import RequestRow, TraceBatch, TraceStore
 
 
@@ -196,7 +197,9 @@ async def test_the_page_api_answers_the_same_from_sqlite_and_postgres(tmp_path: 
         for store in (lite, pg):
             app = create_app(store)
             transport = httpx.ASGITransport(app=app)
-            async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+            async with httpx.AsyncClient(
+                transport=transport, base_url="http://127.0.0.1:7600"
+            ) as client:
                 got = {"runs": (await client.get("/api/runs")).json()}
                 for run in got["runs"]:
                     view = (await client.get(f"/api/runs/{run['id']}")).json()
@@ -217,8 +220,54 @@ async def test_the_page_api_says_what_to_do_when_the_store_cannot_be_read() -> N
     async with fresh_schema(postgres_url()) as schema:
         store = PostgresTraceStore(postgres_url(), schema=schema)  # setup() never ran
         transport = httpx.ASGITransport(app=create_app(store))
-        async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+        async with httpx.AsyncClient(
+            transport=transport, base_url="http://127.0.0.1:7600"
+        ) as client:
             response = await client.get("/api/runs")
         assert response.status_code == 503
         assert "plait db upgrade" in response.json()["error"]
         await store.aclose()
+
+
+async def test_a_nul_or_lone_surrogate_in_a_turn_never_loses_its_trace(store: TraceStore) -> None:
+    # Postgres text cannot hold NUL, UTF-8 cannot hold a lone surrogate: a tool output, an input
+    # or an answer holding either must still be recorded (readably), with no write error.
+    recorder = TraceRecorder(store)
+    odd = "a\x00b\ud800c" + "z" * 3_000
+    agent = Agent(
+        ScriptedModel([ToolCall("c1", "echo", {"text": odd}), "done\x00\udfff"]),
+        tools=[echo],
+        middleware=[recorder],
+    )
+    await agent.run("in\x00put\ud83d", thread_id="t")
+    await recorder.drain()
+    assert recorder.write_error is None
+    (run,) = await store.runs()
+    # (the runtime already made the input and answer's surrogates U+FFFD: NUL is left here)
+    assert run["input"] == "in\\x00put\ufffd" and run["output"] == "done\\x00\ufffd"
+    found = await store.run(run["id"])
+    assert found is not None
+    (tool_span,) = [s for s in found[1] if s["kind"] == "tool"]
+    assert await store.blob(tool_span["data"]["full"]) == "a\\x00b\ufffdc" + "z" * 3_000
+    # A batch written directly (a system prompt's blob is not made storable upstream).
+    await store.write(TraceBatch(blobs={"h": "x\ud800\x00"}))
+    assert await store.blob("h") == "x\\ud800\\x00"
+
+
+async def test_the_page_refuses_a_foreign_host_name(tmp_path: Path) -> None:
+    # DNS rebinding: a page at evil.example whose name now resolves to 127.0.0.1 sends its own
+    # Host; the app answers only the loopback names unless told to serve the network.
+    store = SQLiteTraceStore(tmp_path / "traces.sqlite3")
+    transport = httpx.ASGITransport(app=create_app(store))
+    async with httpx.AsyncClient(transport=transport, base_url="http://evil.example") as client:
+        assert (await client.get("/api/runs")).status_code == 400
+        for host in ("127.0.0.1:7600", "localhost:7600"):
+            response = await client.get("/api/runs", headers={"host": host})
+            assert response.status_code == 200 and response.json() == []
+    assert allowed_hosts("127.0.0.1") == ["127.0.0.1", "localhost"]
+    assert allowed_hosts("127.0.0.2") == ["127.0.0.1", "localhost", "127.0.0.2"]
+    assert allowed_hosts("0.0.0.0") == ["*"] and allowed_hosts("192.168.1.5") == ["*"]
+    exposed = httpx.ASGITransport(app=create_app(store, hosts=allowed_hosts("0.0.0.0")))
+    async with httpx.AsyncClient(transport=exposed, base_url="http://box.lan") as client:
+        assert (await client.get("/api/runs")).status_code == 200
+    await store.aclose()

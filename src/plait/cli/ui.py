@@ -97,14 +97,14 @@ def ui(
         _refuse_non_sqlite(traces)
     try:
         from plait.trace import SQLiteTraceStore, create_app, serve
-        from plait.trace.server import free_port
+        from plait.trace.server import allowed_hosts, free_port
 
         postgres = traces is None and is_postgres_url(store_target(store))
         path = traces or trace_path(store)
         if not postgres and not path.exists():
             fail(f"No traces at {path} yet: run 'plait demo' or 'plait run ...' first.", 2)
         trace_store = open_trace_store(store) if postgres else SQLiteTraceStore(path)
-        app = create_app(trace_store, prices=_prices())
+        app = create_app(trace_store, prices=_prices(), hosts=allowed_hosts(host))
     except ImportError as exc:  # pragma: no cover - the ui extra is in dev
         fail(f"plait ui needs its extra: pip install 'plait[ui]' ({exc})", 2)
     port = port or free_port(host)

@@ -32,6 +32,7 @@ from plait.trace.store import (
     request_row,
     run_dict,
     span_dict,
+    storable_batch,
 )
 
 if TYPE_CHECKING:
@@ -112,6 +113,7 @@ class PostgresTraceStore:
         """Write ``batch`` in one transaction (runs and spans upsert by id)."""
         if not batch:
             return
+        batch = storable_batch(batch)
 
         async def insert(conn: AsyncConnection[Any]) -> None:
             async with conn.cursor() as cur:

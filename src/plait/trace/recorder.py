@@ -40,7 +40,9 @@ turn itself while it runs, else by the next turn (writes land after their turn),
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import dataclasses
+import itertools
 import json
 import time
 from collections.abc import Sequence
@@ -61,7 +63,7 @@ from plait.middleware.context import DispatchContext, Event, TurnContext
 from plait.models.base import ModelRequest, ModelResponse
 from plait.runtime.events import ErrorOccurred, ToolCallFinished
 from plait.trace.requests import RequestDeltas, TurnMessages, digest, persistable
-from plait.trace.store import TraceBatch, TraceStore
+from plait.trace.store import TraceBatch, TraceStore, TraceStoreError
 
 __all__ = [
     "CLOSE_TIMEOUT",
@@ -112,22 +114,36 @@ MAX_PENDING_WRITES = 64
 
 _FIELD_CHARS = 500
 _FIELD_ITEMS = 50
+_FIELD_TOTAL = 200
+_FIELD_DEPTH = 6
 
 
 def _field(value: Any) -> Any:
-    """A bounded JSON-ready copy of one event field."""
+    """A bounded JSON-ready copy of one event field or tool call's arguments: strings clipped
+    to 500 characters, at most 50 items of each list or dict and 200 in all (nested ones count:
+    a 50 x 50 x 50 nesting does not become 125,000 rows), nesting below 6 levels and what is
+    past the budget shown as its type and size."""
+    return _bounded(value, [_FIELD_TOTAL], 0)
+
+
+def _bounded(value: Any, budget: list[int], depth: int) -> Any:
     if value is None or isinstance(value, bool | int | float):
         return value
     if isinstance(value, str):
         return clipped(value, _FIELD_CHARS)
     if isinstance(value, BaseException):
         return clipped(f"{type(value).__name__}: {value}", _FIELD_CHARS)
-    if isinstance(value, list | tuple | set | frozenset):
-        return [_field(v) for v in list(value)[:_FIELD_ITEMS]]
-    if isinstance(value, dict):
-        return {str(k): _field(v) for k, v in list(value.items())[:_FIELD_ITEMS]}
     if isinstance(value, ToolCall):
         return {"id": value.id, "name": value.name}
+    if isinstance(value, list | tuple | set | frozenset | dict):
+        if depth >= _FIELD_DEPTH or budget[0] <= 0:
+            return f"<{type(value).__name__} of {len(value)} items>"
+        items = value.items() if isinstance(value, dict) else value
+        kept = list(itertools.islice(items, min(_FIELD_ITEMS, budget[0])))
+        budget[0] -= len(kept)
+        if isinstance(value, dict):
+            return {str(k): _bounded(v, budget, depth + 1) for k, v in kept}
+        return [_bounded(v, budget, depth + 1) for v in kept]
     return clipped(repr(value), _FIELD_CHARS)
 
 
@@ -180,6 +196,9 @@ class TraceRecorder(Middleware):
         self._deltas = RequestDeltas(store)
         self._queue: list[tuple[TurnContext, _RunTrace, TraceBatch]] = []
         self._writer: asyncio.Future[None] | None = None
+        self._queued = 0  # batches queued so far
+        self._written = 0  # batches whose write ended (landed or failed)
+        self._round: asyncio.Future[None] | None = None  # done when a write ends (for drain)
         self._unreported: PlaitError | None = None
         self.write_error: PlaitError | None = None
         """The last error writing the trace (``None`` if every write succeeded)."""
@@ -193,10 +212,22 @@ class TraceRecorder(Middleware):
         await self.store.aclose()
 
     async def drain(self) -> None:
-        """Wait up to :data:`CLOSE_TIMEOUT` seconds for the writes still in flight (a failed or
-        cancelled turn's trace is written in the background: the turn cannot wait for it)."""
-        if self._writer is not None and not self._writer.done():
-            await asyncio.wait([self._writer], timeout=CLOSE_TIMEOUT)
+        """Wait up to :data:`CLOSE_TIMEOUT` seconds until every batch queued before this call is
+        written (a failed or cancelled turn's trace is written in the background: the turn
+        cannot wait for it). Batches queued meanwhile (other turns still running) are not waited
+        for; returns early if the writer stopped (its loop was cancelled)."""
+        target = self._queued
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + CLOSE_TIMEOUT
+        while self._written < target and self._writer is not None and not self._writer.done():
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return
+            if self._round is None or self._round.done():
+                self._round = loop.create_future()
+            await asyncio.wait(
+                [self._round, self._writer], timeout=remaining, return_when=asyncio.FIRST_COMPLETED
+            )
 
     def _trace(self, ctx: TurnContext) -> _RunTrace | None:
         found = ctx.scratch.get(self)
@@ -233,8 +264,8 @@ class TraceRecorder(Middleware):
         a store error, an abort, a cancellation) closes its run with that error, written in the
         background (:meth:`drain`)."""
         trace.ended = True
-        if error is None or trace.run["status"] == "ok":
-            return
+        if error is None:
+            return  # closed ``ok`` by turn_output (a run marked ok whose turn then failed is not)
         cancelled = not isinstance(error, Exception)
         trace.run.update(
             status="cancelled" if cancelled else "error",
@@ -412,8 +443,8 @@ class TraceRecorder(Middleware):
     async def turn_output(self, ctx: TurnContext, next: Next) -> None:
         await next()
         trace = self._trace(ctx)
-        if trace is None:
-            return
+        if trace is None or ctx.aborted:
+            return  # the turn fails: the finalizer closes the run with its error
         answer = next_answer(ctx.messages)
         trace.run.update(status="ok", finished=time.time(), output=clipped(answer, 4_000))
         if not trace.batch.runs:
@@ -429,8 +460,13 @@ class TraceRecorder(Middleware):
         if not batch:
             return
         self._queue.append((turn, trace, batch))
+        self._queued += 1
         if self._writer is None or self._writer.done():
-            self._writer = asyncio.ensure_future(self._write_queued())
+            # An empty context: the writer outlives this turn and writes other turns' rows, so
+            # it must not carry this turn's current span (a database span would be filed under
+            # it) nor its retry listener (which holds the turn's context alive).
+            loop = asyncio.get_running_loop()
+            self._writer = loop.create_task(self._write_queued(), context=contextvars.Context())
 
     async def _write_queued(self) -> None:
         """Write the queue until it is empty, everything queued so far in one transaction."""
@@ -441,10 +477,14 @@ class TraceRecorder(Middleware):
                 merged.extend(batch)
             try:
                 await self.store.write(merged)
-            except PlaitError as exc:
-                self.write_error = exc
+            except Exception as exc:
+                error = exc if isinstance(exc, PlaitError) else _unexpected(exc)
+                self.write_error = error
                 for turn, trace, _ in queued:
-                    self._report(turn, trace, exc)
+                    self._report(turn, trace, error)
+            self._written += len(queued)
+            if self._round is not None and not self._round.done():
+                self._round.set_result(None)
 
     def _report(self, turn: TurnContext, trace: _RunTrace, error: PlaitError) -> None:
         """One ``ErrorOccurred(where="trace")`` per turn: by the turn while it runs, else by the
@@ -456,6 +496,17 @@ class TraceRecorder(Middleware):
             self._unreported = error
         else:
             turn.emit(ErrorOccurred(error=error, where="trace"))
+
+
+def _unexpected(error: Exception) -> TraceStoreError:
+    """A trace store's failure that is not a ``PlaitError`` (a bug in a custom store), reported
+    like one rather than ending the writer with the batches it held."""
+    trace_error = TraceStoreError(
+        f"The trace store's write failed with {type(error).__name__}: {clipped(str(error), 500)}; "
+        "these turns' traces were not written. A TraceStore should raise TraceStoreError."
+    )
+    trace_error.__cause__ = error
+    return trace_error
 
 
 def _response_data(response: ModelResponse, model: Any, max_chars: int) -> dict[str, Any]:

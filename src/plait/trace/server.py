@@ -15,13 +15,17 @@ route                                 answers
 ``GET /api/prices``                   the default price table (USD per million tokens)
 ====================================  ===================================================
 
-Unknown ids answer 404 with a JSON ``{"error": ...}`` saying what to do.
+Unknown ids answer 404 with a JSON ``{"error": ...}`` saying what to do. A request whose
+``Host`` is not one of the app's ``allowed_hosts`` (by default the loopback names,
+:data:`LOCAL_HOSTS`) answers 400: a web page the user visits cannot read the traces through DNS
+rebinding (a name of its own resolving to 127.0.0.1).
 """
 
 from __future__ import annotations
 
+import ipaddress
 import socket
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
@@ -34,13 +38,24 @@ if TYPE_CHECKING:
     from starlette.requests import Request
     from starlette.responses import Response
 
-__all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "create_app", "free_port", "serve"]
+__all__ = [
+    "DEFAULT_HOST",
+    "DEFAULT_PORT",
+    "LOCAL_HOSTS",
+    "allowed_hosts",
+    "create_app",
+    "free_port",
+    "serve",
+]
 
 DEFAULT_HOST = "127.0.0.1"
 """``plait ui`` binds here unless told otherwise: the page is for this machine only."""
 
 DEFAULT_PORT = 7600
 """``plait ui``'s default port."""
+
+LOCAL_HOSTS = ("127.0.0.1", "localhost")
+"""The ``Host`` names the page answers by default (the page itself uses relative URLs)."""
 
 MAX_QUERY_CHARS = 200
 """Longest search text accepted by ``/api/runs`` (longer ones are cut)."""
@@ -61,15 +76,34 @@ def page_html() -> str:
     return resources.files("plait.trace").joinpath("page.html").read_text(encoding="utf-8")
 
 
+def allowed_hosts(host: str) -> list[str]:
+    """The ``Host`` names to accept when serving on ``host``: the loopback names (and ``host``
+    itself) for a loopback address, any for another address (the user chose to expose the
+    page to the network: ``plait ui --host 0.0.0.0``)."""
+    try:
+        loopback = ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = host == "localhost"
+    if not loopback:
+        return ["*"]
+    return list(LOCAL_HOSTS) if host in LOCAL_HOSTS else [*LOCAL_HOSTS, host]
+
+
 def create_app(
-    store: TraceStore, *, prices: Mapping[str, Mapping[str, float]] | None = None
+    store: TraceStore,
+    *,
+    prices: Mapping[str, Mapping[str, float]] | None = None,
+    hosts: Sequence[str] = LOCAL_HOSTS,
 ) -> Starlette:
     """The ASGI app serving ``store``. ``prices`` is the default price table the page starts
     from (model name to ``{"input", "output", "cache_read", "cache_write"}`` in USD per million
     tokens); the user edits it in the page (kept in the browser's local storage). A store that
     cannot be read (Postgres down, migrations not run) answers 503 with its error's message,
-    which the page shows."""
+    which the page shows. ``hosts`` are the ``Host`` names answered (``"*"``: any; see
+    :func:`allowed_hosts`); any other answers 400."""
     applications = _starlette()
+    from starlette.middleware import Middleware
+    from starlette.middleware.trustedhost import TrustedHostMiddleware
     from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse
     from starlette.routing import Route
 
@@ -109,6 +143,7 @@ def create_app(
 
     app: Starlette = applications.Starlette(
         exception_handlers={TraceStoreError: store_failed},
+        middleware=[Middleware(TrustedHostMiddleware, allowed_hosts=list(hosts))],
         routes=[
             Route("/", index),
             Route("/api/runs", runs),

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -42,6 +43,7 @@ __all__ = [
     "TraceBatch",
     "TraceStore",
     "TraceStoreError",
+    "storable_batch",
 ]
 
 CHECKPOINT_EVERY = 50
@@ -120,6 +122,31 @@ class TraceBatch:
         self.blobs.update(later.blobs)
 
 
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
+def _storable(text: str | None) -> str | None:
+    if text is None or _UNSTORABLE.search(text) is None:
+        return text
+    return _UNSTORABLE.sub(lambda found: repr(found.group())[1:-1], text)
+
+
+def storable_batch(batch: TraceBatch) -> TraceBatch:
+    """``batch`` with every NUL and surrogate code point in a run's texts, a message body or a
+    blob written as its escape (``\\x00``, ``\\ud800``): Postgres text cannot hold NUL and
+    UTF-8 cannot encode a surrogate, and one such character would fail the whole transaction,
+    losing every turn's rows merged into it. ``batch`` itself when there is nothing to escape
+    (the common case; span data is JSON, already escaped)."""
+    runs = [
+        {k: _storable(v) if isinstance(v, str) else v for k, v in run.items()} for run in batch.runs
+    ]
+    messages = [(*m[:5], _storable(m[5])) for m in batch.messages]
+    blobs = {digest: str(_storable(text)) for digest, text in batch.blobs.items()}
+    if runs == batch.runs and messages == batch.messages and blobs == batch.blobs:
+        return batch
+    return TraceBatch(runs, batch.spans, batch.requests, messages, blobs)
+
+
 class TraceStore(Protocol):
     """Where a :class:`~plait.trace.TraceRecorder` writes and the page reads (SQLite, Postgres).
 
@@ -179,7 +206,8 @@ class SQLiteTraceStore:
     async def write(self, batch: TraceBatch) -> None:
         """Write ``batch`` in one transaction (runs and spans are upserted by id)."""
         if batch:
-            await self._file.write(lambda conn: _write(conn, batch))
+            rows = storable_batch(batch)
+            await self._file.write(lambda conn: _write(conn, rows))
 
     async def aclose(self) -> None:
         """Close the connection (the next call opens it again)."""

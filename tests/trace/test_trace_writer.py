@@ -1,0 +1,153 @@
+"""The recorder's background writer: ``drain`` waits for what was recorded before it was called
+(not for turns that keep coming), and a store that fails with an unexpected exception is reported
+like a :class:`~plait.trace.TraceStoreError`, never lost silently."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import Tracer
+
+from plait import Agent, ScriptedModel, ToolCall
+from plait.models.retrying import retry_listener
+from plait.runtime.events import ErrorOccurred
+from plait.telemetry import GenAITelemetry
+from plait.tools import tool
+from plait.trace import SQLiteTraceStore, TraceRecorder, TraceStoreError
+from plait.trace.store import TraceBatch
+
+
+class GatedStore(SQLiteTraceStore):
+    """A real SQLite trace store whose writes each wait for the next gate in ``gates`` (a write
+    with no gate left goes straight through); ``writing`` is set once a write waits."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.gates: list[asyncio.Event] = []
+        self.writing = asyncio.Event()
+
+    async def write(self, batch: TraceBatch) -> None:
+        if self.gates:
+            gate = self.gates.pop(0)
+            self.writing.set()
+            await gate.wait()
+        await super().write(batch)
+
+
+async def test_drain_waits_for_earlier_writes_only(tmp_path: Path) -> None:
+    store = GatedStore(tmp_path / "traces.sqlite3")
+    first, second = asyncio.Event(), asyncio.Event()
+    store.gates += [first, second]
+    recorder = TraceRecorder(store)
+    agent = Agent(ScriptedModel(["one", "two"]), middleware=[recorder])
+    await agent.run("a", thread_id="t1")
+    await store.writing.wait()  # the first turn's write is under way, held at its gate
+    drained = asyncio.ensure_future(recorder.drain())
+    await asyncio.sleep(0)
+    await agent.run("b", thread_id="t2")  # queued after drain() was called: held at the second
+    first.set()
+    # drain() returns once the first turn's trace landed, though the writer still holds the
+    # second turn's batch (before, it waited for the writer to run dry: up to CLOSE_TIMEOUT).
+    await asyncio.wait_for(drained, timeout=10)
+    assert [r["input"] for r in await store.runs()] == ["a"]
+    second.set()
+    await recorder.aclose()
+    assert [r["input"] for r in await store.runs()] == ["b", "a"]
+
+
+class BrokenStore(SQLiteTraceStore):
+    """A trace store whose writes fail with an exception that is not a ``PlaitError``."""
+
+    async def write(self, batch: TraceBatch) -> None:
+        raise RuntimeError("disk on fire")
+
+
+async def test_an_unexpected_store_failure_is_reported_not_lost(tmp_path: Path) -> None:
+    recorder = TraceRecorder(BrokenStore(tmp_path / "traces.sqlite3"), background=False)
+    agent = Agent(ScriptedModel(["one"]), middleware=[recorder])
+    result = await agent.run("a", thread_id="t")
+    assert result.output == "one"
+    errors = [e for e in result.events if isinstance(e, ErrorOccurred) and e.where == "trace"]
+    assert len(errors) == 1 and isinstance(errors[0].error, TraceStoreError)
+    assert "RuntimeError: disk on fire" in str(errors[0].error)
+    assert recorder.write_error is errors[0].error
+    await recorder.aclose()
+
+
+class SpanningStore(SQLiteTraceStore):
+    """A SQLite trace store whose writes open a span under the current one, as an instrumented
+    database driver does, and note the retry listener they run with."""
+
+    def __init__(self, path: Path, tracer: Tracer) -> None:
+        super().__init__(path)
+        self.tracer = tracer
+        self.listeners: list[object] = []
+
+    async def write(self, batch: TraceBatch) -> None:
+        self.listeners.append(retry_listener.get())
+        with self.tracer.start_as_current_span("db write"):
+            await super().write(batch)
+
+
+async def test_the_writer_does_not_run_in_the_context_of_the_turn_that_started_it(
+    tmp_path: Path,
+) -> None:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    store = SpanningStore(tmp_path / "traces.sqlite3", provider.get_tracer("db"))
+    recorder = TraceRecorder(store)
+    agent = Agent(
+        ScriptedModel(["one", "two"]),
+        middleware=[GenAITelemetry(tracer_provider=provider), recorder],
+    )
+    await agent.run("a", thread_id="t1")
+    await agent.run("b", thread_id="t2")
+    await recorder.aclose()
+    writes = [s for s in exporter.get_finished_spans() if s.name == "db write"]
+    # Each a root span: not a child of whichever turn's invoke_agent span started the writer,
+    # and no turn's retry listener (a closure over that turn's context) kept alive by it.
+    assert len(writes) == 2 and [w.parent for w in writes] == [None, None]
+    assert store.listeners == [None, None]
+    provider.shutdown()
+
+
+async def test_nested_tool_arguments_are_recorded_within_a_bound(tmp_path: Path) -> None:
+    # 50 x 50 x 50 strings (125,000) and a 30-deep nesting: the span keeps a bounded copy.
+    wide = [[["x" * 600] * 50] * 50] * 50
+    deep: object = "bottom"
+    for _ in range(30):
+        deep = [deep]
+    store = SQLiteTraceStore(tmp_path / "traces.sqlite3")
+    recorder = TraceRecorder(store)
+    agent = Agent(
+        ScriptedModel([ToolCall("c1", "take", {"deep": deep, "wide": wide}), "done"]),
+        tools=[take],
+        middleware=[recorder],
+    )
+    await agent.run("a", thread_id="t")
+    await recorder.aclose()
+    (run,) = await store.runs()
+    found = await store.run(run["id"])
+    assert found is not None
+    (span,) = [s for s in found[1] if s["kind"] == "tool"]
+    args = span["data"]["args"]
+    text = json.dumps(args)
+    assert 0 < text.count('"' + "x" * 500) <= 200 and len(text) < 200 * 600
+    assert args["wide"][0][0][0].startswith("x" * 500) and len(args["wide"][0][0]) == 50
+    level = args["deep"]
+    for _ in range(5):
+        level = level[0]
+    assert level == "<list of 1 items>"
+
+
+@tool
+def take(wide: list[Any], deep: list[Any]) -> str:
+    """Take nested arguments."""
+    return "ok"
