@@ -107,6 +107,18 @@ def test_a_copied_history_has_its_own_views() -> None:
         history[0] = A
 
 
+def test_a_copied_or_pickled_view_keeps_the_snapshot_when_the_history_changes() -> None:
+    history = History([A, B])
+    view = history.view([C])
+    history.append(D)
+    copies = (copy.copy(view), copy.deepcopy(view), pickle.loads(pickle.dumps(view)))
+    history[0] = X
+    del history[1]
+    for copied in copies:
+        assert [m.id for m in copied] == ["a", "b", "c"]
+        assert len(copied) == 3 and copied[-1].id == "c"
+
+
 def test_a_plain_list_is_copied_not_viewed() -> None:
     plain: list[Message] = [A]
     messages = request_messages(plain, [B])

@@ -18,9 +18,10 @@ messages as they were, so the change never shows through a view. Replacing the w
 A view is a read-only ``Sequence``: ``len``, indexing (slices give a new ``list``), iteration
 (over a copy taken when iteration starts), ``reversed`` (lazy, for scans from the end that stop
 early), ``in``, ``index``, ``count``, and ``==`` with any sequence of the same messages (a
-``list`` included). Middleware that wants a different request builds a new sequence
-(``request.replace(messages=[...])``), as it did with lists. Views are shallow: the messages are
-the turn's own objects, as they were in the copied lists.
+``list`` included). ``copy.copy`` of a view is the view itself; ``deepcopy`` and pickling give
+a view of the messages it shows (the tail included). Middleware that wants a different request
+builds a new sequence (``request.replace(messages=[...])``), as it did with lists. Views are
+shallow: the messages are the turn's own objects, as they were in the copied lists.
 """
 
 from __future__ import annotations
@@ -90,6 +91,16 @@ class HistoryView(Sequence[Message]):
         return NotImplemented
 
     __hash__ = None  # type: ignore[assignment]
+
+    def __copy__(self) -> HistoryView:
+        # The history detaches this view (not a slot-for-slot copy of it) before a change in
+        # place, so a copy must be this very view to stay what it was.
+        return self
+
+    def __reduce__(self) -> tuple[type[HistoryView], tuple[list[Message], int]]:
+        # Pickled (and deep-copied) as the messages it shows, not as the live history.
+        items = self._copy()
+        return HistoryView, (items, len(items))
 
     def __repr__(self) -> str:
         return f"HistoryView({self._copy()!r})"
