@@ -19,6 +19,7 @@ from plait.messages import UserMessage
 from plait.models import FunctionModel
 from plait.models.anthropic import AnthropicModel
 from plait.models.base import ModelRequest
+from plait.models.language_model import LanguageModelMiddleware, wrap_model
 from plait.models.openai import OpenAIChatModel
 from plait.models.retrying import Backoff
 from plait.models.timeouts import DEFAULT_MODEL_TIMEOUT, ModelTimeouts
@@ -213,6 +214,21 @@ async def test_an_adapter_keeps_its_own_deadline_and_is_not_timed_twice(
 ) -> None:
     server.stall()
     agent = Agent(openai_model(server, ModelTimeouts(total=0.4)), limits=Limits(model_timeout=0.05))
+    with pytest.raises(ModelTimeoutError, match=r"0.4 s deadline .*ModelTimeouts\(total"):
+        await agent.run("Are you there?")
+    await agent.model.aclose()
+
+
+async def test_an_adapter_seen_through_language_model_middleware_is_not_timed_twice(
+    server: WireServer,
+) -> None:
+    # Regression: wrap_model's WrappedModel hid the adapter's ModelTimeouts, so the agent's
+    # model_timeout cut the call short and blamed Limits(model_timeout=...).
+    server.stall()
+    adapter = openai_model(server, ModelTimeouts(total=0.4))
+    wrapped = wrap_model(adapter, LanguageModelMiddleware(), LanguageModelMiddleware())
+    assert wrapped.timeouts is adapter.timeouts  # type: ignore[attr-defined]
+    agent = Agent(wrapped, limits=Limits(model_timeout=0.05))
     with pytest.raises(ModelTimeoutError, match=r"0.4 s deadline .*ModelTimeouts\(total"):
         await agent.run("Are you there?")
     await agent.model.aclose()

@@ -52,6 +52,13 @@ class WrappedModel:
     def name(self) -> str:
         return self.inner.name
 
+    @property
+    def timeouts(self) -> object:
+        """The wrapped model's own deadline (``ModelTimeouts`` for the adapters), else ``None``:
+        the agent then does not time the call a second time (see
+        :func:`~plait.models.timeouts.agent_deadline`)."""
+        return getattr(self.inner, "timeouts", None)
+
     async def generate(self, request: ModelRequest) -> ModelResponse:
         request = await self.middleware.transform_params(request, "generate")
 
