@@ -58,6 +58,7 @@ EDITS: dict[str, Callable[[History], object]] = {
     "sort": lambda h: h.sort(key=lambda m: m.id, reverse=True),
     "reverse": lambda h: h.reverse(),
     "imul": lambda h: h.__imul__(0),
+    "init again": lambda h: h.__init__([X]),  # type: ignore[misc]
 }
 
 

@@ -10,8 +10,10 @@ after it was built (events keep each one), whatever middleware later does to the
 extra messages after them (the turn's ephemeral projections), without copying. Appending to the
 history leaves earlier views as they were (they know their length). Any other change in place
 (``history[i] = m``, ``del``, ``insert``, ``pop``, ``remove``, ``clear``, ``sort``,
-``reverse``, slice assignment, ``*=``) first hands every outstanding view one shared copy of the
-messages as they were, so the change never shows through a view. Replacing the whole list
+``reverse``, slice assignment, ``*=``, ``__init__`` called again) first hands every
+outstanding view one shared copy of the messages as they were, so the change never shows
+through a view. (C code that writes a list's items directly, such as ``heapq`` on a
+history, bypasses this; plait does not do that.) Replacing the whole list
 (``ctx.messages = [...]``) is fine too: the runtime then copies, as before. A copy of a history
 (``copy.copy``, ``deepcopy``, pickling) is a new ``History`` with no views.
 
@@ -112,6 +114,8 @@ class History(list[Message]):
     __slots__ = ("_views",)
 
     def __init__(self, messages: Iterable[Message] = ()) -> None:
+        if hasattr(self, "_views"):  # ``__init__`` called again: it replaces the contents
+            self._detach()
         super().__init__(messages)
         self._views: list[HistoryView] = []
 
