@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Awaitable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +18,7 @@ from plait.errors import ConfigurationError, ModelTimeoutError, ProviderError
 from plait.messages import UserMessage
 from plait.models import FunctionModel
 from plait.models.anthropic import AnthropicModel
-from plait.models.base import ModelRequest
+from plait.models.base import ModelRequest, ModelResponse, StreamEvent
 from plait.models.language_model import LanguageModelMiddleware, wrap_model
 from plait.models.openai import OpenAIChatModel
 from plait.models.retrying import Backoff
@@ -207,6 +207,30 @@ async def test_a_users_own_model_is_bounded_by_the_agents_model_timeout(streamin
         else:
             await agent.run("Are you there?", thread_id="t")
     assert [m.text for m in (await store.load("t")).messages] == ["Are you there?"]
+
+
+class FutureModel:
+    """A model whose ``generate`` is a plain function handing back a future (work started
+    elsewhere, e.g. ``loop.run_in_executor``), not a coroutine; this one never resolves."""
+
+    name = "future"
+
+    def generate(self, request: ModelRequest) -> Awaitable[ModelResponse]:
+        return asyncio.get_running_loop().create_future()
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        raise NotImplementedError
+
+    async def aclose(self) -> None:
+        """Nothing to release."""
+
+
+async def test_a_model_call_that_is_an_awaitable_but_not_a_coroutine_is_bounded_too() -> None:
+    # Regression: agent_deadline awaited a non-coroutine awaitable without any deadline.
+    agent = Agent(FutureModel(), limits=Limits(model_timeout=0.2))  # type: ignore[arg-type]
+    async with asyncio.timeout(10):  # a hang (the bug) fails here instead of blocking the run
+        with pytest.raises(ModelTimeoutError, match=r"'future' .* 0.2 s deadline .*Limits"):
+            await agent.run("Are you there?")
 
 
 async def test_an_adapter_keeps_its_own_deadline_and_is_not_timed_twice(

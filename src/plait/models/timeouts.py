@@ -120,23 +120,26 @@ def agent_deadline(handler: ModelHandler, model: object, seconds: float) -> Mode
     ``handler`` itself when ``seconds`` is ``math.inf`` or when ``model`` keeps its own
     deadline (a ``timeouts`` attribute holding :class:`ModelTimeouts`), so the adapters are not
     timed twice. A call that completes without suspending (a scripted model) never needs a
-    timer and gets none. A ``TimeoutError`` the call raises itself passes unchanged.
+    timer and gets none; a call that returns an awaitable other than a coroutine (a future) is
+    bounded all the same. A ``TimeoutError`` the call raises itself passes unchanged.
     """
     if seconds == float("inf") or isinstance(getattr(model, "timeouts", None), ModelTimeouts):
         return handler
 
     async def bounded(request: ModelRequest) -> ModelResponse:
         running = handler(request)
-        if not isinstance(running, Coroutine):
-            return await running
-        try:
-            first = running.send(None)
-        except StopIteration as done:
-            return cast("ModelResponse", done.value)
+        waiting: Awaitable[ModelResponse] = running
+        if isinstance(running, Coroutine):
+            try:
+                first = running.send(None)
+            except StopIteration as done:
+                return cast("ModelResponse", done.value)
+            waiting = Resumed(running, first)
+        # (Any other awaitable, e.g. a future from run_in_executor, is bounded from the start.)
         scope = asyncio.timeout(seconds)
         try:
             async with scope:
-                return cast("ModelResponse", await Resumed(running, first))
+                return await waiting
         except TimeoutError:
             if not scope.expired():
                 raise
