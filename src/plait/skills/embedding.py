@@ -16,7 +16,8 @@ skills_embeddings.py`` wires a sentence-transformers model.
   ignored (the size shows at the first ``embed`` call); so is one holding more than
   ``max_cache_vectors`` rows or 16,384 columns (checked from its array headers before reading),
   non-finite values, or anything unreadable (empty, cut short): it is rewritten (only a
-  cache). At most ``max_cache_vectors`` vectors are kept: the ones of skills no longer indexed go first.
+  cache). At most ``max_cache_vectors`` vectors are kept: the ones of skills no longer indexed
+  go first.
 * **Query**: the query's first ``max_query_chars`` characters are embedded (one ``embed`` call
   per :meth:`~EmbeddingRanker.rank`), compared by cosine with every skill, and the best ``depth``
   of that order and of the lexical ranker's are fused: each skill scores

@@ -113,8 +113,9 @@ class SkillsMiddleware(Middleware):
     before each turn's first model call, a number of seconds before any model call once that
     long has passed since the thread's last load. A new thread (or one this process forgot)
     is served the current catalog and never waits for a folder walk (only the very first load
-    does): when the catalog is ``refresh_interval`` seconds old or more, it also starts one
-    refresh in the background, shared by every thread (at most one runs at a time; it is
+    does, and the first after a background refresh its event loop ended before it finished, as
+    with ``run_sync``): when the catalog is ``refresh_interval`` seconds old or more, it also
+    starts one refresh in the background, shared by every thread (at most one runs at a time; it is
     bounded by each source's own scan limits; what a source reports lands as diagnostics, and
     an unexpected error is logged on the ``plait.skills`` logger and kept in
     :attr:`refresh_error`). ``refresh_interval=0`` instead refreshes before every new thread's
@@ -325,18 +326,30 @@ class SkillsMiddleware(Middleware):
         return time.monotonic() - thread.loaded_at >= every
 
     async def _refresh(self, force: bool) -> None:
-        """Refresh the catalog now when ``force``d, on the first load, or with
-        ``refresh_interval=0``; otherwise start a background refresh when the catalog is
-        ``refresh_interval`` seconds old and return at once. Callers share one refresh."""
-        if not force and self.catalog.loaded and self.refresh_interval > 0:
+        """Refresh the catalog now when ``force``d, on the first load, with
+        ``refresh_interval=0``, or when the last background refresh never finished (its event
+        loop ended first, as after each ``run_sync``); otherwise start a background refresh when
+        the catalog is ``refresh_interval`` seconds old and return at once. Callers share one
+        refresh."""
+        if not force and self._serve_current():
             if time.monotonic() - self._refreshed_at >= self.refresh_interval:
                 self._revalidate()
             return
         async with self._refresh_lock:
-            if not force and self.catalog.loaded and self.refresh_interval > 0:
-                return  # another caller's first load finished while this one waited
+            if not force and self._serve_current():
+                return  # another caller's refresh finished while this one waited
             await self.catalog.refresh()
             self._refreshed_at = time.monotonic()
+            self._background = None
+
+    def _serve_current(self) -> bool:
+        """Whether a new thread may be served the current catalog: it is loaded, refreshes may
+        run behind, and none was lost (cancelled, or left in an event loop no longer running)."""
+        task = self._background
+        lost = task is not None and (
+            task.cancelled() or task.get_loop() is not asyncio.get_running_loop()
+        )
+        return self.catalog.loaded and self.refresh_interval > 0 and not lost
 
     async def wait_refreshed(self, deadline: float = 30.0) -> bool:
         """Wait up to ``deadline`` seconds (default 30) for a background refresh in flight
