@@ -327,3 +327,23 @@ def test_a_reset_waiting_on_a_background_refresh_works_in_a_later_event_loop() -
     for thread in ("a", "b", "c"):  # each in its own event loop, as run_sync does
         asyncio.run(new_thread_then_reset(thread))
     assert skills.snapshot("c") is not None
+
+
+def test_a_refresh_left_in_a_closed_event_loop_neither_blocks_nor_stales_the_catalog() -> None:
+    source = _Slow({"a": {"SKILL.md": md("a", "A.")}})
+    model = ScriptedModel(["1", "2", "3"])
+    skills = SkillsMiddleware([source], refresh_interval=1e-9)
+    agent = Agent(model, middleware=[skills])
+    agent.run_sync("go", thread_id="a")
+    source.put("new", {"SKILL.md": md("new", "Brand new.")})
+    loop = asyncio.new_event_loop()
+    loop.run_until_complete(agent.run("go", thread_id="b"))  # starts a background refresh...
+    loop.run_until_complete(asyncio.sleep(0.01))  # (now inside the source's discovery)
+    loop.close()  # ...that this loop, closed without cancelling it, never finishes
+
+    async def later() -> bool:
+        await agent.run("go", thread_id="c")
+        return await skills.wait_refreshed(deadline=5)
+
+    assert asyncio.run(later())
+    assert "**new**" in model.requests[2].system_prompt
