@@ -1,11 +1,20 @@
 """What the trace page tests share: the Chromium binary and flags, the demo's price table, and
-the objects the fixtures in ``tests/trace/conftest.py`` yield."""
+the objects the fixtures in ``tests/trace/conftest.py`` yield, and :func:`serve` (a page app on
+127.0.0.1 in a uvicorn thread)."""
 
 from __future__ import annotations
 
+import contextlib
+import threading
+import time
+from collections.abc import Iterator
 from typing import Any
 
+import uvicorn
+from starlette.types import ASGIApp
+
 from plait.trace import SQLiteTraceStore
+from plait.trace.server import free_port
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -25,6 +34,26 @@ class Served:
     def __init__(self, url: str, store: SQLiteTraceStore) -> None:
         self.url = url
         self.store = store
+
+
+@contextlib.contextmanager
+def serve(app: ASGIApp, store: SQLiteTraceStore) -> Iterator[Served]:
+    """Serve ``app`` on a free 127.0.0.1 port in a uvicorn thread until the block ends; fails
+    if the server has not started within 20 s."""
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        if time.monotonic() > deadline or not thread.is_alive():
+            raise RuntimeError("uvicorn did not start within 20 s")
+        time.sleep(0.05)
+    try:
+        yield Served(f"http://127.0.0.1:{port}", store)
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
 
 
 class Browser:

@@ -7,19 +7,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import io
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import uvicorn
 from rich.console import Console
-from trace_page import CHROMIUM, CHROMIUM_ARGS, DEMO_PRICES, Browser, Served
+from trace_page import CHROMIUM, CHROMIUM_ARGS, DEMO_PRICES, Browser, Served, serve
 
 from plait.cli.demo import _run_demo, bundled_skills
 from plait.trace import SQLiteTraceStore, TraceRecorder, create_app
-from plait.trace.server import free_port
 
 
 def record_demo(path: Path, workdir: Path) -> None:
@@ -45,21 +41,8 @@ def demo_traces(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def served(demo_traces: Path) -> Iterator[Served]:
     store = SQLiteTraceStore(demo_traces)
-    app = create_app(store, prices=DEMO_PRICES)
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        if time.monotonic() > deadline or not thread.is_alive():
-            raise RuntimeError("uvicorn did not start within 20 s")
-        time.sleep(0.05)
-    try:
-        yield Served(f"http://127.0.0.1:{port}", store)
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
+    with serve(create_app(store, prices=DEMO_PRICES), store) as served:
+        yield served
 
 
 @pytest.fixture(scope="module")

@@ -7,14 +7,11 @@ from __future__ import annotations
 
 import asyncio
 import os
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import uvicorn
-from trace_page import Browser, Served
+from trace_page import Browser, Served, serve
 from wire_server import WireServer
 
 from plait import Agent, Limits, ScriptedModel, ToolCall
@@ -23,7 +20,6 @@ from plait.models.openai import OpenAIChatModel
 from plait.models.retrying import Backoff
 from plait.tools import tool
 from plait.trace import SQLiteTraceStore, TraceRecorder, create_app
-from plait.trace.server import free_port
 
 DOCS = Path(__file__).parents[2] / "docs"
 
@@ -93,21 +89,8 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     path = tmp_path_factory.mktemp("failures") / "traces.sqlite3"
     _record(path)
     store = SQLiteTraceStore(path)
-    port = free_port()
-    config = uvicorn.Config(create_app(store), host="127.0.0.1", port=port, log_level="warning")
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        if time.monotonic() > deadline or not thread.is_alive():
-            raise RuntimeError("uvicorn did not start within 20 s")
-        time.sleep(0.05)
-    try:
-        yield Served(f"http://127.0.0.1:{port}", store)
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
+    with serve(create_app(store), store) as served:
+        yield served
 
 
 @pytest.fixture(scope="module")
