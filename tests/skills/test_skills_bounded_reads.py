@@ -243,3 +243,21 @@ async def test_every_character_of_a_long_line_is_reachable_by_paging(
     assert await _page_all(catalog, snapshot, path) == text
     piece = await read_skill_file(catalog, snapshot, path, 1, None, max_chars=100, start=100)
     assert piece.startswith(f"[{path}: line 2 of 5, characters 101-")
+
+
+@pytest.mark.parametrize(
+    ("text", "start", "rest"),
+    [
+        ("ab\néx\n", 4, "\n"),  # the chunk read holds the newline and ends inside a character
+        ("aéé\nq\n", 4, "\n"),  # an earlier chunk ended inside a character
+        ("aéé\nq\n", 2, "é\n"),
+        ("aé\nq\n", 5, "\n"),
+    ],
+)
+def test_a_start_within_or_past_the_first_line_never_reads_into_the_next(
+    tmp_path: Path, text: str, start: int, rest: str
+) -> None:
+    target = tmp_path / "notes.md"
+    target.write_bytes(text.encode())
+    page = read_line_page(target, 0, 1, 100, start=start)
+    assert page.lines == (rest,)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Sequence
@@ -290,3 +291,59 @@ def test_a_ranker_without_the_protocol_methods_is_a_configuration_error() -> Non
         SkillsMiddleware([catalog(1)], refresh_interval=-1)
     with pytest.raises(ConfigurationError, match="not one string"):
         SkillsMiddleware([catalog(1)], always_listed="pdf")
+
+
+class _Slow(MemorySource):
+    """A source whose discovery takes a while, so a background refresh is still running when
+    the turn that started it ends."""
+
+    async def discover(self) -> AsyncIterator[DiscoveryItem]:
+        await asyncio.sleep(0.05)
+        async for item in super().discover():
+            yield item
+
+
+def test_run_sync_turns_in_fresh_event_loops_still_pick_up_new_skills() -> None:
+    source = _Slow({"a": {"SKILL.md": md("a", "A.")}})
+    model = ScriptedModel(["1", "2", "3", "4"])
+    skills = SkillsMiddleware([source], refresh_interval=1e-9)
+    agent = Agent(model, middleware=[skills])
+    agent.run_sync("go", thread_id="a")
+    source.put("new", {"SKILL.md": md("new", "Brand new.")})
+    agent.run_sync("go", thread_id="b")  # its loop ends before the background refresh does
+    agent.run_sync("go", thread_id="c")
+    assert "**new**" in model.requests[2].system_prompt
+
+
+def test_a_reset_waiting_on_a_background_refresh_works_in_a_later_event_loop() -> None:
+    source = _Slow({"a": {"SKILL.md": md("a", "A.")}})
+    skills = SkillsMiddleware([source], refresh_interval=1e-9)
+    agent = Agent(ScriptedModel([str(n) for n in range(6)]), middleware=[skills])
+
+    async def new_thread_then_reset(thread: str) -> None:
+        await agent.run("go", thread_id=thread)  # starts a background refresh (after the first)
+        await agent.run("go", thread_id=thread, state={"skills_metadata": None})  # waits for it
+
+    for thread in ("a", "b", "c"):  # each in its own event loop, as run_sync does
+        asyncio.run(new_thread_then_reset(thread))
+    assert skills.snapshot("c") is not None
+
+
+def test_a_refresh_left_in_a_closed_event_loop_neither_blocks_nor_stales_the_catalog() -> None:
+    source = _Slow({"a": {"SKILL.md": md("a", "A.")}})
+    model = ScriptedModel(["1", "2", "3"])
+    skills = SkillsMiddleware([source], refresh_interval=1e-9)
+    agent = Agent(model, middleware=[skills])
+    agent.run_sync("go", thread_id="a")
+    source.put("new", {"SKILL.md": md("new", "Brand new.")})
+    loop = asyncio.new_event_loop()
+    loop.run_until_complete(agent.run("go", thread_id="b"))  # starts a background refresh...
+    loop.run_until_complete(asyncio.sleep(0.01))  # (now inside the source's discovery)
+    loop.close()  # ...that this loop, closed without cancelling it, never finishes
+
+    async def later() -> bool:
+        await agent.run("go", thread_id="c")
+        return await skills.wait_refreshed(deadline=5)
+
+    assert asyncio.run(later())
+    assert "**new**" in model.requests[2].system_prompt

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -191,3 +192,48 @@ async def test_search_skills_uses_the_embedding_ranker_in_a_turn() -> None:
     await Agent(model, middleware=[middleware]).run("find it")
     lines = model.requests[1].messages[-1].text.splitlines()
     assert lines[1].startswith("- **spreadsheet-tools**: Formulas in spreadsheets.")
+
+
+def _saved_cache(path: Path, model: str, embed: Callable[[list[str]], list[list[float]]]) -> bytes:
+    EmbeddingRanker(embed, model=model, cache_path=path).update(SKILLS)
+    return path.read_bytes()
+
+
+@pytest.mark.parametrize("damage", ["empty", "zip-magic-only", "cut-in-half"])
+def test_a_damaged_cache_file_is_ignored_not_raised(tmp_path: Path, damage: str) -> None:
+    path = tmp_path / "vectors.npz"
+    whole = _saved_cache(path, "default", trigrams)
+    cut = {"empty": b"", "zip-magic-only": b"PK\x03\x04", "cut-in-half": whole[: len(whole) // 2]}
+    path.write_bytes(cut[damage])
+    ranker = EmbeddingRanker(trigrams, cache_path=path)
+    ranker.update(SKILLS)
+    assert ranker.embedded == 3
+    assert names(ranker.rank("spredsheet", 1)) == ["spreadsheet-tools"]
+
+
+def test_a_cache_file_of_another_vector_size_is_ignored(tmp_path: Path) -> None:
+    path = tmp_path / "vectors.npz"
+    _saved_cache(path, "default", lambda texts: [v[:32] for v in trigrams(texts)])
+    ranker = EmbeddingRanker(trigrams, cache_path=path)  # same model name, 64 dimensions now
+    ranker.update(SKILLS)  # nothing to embed: the file's (32-dimensional) vectors are used...
+    assert names(ranker.rank("spredsheet", 1)) == ["spreadsheet-tools"]
+    assert ranker.embedded == 3  # ...until the query's vector shows they were of another size
+    ranker.update([*SKILLS, entry("new-one", "Something else entirely.")])
+    assert ranker.embedded == 4
+
+
+def test_a_cache_file_with_too_many_or_non_finite_vectors_is_ignored(tmp_path: Path) -> None:
+    import numpy as np
+
+    path = tmp_path / "vectors.npz"
+    _saved_cache(path, "default", trigrams)
+    small = EmbeddingRanker(trigrams, cache_path=path, max_cache_vectors=2)
+    small.update(SKILLS[:1])  # the file holds 3 vectors: more than this ranker may read
+    assert small.embedded == 1
+    keys = [EmbeddingRanker(trigrams)._key(f"{e.name}: {e.description}") for e in SKILLS]
+    vectors = np.full((3, DIMS), np.nan, dtype=np.float32)
+    np.savez(path, model=np.array("default"), keys=np.array(keys), vectors=vectors)
+    ranker = EmbeddingRanker(trigrams, cache_path=path)
+    ranker.update(SKILLS)
+    assert ranker.embedded == 3
+    assert names(ranker.rank("spredsheet", 1)) == ["spreadsheet-tools"]

@@ -86,6 +86,7 @@ class SkillCatalog:
         self._generation = 0
         self._loaded = False
         self._lock = asyncio.Lock()
+        self._lock_loop: asyncio.AbstractEventLoop | None = None
         self._render_cache: dict[tuple[object, ...], str] = {}
 
     @property
@@ -105,9 +106,17 @@ class SkillCatalog:
         """Discover every source; the first call reports every skill as added."""
         return await self.refresh()
 
+    def _loop_lock(self) -> asyncio.Lock:
+        """The refresh lock of the running event loop: a refresh left holding the lock in a loop
+        closed without cancelling it (so never released) does not block later loops."""
+        loop = asyncio.get_running_loop()
+        if self._lock_loop is not loop:
+            self._lock, self._lock_loop = asyncio.Lock(), loop
+        return self._lock
+
     async def refresh(self) -> RefreshResult:
         """Rediscover every source and report what changed since the last (re)load."""
-        async with self._lock:
+        async with self._loop_lock():
             results = await asyncio.gather(*(self._discover(s) for s in self._sources))
             states = {s.id: r for s, r in zip(self._sources, results, strict=True)}
             return self._apply(states)

@@ -13,8 +13,11 @@ skills_embeddings.py`` wires a sentence-transformers model.
   new or changed skills; with ``cache_path`` they are also saved to one ``.npz`` file (written
   atomically after an update that embedded something) and read back by the next process, so a
   restart embeds nothing. A cache file for another ``model`` or of another vector size is
-  ignored; an unreadable one is ignored and rewritten (it is only a cache). At most
-  ``max_cache_vectors`` vectors are kept: the ones of skills no longer indexed go first.
+  ignored (the size shows at the first ``embed`` call); so is one holding more than
+  ``max_cache_vectors`` rows or 16,384 columns (checked from its array headers before reading),
+  non-finite values, or anything unreadable (empty, cut short): it is rewritten (only a
+  cache). At most ``max_cache_vectors`` vectors are kept: the ones of skills no longer indexed
+  go first.
 * **Query**: the query's first ``max_query_chars`` characters are embedded (one ``embed`` call
   per :meth:`~EmbeddingRanker.rank`), compared by cosine with every skill, and the best ``depth``
   of that order and of the lexical ranker's are fused: each skill scores
@@ -37,6 +40,7 @@ import hashlib
 import heapq
 import os
 import tempfile
+import zipfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -60,6 +64,9 @@ DEFAULT_FUSION_K = 60
 """Reciprocal-rank fusion's constant (the value of Cormack et al.)."""
 
 _BATCH = 64
+
+_MAX_CACHE_DIMS = 16_384
+"""The widest vectors a cache file may hold (the largest common embedding models use 4,096)."""
 
 
 class EmbeddingRanker:
@@ -106,6 +113,7 @@ class EmbeddingRanker:
         self.cache_path = Path(cache_path) if cache_path is not None else None
         self._cache: dict[str, Matrix] = {}
         self._dims = 0
+        self._dims_from_file = False
         self._entries: list[SkillEntry] = []
         self._position: dict[int, int] = {}
         self._matrix: Matrix = numpy.zeros((0, 0), dtype=numpy.float32)
@@ -131,14 +139,9 @@ class EmbeddingRanker:
         np = self._np
         entries = list(entries)
         keys = [self._key(self._text(e)) for e in entries]
-        missing = {k: self._text(e) for k, e in zip(keys, entries, strict=True)}
-        missing = {k: t for k, t in missing.items() if k not in self._cache}
-        pending = list(missing.items())
-        for start in range(0, len(pending), self.batch_size):
-            batch = pending[start : start + self.batch_size]
-            vectors = self._vectors([text for _, text in batch])
-            for (key, _), vector in zip(batch, vectors, strict=True):
-                self._cache[key] = vector
+        pending = self._embed_missing(keys, entries)
+        if any(k not in self._cache for k in keys):  # the first embed dropped the cache file's
+            pending += self._embed_missing(keys, entries)  # vectors (another vector size)
         self.embedded += len(pending)
         self._entries = entries
         self._position = {id(e): i for i, e in enumerate(entries)}
@@ -150,6 +153,16 @@ class EmbeddingRanker:
         if self.lexical is not None:
             self.lexical.update(entries)
 
+    def _embed_missing(self, keys: list[str], entries: list[SkillEntry]) -> list[str]:
+        missing = {k: self._text(e) for k, e in zip(keys, entries, strict=True)}
+        pending = [(k, t) for k, t in missing.items() if k not in self._cache]
+        for start in range(0, len(pending), self.batch_size):
+            batch = pending[start : start + self.batch_size]
+            vectors = self._vectors([text for _, text in batch])
+            for (key, _), vector in zip(batch, vectors, strict=True):
+                self._cache[key] = vector
+        return [k for k, _ in pending]
+
     def rank(self, query: str, limit: int) -> list[SkillEntry]:
         """See :meth:`SkillRanker.rank`: the fused order (or the embedding order alone when
         ``fuse=False``)."""
@@ -158,6 +171,8 @@ class EmbeddingRanker:
             return []
         np = self._np
         vector = self._vectors([query])[0]
+        if vector.shape[0] != self._matrix.shape[1]:  # the cache file held another vector size
+            self.update(self._entries)
         order: list[int] = []
         if vector.any():  # a query the model maps to zero (no text it knows) has no order
             similarity = self._matrix @ vector
@@ -193,14 +208,16 @@ class EmbeddingRanker:
                 f"EmbeddingRanker's embed returned shape {matrix.shape} for {len(texts)} texts; "
                 "it must return one non-empty vector per text."
             )
-        if self._dims and matrix.shape[1] != self._dims:
+        if self._dims and matrix.shape[1] != self._dims and self._dims_from_file:
+            self._cache.clear()  # vectors read from a cache file of another model: drop them
+        elif self._dims and matrix.shape[1] != self._dims:
             raise ConfigurationError(
                 f"EmbeddingRanker's embed returned {matrix.shape[1]}-dimensional vectors after "
                 f"{self._dims}-dimensional ones; use one model (or a new ranker per model)."
             )
         if not np.isfinite(matrix).all():
             raise ConfigurationError("EmbeddingRanker's embed returned NaN or infinite values.")
-        self._dims = matrix.shape[1]
+        self._dims, self._dims_from_file = matrix.shape[1], False
         norms = np.linalg.norm(matrix, axis=1, keepdims=True)
         return matrix / np.where(norms == 0, 1.0, norms)  # type: ignore[no-any-return]
 
@@ -211,21 +228,47 @@ class EmbeddingRanker:
                 del self._cache[key]
 
     def _load_cache(self) -> None:
+        """Read the cache file back, or ignore it (it is only a cache): another ``model``, more
+        than ``max_cache_vectors`` rows or ``_MAX_CACHE_DIMS`` columns (checked from the array
+        headers before any data is read), non-finite values, or anything unreadable."""
         path = self.cache_path
         if path is None or not path.is_file():
             return
         np = self._np
         try:
+            if not self._cache_within_bounds(path):
+                return
             with np.load(path, allow_pickle=False) as data:
                 if str(data["model"]) != self.model:
                     return
                 keys, vectors = data["keys"].tolist(), data["vectors"].astype(np.float32)
-        except (OSError, ValueError, KeyError):
+        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
             return  # only a cache: rebuilt and rewritten by the next update that embeds
-        if vectors.ndim != 2 or len(keys) != len(vectors):
+        if vectors.ndim != 2 or len(keys) != len(vectors) or not np.isfinite(vectors).all():
             return
-        self._dims = vectors.shape[1]
-        self._cache.update(zip(keys[: self.max_cache_vectors], vectors, strict=False))
+        if not all(isinstance(key, str) for key in keys):
+            return
+        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+        self._dims, self._dims_from_file = vectors.shape[1], True
+        self._cache.update(zip(keys, vectors / np.where(norms == 0, 1.0, norms), strict=True))
+
+    def _cache_within_bounds(self, path: Path) -> bool:
+        np = self._np
+        with zipfile.ZipFile(path) as archive:
+            for member in ("keys.npy", "vectors.npy"):
+                with archive.open(member) as file:
+                    version = np.lib.format.read_magic(file)
+                    read_header = (
+                        np.lib.format.read_array_header_1_0
+                        if version == (1, 0)
+                        else np.lib.format.read_array_header_2_0
+                    )
+                    shape = read_header(file)[0]
+                if not shape or shape[0] > self.max_cache_vectors:
+                    return False
+                if member == "vectors.npy" and (len(shape) != 2 or shape[1] > _MAX_CACHE_DIMS):
+                    return False
+        return True
 
     def _save_cache(self) -> None:
         assert self.cache_path is not None

@@ -113,8 +113,9 @@ class SkillsMiddleware(Middleware):
     before each turn's first model call, a number of seconds before any model call once that
     long has passed since the thread's last load. A new thread (or one this process forgot)
     is served the current catalog and never waits for a folder walk (only the very first load
-    does): when the catalog is ``refresh_interval`` seconds old or more, it also starts one
-    refresh in the background, shared by every thread (at most one runs at a time; it is
+    does, and the first after a background refresh its event loop ended before it finished, as
+    with ``run_sync``): when the catalog is ``refresh_interval`` seconds old or more, it also
+    starts one refresh in the background, shared by every thread (at most one runs at a time; it is
     bounded by each source's own scan limits; what a source reports lands as diagnostics, and
     an unexpected error is logged on the ``plait.skills`` logger and kept in
     :attr:`refresh_error`). ``refresh_interval=0`` instead refreshes before every new thread's
@@ -180,6 +181,7 @@ class SkillsMiddleware(Middleware):
         self.refresh_interval = refresh_interval
         self._refreshed_at = -float("inf")
         self._refresh_lock = asyncio.Lock()
+        self._lock_loop: asyncio.AbstractEventLoop | None = None
         self._background: asyncio.Task[None] | None = None
         self._reported: set[tuple[object, ...]] = set()
         self.refresh_error: Exception | None = None
@@ -325,25 +327,51 @@ class SkillsMiddleware(Middleware):
         return time.monotonic() - thread.loaded_at >= every
 
     async def _refresh(self, force: bool) -> None:
-        """Refresh the catalog now when ``force``d, on the first load, or with
-        ``refresh_interval=0``; otherwise start a background refresh when the catalog is
-        ``refresh_interval`` seconds old and return at once. Callers share one refresh."""
-        if not force and self.catalog.loaded and self.refresh_interval > 0:
+        """Refresh the catalog now when ``force``d, on the first load, with
+        ``refresh_interval=0``, or when the last background refresh never finished (its event
+        loop ended first, as after each ``run_sync``); otherwise start a background refresh when
+        the catalog is ``refresh_interval`` seconds old and return at once. Callers share one
+        refresh."""
+        if not force and self._serve_current():
             if time.monotonic() - self._refreshed_at >= self.refresh_interval:
                 self._revalidate()
             return
-        async with self._refresh_lock:
-            if not force and self.catalog.loaded and self.refresh_interval > 0:
-                return  # another caller's first load finished while this one waited
+        async with self._loop_lock():
+            if not force and self._serve_current():
+                return  # another caller's refresh finished while this one waited
             await self.catalog.refresh()
             self._refreshed_at = time.monotonic()
+            if self._background_lost():
+                self._background = None  # (not one a new thread started meanwhile)
+
+    def _loop_lock(self) -> asyncio.Lock:
+        """The refresh lock of the running event loop (see ``SkillCatalog._loop_lock``)."""
+        loop = asyncio.get_running_loop()
+        if self._lock_loop is not loop:
+            self._refresh_lock, self._lock_loop = asyncio.Lock(), loop
+        return self._refresh_lock
+
+    def _serve_current(self) -> bool:
+        """Whether a new thread may be served the current catalog: it is loaded, refreshes may
+        run behind, and none was lost."""
+        loaded = self.catalog.loaded and self.refresh_interval > 0
+        return loaded and not self._background_lost()
+
+    def _background_lost(self) -> bool:
+        """Whether the last background refresh was cancelled, or belongs to an event loop no
+        longer running (it will never finish)."""
+        task = self._background
+        return task is not None and (
+            task.cancelled() or task.get_loop() is not asyncio.get_running_loop()
+        )
 
     async def wait_refreshed(self, deadline: float = 30.0) -> bool:
         """Wait up to ``deadline`` seconds (default 30) for a background refresh in flight
         (for tests and an orderly shutdown); ``True`` when none is running any more. Does not
-        cancel it when the deadline passes."""
+        cancel it when the deadline passes. One left in an event loop no longer running counts
+        as not running."""
         task = self._background
-        if task is None or task.done():
+        if task is None or task.done() or self._background_lost():
             return True
         done, _ = await asyncio.wait({task}, timeout=deadline)
         return bool(done)
@@ -357,7 +385,7 @@ class SkillsMiddleware(Middleware):
 
     async def _refresh_behind(self) -> None:
         try:
-            async with self._refresh_lock:
+            async with self._loop_lock():
                 await self.catalog.refresh()
                 self._refreshed_at = time.monotonic()
             self.refresh_error = None

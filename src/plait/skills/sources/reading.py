@@ -109,12 +109,12 @@ def _skip_chars(handle: BinaryIO, count: int) -> None:
         raw = handle.read(min(left, _CHUNK))  # a character is at least one byte: no overshoot
         if not raw:
             return
+        carried = len(decoder.getstate()[0])  # bytes of a character the last chunk began
         text = decoder.decode(raw)
         newline = text.find("\n")
-        if newline >= 0:
-            pending = len(decoder.getstate()[0])
+        if newline >= 0:  # ``text`` starts ``carried`` bytes before ``raw`` does
             used = len(text[:newline].encode("utf-8", "surrogateescape"))
-            handle.seek(handle.tell() - pending - len(raw) + used)
+            handle.seek(handle.tell() - len(raw) - carried + used)
             return
         left -= len(text)
     handle.seek(handle.tell() - len(decoder.getstate()[0]))
