@@ -24,7 +24,7 @@ import time
 IMPORTS = [
     ("import plait", 100.0),
     ("from plait import Agent", None),
-    ("from plait import Agent, tool; tool(lambda x: x)", None),
+    ('from plait import Agent, tool; tool(lambda x: x, name="echo")', None),
     ("import plait.skills", 150.0),
     ("from plait.skills import SkillsMiddleware", None),
     ("import plait.cli.app", None),
