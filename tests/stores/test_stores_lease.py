@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 import pytest
 
@@ -78,6 +79,36 @@ async def test_a_renewal_that_turns_its_cancellation_into_an_error_does_not_hold
     ):
         await renewing.wait()
     assert table.owner is None
+
+
+async def test_renewals_stop_when_the_turn_ends_even_if_a_renewal_swallowed_the_cancel() -> None:
+    """A store that retries a renewal whose connection broke (the server restarting) can absorb
+    the cancellation and return normally; if the release then fails too, a renewal loop that
+    kept going would hold the thread's lease for ever (every later turn: ThreadBusyError)."""
+    table = Table()
+    in_renewal = asyncio.Event()
+    renewals_after_exit: list[float] = []
+    exited = False
+
+    async def renew(thread: str, owner: str) -> bool:
+        if exited:
+            renewals_after_exit.append(asyncio.get_running_loop().time())
+        in_renewal.set()
+        # The driver's retry on a fresh connection absorbs the cancel: the renewal succeeds.
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.sleep(3600)
+        return True
+
+    async def release(thread: str, owner: str, within: float) -> None:
+        raise RuntimeError("the server is still restarting")
+
+    async with held_lease(
+        "t", acquire=table.acquire, renew=renew, release=release, wait=0, ttl=0.06
+    ):
+        await in_renewal.wait()
+        exited = True
+    await asyncio.sleep(0.2)  # ten renewal periods
+    assert renewals_after_exit == []
 
 
 async def test_a_store_without_lease_gets_a_no_op() -> None:

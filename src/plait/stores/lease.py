@@ -131,10 +131,12 @@ async def held_lease(
             raise ThreadBusyError(thread_id, wait)
         await asyncio.sleep(min(delay, remaining))
         delay = min(delay * 2, _MAX_POLL_S)
-    heartbeat = asyncio.create_task(_keep_renewed(thread_id, owner, renew, ttl / 3))
+    stopped = asyncio.Event()
+    heartbeat = asyncio.create_task(_keep_renewed(thread_id, owner, renew, ttl / 3, stopped))
     try:
         yield owner
     finally:
+        stopped.set()
         heartbeat.cancel()
         loop = asyncio.get_running_loop()
         stop_by = loop.time() + LEASE_RELEASE_S
@@ -165,10 +167,22 @@ async def _take(
 
 
 async def _keep_renewed(
-    thread_id: str, owner: str, renew: Callable[[str, str], Awaitable[bool]], every: float
+    thread_id: str,
+    owner: str,
+    renew: Callable[[str, str], Awaitable[bool]],
+    every: float,
+    stopped: asyncio.Event,
 ) -> None:
-    while True:
+    """Renew every ``every`` seconds until ``renew`` says the lease is gone or ``stopped`` is set.
+
+    ``stopped`` is checked after every await, not only on cancellation: a store that retries a
+    renewal whose connection broke (a server restart) can absorb the cancellation and return
+    normally, and a loop that went on would hold the lease for ever once the release failed.
+    """
+    while not stopped.is_set():
         await asyncio.sleep(every)
+        if stopped.is_set():
+            return
         try:
             if not await renew(thread_id, owner):
                 return
