@@ -17,6 +17,7 @@ from plait.models.base import ModelRequest
 from plait.storable import Replacement
 
 __all__ = [
+    "RUNTIME_EVENTS",
     "DispatchFinished",
     "ErrorOccurred",
     "Event",
@@ -189,3 +190,19 @@ class ToolTimeoutReached(Event):
     call: ToolCall
     timeout: float
     type: str = "tool_timeout_reached"
+
+
+RUNTIME_EVENTS = frozenset(
+    {
+        "turn_started",
+        "model_request_sent",
+        "text_delta_received",
+        "model_response_received",
+        "tool_call_started",
+        "tool_call_finished",
+        "dispatch_finished",
+        "turn_finished",
+    }
+)
+"""The ``type`` of the events the turn loop itself emits for a turn, a model call and a tool call:
+what tracing and telemetry show as spans or steps, not as middleware actions."""

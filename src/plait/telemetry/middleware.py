@@ -47,6 +47,7 @@ from plait.middleware.context import DispatchContext, Event, TurnContext
 from plait.middleware.ordering import Placement
 from plait.models.base import Model, ModelRequest, ModelResponse
 from plait.models.language_model import wrap_model
+from plait.runtime.events import RUNTIME_EVENTS
 from plait.telemetry.content import MAX_CONTENT_CHARS
 from plait.telemetry.instruments import ContentCursor, Instruments, fail
 from plait.telemetry.model import ModelTelemetry
@@ -57,19 +58,6 @@ __all__ = ["GenAITelemetry"]
 
 SCOPE = "plait"
 
-# Runtime events the spans themselves already say (a turn, a model call, a tool call).
-_AS_SPANS = frozenset(
-    {
-        "turn_started",
-        "model_request_sent",
-        "text_delta_received",
-        "model_response_received",
-        "tool_call_started",
-        "tool_call_finished",
-        "dispatch_finished",
-        "turn_finished",
-    }
-)
 # Event fields that hold model or user text: recorded only with content capture on.
 _CONTENT_FIELDS = frozenset({"text", "original", "output", "input", "messages"})
 _MAX_EVENT_TEXT = 200
@@ -199,7 +187,7 @@ class GenAITelemetry(Middleware):
 
         def observe(event: Event) -> None:
             kind = event.type
-            if kind not in _AS_SPANS or (
+            if kind not in RUNTIME_EVENTS or (
                 kind == "tool_call_finished" and getattr(event, "skipped_by", None) is not None
             ):
                 _add_event(event, capture)

@@ -61,7 +61,7 @@ from plait.messages import (
 from plait.middleware.base import Middleware, ModelHandler, Next, ToolHandler
 from plait.middleware.context import DispatchContext, Event, TurnContext
 from plait.models.base import ModelRequest, ModelResponse
-from plait.runtime.events import ErrorOccurred, ToolCallFinished
+from plait.runtime.events import RUNTIME_EVENTS, ErrorOccurred, ToolCallFinished
 from plait.trace.requests import RequestDeltas, TurnMessages, digest, persistable
 from plait.trace.store import TraceBatch, TraceStore, TraceStoreError
 
@@ -81,20 +81,6 @@ MAX_OUTPUT_CHARS = 1_000_000
 
 PREVIEW_CHARS = 2_000
 """Characters of a tool output shown inline (head of the text)."""
-
-RUNTIME_EVENTS = frozenset(
-    {
-        "turn_started",
-        "model_request_sent",
-        "text_delta_received",
-        "model_response_received",
-        "tool_call_started",
-        "tool_call_finished",
-        "dispatch_finished",
-        "turn_finished",
-    }
-)
-"""Event types not recorded as actions: the recorder's own spans already show them."""
 
 RETRY_EVENTS = frozenset({"model_call_retried"})
 """Event types of a provider retry: recorded as an action and listed on the model call they
