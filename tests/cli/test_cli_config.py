@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from cli_inprocess import empty_home
 from typer.testing import CliRunner
 
 from plait.cli.agents import Mode, SandboxChoice
@@ -18,21 +19,7 @@ from plait.models.scripted import ScriptedModel
 @pytest.fixture
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """An empty $HOME and $PLAIT_HOME, a project folder as the current folder, no model env."""
-    for name in (
-        "PLAIT_MODEL",
-        "PLAIT_STORE",
-        "PLAIT_MODEL_TIMEOUT",
-        "OPENAI_API_KEY",
-        "ANTHROPIC_API_KEY",
-    ):
-        monkeypatch.delenv(name, raising=False)
-    (tmp_path / "home").mkdir()
-    (tmp_path / "plait-home").mkdir()
-    (tmp_path / "project").mkdir()
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("PLAIT_HOME", str(tmp_path / "plait-home"))
-    monkeypatch.chdir(tmp_path / "project")
-    return tmp_path
+    return empty_home(tmp_path, monkeypatch)
 
 
 def write(path: Path, text: str) -> Path:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from chat_completions import sse_answer
+from cli_inprocess import empty_home
 from typer.testing import CliRunner, Result
 from wire_server import WireServer
 
@@ -27,20 +28,7 @@ def server() -> Iterator[WireServer]:
 @pytest.fixture
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """The current folder; $HOME and $PLAIT_HOME empty; no provider keys."""
-    for name in (
-        "PLAIT_MODEL",
-        "PLAIT_STORE",
-        "PLAIT_MODEL_TIMEOUT",
-        "OPENAI_API_KEY",
-        "ANTHROPIC_API_KEY",
-    ):
-        monkeypatch.delenv(name, raising=False)
-    for name in ("home", "plait-home", "project"):
-        (tmp_path / name).mkdir()
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("PLAIT_HOME", str(tmp_path / "plait-home"))
-    monkeypatch.chdir(tmp_path / "project")
-    return tmp_path / "project"
+    return empty_home(tmp_path, monkeypatch) / "project"
 
 
 def plait(*args: str) -> Result:

@@ -14,6 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 _PROVIDER_VARIABLES = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "PLAIT_MODEL", "PLAIT_STORE")
@@ -68,3 +69,17 @@ def _invoke(
     if result.exception is not None and not isinstance(result.exception, SystemExit):
         raise result.exception
     return Completed(result.exit_code, result.stdout, result.stderr)
+
+
+def empty_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Isolate a CLI test: no provider or plait variables, empty ``$HOME`` and ``$PLAIT_HOME``
+    (``tmp_path/home``, ``tmp_path/plait-home``) and ``tmp_path/project`` as the current folder.
+    Returns ``tmp_path``."""
+    for name in (*_PROVIDER_VARIABLES, "PLAIT_MODEL_TIMEOUT"):
+        monkeypatch.delenv(name, raising=False)
+    for name in ("home", "plait-home", "project"):
+        (tmp_path / name).mkdir()
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("PLAIT_HOME", str(tmp_path / "plait-home"))
+    monkeypatch.chdir(tmp_path / "project")
+    return tmp_path
