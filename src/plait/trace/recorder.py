@@ -42,16 +42,11 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import dataclasses
-import itertools
-import json
 import time
-from collections.abc import Sequence
 from typing import Any
 
 from plait.errors import PlaitError, clipped
 from plait.messages import (
-    AssistantMessage,
-    Message,
     ToolCall,
     ToolMessage,
     ToolResult,
@@ -64,6 +59,7 @@ from plait.models.base import ModelRequest, ModelResponse
 from plait.runtime.events import RUNTIME_EVENTS, ErrorOccurred, ToolCallFinished
 from plait.trace.requests import RequestDeltas, TurnMessages, digest, persistable
 from plait.trace.store import TraceBatch, TraceStore, TraceStoreError
+from plait.trace.values import field, next_answer, output_text, response_data
 
 __all__ = [
     "CLOSE_TIMEOUT",
@@ -97,44 +93,6 @@ runs and memory stays bounded."""
 MAX_PENDING_WRITES = 64
 """When more batches than this are queued at the end of a turn, the turn waits for the writer
 (the store is slower than the agent; memory stays bounded)."""
-
-_FIELD_CHARS = 500
-_FIELD_ITEMS = 50
-_FIELD_TOTAL = 200
-_FIELD_DEPTH = 6
-
-
-def _field(value: Any) -> Any:
-    """A bounded JSON-ready copy of one event field or tool call's arguments: strings clipped
-    to 500 characters, at most 50 items of each list or dict and 200 in all (nested ones count:
-    a 50 x 50 x 50 nesting does not become 125,000 rows), nesting below 6 levels and what is
-    past the budget shown as its type and size."""
-    return _bounded(value, [_FIELD_TOTAL], 0)
-
-
-def _bounded(value: Any, budget: list[int], depth: int) -> Any:
-    if value is None or isinstance(value, bool | int | float):
-        return value
-    if isinstance(value, str):
-        return clipped(value, _FIELD_CHARS)
-    if isinstance(value, BaseException):
-        return clipped(f"{type(value).__name__}: {value}", _FIELD_CHARS)
-    if isinstance(value, ToolCall):
-        return {"id": value.id, "name": value.name}
-    if isinstance(value, list | tuple | set | frozenset | dict):
-        if depth >= _FIELD_DEPTH or budget[0] <= 0:
-            return f"<{type(value).__name__} of {len(value)} items>"
-        items = value.items() if isinstance(value, dict) else value
-        kept = list(itertools.islice(items, min(_FIELD_ITEMS, budget[0])))
-        budget[0] -= len(kept)
-        if isinstance(value, dict):
-            return {str(k): _bounded(v, budget, depth + 1) for k, v in kept}
-        return [_bounded(v, budget, depth + 1) for v in kept]
-    return clipped(repr(value), _FIELD_CHARS)
-
-
-def _output_text(data: Any) -> str:
-    return data if isinstance(data, str) else json.dumps(data, default=str, ensure_ascii=False)
 
 
 @dataclasses.dataclass(slots=True)
@@ -255,7 +213,7 @@ class TraceRecorder(Middleware):
         cancelled = not isinstance(error, Exception)
         trace.run.update(
             status="cancelled" if cancelled else "error",
-            error=_field(error),
+            error=field(error),
             finished=time.time(),
         )
         if not trace.batch.runs:  # a batch holds at most this run (its current state)
@@ -272,7 +230,7 @@ class TraceRecorder(Middleware):
             return
         now = time.time()
         data = {
-            f.name: _field(getattr(event, f.name))
+            f.name: field(getattr(event, f.name))
             for f in dataclasses.fields(event)
             if f.name != "type"
         }
@@ -298,7 +256,7 @@ class TraceRecorder(Middleware):
         span = trace.tools.pop(event.call.id, None)
         if span is None:
             return
-        text = _output_text(event.result.data)
+        text = output_text(event.result.data)
         data = span["data"]
         if data.get("projected") or text == data.get("preview"):
             return
@@ -309,7 +267,7 @@ class TraceRecorder(Middleware):
     def _skipped(self, trace: _RunTrace, event: ToolCallFinished) -> None:
         """A call that never reached ``wrap_tool_call`` (rejected or skipped by middleware)."""
         now = time.time()
-        text = _output_text(event.result.data)
+        text = output_text(event.result.data)
         trace.batch.spans.append(
             {
                 "id": new_id(),
@@ -321,7 +279,7 @@ class TraceRecorder(Middleware):
                 "finished": now,
                 "data": {
                     "call_id": event.call.id,
-                    "args": _field(event.call.args),
+                    "args": field(event.call.args),
                     "skipped_by": event.skipped_by,
                     "is_error": event.result.is_error,
                     "chars": len(text),
@@ -353,11 +311,11 @@ class TraceRecorder(Middleware):
         try:
             response = await call_next(request)
         except BaseException as exc:
-            data["error"] = _field(exc)
+            data["error"] = field(exc)
             data["cancelled"] = not isinstance(exc, Exception)
             raise
         else:
-            data.update(_response_data(response, data["model"], self.max_output_chars))
+            data.update(response_data(response, data["model"], self.max_output_chars))
             return response
         finally:
             trace.call = None
@@ -384,11 +342,11 @@ class TraceRecorder(Middleware):
         if trace is None:
             return await call_next(call)
         started = time.time()
-        data: dict[str, Any] = {"call_id": call.id, "args": _field(call.args)}
+        data: dict[str, Any] = {"call_id": call.id, "args": field(call.args)}
         try:
             result = await call_next(call)
         except BaseException as exc:
-            data["error"] = _field(exc)
+            data["error"] = field(exc)
             raise
         else:
             self._tool_output(trace, data, call, result, ctx.turn)
@@ -416,7 +374,7 @@ class TraceRecorder(Middleware):
         turn: TurnContext,
     ) -> None:
         message = ToolMessage.from_result(result, call.name)
-        text = _output_text(result.data)
+        text = output_text(result.data)
         data.update(is_error=result.is_error, chars=len(text))
         if not persistable(message, turn):
             data.update(projected=True, preview=None)
@@ -493,31 +451,3 @@ def _unexpected(error: Exception) -> TraceStoreError:
     )
     trace_error.__cause__ = error
     return trace_error
-
-
-def _response_data(response: ModelResponse, model: Any, max_chars: int) -> dict[str, Any]:
-    """The fields a model span keeps of a response: model, finish reason, usage, answer, calls."""
-    usage = response.usage
-    return {
-        "model": response.model or model,
-        "finish_reason": response.finish_reason,
-        "usage": {
-            "input": usage.input_tokens,
-            "output": usage.output_tokens,
-            "cache_read": usage.cache_read_tokens,
-            "cache_write": usage.cache_write_tokens,
-            "reasoning": usage.reasoning_tokens,
-        },
-        "content": clipped(response.content, max_chars),
-        "tool_calls": [
-            {"id": c.id, "name": c.name, "args": _field(c.args)} for c in response.tool_calls
-        ],
-    }
-
-
-def next_answer(messages: Sequence[Message]) -> str:
-    """The text of the last assistant message of ``messages`` (``""`` if none)."""
-    for message in reversed(messages):
-        if isinstance(message, AssistantMessage):
-            return message.text
-    return ""
