@@ -22,10 +22,7 @@ call made during a turn becomes a ``ModelCallRetried`` event without any wiring)
 from __future__ import annotations
 
 import asyncio
-import datetime
-import email.utils
 import math
-import random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextvars import ContextVar
@@ -93,6 +90,8 @@ class Backoff:
     def delay(self, retry: int, retry_after: float | None = None) -> float:
         if retry_after is not None and not math.isnan(retry_after):
             return min(max(retry_after, 0.0), self.max_delay)
+        import random  # deferred: the turn imports this module, and few turns ever retry
+
         delay = min(self.base_delay * 2.0**retry, self.max_delay)
         return delay * (1.0 - self.jitter * random.random())
 
@@ -179,6 +178,10 @@ def retry_after_seconds(headers: Mapping[str, str]) -> float | None:
     seconds = _finite(value)
     if seconds is not None:
         return seconds
+    # Deferred: email.utils pulls in urllib, ipaddress and calendar (~5 ms) for every turn.
+    import datetime
+    import email.utils
+
     try:
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError):
