@@ -27,7 +27,7 @@ from plait.skills.disclosure.read_file import read_skill_file
 from plait.skills.disclosure.snapshot import SkillSnapshot, take_snapshot
 from plait.skills.errors import SkillFileTooLarge, SkillFileUnreadable
 from plait.skills.managed.scripts import materialize
-from plait.skills.sources.reading import read_line_page
+from plait.skills.sources.reading import read_line_page, read_regular
 
 GIB = 1024**3
 MD = "---\nname: big\ndescription: Has big files.\n---\n# big\n"
@@ -92,6 +92,16 @@ async def test_source_read_refuses_a_file_over_max_file_bytes(tmp_path: Path) ->
     with pytest.raises(SkillFileTooLarge):
         await source.read("big", "references/ok.txt")
     assert len(await FilesystemSource(tmp_path / "skills").read("big", "references/ok.txt")) == 2000
+
+
+def test_a_file_longer_than_its_stat_size_is_read_whole_and_still_capped() -> None:
+    # procfs reports size 0 for a file that holds more: the case of a file grown since its stat
+    status = Path("/proc/self/status")
+    assert status.stat().st_size == 0
+    data = read_regular(status, "status", 1_000_000)
+    assert data.startswith(b"Name:") and b"\nPid:" in data
+    with pytest.raises(SkillFileTooLarge, match="over the 50-byte limit"):
+        read_regular(status, "status", 50)
 
 
 async def test_a_fifo_is_refused_by_name_and_not_listed(tmp_path: Path) -> None:

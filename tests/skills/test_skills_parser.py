@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
 
 from plait.skills import Code, Severity, SkillCheck, SkillMeta, check_skill_md
 from plait.skills.frontmatter import Frontmatter, FrontmatterProblem, read_lenient
+from plait.skills.lenient import split_allowed_tools
 from plait.skills.parser import split_skill_md
 
 BASIC = "---\nname: pdf\ndescription: Reads PDFs.\n---\n# PDF\n\nBody.\n"
@@ -173,6 +176,35 @@ def test_allowed_tools_string_or_list(value: str, expected: tuple[str, ...]) -> 
     check = lenient(f"---\nname: pdf\ndescription: d\nallowed-tools: {value}\n---\n")
     assert check.meta is not None
     assert check.meta.allowed_tools == expected
+
+
+def _split_char_by_char(text: str) -> tuple[str, ...]:
+    """The allowed-tools rule spelled out one character at a time: whitespace and commas split,
+    except inside parentheses; an unmatched ``)`` is text."""
+    tools: list[str] = []
+    current = ""
+    depth = 0
+    for char in text:
+        if char == "(":
+            depth += 1
+        elif char == ")":
+            depth = max(0, depth - 1)
+        if depth == 0 and (char.isspace() or char == ","):
+            if current:
+                tools.append(current)
+            current = ""
+            continue
+        current += char
+    if current:
+        tools.append(current)
+    return tuple(tools)
+
+
+@given(st.text(alphabet="Ba(),: *\t\n\u00a0\u2003\x1c\x85", max_size=30))
+@example("Bash(git add:*), Read)  Grep((x y)")
+@example(")) a (")
+def test_allowed_tools_split_matches_the_rule_character_by_character(text: str) -> None:
+    assert split_allowed_tools(text) == _split_char_by_char(text)
 
 
 def test_allowed_tools_mapping_is_ignored_with_a_warning() -> None:

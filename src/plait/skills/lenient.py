@@ -52,7 +52,8 @@ CLIENT_FIELDS = frozenset(
 )
 """Claude Code's frontmatter extensions: kept in ``extra`` with an info, not a warning."""
 
-_TOOL_SEPARATORS = re.compile(r"[\s,]")
+_TOOL_SEPARATOR_RUNS = re.compile(r"[\s,]+")
+_TOOL_MARKS = re.compile(r"[()\s,]")
 
 
 class _Findings:
@@ -411,21 +412,22 @@ def _extra(frontmatter: Frontmatter, found: _Findings) -> dict[str, object]:
 
 def split_allowed_tools(text: str) -> tuple[str, ...]:
     """Split an ``allowed-tools`` string on spaces and commas outside parentheses:
-    ``"Bash(git add:*) Read, Grep"`` → ``("Bash(git add:*)", "Read", "Grep")``."""
+    ``"Bash(git add:*) Read, Grep"`` → ``("Bash(git add:*)", "Read", "Grep")``. A ``)``
+    without its ``(`` is kept as text."""
+    if "(" not in text:  # no parentheses: every separator splits
+        return tuple(tool for tool in _TOOL_SEPARATOR_RUNS.split(text) if tool)
     tools: list[str] = []
-    current: list[str] = []
-    depth = 0
-    for char in text:
+    depth = start = 0
+    for mark in _TOOL_MARKS.finditer(text):
+        char = mark.group()
         if char == "(":
             depth += 1
         elif char == ")":
             depth = max(0, depth - 1)
-        if depth == 0 and _TOOL_SEPARATORS.match(char):
-            if current:
-                tools.append("".join(current))
-                current = []
-            continue
-        current.append(char)
-    if current:
-        tools.append("".join(current))
+        elif depth == 0:
+            if mark.start() > start:
+                tools.append(text[start : mark.start()])
+            start = mark.end()
+    if start < len(text):
+        tools.append(text[start:])
     return tuple(tools)

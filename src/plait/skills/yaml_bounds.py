@@ -19,6 +19,7 @@ bound                  default    what it counts
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import yaml
@@ -32,6 +33,7 @@ from yaml.events import (
 __all__ = ["DEFAULT_YAML_LIMITS", "YamlBoundProblem", "YamlLimits", "yaml_bound_problem"]
 
 _Parser: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_INDENTS = re.compile(r"\n[ \t]+")
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +100,12 @@ def _plainly_within(text: str, limits: YamlLimits) -> bool:
     if "&" in text or len(text) >= min(limits.max_nodes, limits.max_chars):
         return False
     brackets = text.count("[") + text.count("{")
+    # The deepest indentation and the indicators of the whole text bound every line's sum
+    # from above: when that fits, the line-by-line count below cannot fail.
+    indent = max(map(len, _INDENTS.findall("\n" + text)), default=1) - 1
+    inline = text.count("-") + text.count("?") + text.count(":")
+    if brackets + 2 * (indent + 1) + inline + 1 <= limits.max_depth:
+        return True
     deepest_line = 0
     for line in text.split("\n"):
         body = line.lstrip(" \t")

@@ -297,7 +297,7 @@ class FilesystemSource:
         try:
             # a SKILL.md symlink was confined to its folder by _skill_file; read its target
             target = os.path.realpath(path) if os.path.islink(path) else path
-            data = read_regular(Path(target), path, self.max_file_bytes)
+            data = read_regular(target, path, self.max_file_bytes)
         except SkillFileTooLarge:
             message = (
                 f"SKILL.md is {size} bytes, over the {self.max_file_bytes}-byte limit "

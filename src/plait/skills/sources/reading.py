@@ -194,26 +194,39 @@ _OPEN_FLAGS = (
 )
 
 
-def read_regular(target: Path, path: str, max_bytes: int) -> bytes:
+def read_regular(target: str | os.PathLike[str], path: str, max_bytes: int) -> bytes:
     """Read ``target`` (a path :func:`confine` resolved) without following a symlink put in
     its place since, only if it is still a regular file (a FIFO swapped in would block), and
-    only up to ``max_bytes`` (:class:`SkillFileTooLarge` above it, checked before reading)."""
+    only up to ``max_bytes`` (:class:`SkillFileTooLarge` above it, checked before reading).
+
+    The read asks for the size ``fstat`` reported plus one byte, so a typical SKILL.md costs
+    one buffer of its own size (not ``max_bytes``); a file that grew since is read on in
+    chunks, never past ``max_bytes + 1`` bytes in all."""
     try:
         fd = os.open(target, _OPEN_FLAGS)
     except OSError as err:
         if err.errno == errno.ELOOP:
             raise PathEscapeError(path, "it became a symlink while it was being read") from None
         raise
-    with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(handle.fileno())
+    try:
+        info = os.fstat(fd)
         if not stat_module.S_ISREG(info.st_mode):
             raise PathEscapeError(path, "it is no longer a regular file")
         if info.st_size > max_bytes:
             raise SkillFileTooLarge(path, info.st_size, max_bytes)
-        data = handle.read(max_bytes + 1)
+        chunks: list[bytes] = []
+        left = max_bytes + 1
+        want = info.st_size + 1
+        while left > 0 and (chunk := os.read(fd, min(want, left))):
+            chunks.append(chunk)
+            left -= len(chunk)
+            want = _CHUNK
+        data = b"".join(chunks)
         if len(data) > max_bytes:  # grew since the fstat
             raise SkillFileTooLarge(path, len(data), max_bytes)
         return data
+    finally:
+        os.close(fd)
 
 
 def file_kind(mode: int) -> str | None:
