@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
 import pytest
+import typer
 from cli_inprocess import empty_home
 from typer.testing import CliRunner
 
@@ -223,6 +225,15 @@ def test_config_show_takes_every_flag_run_shares_with_the_config(home: Path) -> 
     assert settings["limits.max_input_tokens"] == {"value": 5000, "from": "--max-input-tokens"}
     assert settings["system_prompt"] == {"value": "Be brief.", "from": "--system-prompt"}
     assert settings["plain"] == {"value": True, "from": "--plain"}
+
+
+@pytest.mark.parametrize("command", [["run"], ["chat"], ["config", "show"]])
+def test_run_chat_and_config_show_take_every_flag_of_flags(command: list[str]) -> None:
+    found = typer.main.get_command(app)
+    for name in command:
+        assert isinstance(found, typer.core.TyperGroup)
+        found = found.commands[name]
+    assert {field.name for field in dataclasses.fields(Flags)} <= {p.name for p in found.params}
 
 
 def test_config_show_with_a_bad_file_exits_2_naming_it(home: Path) -> None:

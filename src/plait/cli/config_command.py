@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from enum import StrEnum
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -12,11 +11,10 @@ from pydantic import BaseModel
 from rich.console import Console
 from rich.text import Text
 
-from plait.cli.agents import Mode
 from plait.cli.config import Settings
 from plait.cli.console import fail
-from plait.cli.options import Flags, merged_settings, model_spec
-from plait.cli.run import PlainOption, SandboxOption, ScriptsOption, SystemOption, TokensOption
+from plait.cli.options import Flags, merged_settings, model_spec, with_flags
+from plait.cli.run import MODEL_EPILOG
 from plait.cli.skill_folders import skill_folders
 from plait.errors import ConfigurationError
 
@@ -55,25 +53,10 @@ def describe(settings: Settings) -> list[tuple[str, Any, str]]:
     return sorted(rows, key=lambda row: row[0])
 
 
-@config_app.command("show")
+@config_app.command("show", epilog=MODEL_EPILOG)
+@with_flags
 def show(
-    model: Annotated[str | None, typer.Option("--model", help="As plait run --model.")] = None,
-    mode: Annotated[Mode | None, typer.Option("--mode", help="As plait run --mode.")] = None,
-    store: Annotated[str | None, typer.Option("--store", help="As plait run --store.")] = None,
-    skills: Annotated[
-        list[Path] | None, typer.Option("--skills", help="As plait run --skills.")
-    ] = None,
-    no_default_skills: Annotated[
-        bool, typer.Option("--no-default-skills", help="As plait run --no-default-skills.")
-    ] = False,
-    timeout: Annotated[
-        float | None, typer.Option("--timeout", min=0.001, help="As plait run --timeout.")
-    ] = None,
-    allow_scripts: ScriptsOption = None,
-    sandbox: SandboxOption = None,
-    max_input_tokens: TokensOption = None,
-    system_prompt: SystemOption = None,
-    plain: PlainOption = None,
+    flags: Flags,
     output: Annotated[ShowFormat, typer.Option("--format", help="text or json.")] = (
         ShowFormat.TEXT
     ),
@@ -81,19 +64,6 @@ def show(
     """Print every setting, its value and where it came from: a config file (plait.toml,
     pyproject.toml [tool.plait], $PLAIT_HOME/config.toml), an environment variable, a flag or
     the default. Flags given here override as they would for plait run."""
-    flags = Flags(
-        model=model,
-        skills=skills or [],
-        no_default_skills=no_default_skills,
-        mode=mode,
-        store=store,
-        allow_scripts=allow_scripts,
-        sandbox=sandbox,
-        max_input_tokens=max_input_tokens,
-        system_prompt=system_prompt,
-        timeout=timeout,
-        plain=plain,
-    )
     try:
         settings = merged_settings(flags)
     except ConfigurationError as exc:

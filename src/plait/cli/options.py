@@ -8,11 +8,15 @@ price). ``plait config show`` prints the same merged settings.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
 
 from plait.cli.agents import (
     DEFAULT_SYSTEM_PROMPT,
@@ -23,6 +27,7 @@ from plait.cli.agents import (
 )
 from plait.cli.config import Settings, load_settings
 from plait.cli.console import report_note
+from plait.cli.db import STORE_HELP
 from plait.cli.skill_folders import SkillFolder, skill_folders
 from plait.pricing import PRICES, Price, price_for
 
@@ -31,7 +36,7 @@ if TYPE_CHECKING:
     from plait.models.retrying import RetryNotice
     from plait.runtime.agent import Limits
 
-__all__ = ["Flags", "Resolved", "agent_options", "merged_settings", "model_spec"]
+__all__ = ["Flags", "Resolved", "agent_options", "merged_settings", "model_spec", "with_flags"]
 
 
 @dataclass(slots=True)
@@ -70,6 +75,122 @@ class Flags:
             origin = settings.origins.get("skills")
             settings.values["skills"] = [*map(str, self.skills), *configured]
             settings.origins["skills"] = "--skills" + (f", {origin}" if origin else "")
+
+
+SkillsOption = Annotated[
+    list[Path] | None,
+    typer.Option(
+        "--skills",
+        help="A skills folder, a skill's folder or its SKILL.md (repeatable), before the "
+        "configured and standard ones; earlier folders win name clashes.",
+    ),
+]
+NoDefaultSkillsOption = Annotated[
+    bool,
+    typer.Option(
+        "--no-default-skills",
+        help="Skip the standard folders (./.agents/skills, ./.claude/skills, ~/.agents/skills, "
+        "~/.claude/skills, $PLAIT_HOME/skills).",
+    ),
+]
+ModelOption = Annotated[
+    str | None,
+    typer.Option(
+        "--model",
+        help="The model: a spec, in one of the forms listed below. Default: model in plait.toml, "
+        "$PLAIT_MODEL, else whichever of OPENAI_API_KEY / ANTHROPIC_API_KEY is set.",
+    ),
+]
+ModeOption = Annotated[
+    Mode | None,
+    typer.Option(
+        "--mode", help="disclosure: catalog + read_file; managed: load_skill. Default: disclosure."
+    ),
+]
+StoreOption = Annotated[str | None, typer.Option("--store", help=STORE_HELP)]
+ScriptsOption = Annotated[
+    bool | None,
+    typer.Option(
+        "--allow-scripts/--no-allow-scripts",
+        help="Managed mode: let skills' scripts/ run as tools. Default: no.",
+    ),
+]
+SandboxOption = Annotated[
+    SandboxChoice | None,
+    typer.Option(
+        "--sandbox",
+        help="What runs skill scripts (with --allow-scripts): bwrap = bubblewrap, no network, "
+        "writes only in the skill's workspace (fails if bwrap does not work here); none = "
+        "unsandboxed, as your user. Default: bwrap.",
+    ),
+]
+TokensOption = Annotated[
+    int | None,
+    typer.Option(
+        "--max-input-tokens", min=1, help="Summarize history beyond this budget. Default: 100000."
+    ),
+]
+SystemOption = Annotated[
+    str | None,
+    typer.Option("--system-prompt", help="The agent's system prompt (default: a generic one)."),
+]
+TimeoutOption = Annotated[
+    float | None,
+    typer.Option(
+        "--timeout",
+        min=0.001,
+        help="Seconds one model call may take, retries included (default: 600).",
+    ),
+]
+PlainOption = Annotated[
+    bool | None,
+    typer.Option(
+        "--plain/--markdown",
+        help="Answers as plain text, or rendered as Markdown. Default: Markdown on a terminal, "
+        "plain when piped.",
+    ),
+]
+
+
+def _flag_options(
+    skills: SkillsOption = None,
+    no_default_skills: NoDefaultSkillsOption = False,
+    model: ModelOption = None,
+    mode: ModeOption = None,
+    store: StoreOption = None,
+    allow_scripts: ScriptsOption = None,
+    sandbox: SandboxOption = None,
+    max_input_tokens: TokensOption = None,
+    system_prompt: SystemOption = None,
+    timeout: TimeoutOption = None,
+    plain: PlainOption = None,
+) -> None:
+    """The :class:`Flags` fields as typer options, in their order in a command's help (this
+    signature is what :func:`with_flags` splices in; the function never runs)."""
+
+
+def with_flags(command: Callable[..., None]) -> Callable[..., None]:
+    """``command`` as typer sees it: its ``flags: Flags`` parameter spelled out as the options
+    of :func:`_flag_options`, at that parameter's place in the help. Typer's values for them
+    reach ``command`` as one :class:`Flags` (no ``--skills`` is an empty list); the other
+    parameters pass through. ``plait run``, ``plait chat`` and ``plait config show`` share the
+    flags this way, so each is declared, and gathered into :class:`Flags`, once."""
+    signature = inspect.signature(command, eval_str=True)
+    options = list(inspect.signature(_flag_options, eval_str=True).parameters.values())
+    names = [option.name for option in options]
+    parameters: list[inspect.Parameter] = []
+    for parameter in signature.parameters.values():
+        parameters.extend(options if parameter.name == "flags" else [parameter])
+
+    @functools.wraps(command)
+    def typer_command(**values: Any) -> None:
+        given = {name: values.pop(name) for name in names}
+        command(**values, flags=Flags(**{**given, "skills": given["skills"] or []}))
+
+    # typer reads the signature and the annotations (typing.get_type_hints) of what it calls
+    typer_command.__dict__["__signature__"] = signature.replace(parameters=parameters)
+    typer_command.__annotations__ = {p.name: p.annotation for p in parameters}
+    return typer_command
 
 
 def merged_settings(flags: Flags, cwd: Path | None = None) -> Settings:

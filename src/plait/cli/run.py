@@ -16,11 +16,10 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from plait.cli.agents import AgentOptions, Closer, Mode, SandboxChoice, build_agent
+from plait.cli.agents import AgentOptions, Closer, build_agent
 from plait.cli.console import JsonEventWriter, fail, report_error, report_note
-from plait.cli.db import STORE_HELP
 from plait.cli.display import TurnDisplay, make_console
-from plait.cli.options import Flags, Resolved, agent_options, merged_settings
+from plait.cli.options import Flags, Resolved, agent_options, merged_settings, with_flags
 from plait.cli.ui import NoTraceOption, open_trace_store, trace_hint
 from plait.errors import (
     ConfigurationError,
@@ -71,36 +70,6 @@ class UnknownThread(ConfigurationError):
         )
 
 
-SkillsOption = Annotated[
-    list[Path] | None,
-    typer.Option(
-        "--skills",
-        help="A skills folder, a skill's folder or its SKILL.md (repeatable), before the "
-        "configured and standard ones; earlier folders win name clashes.",
-    ),
-]
-NoDefaultSkillsOption = Annotated[
-    bool,
-    typer.Option(
-        "--no-default-skills",
-        help="Skip the standard folders (./.agents/skills, ./.claude/skills, ~/.agents/skills, "
-        "~/.claude/skills, $PLAIT_HOME/skills).",
-    ),
-]
-ModelOption = Annotated[
-    str | None,
-    typer.Option(
-        "--model",
-        help="The model: a spec, in one of the forms listed below. Default: model in plait.toml, "
-        "$PLAIT_MODEL, else whichever of OPENAI_API_KEY / ANTHROPIC_API_KEY is set.",
-    ),
-]
-ModeOption = Annotated[
-    Mode | None,
-    typer.Option(
-        "--mode", help="disclosure: catalog + read_file; managed: load_skill. Default: disclosure."
-    ),
-]
 ThreadOption = Annotated[
     str | None,
     typer.Option(
@@ -110,55 +79,12 @@ ThreadOption = Annotated[
 ContinueOption = Annotated[
     bool, typer.Option("--continue", "-c", help="Continue the most recent thread.")
 ]
-StoreOption = Annotated[str | None, typer.Option("--store", help=STORE_HELP)]
-ScriptsOption = Annotated[
-    bool | None,
-    typer.Option(
-        "--allow-scripts/--no-allow-scripts",
-        help="Managed mode: let skills' scripts/ run as tools. Default: no.",
-    ),
-]
-SandboxOption = Annotated[
-    SandboxChoice | None,
-    typer.Option(
-        "--sandbox",
-        help="What runs skill scripts (with --allow-scripts): bwrap = bubblewrap, no network, "
-        "writes only in the skill's workspace (fails if bwrap does not work here); none = "
-        "unsandboxed, as your user. Default: bwrap.",
-    ),
-]
-TokensOption = Annotated[
-    int | None,
-    typer.Option(
-        "--max-input-tokens", min=1, help="Summarize history beyond this budget. Default: 100000."
-    ),
-]
-SystemOption = Annotated[
-    str | None,
-    typer.Option("--system-prompt", help="The agent's system prompt (default: a generic one)."),
-]
 McpOption = Annotated[
     list[str] | None,
     typer.Option(
         "--mcp",
         help="An MCP server (repeatable): NAME=COMMAND (stdio) or NAME=URL (Streamable HTTP); "
         "its tools are named NAME_<tool>.",
-    ),
-]
-TimeoutOption = Annotated[
-    float | None,
-    typer.Option(
-        "--timeout",
-        min=0.001,
-        help="Seconds one model call may take, retries included (default: 600).",
-    ),
-]
-PlainOption = Annotated[
-    bool | None,
-    typer.Option(
-        "--plain/--markdown",
-        help="Answers as plain text, or rendered as Markdown. Default: Markdown on a terminal, "
-        "plain when piped.",
     ),
 ]
 VerboseOption = Annotated[
@@ -333,22 +259,13 @@ def _error_message(exc: PlaitError) -> str:
     return str(exc)
 
 
+@with_flags
 def run(
     task: Annotated[str, typer.Argument(help="What the agent should do.")],
-    skills: SkillsOption = None,
-    no_default_skills: NoDefaultSkillsOption = False,
-    model: ModelOption = None,
-    mode: ModeOption = None,
+    flags: Flags,
     thread: ThreadOption = None,
     continue_: ContinueOption = False,
-    store: StoreOption = None,
-    allow_scripts: ScriptsOption = None,
-    sandbox: SandboxOption = None,
-    max_input_tokens: TokensOption = None,
-    system_prompt: SystemOption = None,
     mcp: McpOption = None,
-    timeout: TimeoutOption = None,
-    plain: PlainOption = None,
     verbose: VerboseOption = False,
     json_lines: JsonOption = False,
     no_trace: NoTraceOption = False,
@@ -358,19 +275,6 @@ def run(
     if not task.strip():
         fail("The task is empty: say what the agent should do.", 2)
     _thread_choice(thread, continue_)
-    flags = Flags(
-        model,
-        skills or [],
-        no_default_skills,
-        mode,
-        store,
-        allow_scripts,
-        sandbox,
-        max_input_tokens,
-        system_prompt,
-        timeout,
-        plain,
-    )
     printer = JsonEventWriter() if json_lines else TurnDisplay(console, verbose=verbose)
     resolved = _resolve(flags, printer, mcp, trace=not no_trace)
     thread_id = thread or new_id()
@@ -415,40 +319,18 @@ def _last_line(
     _thread_line(console, text or f"thread: {thread_id} (continue with -c or --thread {thread_id})")
 
 
+@with_flags
 def chat(
-    skills: SkillsOption = None,
-    no_default_skills: NoDefaultSkillsOption = False,
-    model: ModelOption = None,
-    mode: ModeOption = None,
+    flags: Flags,
     thread: ThreadOption = None,
     continue_: ContinueOption = False,
-    store: StoreOption = None,
-    allow_scripts: ScriptsOption = None,
-    sandbox: SandboxOption = None,
-    max_input_tokens: TokensOption = None,
-    system_prompt: SystemOption = None,
     mcp: McpOption = None,
-    timeout: TimeoutOption = None,
-    plain: PlainOption = None,
     verbose: VerboseOption = False,
     no_trace: NoTraceOption = False,
 ) -> None:
     """An interactive session. Ctrl-C cancels the running turn; Ctrl-D or /exit ends the session."""
     console = make_console()
     _thread_choice(thread, continue_)
-    flags = Flags(
-        model,
-        skills or [],
-        no_default_skills,
-        mode,
-        store,
-        allow_scripts,
-        sandbox,
-        max_input_tokens,
-        system_prompt,
-        timeout,
-        plain,
-    )
     display = TurnDisplay(console, verbose=verbose)
     resolved = _resolve(flags, display, mcp, trace=not no_trace)
     with contextlib.suppress(ImportError):
