@@ -14,11 +14,11 @@ third of a page).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 from plait.backends.base import BackendError
 from plait.backends.memory import check_page, encode_text, virtual_prefix
-from plait.backends.postgres_db import DEFAULT_MAX_SIZE, DEFAULT_POOL_TIMEOUT_S, PostgresDatabase
+from plait.backends.postgres_db import PostgresDatabase, PostgresOptions
 from plait.paths import normalize_virtual_path
 
 if TYPE_CHECKING:
@@ -55,27 +55,18 @@ class PostgresBackend:
     """A :class:`~plait.backends.base.Backend` storing every blob as a row of ``plait_blobs``.
 
     ``target`` is a ``postgresql://`` URL, an application-owned ``AsyncConnectionPool``, or a
-    :class:`PostgresDatabase` shared with a thread store; the other options are those of
-    :class:`PostgresDatabase`. Call :meth:`setup` once before use. Paths are plain keys: ``a``
-    and ``a/b`` can both hold text.
+    :class:`PostgresDatabase` shared with a thread store; the keyword ``options`` are the
+    :class:`~plait.backends.postgres_db.PostgresOptions` (schema, prepared statements, pool size
+    and wait). Call :meth:`setup` once before use. Paths are plain keys: ``a`` and ``a/b`` can
+    both hold text.
     """
 
     def __init__(
         self,
         target: str | AsyncConnectionPool[Any] | PostgresDatabase,
-        *,
-        schema: str = "public",
-        prepared_statements: bool = True,
-        max_size: int = DEFAULT_MAX_SIZE,
-        pool_timeout: float = DEFAULT_POOL_TIMEOUT_S,
+        **options: Unpack[PostgresOptions],
     ) -> None:
-        self.db = PostgresDatabase.of(
-            target,
-            schema=schema,
-            prepared_statements=prepared_statements,
-            max_size=max_size,
-            pool_timeout=pool_timeout,
-        )
+        self.db = PostgresDatabase.of(target, **options)
 
     async def setup(self) -> list[int]:
         """Apply the schema migrations not yet applied; returns their numbers."""

@@ -31,7 +31,7 @@ import asyncio
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypedDict, TypeVar, Unpack
 
 from plait.errors import ConfigurationError, PlaitError
 
@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from psycopg import AsyncConnection
     from psycopg_pool import AsyncConnectionPool
 
-__all__ = ["MIGRATIONS", "PostgresDatabase"]
+__all__ = ["MIGRATIONS", "PostgresDatabase", "PostgresOptions"]
 
 T = TypeVar("T")
 
@@ -136,6 +136,19 @@ MIGRATION_LOCK_TIMEOUT_S = 120.0
 DEFAULT_MAX_SIZE = 10
 
 
+class PostgresOptions(TypedDict, total=False):
+    """The connection options of :class:`PostgresDatabase`, which the Postgres thread store,
+    backend and trace store take as keywords beside their ``target`` and pass on: ``schema``
+    (default ``"public"``), ``prepared_statements`` (default ``True``; ``False`` behind
+    PgBouncer in transaction mode), ``max_size`` (default 10) and ``pool_timeout`` (default
+    30 s). A ``target`` that is already a :class:`PostgresDatabase` keeps its own."""
+
+    schema: str
+    prepared_statements: bool
+    max_size: int
+    pool_timeout: float
+
+
 class PostgresDatabase:
     """One Postgres database (and schema) shared by a thread store and a backend.
 
@@ -176,11 +189,14 @@ class PostgresDatabase:
 
     @classmethod
     def of(
-        cls, target: str | AsyncConnectionPool[Any] | PostgresDatabase, **options: Any
+        cls,
+        target: str | AsyncConnectionPool[Any] | PostgresDatabase,
+        **options: Unpack[PostgresOptions],
     ) -> PostgresDatabase:
         """``target`` itself if it is a ``PostgresDatabase`` (shared: ``options`` are ignored,
         it keeps its own), else a new one on the URL or pool with ``options`` (those of the
-        constructor). The thread store and the backend both take their ``target`` here."""
+        constructor). The thread store, the backend and the trace store take their ``target``
+        here."""
         if isinstance(target, PostgresDatabase):
             return target
         return cls(target, **options)

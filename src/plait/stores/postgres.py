@@ -30,9 +30,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
-from plait.backends.postgres_db import DEFAULT_MAX_SIZE, DEFAULT_POOL_TIMEOUT_S, PostgresDatabase
+from plait.backends.postgres_db import PostgresDatabase, PostgresOptions
 from plait.errors import ThreadConflictError
 from plait.messages import Message, new_id
 from plait.stores.base import (
@@ -63,12 +63,13 @@ class PostgresThreadStore:
     """A :class:`~plait.stores.base.ThreadStore` in Postgres.
 
     ``target`` is a ``postgresql://`` URL (the store builds and closes its own pool) or an
-    ``AsyncConnectionPool`` the application owns (never closed here). ``schema`` names the
-    Postgres schema for plait's tables (default ``"public"``). ``prepared_statements=False`` is
-    for transaction-mode poolers such as PgBouncer. ``lease_wait`` (default 30 s; 0 fails fast)
-    bounds how long a turn waits for a thread busy in another worker; ``lease_ttl`` (default
-    30 s) is how long a dead worker keeps a thread. ``pool_timeout`` (default 30 s) bounds the
-    wait for a connection.
+    ``AsyncConnectionPool`` the application owns (never closed here). ``lease_wait`` (default
+    30 s; 0 fails fast) bounds how long a turn waits for a thread busy in another worker;
+    ``lease_ttl`` (default 30 s) is how long a dead worker keeps a thread. The other keyword
+    ``options`` are the :class:`~plait.backends.postgres_db.PostgresOptions`: ``schema`` names
+    the Postgres schema for plait's tables (default ``"public"``), ``prepared_statements=False``
+    is for transaction-mode poolers such as PgBouncer, ``max_size`` bounds the pool built from a
+    URL (default 10) and ``pool_timeout`` (default 30 s) the wait for a connection.
 
     Call :meth:`setup` once (any worker, any number of times) before use; until then every call
     raises :class:`~plait.stores.base.StoreError` saying so. :meth:`aclose` closes the pool.
@@ -78,21 +79,12 @@ class PostgresThreadStore:
         self,
         target: str | AsyncConnectionPool[Any] | PostgresDatabase,
         *,
-        schema: str = "public",
-        prepared_statements: bool = True,
         lease_wait: float = DEFAULT_LEASE_WAIT_S,
         lease_ttl: float = DEFAULT_LEASE_TTL_S,
-        max_size: int = DEFAULT_MAX_SIZE,
-        pool_timeout: float = DEFAULT_POOL_TIMEOUT_S,
+        **options: Unpack[PostgresOptions],
     ) -> None:
         check_lease_options(lease_wait, lease_ttl)
-        self.db = PostgresDatabase.of(
-            target,
-            schema=schema,
-            prepared_statements=prepared_statements,
-            max_size=max_size,
-            pool_timeout=pool_timeout,
-        )
+        self.db = PostgresDatabase.of(target, **options)
         self.lease_wait = lease_wait
         self.lease_ttl = lease_ttl
         s = self.db.sql

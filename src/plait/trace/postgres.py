@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
-from plait.backends.postgres_db import DEFAULT_MAX_SIZE, DEFAULT_POOL_TIMEOUT_S, PostgresDatabase
+from plait.backends.postgres_db import PostgresDatabase, PostgresOptions
 from plait.trace.store import (
     MAX_RUNS_LISTED,
     REQUEST_COLUMNS,
@@ -49,31 +49,18 @@ class PostgresTraceStore:
 
     ``target`` is a :class:`~plait.backends.postgres_db.PostgresDatabase` (a thread store's
     ``db``: shared, never closed here), a ``postgresql://`` URL or an application's
-    ``AsyncConnectionPool`` (see :class:`~plait.stores.postgres.PostgresThreadStore` for
-    ``schema``, ``prepared_statements``, ``max_size`` and ``pool_timeout``, default 30 s).
+    ``AsyncConnectionPool``; the keyword ``options`` are the
+    :class:`~plait.backends.postgres_db.PostgresOptions` (schema, prepared statements, pool size
+    and wait), ignored for a shared ``PostgresDatabase``.
     """
 
     def __init__(
         self,
         target: str | AsyncConnectionPool[Any] | PostgresDatabase,
-        *,
-        schema: str = "public",
-        prepared_statements: bool = True,
-        max_size: int = DEFAULT_MAX_SIZE,
-        pool_timeout: float = DEFAULT_POOL_TIMEOUT_S,
+        **options: Unpack[PostgresOptions],
     ) -> None:
         self._shared = isinstance(target, PostgresDatabase)
-        self.db = (
-            target
-            if isinstance(target, PostgresDatabase)
-            else PostgresDatabase(
-                target,
-                schema=schema,
-                prepared_statements=prepared_statements,
-                max_size=max_size,
-                pool_timeout=pool_timeout,
-            )
-        )
+        self.db = PostgresDatabase.of(target, **options)
         s = self.db.sql
         self._q_run = s(
             "INSERT INTO {s}.plait_trace_runs (id, thread_id, agent, started, finished, status, "
