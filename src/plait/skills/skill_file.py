@@ -48,6 +48,8 @@ def is_skill_file_name(name: str) -> bool:
 def pick_skill_file(names: list[str] | tuple[str, ...]) -> str | None:
     """The skill file among ``names``: ``SKILL.md``, else ``skill.md``, else the first other
     spelling in sorted order; ``None`` when there is none."""
+    if "SKILL.md" in names:  # the usual case, without looking at every name
+        return "SKILL.md"
     found = sorted(n for n in names if is_skill_file_name(n))
     for preferred in ("SKILL.md", "skill.md"):
         if preferred in found:

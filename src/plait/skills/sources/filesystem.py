@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import operator
 import os
 import stat as stat_module
 import time
@@ -68,6 +69,8 @@ from plait.skills.sources.scanning import (
 )
 
 __all__ = ["FilesystemSource", "ScanStats"]
+
+_entry_name = operator.attrgetter("name")
 
 
 class FilesystemSource:
@@ -194,7 +197,7 @@ class FilesystemSource:
         """List ``visit`` once: load or report its skill file, return its child folders."""
         try:
             with os.scandir(visit.path) as it:
-                entries = sorted(it, key=lambda e: e.name)
+                entries = sorted(it, key=_entry_name)
         except OSError as err:
             message = f"Cannot list folder {visit.path}: {err.strerror}; skipped it."
             scan.items.append(self._notice(Severity.WARNING, Code.UNREADABLE, message, visit.path))
@@ -280,14 +283,12 @@ class FilesystemSource:
         scan.stats.skill_files += 1
         signature = (info.st_mtime_ns, info.st_size, info.st_ino, info.st_ctime_ns)
         cached = self._cache.get(skill_id)
-        if cached is not None and cached.signature == signature and cached.path == path:
-            item, folder = cached.item, cached.folder
-        else:
+        if cached is None or cached.signature != signature or cached.path != path:
             scan.stats.parsed += 1
             item, real = self._read_item(skill_id, folder_name, path, info.st_size)
-            folder = os.path.dirname(real)
-        scan.cache[skill_id] = CachedSkill(path, signature, item, folder)
-        scan.items.append(item)
+            cached = CachedSkill(path, signature, item, os.path.dirname(real))
+        scan.cache[skill_id] = cached
+        scan.items.append(cached.item)
 
     def _read_item(
         self, skill_id: str, folder_name: str, path: str, size: int
