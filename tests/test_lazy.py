@@ -16,7 +16,14 @@ import pytest
 
 from plait.lazy import lazy_exports
 
-LAZY_PACKAGES = ["plait", "plait.models", "plait.stores", "plait.backends", "plait.skills"]
+LAZY_PACKAGES = [
+    "plait",
+    "plait.models",
+    "plait.stores",
+    "plait.backends",
+    "plait.skills",
+    "plait.skills.managed",
+]
 HEAVY = ["pydantic", "pydantic_core", "typer", "rich", "click", "yaml", "openai", "anthropic"]
 
 

@@ -15,56 +15,61 @@ constants) stay importable from their modules.
 
 from __future__ import annotations
 
-from plait.skills.managed.create import create_skill_manager
-from plait.skills.managed.errors import (
-    ErrorCode,
-    InvalidSkillsConfig,
-    ManagerError,
-    SkillAlreadyLoaded,
-    SkillGateDenied,
-    SkillLoadFailed,
-    SkillManagerDisposed,
-    SkillManagerError,
-    SkillNotLoaded,
-    SkillRefreshFailed,
-    SkillSandboxUnavailable,
-    SkillScriptFailed,
-    SkillScriptRejected,
-    SkillScriptTimeout,
-    SkillToolCollision,
-    SkillToolInvalid,
-    render_error,
-)
-from plait.skills.managed.events import (
-    SkillLoaded,
-    SkillRestoreFailed,
-    SkillSwapFailed,
-    SkillSwapped,
-    SkillUnloaded,
-    SkillUpdateFound,
-)
-from plait.skills.managed.hooks import (
-    SkillMiddlewareSet,
-    create_skill_middleware_set,
-    skills_dispatch_input_middleware,
-    skills_dispatch_output_middleware,
-    skills_turn_input_middleware,
-    skills_turn_output_middleware,
-)
-from plait.skills.managed.manager import SkillManager
-from plait.skills.managed.persistence import RememberLoadedSkills
-from plait.skills.managed.prepare import SkillTools, SkillToolsProvider
-from plait.skills.managed.records import (
-    CatalogRefresh,
-    Channel,
-    LoadedSkill,
-    LoadResult,
-    ProjectedSkill,
-    RefreshOutcome,
-    SkillStatus,
-)
-from plait.skills.managed.scripts import ScriptConfig
-from plait.skills.managed.tools import Gate, allow_all
+from typing import TYPE_CHECKING
+
+from plait.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from plait.skills.managed.create import create_skill_manager
+    from plait.skills.managed.errors import (
+        ErrorCode,
+        InvalidSkillsConfig,
+        ManagerError,
+        SkillAlreadyLoaded,
+        SkillGateDenied,
+        SkillLoadFailed,
+        SkillManagerDisposed,
+        SkillManagerError,
+        SkillNotLoaded,
+        SkillRefreshFailed,
+        SkillSandboxUnavailable,
+        SkillScriptFailed,
+        SkillScriptRejected,
+        SkillScriptTimeout,
+        SkillToolCollision,
+        SkillToolInvalid,
+        render_error,
+    )
+    from plait.skills.managed.events import (
+        SkillLoaded,
+        SkillRestoreFailed,
+        SkillSwapFailed,
+        SkillSwapped,
+        SkillUnloaded,
+        SkillUpdateFound,
+    )
+    from plait.skills.managed.hooks import (
+        SkillMiddlewareSet,
+        create_skill_middleware_set,
+        skills_dispatch_input_middleware,
+        skills_dispatch_output_middleware,
+        skills_turn_input_middleware,
+        skills_turn_output_middleware,
+    )
+    from plait.skills.managed.manager import SkillManager
+    from plait.skills.managed.persistence import RememberLoadedSkills
+    from plait.skills.managed.prepare import SkillTools, SkillToolsProvider
+    from plait.skills.managed.records import (
+        CatalogRefresh,
+        Channel,
+        LoadedSkill,
+        LoadResult,
+        ProjectedSkill,
+        RefreshOutcome,
+        SkillStatus,
+    )
+    from plait.skills.managed.scripts import ScriptConfig
+    from plait.skills.managed.tools import Gate, allow_all
 
 __all__ = [
     "CatalogRefresh",
@@ -112,3 +117,66 @@ __all__ = [
     "skills_turn_input_middleware",
     "skills_turn_output_middleware",
 ]
+
+if not TYPE_CHECKING:  # a visible __getattr__ would make mypy accept any attribute
+    __getattr__, __dir__ = lazy_exports(
+        __name__,
+        {
+            "plait.skills.managed.create": ("create_skill_manager",),
+            "plait.skills.managed.errors": (
+                "ErrorCode",
+                "InvalidSkillsConfig",
+                "ManagerError",
+                "SkillAlreadyLoaded",
+                "SkillGateDenied",
+                "SkillLoadFailed",
+                "SkillManagerDisposed",
+                "SkillManagerError",
+                "SkillNotLoaded",
+                "SkillRefreshFailed",
+                "SkillSandboxUnavailable",
+                "SkillScriptFailed",
+                "SkillScriptRejected",
+                "SkillScriptTimeout",
+                "SkillToolCollision",
+                "SkillToolInvalid",
+                "render_error",
+            ),
+            "plait.skills.managed.events": (
+                "SkillLoaded",
+                "SkillRestoreFailed",
+                "SkillSwapFailed",
+                "SkillSwapped",
+                "SkillUnloaded",
+                "SkillUpdateFound",
+            ),
+            "plait.skills.managed.hooks": (
+                "SkillMiddlewareSet",
+                "create_skill_middleware_set",
+                "skills_dispatch_input_middleware",
+                "skills_dispatch_output_middleware",
+                "skills_turn_input_middleware",
+                "skills_turn_output_middleware",
+            ),
+            "plait.skills.managed.manager": ("SkillManager",),
+            "plait.skills.managed.persistence": ("RememberLoadedSkills",),
+            "plait.skills.managed.prepare": (
+                "SkillTools",
+                "SkillToolsProvider",
+            ),
+            "plait.skills.managed.records": (
+                "CatalogRefresh",
+                "Channel",
+                "LoadedSkill",
+                "LoadResult",
+                "ProjectedSkill",
+                "RefreshOutcome",
+                "SkillStatus",
+            ),
+            "plait.skills.managed.scripts": ("ScriptConfig",),
+            "plait.skills.managed.tools": (
+                "Gate",
+                "allow_all",
+            ),
+        },
+    )
