@@ -20,7 +20,6 @@ from rich.text import Text
 
 from plait.context import ContextOverflowRecovered, HistorySummarized, ResultEvicted
 from plait.guards import RepetitionDetected, ToolCallRejected
-from plait.mcp.events import McpServerSkipped
 from plait.middleware.context import Event
 from plait.runtime.events import (
     DispatchFinished,
@@ -147,7 +146,12 @@ _BATTERY_LINES: dict[type[Event], Callable[[Any], str | None]] = {
         f"[yellow]✗ rejected {escape(e.call.name)}:[/yellow] " + _dim(short(e.reason, 100))
     ),
     RepetitionDetected: lambda e: f"[yellow]↻ repetition ({e.kind}, {e.count} times)[/yellow]",
-    McpServerSkipped: lambda e: (
+}
+
+# Matched by ``type``: importing the event class would load plait.mcp for every command, and
+# the event only comes from servers that --mcp or the config file named.
+_LINES_BY_TYPE: dict[str, Callable[[Any], str | None]] = {
+    "mcp_server_skipped": lambda e: (
         f"[yellow]! MCP server {escape(e.server)} skipped, its tools are left out:[/yellow] "
         + escape(e.reason)
         + " "
@@ -177,7 +181,7 @@ class EventPrinter:
             return
         if isinstance(event, _QUIET) and not self.verbose:
             return
-        handler = self._special.get(type(event))
+        handler = self._special.get(type(event)) or _LINES_BY_TYPE.get(event.type)
         line = handler(event) if handler else f"[dim]• {event.type}[/dim] {escape(_fields(event))}"
         if line is None:
             return
