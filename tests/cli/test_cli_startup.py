@@ -74,6 +74,14 @@ def test_other_invocations_still_go_through_typer() -> None:
     assert "validate" in out
 
 
+def test_commands_load_mcp_and_the_skill_manager_only_when_used() -> None:
+    # plait.mcp loads for --mcp (or servers in the config), the manager for --mode managed.
+    _, modules = run_main("run", "--help")
+    assert "plait.cli.run" in modules
+    unused = ("plait.mcp", "plait.sandbox", "plait.skills.managed.manager")
+    assert [m for m in modules if m.startswith(unused)] == []
+
+
 def test_bare_plait_prints_the_help_with_the_usage_error_status() -> None:
     out, modules = run_main()
     assert out == root_help() + "exit=2\n"
