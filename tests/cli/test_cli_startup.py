@@ -74,11 +74,22 @@ def test_other_invocations_still_go_through_typer() -> None:
     assert "validate" in out
 
 
-def test_commands_load_mcp_and_the_skill_manager_only_when_used() -> None:
-    # plait.mcp loads for --mcp (or servers in the config), the manager for --mode managed.
+def test_a_command_loads_the_layers_it_runs_on_only_when_it_runs() -> None:
+    # The agent and its batteries load when run, chat or demo build one; plait.mcp for --mcp
+    # (or servers in the config); the manager and the sandbox for --mode managed.
     _, modules = run_main("run", "--help")
-    assert "plait.cli.run" in modules
-    unused = ("plait.mcp", "plait.sandbox", "plait.skills.managed.manager")
+    assert "plait.cli.run" in modules and "plait.cli.demo" in modules
+    unused = (
+        "plait.runtime",
+        "plait.context",
+        "plait.guards",
+        "plait.trace",
+        "plait.mcp",
+        "plait.sandbox",
+        "plait.skills.managed.manager",
+        "plait.cli.display",
+        "plait.cli.demo_script",
+    )
     assert [m for m in modules if m.startswith(unused)] == []
 
 

@@ -14,7 +14,8 @@ import pytest
 from rich.console import Console
 from trace_page import CHROMIUM, CHROMIUM_ARGS, DEMO_PRICES, Browser, Served, serve
 
-from plait.cli.demo import _run_demo, bundled_skills
+from plait.cli.demo import bundled_skills
+from plait.cli.demo_script import run_demo
 from plait.trace import SQLiteTraceStore, TraceRecorder, create_app
 
 
@@ -24,7 +25,7 @@ def record_demo(path: Path, workdir: Path) -> None:
 
     async def main() -> None:
         recorder = TraceRecorder(store, agent="demo")
-        await _run_demo(Console(file=io.StringIO()), bundled_skills(), workdir, recorder)
+        await run_demo(Console(file=io.StringIO()), bundled_skills(), workdir, recorder)
         await recorder.aclose()
 
     asyncio.run(main())

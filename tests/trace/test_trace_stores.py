@@ -14,7 +14,8 @@ from postgres_server import fresh_schema, postgres_url
 from rich.console import Console
 
 from plait import Agent, ScriptedModel, ToolCall
-from plait.cli.demo import _run_demo, bundled_skills
+from plait.cli.demo import bundled_skills
+from plait.cli.demo_script import run_demo
 from plait.runtime.events import ErrorOccurred
 from plait.stores.postgres import PostgresThreadStore
 from plait.tools import tool
@@ -191,7 +192,7 @@ async def test_the_page_api_answers_the_same_from_sqlite_and_postgres(tmp_path: 
         await pg.setup()
         recorder = TraceRecorder(Both(lite, pg), agent="demo")
         console = Console(file=io.StringIO())
-        await _run_demo(console, bundled_skills(), tmp_path, recorder)
+        await run_demo(console, bundled_skills(), tmp_path, recorder)
         await recorder.drain()
         answers = []
         for store in (lite, pg):

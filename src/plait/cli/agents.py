@@ -14,19 +14,14 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from plait.context import (
-    OverflowRecoveryMiddleware,
-    ResultEvictionMiddleware,
-    SummarizationMiddleware,
-)
 from plait.errors import ConfigurationError
-from plait.middleware.base import Middleware
-from plait.models.base import Model
 from plait.models.registry import MODEL_SPEC_FORMS
-from plait.runtime.agent import Agent, Limits
-from plait.skills import FilesystemSource
 
 if TYPE_CHECKING:
+    from plait.middleware.base import Middleware
+    from plait.models.base import Model
+    from plait.runtime.agent import Agent, Limits
+    from plait.skills import FilesystemSource
     from plait.skills.managed import ScriptConfig
 
 __all__ = [
@@ -116,6 +111,15 @@ async def build_agent(options: AgentOptions) -> tuple[Agent, list[Closer]]:
 async def _assemble(options: AgentOptions, store: Any, backend: Any) -> tuple[Agent, list[Closer]]:
     """The agent over ``store`` and ``backend``, and what to close first when done (see
     :func:`build_agent`); on failure it closes what it opened itself and raises."""
+    # Imported here: every plait command imports this module, only run and chat build agents.
+    from plait.context import (
+        OverflowRecoveryMiddleware,
+        ResultEvictionMiddleware,
+        SummarizationMiddleware,
+    )
+    from plait.runtime.agent import Agent
+    from plait.skills import FilesystemSource
+
     summarization = SummarizationMiddleware(options.max_input_tokens, backend=backend)
     # A skill's instructions are read whole (the spec's "exempt skill content from
     # compaction"): read_file results are never evicted.

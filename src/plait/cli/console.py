@@ -18,36 +18,17 @@ from rich.console import Console
 from rich.markup import escape
 from rich.text import Text
 
-from plait.context import ContextOverflowRecovered, HistorySummarized, ResultEvicted
-from plait.guards import RepetitionDetected, ToolCallRejected
-from plait.middleware.context import Event
-from plait.runtime.events import (
-    DispatchFinished,
-    ErrorOccurred,
-    ModelCallRetried,
-    ModelRequestSent,
-    ModelResponseReceived,
-    TextDeltaReceived,
-    ToolCallFinished,
-    ToolCallStarted,
-    TurnFinished,
-    TurnStarted,
-)
-from plait.skills.disclosure import (
-    SkillCatalogLoaded,
-    SkillPinned,
-    SkillProblemFound,
-    SkillToolsDisclosed,
-    SkillToolsWithdrawn,
-)
-from plait.skills.managed import SkillLoaded, SkillUnloaded
-
 if TYPE_CHECKING:
+    from plait.middleware.context import Event
     from plait.models.retrying import RetryNotice
+    from plait.runtime.events import (
+        ErrorOccurred,
+        ModelCallRetried,
+        ToolCallFinished,
+        ToolCallStarted,
+    )
 
 __all__ = ["EventPrinter", "JsonEventWriter", "fail", "report_error", "report_note", "short"]
-
-_QUIET = (TurnStarted, ModelRequestSent, ModelResponseReceived, DispatchFinished, TurnFinished)
 
 
 def report_error(message: str) -> None:
@@ -108,45 +89,60 @@ def _names(values: Any) -> str:
     return ", ".join(values) if values else "-"
 
 
-_BATTERY_LINES: dict[type[Event], Callable[[Any], str | None]] = {
-    SkillCatalogLoaded: lambda e: _dim(
-        f"◆ skills {e.reason}: {e.skills} available"
-        + (f", {e.skipped} skipped (see diagnostics)" if e.skipped else "")
-    ),
-    SkillProblemFound: lambda e: (
-        "[yellow]◆ skill problem[/yellow] "
-        + escape(f"{e.skill or e.source_id}: {e.diagnostic.message}")
-    ),
-    SkillPinned: lambda e: _dim(f"◆ pinned skill {e.name}"),
-    SkillToolsDisclosed: lambda e: (
-        f"[magenta]+ tools unlocked:[/magenta] {escape(_names([*e.tools, *e.deferred]))}"
-    ),
-    SkillToolsWithdrawn: lambda e: (
-        f"[magenta]- tools withdrawn:[/magenta] {escape(_names(e.tools))}"
-    ),
-    SkillLoaded: lambda e: (
-        f"[magenta]◆ loaded skill {escape(e.skill)}[/magenta] "
-        + _dim(f"tools: {_names(e.tools)}")
-        + ("" if e.sandbox is None else " " + _sandbox_note(e.sandbox))
-    ),
-    SkillUnloaded: lambda e: f"[magenta]◆ unloaded skill {escape(e.skill)}[/magenta]",
-    ResultEvicted: lambda e: (
-        f"[blue]⇣ evicted {escape(e.tool)} result[/blue] "
-        + _dim(f"({e.estimated_tokens:,} tokens) → {e.path}")
-    ),
-    HistorySummarized: lambda e: (
-        f"[blue]≡ summarized {e.messages_removed} messages[/blue] "
-        + _dim(f"({e.original_tokens:,} → {e.summarized_tokens:,} tokens, {e.summarizer})")
-    ),
-    ContextOverflowRecovered: lambda e: (
-        "[blue]≡ context overflow recovered[/blue] "
-        + _dim(f"({e.original_tokens:,} → {e.compacted_tokens:,} tokens)")
-    ),
-    ToolCallRejected: lambda e: (
-        f"[yellow]✗ rejected {escape(e.call.name)}:[/yellow] " + _dim(short(e.reason, 100))
-    ),
-    RepetitionDetected: lambda e: f"[yellow]↻ repetition ({e.kind}, {e.count} times)[/yellow]",
-}
+def _battery_lines() -> dict[type[Event], Callable[[Any], str | None]]:
+    """The batteries' event lines. Their classes load with the first printer: the commands that
+    print no turn leave the batteries unloaded."""
+    from plait.context import ContextOverflowRecovered, HistorySummarized, ResultEvicted
+    from plait.guards import RepetitionDetected, ToolCallRejected
+    from plait.skills.disclosure import (
+        SkillCatalogLoaded,
+        SkillPinned,
+        SkillProblemFound,
+        SkillToolsDisclosed,
+        SkillToolsWithdrawn,
+    )
+    from plait.skills.managed import SkillLoaded, SkillUnloaded
+
+    return {
+        SkillCatalogLoaded: lambda e: _dim(
+            f"◆ skills {e.reason}: {e.skills} available"
+            + (f", {e.skipped} skipped (see diagnostics)" if e.skipped else "")
+        ),
+        SkillProblemFound: lambda e: (
+            "[yellow]◆ skill problem[/yellow] "
+            + escape(f"{e.skill or e.source_id}: {e.diagnostic.message}")
+        ),
+        SkillPinned: lambda e: _dim(f"◆ pinned skill {e.name}"),
+        SkillToolsDisclosed: lambda e: (
+            f"[magenta]+ tools unlocked:[/magenta] {escape(_names([*e.tools, *e.deferred]))}"
+        ),
+        SkillToolsWithdrawn: lambda e: (
+            f"[magenta]- tools withdrawn:[/magenta] {escape(_names(e.tools))}"
+        ),
+        SkillLoaded: lambda e: (
+            f"[magenta]◆ loaded skill {escape(e.skill)}[/magenta] "
+            + _dim(f"tools: {_names(e.tools)}")
+            + ("" if e.sandbox is None else " " + _sandbox_note(e.sandbox))
+        ),
+        SkillUnloaded: lambda e: f"[magenta]◆ unloaded skill {escape(e.skill)}[/magenta]",
+        ResultEvicted: lambda e: (
+            f"[blue]⇣ evicted {escape(e.tool)} result[/blue] "
+            + _dim(f"({e.estimated_tokens:,} tokens) → {e.path}")
+        ),
+        HistorySummarized: lambda e: (
+            f"[blue]≡ summarized {e.messages_removed} messages[/blue] "
+            + _dim(f"({e.original_tokens:,} → {e.summarized_tokens:,} tokens, {e.summarizer})")
+        ),
+        ContextOverflowRecovered: lambda e: (
+            "[blue]≡ context overflow recovered[/blue] "
+            + _dim(f"({e.original_tokens:,} → {e.compacted_tokens:,} tokens)")
+        ),
+        ToolCallRejected: lambda e: (
+            f"[yellow]✗ rejected {escape(e.call.name)}:[/yellow] " + _dim(short(e.reason, 100))
+        ),
+        RepetitionDetected: lambda e: f"[yellow]↻ repetition ({e.kind}, {e.count} times)[/yellow]",
+    }
+
 
 # Matched by ``type``: importing the event class would load plait.mcp for every command, and
 # the event only comes from servers that --mcp or the config file named.
@@ -167,19 +163,29 @@ class EventPrinter:
         self.console = console
         self.verbose = verbose
         self._in_text = False
+        from plait.runtime import events
+
+        self._text_delta = events.TextDeltaReceived
+        self._quiet = (
+            events.TurnStarted,
+            events.ModelRequestSent,
+            events.ModelResponseReceived,
+            events.DispatchFinished,
+            events.TurnFinished,
+        )
         self._special: dict[type[Event], Callable[[Any], str | None]] = {
-            ToolCallStarted: self._tool_call,
-            ToolCallFinished: self._tool_result,
-            ErrorOccurred: self._error,
-            **_BATTERY_LINES,
+            events.ToolCallStarted: self._tool_call,
+            events.ToolCallFinished: self._tool_result,
+            events.ErrorOccurred: self._error,
+            **_battery_lines(),
         }
 
     def __call__(self, event: Event) -> None:
-        if isinstance(event, TextDeltaReceived):
+        if isinstance(event, self._text_delta):
             self.console.print(escape(event.text), end="", soft_wrap=True, highlight=False)
             self._in_text = True
             return
-        if isinstance(event, _QUIET) and not self.verbose:
+        if isinstance(event, self._quiet) and not self.verbose:
             return
         handler = self._special.get(type(event)) or _LINES_BY_TYPE.get(event.type)
         line = handler(event) if handler else f"[dim]• {event.type}[/dim] {escape(_fields(event))}"
@@ -229,6 +235,8 @@ class JsonEventWriter:
         self._write = write or (lambda line: print(line, flush=True))
 
     def __call__(self, event: Event) -> None:
+        from plait.runtime.events import ModelCallRetried
+
         if isinstance(event, ModelCallRetried):
             self.retry(event)
             return

@@ -10,7 +10,7 @@ import asyncio
 import contextlib
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -18,7 +18,6 @@ from rich.text import Text
 
 from plait.cli.agents import AgentOptions, Closer, build_agent
 from plait.cli.console import JsonEventWriter, fail, report_error, report_note
-from plait.cli.display import TurnDisplay, make_console
 from plait.cli.options import Flags, Resolved, agent_options, merged_settings, with_flags
 from plait.cli.ui import NoTraceOption, open_trace_store, trace_hint
 from plait.errors import (
@@ -30,8 +29,11 @@ from plait.errors import (
 )
 from plait.messages import new_id
 from plait.models.registry import MODEL_SPEC_FORMS
-from plait.runtime.agent import Agent
 from plait.skills.skill_file import is_skill_file_name
+
+if TYPE_CHECKING:  # the display and the agent load with run and chat, not with every command
+    from plait.cli.display import TurnDisplay
+    from plait.runtime.agent import Agent
 
 __all__ = [
     "MODEL_EPILOG",
@@ -141,7 +143,7 @@ def _resolve(
         fail(str(exc), 2)
     check_skills_folders(list(resolved.options.skills), settings.origins.get("skills", ""))
     resolved.options.mcp = servers
-    if isinstance(display, TurnDisplay):
+    if not isinstance(display, JsonEventWriter):
         display.markdown = _markdown(display, resolved, flags.plain)
         display.price = resolved.price
     if trace:
@@ -271,6 +273,8 @@ def run(
     no_trace: NoTraceOption = False,
 ) -> None:
     """Run one turn: stream the answer and show tool calls, skills and context events."""
+    from plait.cli.display import TurnDisplay, make_console
+
     console = make_console()
     if not task.strip():
         fail("The task is empty: say what the agent should do.", 2)
@@ -329,6 +333,8 @@ def chat(
     no_trace: NoTraceOption = False,
 ) -> None:
     """An interactive session. Ctrl-C cancels the running turn; Ctrl-D or /exit ends the session."""
+    from plait.cli.display import TurnDisplay, make_console
+
     console = make_console()
     _thread_choice(thread, continue_)
     display = TurnDisplay(console, verbose=verbose)

@@ -7,7 +7,7 @@ from collections.abc import Coroutine
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 
 import typer
 from rich.console import Console
@@ -25,10 +25,11 @@ from plait.cli.db import (
     store_target,
 )
 from plait.cli.run import THREAD_INFO_KEY
-from plait.context import purge_thread
 from plait.errors import PlaitError, quoted
 from plait.messages import AssistantMessage, Message, ToolMessage, UserMessage
-from plait.stores.base import ThreadSnapshot
+
+if TYPE_CHECKING:
+    from plait.stores.base import ThreadSnapshot
 
 threads_app = typer.Typer(help="List, show and delete stored conversations.", no_args_is_help=True)
 
@@ -209,6 +210,8 @@ def delete_thread(
     has_blobs = is_postgres_url(target) or Path(backend.path).exists()
 
     async def delete() -> tuple[bool, list[str]]:
+        from plait.context import purge_thread  # the context battery, for this command only
+
         if not await threads.delete(thread_id):
             return False, []
         if has_blobs:
