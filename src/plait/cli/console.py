@@ -144,8 +144,8 @@ def _battery_lines() -> dict[type[Event], Callable[[Any], str | None]]:
     }
 
 
-# Matched by ``type``: importing the event class would load plait.mcp for every command, and
-# the event only comes from servers that --mcp or the config file named.
+# Matched by ``type``: importing the event class would load plait.mcp for every run and chat,
+# and the event only comes from servers that --mcp or the config file named.
 _LINES_BY_TYPE: dict[str, Callable[[Any], str | None]] = {
     "mcp_server_skipped": lambda e: (
         f"[yellow]! MCP server {escape(e.server)} skipped, its tools are left out:[/yellow] "
