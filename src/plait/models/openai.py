@@ -444,7 +444,8 @@ def classify_openai_error(exc: Exception, errors: ProviderErrors) -> ProviderFai
     """The plait failure for an ``openai`` SDK exception; ``None`` for anything else.
 
     Context overflow is a 400 with code ``context_length_exceeded`` or a message about the
-    context length (how vLLM and other compatible servers say it); a 429 with code
+    context length (how vLLM and other compatible servers say it), or any 413 (the body is over
+    the server's or a proxy's size limit: the conversation must shrink); a 429 with code
     ``insufficient_quota`` is not retried, since waiting does not add credit.
     """
     import openai
@@ -464,7 +465,9 @@ def classify_openai_error(exc: Exception, errors: ProviderErrors) -> ProviderFai
         return errors.other(exc.message)
     status = exc.status_code
     detail = _error_message(exc)
-    if status in (400, 413) and (exc.code == "context_length_exceeded" or _OVERFLOW.search(detail)):
+    if status == 413 or (
+        status == 400 and (exc.code == "context_length_exceeded" or _OVERFLOW.search(detail))
+    ):
         return errors.context_overflow(status, detail)
     if status in (401, 403):
         return errors.credentials(status, detail)
@@ -481,4 +484,6 @@ def _error_message(exc: openai.APIStatusError) -> str:
         message = body.get("message")
         if isinstance(message, str) and message:
             return message
+    if isinstance(body, str) and body:  # an error page (a proxy's): the SDK leaves it out
+        return f"{exc.message} - {body}"
     return exc.message
