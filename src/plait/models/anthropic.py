@@ -192,9 +192,9 @@ def classify_anthropic_error(exc: Exception, errors: ProviderErrors) -> Provider
     Context overflow is a 400 ``invalid_request_error`` whose message says the prompt is too
     long or exceeds the context limit, or a 413 (``request_too_large``: the body is over the
     API's byte limit, or a proxy's error page said so): either way the conversation must
-    shrink, and retrying the same request cannot help. A stream's ``error`` event arrives on a 200 response, so
-    its error type (``overloaded_error``, ``api_error``, ...) also decides whether it is
-    retryable.
+    shrink, and retrying the same request cannot help. A stream's ``error`` event arrives on a
+    200 response, so its error type (``overloaded_error``, ``api_error``, ...) also decides
+    whether it is retryable.
     """
     import anthropic
 
