@@ -239,7 +239,12 @@ class McpToolset(Middleware):
             f"MCP server {server.name!r}: its session ended: {lost}", 1, now
         )
         await asyncio.wait({self._retry_in_background(server)}, timeout=self.reconnect_seconds)
-        return self._down.get(server.name)
+        down = self._down.get(server.name)
+        if down is None and (again := server.lost_session) is not None:
+            # back, then gone again at once: starting it here would wait its init_timeout
+            gone = McpError(f"MCP server {server.name!r}: its new session ended too: {again}")
+            down = self._failed(server, gone, None, now)
+        return down
 
     def _retry_in_background(self, server: McpServer) -> asyncio.Task[None]:
         """``server``'s retry in flight on this event loop, started if there is none."""
