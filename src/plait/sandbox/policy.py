@@ -13,7 +13,6 @@ the agent, expanded when a run starts). The defaults are safe for an untrusted s
 
 from __future__ import annotations
 
-import glob
 import itertools
 import math
 import os
@@ -227,26 +226,46 @@ class SandboxPolicy:
 
     def denied_paths(self) -> list[str]:
         """The host paths ``read_deny`` names now, in order and without repeats: ``~``
-        expanded, each ``*`` component matched against its folder's entries (hidden ones too;
-        no other character is special), symlinks resolved. Only a ``*`` entry's matches must
-        exist; raises :class:`SandboxPolicyInvalid` when one entry matches more than
-        :data:`MAX_DENY_MATCHES` paths."""
+        expanded, a component that is exactly ``*`` matched against every entry of its folder
+        (hidden ones too; no other character is special), symlinks resolved. Only the matches
+        of a ``*`` entry must exist. Raises :class:`SandboxPolicyInvalid` when one entry
+        matches more than :data:`MAX_DENY_MATCHES` paths (or a folder it lists holds more)."""
         found: dict[str, None] = {}
+        listings: dict[str, list[str]] = {}  # each folder listed once per call
         for raw in self.read_deny:
-            expanded = os.path.expanduser(raw)
-            if "*" not in expanded:
+            expanded = os.path.normpath(os.path.expanduser(raw))
+            if "*" not in expanded.split("/"):
                 found[os.path.realpath(expanded)] = None
                 continue
-            pattern = glob.escape(expanded).replace("[*]", "*")
-            matches = itertools.islice(
-                glob.iglob(pattern, include_hidden=True), MAX_DENY_MATCHES + 1
-            )
-            paths = [os.path.realpath(path) for path in matches]
-            if len(paths) > MAX_DENY_MATCHES:
-                raise SandboxPolicyInvalid(
-                    f"SandboxPolicy.read_deny entry {raw!r} matches more than "
-                    f"{MAX_DENY_MATCHES:,} paths; name the folders instead, or hide their "
-                    "parent whole."
-                )
-            found.update(dict.fromkeys(paths))
+            paths = ["/"]
+            for part in expanded.split("/")[1:]:
+                if part != "*":
+                    paths = [os.path.join(path, part) for path in paths]
+                    continue
+                paths = [os.path.join(p, name) for p in paths for name in _listing(p, listings)]
+                if len(paths) > MAX_DENY_MATCHES:
+                    raise _too_many(raw)
+            found.update(dict.fromkeys(os.path.realpath(p) for p in paths if os.path.lexists(p)))
         return list(found)
+
+
+def _listing(folder: str, listings: dict[str, list[str]]) -> list[str]:
+    """The names in ``folder`` (none if it cannot be listed), at most ``MAX_DENY_MATCHES``."""
+    names = listings.get(folder)
+    if names is None:
+        try:
+            with os.scandir(folder) as entries:
+                names = [e.name for e in itertools.islice(entries, MAX_DENY_MATCHES + 1)]
+        except OSError:
+            names = []
+        if len(names) > MAX_DENY_MATCHES:
+            raise _too_many(os.path.join(folder, "*"))
+        listings[folder] = names
+    return names
+
+
+def _too_many(entry: str) -> SandboxPolicyInvalid:
+    return SandboxPolicyInvalid(
+        f"SandboxPolicy.read_deny entry {entry!r} matches more than {MAX_DENY_MATCHES:,} paths; "
+        "name the folders instead, or hide their parent whole."
+    )
