@@ -218,7 +218,13 @@ class SandboxPolicy:
                         f"SandboxPolicy.{name} entry {path!r} must be an absolute path "
                         "(or start with ~)."
                     )
-                if os.path.normpath(expanded) == "/":
+                parts = os.path.normpath(expanded).split("/")
+                if name != "read_deny" and "*" in parts:
+                    raise SandboxPolicyInvalid(
+                        f"SandboxPolicy.{name} entry {path!r}: '*' matches folders in read_deny "
+                        "only; name the paths."
+                    )
+                if parts[1:] in ([""], ["*"]):
                     raise SandboxPolicyInvalid(
                         f"SandboxPolicy.{name} may not contain '/': name the folders instead."
                     )
