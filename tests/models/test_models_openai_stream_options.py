@@ -62,11 +62,12 @@ def sent_options(server: WireServer) -> list[object]:
     return [body.get("stream_options") for body in server.bodies()]
 
 
+@pytest.mark.parametrize("status", [400, 422])
 async def test_a_refused_stream_options_is_asked_once_more_without_and_then_never(
-    server: WireServer, sleeps: list[float]
+    server: WireServer, sleeps: list[float], status: int
 ) -> None:
     model = compatible(server, sleeps)
-    server.reply("stream_options_refused.json", status=400)
+    server.reply("stream_options_refused.json", status=status)
     server.reply("stream_reasoning.sse")
     server.reply("stream_reasoning.sse")
 

@@ -64,10 +64,10 @@ class OpenAIChatModel:
 
     ``stream_usage`` decides whether a stream asks for its usage (``stream_options:
     {"include_usage": true}``, a last chunk with the token counts). ``None`` (the default) asks,
-    and when the server answers 400 naming ``stream_options`` (some OpenAI-compatible servers
-    refuse fields they do not know) asks once more at once without it, and never again on this
-    model instance (:attr:`stream_usage_refused`); such streams report no usage unless the
-    server sends it anyway. ``True`` always asks (a refusal is the error); ``False`` never asks.
+    and when the server answers 400 (or 422) naming ``stream_options`` (some OpenAI-compatible
+    servers refuse fields they do not know) asks once more at once without it, and never again
+    on this model instance (:attr:`stream_usage_refused`); such streams report no usage unless
+    the server sends it anyway. ``True`` always asks (a refusal is the error); ``False`` never asks.
     """
 
     def __init__(
@@ -198,13 +198,14 @@ class OpenAIChatModel:
             yield event
 
     async def _open_stream(self, params: CompletionCreateParamsBase) -> Any:
-        """Open the stream; with ``stream_usage=None``, a 400 naming ``stream_options`` is
-        answered by asking once more without it (and remembering the refusal)."""
+        """Open the stream; with ``stream_usage=None``, a 400 (or a validating server's 422)
+        naming ``stream_options`` is answered by asking once more without it (and remembering
+        the refusal)."""
         import openai
 
         try:
             return await self._client.chat.completions.create(**params, stream=True)
-        except openai.BadRequestError as exc:
+        except (openai.BadRequestError, openai.UnprocessableEntityError) as exc:
             asked = "stream_options" in params and self.stream_usage is None
             if not asked or "stream_options" not in f"{_error_message(exc)} {exc.body}":
                 raise
