@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -285,6 +287,30 @@ async def test_a_session_that_died_between_turns_does_not_hold_up_the_next_turn(
     assert sorted(tool_names(model.requests[3])) == ["demo_crash", "demo_echo"]
     (echoed,) = [m for m in third.new_messages if isinstance(m, ToolMessage)]
     assert echoed.data == "back" and server.restarts == 1
+
+
+async def test_a_server_killed_while_idle_is_seen_dead_by_the_next_turn(tmp_path: Path) -> None:
+    flag, ready = tmp_path / "started", tmp_path / "ready"
+    flag.touch()
+    ready.touch()
+    gated = flag_gated(flag, ready)
+    server = McpServer("demo", command=gated, allow=["count"], init_timeout=120)
+    model = ScriptedModel([ToolCall("c1", "demo_count"), "first", "second"])
+    async with McpToolset([server]) as mcp:
+        agent = Agent(model, middleware=[mcp])
+        first = await agent.run("go", thread_id="t")
+        (counted,) = [m for m in first.new_messages if isinstance(m, ToolMessage)]
+        ready.unlink()  # a restart now hangs before `initialize`
+        os.kill(int(str(counted.data).split()[-1]), signal.SIGKILL)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 60
+        while server.lost_session is None:  # until the session reads the end of its stdout
+            assert loop.time() < deadline, "the session never saw its process exit"
+            await asyncio.sleep(0.01)
+        second = await agent.run("again", thread_id="t")
+    (skipped,) = [e for e in second.events if isinstance(e, McpServerSkipped)]
+    assert "its session ended: the server closed the connection" in skipped.reason
+    assert second.output == "second" and tool_names(model.requests[2]) == []
 
 
 async def test_a_session_that_died_and_restarts_within_the_wait_keeps_its_tools() -> None:
