@@ -314,6 +314,24 @@ async def test_prompt_too_long_raises_context_overflow_error(
     assert sleeps == []
 
 
+@pytest.mark.parametrize("stream", [False, True])
+async def test_request_too_large_413_raises_context_overflow_error(
+    server: WireServer, model: AnthropicModel, sleeps: list[float], stream: bool
+) -> None:
+    server.reply("request_too_large.json", status=413)
+
+    with pytest.raises(ContextOverflowError, match="maximum allowed number of bytes") as caught:
+        if stream:
+            await drain(model.stream(HELLO))
+        else:
+            await model.generate(HELLO)
+
+    assert caught.value.status == 413
+    assert caught.value.retryable is False
+    assert len(server.received) == 1
+    assert sleeps == []
+
+
 # --- request mapping -------------------------------------------------------------------------
 
 

@@ -3,8 +3,8 @@
 A 429 waits the server's ``retry-after``, then succeeds; a 401 names the key's variable; a 403
 says the key lacks access (not that it is invalid); a body that is not JSON and a reply that is
 not a model answer are typed ``ProviderError``s, whole answer or stream; any other client error
-carries the provider's own message. Each row of :data:`PROVIDERS` holds what differs: the wire
-bodies, the fixture and the key's variable.
+carries the provider's own message; a proxy's 413 page is a context overflow. Each row of
+:data:`PROVIDERS` holds what differs: the wire bodies, the fixture and the key's variable.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from wire_server import WireServer
 
-from plait.errors import ProviderError
+from plait.errors import ContextOverflowError, ProviderError
 from plait.messages import UserMessage
 from plait.models.anthropic import AnthropicModel
 from plait.models.base import ModelRequest, StreamEvent
@@ -224,4 +224,20 @@ async def test_other_client_errors_carry_the_provider_message(
     assert type(caught.value) is ProviderError
     assert caught.value.status == 404
     assert caught.value.retryable is False
+    assert sleeps == []
+
+
+async def test_a_413_page_from_a_proxy_is_a_context_overflow(
+    server: WireServer, model: AnthropicModel | OpenAIChatModel, sleeps: list[float]
+) -> None:
+    server.reply_raw(
+        b"<html><body>413 Request Entity Too Large</body></html>",
+        status=413,
+        content_type="text/html",
+    )
+
+    with pytest.raises(ContextOverflowError, match="413 Request Entity Too Large") as caught:
+        await model.generate(HELLO)
+
+    assert caught.value.status == 413 and caught.value.retryable is False
     assert sleeps == []
