@@ -234,8 +234,11 @@ class SandboxPolicy:
         """The host paths ``read_deny`` names now, in order and without repeats: ``~``
         expanded, a component that is exactly ``*`` matched against every entry of its folder
         (hidden ones too; no other character is special), symlinks resolved. Only the matches
-        of a ``*`` entry must exist. Raises :class:`SandboxPolicyInvalid` when one entry
-        matches more than :data:`MAX_DENY_MATCHES` paths (or a folder it lists holds more)."""
+        of a ``*`` entry must exist. A match whose links lead out of the folder its last ``*``
+        matched (``/home/mallory/.ssh -> /usr``) is kept only when that folder's owner owns
+        where it leads: a user cannot hide (or break) what is not theirs. Raises
+        :class:`SandboxPolicyInvalid` when one entry matches more than
+        :data:`MAX_DENY_MATCHES` paths (or a folder it lists holds more)."""
         found: dict[str, None] = {}
         listings: dict[str, list[str]] = {}  # each folder listed once per call
         for raw in self.read_deny:
@@ -243,16 +246,35 @@ class SandboxPolicy:
             if "*" not in expanded.split("/"):
                 found[os.path.realpath(expanded)] = None
                 continue
-            paths = ["/"]
+            matches = [("/", "/")]  # (path, the folder its last '*' matched)
             for part in expanded.split("/")[1:]:
                 if part != "*":
-                    paths = [os.path.join(path, part) for path in paths]
+                    matches = [(os.path.join(path, part), at) for path, at in matches]
                     continue
-                paths = [os.path.join(p, name) for p in paths for name in _listing(p, listings)]
-                if len(paths) > MAX_DENY_MATCHES:
+                paths = [
+                    os.path.join(p, name) for p, _ in matches for name in _listing(p, listings)
+                ]
+                matches = [(path, path) for path in paths]
+                if len(matches) > MAX_DENY_MATCHES:
                     raise _too_many(raw)
-            found.update(dict.fromkeys(os.path.realpath(p) for p in paths if os.path.lexists(p)))
+            for path, at in matches:
+                real = _owned_target(path, at) if os.path.lexists(path) else None
+                if real is not None:
+                    found[real] = None
         return list(found)
+
+
+def _owned_target(path: str, matched: str) -> str | None:
+    """Where ``path`` leads, if that stays inside the folder ``matched`` leads to or belongs to
+    that folder's owner; else ``None`` (a link planted there to hide someone else's files, or
+    one that leads nowhere)."""
+    real, folder = os.path.realpath(path), os.path.realpath(matched)
+    if real == folder or real.startswith(folder.rstrip("/") + "/"):
+        return real
+    try:
+        return real if os.stat(real).st_uid == os.stat(folder).st_uid else None
+    except OSError:
+        return None
 
 
 def _listing(folder: str, listings: dict[str, list[str]]) -> list[str]:
