@@ -19,7 +19,14 @@ from plait import (
     TurnAborted,
     tool,
 )
-from plait.mcp import McpConfigError, McpError, McpServer, McpServerSkipped, McpToolset
+from plait.mcp import (
+    McpConfigError,
+    McpError,
+    McpServer,
+    McpServerClosed,
+    McpServerSkipped,
+    McpToolset,
+)
 from plait.skills import MemorySource, SkillsMiddleware
 from plait.skills.managed import allow_all, create_skill_manager
 
@@ -327,6 +334,32 @@ async def test_a_session_that_died_and_restarts_within_the_wait_keeps_its_tools(
     assert sorted(tool_names(model.requests[2])) == ["demo_crash", "demo_echo"]
     (echoed,) = [m for m in second.new_messages if isinstance(m, ToolMessage)]
     assert echoed.data == "hi" and server.restarts == 1
+
+
+async def test_a_turn_waiting_for_a_restart_when_the_toolset_closes_starts_no_retry(
+    tmp_path: Path,
+) -> None:
+    flag, ready = tmp_path / "started", tmp_path / "ready"
+    flag.touch()
+    ready.touch()
+    server = McpServer("demo", command=flag_gated(flag, ready), allow=["crash"], init_timeout=120)
+    model = ScriptedModel([ToolCall("c1", "demo_crash"), "first", "never"])
+    mcp = McpToolset([server], reconnect_seconds=120)
+    agent = Agent(model, middleware=[mcp])
+    await agent.run("go", thread_id="t")  # the server process exits mid-call
+    ready.unlink()  # its restart now hangs before `initialize`
+    turn = asyncio.create_task(agent.run("again", thread_id="t"))
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 60
+    while "demo" not in mcp._retries:  # the turn waits for the restart
+        assert loop.time() < deadline, "the turn never started the restart"
+        await asyncio.sleep(0.01)
+    await mcp.aclose()
+    with pytest.raises(TurnAborted) as info:
+        await turn
+    # a closed server raises (as it does for a turn started after aclose): no retry after aclose
+    assert isinstance(info.value.error, McpServerClosed)
+    assert mcp._retries == {} and len(model.requests) == 2
 
 
 @pytest.mark.parametrize("wait", [0, -1, float("inf"), float("nan"), "2", True])

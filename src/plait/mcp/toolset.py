@@ -137,6 +137,7 @@ class McpToolset(Middleware):
         self.max_retry_seconds = float(max_retry_seconds)
         self._down: dict[str, _Down] = {}
         self._retries: dict[str, asyncio.Task[None]] = {}
+        self._closed = False
         prefixes: dict[str, str] = {}
         for server in self.servers:
             if not isinstance(server, McpServer):
@@ -209,6 +210,8 @@ class McpToolset(Middleware):
         now = time.monotonic()
         if down is None and (lost := server.lost_session) is not None:
             down = await self._reconnect(server, lost, now)
+        if self._closed:  # closed meanwhile: no new session, no retry after aclose()
+            raise McpServerClosed(server.name)
         if down is None:
             try:
                 return await server.list_tools()
@@ -286,7 +289,9 @@ class McpToolset(Middleware):
 
     async def aclose(self) -> None:
         """Cancel the background retries, then close every server, all at once (each in its
-        own task: order does not matter)."""
+        own task: order does not matter). A turn still using the toolset then gets
+        :class:`McpServerClosed` (one waiting for a restart too), and no retry starts again."""
+        self._closed = True
         retries, self._retries = list(self._retries.values()), {}
         loop = asyncio.get_running_loop()
         mine = [t for t in retries if not t.done() and t.get_loop() is loop]
