@@ -180,8 +180,11 @@ async def test_a_wildcard_entry_matching_too_many_paths_is_refused(tmp_path: Pat
     workspace.mkdir()
     box = BubblewrapSandbox(SandboxPolicy(read_deny=(f"{homes}/*/.ssh",), private_tmp=False))
     command = SandboxCommand((sys.executable, "-c", "pass"), workspace, 30, 1_000)
-    with pytest.raises(SandboxPolicyInvalid, match=f"matches more than {MAX_DENY_MATCHES:,}"):
+    with pytest.raises(
+        SandboxPolicyInvalid, match=f"matches more than {MAX_DENY_MATCHES:,}"
+    ) as info:
         await box.run(command)
+    assert f"entry '{homes}/*/.ssh'" in str(info.value)  # the entry as written
 
 
 async def test_a_link_in_another_users_home_hides_only_what_that_user_owns(

@@ -278,7 +278,8 @@ def _owned_target(path: str, matched: str) -> str | None:
 
 
 def _listing(folder: str, listings: dict[str, list[str]]) -> list[str]:
-    """The names in ``folder`` (none if it cannot be listed), at most ``MAX_DENY_MATCHES``."""
+    """The names in ``folder`` (none if it cannot be listed), at most ``MAX_DENY_MATCHES`` plus
+    one (so the caller sees the bound passed)."""
     names = listings.get(folder)
     if names is None:
         try:
@@ -286,14 +287,19 @@ def _listing(folder: str, listings: dict[str, list[str]]) -> list[str]:
                 names = [e.name for e in itertools.islice(entries, MAX_DENY_MATCHES + 1)]
         except OSError:
             names = []
-        if len(names) > MAX_DENY_MATCHES:
-            raise _too_many(os.path.join(folder, "*"))
         listings[folder] = names
     return names
 
 
 def _too_many(entry: str) -> SandboxPolicyInvalid:
+    default = entry.startswith("/home/*/") and entry in DEFAULT_READ_DENY
+    hint = (
+        " For the default '/home/*/' entries: read_deny=(*(p for p in DEFAULT_READ_DENY if "
+        "not p.startswith('/home/*/')), '/home')."
+        if default
+        else ""
+    )
     return SandboxPolicyInvalid(
         f"SandboxPolicy.read_deny entry {entry!r} matches more than {MAX_DENY_MATCHES:,} paths; "
-        "name the folders instead, or hide their parent whole."
+        f"name the folders instead, or hide their parent whole.{hint}"
     )
