@@ -58,6 +58,8 @@ SLEEPER = "import os, sys, time\nif os.fork() == 0:\n    os.setsid()\ntime.sleep
         (SandboxPolicy(write_allow=("relative/dir",)), "absolute path"),
         (SandboxPolicy(read_deny=("/",)), "may not contain '/'"),
         (SandboxPolicy(read_deny=("/*",)), "may not contain '/'"),
+        (SandboxPolicy(write_allow=("//",)), "may not contain '/'"),  # POSIX keeps '//'
+        (SandboxPolicy(read_deny=("//*",)), "may not contain '/'"),
         (SandboxPolicy(write_deny=("/home/*/.ssh",)), "'\\*' matches folders in read_deny only"),
         (SandboxPolicy(write_allow=("/srv/*",)), "'\\*' matches folders in read_deny only"),
         (SandboxPolicy(limits=SandboxLimits(cpu_seconds=0)), "cpu_seconds must be"),

@@ -218,7 +218,8 @@ class SandboxPolicy:
                         f"SandboxPolicy.{name} entry {path!r} must be an absolute path "
                         "(or start with ~)."
                     )
-                parts = os.path.normpath(expanded).split("/")
+                # normpath keeps a leading '//' (POSIX leaves it to the system): '/' all the same
+                parts = ("/" + os.path.normpath(expanded).lstrip("/")).split("/")
                 if name != "read_deny" and "*" in parts:
                     raise SandboxPolicyInvalid(
                         f"SandboxPolicy.{name} entry {path!r}: '*' matches folders in read_deny "
