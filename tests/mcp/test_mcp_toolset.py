@@ -380,8 +380,9 @@ async def test_a_turn_that_starts_while_another_waits_for_the_restart_waits_for_
     assert tool_names(other_model.requests[0]) == ["demo_crash"] and server.restarts == 1
 
 
+@pytest.mark.parametrize("closed", ["toolset", "server"])
 async def test_a_turn_waiting_for_a_restart_when_the_toolset_closes_starts_no_retry(
-    tmp_path: Path,
+    tmp_path: Path, closed: str
 ) -> None:
     flag, ready = tmp_path / "started", tmp_path / "ready"
     flag.touch()
@@ -398,12 +399,15 @@ async def test_a_turn_waiting_for_a_restart_when_the_toolset_closes_starts_no_re
     while "demo" not in mcp._retries:  # the turn waits for the restart
         assert loop.time() < deadline, "the turn never started the restart"
         await asyncio.sleep(0.01)
-    await mcp.aclose()
+    retry = mcp._retries["demo"]
+    await (mcp.aclose() if closed == "toolset" else server.aclose())
     with pytest.raises(TurnAborted) as info:
         await turn
     # a closed server raises (as it does for a turn started after aclose): no retry after aclose
     assert isinstance(info.value.error, McpServerClosed)
-    assert mcp._retries == {} and len(model.requests) == 2
+    assert len(model.requests) == 2 and retry.done()
+    assert mcp._retries == ({} if closed == "toolset" else {"demo": retry})
+    await mcp.aclose()
 
 
 @pytest.mark.parametrize("wait", [0, -1, float("inf"), float("nan"), "2", True])

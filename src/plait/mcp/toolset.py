@@ -216,7 +216,7 @@ class McpToolset(Middleware):
             self._down[server.name] = down
         if down is not None and down.restart_until > now:
             down = await self._await_restart(server, down, now)
-        if self._closed:  # closed meanwhile: no new session, no retry after aclose()
+        if self._closed or server.closed:  # closed meanwhile: no new session, no retry
             raise McpServerClosed(server.name)
         if down is None:
             try:
