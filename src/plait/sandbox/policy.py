@@ -167,7 +167,8 @@ class SandboxPolicy:
                      file an empty read-only file; paths that are missing or that the agent's
                      user cannot read are skipped (nothing to hide); a ``*`` path component
                      matches every entry of its folder (``/home/*/.ssh``), hidden ones too,
-                     at most :data:`MAX_DENY_MATCHES` paths per entry
+                     at most :data:`MAX_DENY_MATCHES` paths per entry (a ``*`` within a name
+                     is refused: it is no glob)
     write_allow      host paths writable besides the run's workspace (each must exist)
     write_deny       paths kept read-only even inside a writable one
     network          ``"off"``: a private network namespace (its own loopback only);
@@ -212,23 +213,7 @@ class SandboxPolicy:
                     f"SandboxPolicy.{name} must be a tuple of paths, not one string."
                 )
             for path in paths:
-                expanded = os.path.expanduser(path)
-                if not os.path.isabs(expanded) or "\x00" in expanded:
-                    raise SandboxPolicyInvalid(
-                        f"SandboxPolicy.{name} entry {path!r} must be an absolute path "
-                        "(or start with ~)."
-                    )
-                # normpath keeps a leading '//' (POSIX leaves it to the system): '/' all the same
-                parts = ("/" + os.path.normpath(expanded).lstrip("/")).split("/")
-                if name != "read_deny" and "*" in parts:
-                    raise SandboxPolicyInvalid(
-                        f"SandboxPolicy.{name} entry {path!r}: '*' matches folders in read_deny "
-                        "only; name the paths."
-                    )
-                if parts[1:] in ([""], ["*"]):
-                    raise SandboxPolicyInvalid(
-                        f"SandboxPolicy.{name} may not contain '/': name the folders instead."
-                    )
+                _check_entry(name, path)
         self.limits.check()
 
     def denied_paths(self) -> list[str]:
@@ -263,6 +248,35 @@ class SandboxPolicy:
                 if real is not None:
                     found[real] = None
         return list(found)
+
+
+def _check_entry(name: str, path: str) -> None:
+    """Raise :class:`SandboxPolicyInvalid` when ``path`` of the ``name`` list is not absolute,
+    names ``/``, or holds a ``*`` the policy would not expand (a whole ``*`` component, in
+    ``read_deny`` only: any other would be taken literally and hide or protect nothing)."""
+    expanded = os.path.expanduser(path)
+    if not os.path.isabs(expanded) or "\x00" in expanded:
+        raise SandboxPolicyInvalid(
+            f"SandboxPolicy.{name} entry {path!r} must be an absolute path (or start with ~)."
+        )
+    # normpath keeps a leading '//' (POSIX leaves it to the system): '/' all the same
+    parts = ("/" + os.path.normpath(expanded).lstrip("/")).split("/")
+    starred = [part for part in parts if "*" in part]
+    if starred and name != "read_deny":
+        raise SandboxPolicyInvalid(
+            f"SandboxPolicy.{name} entry {path!r}: '*' matches folders in read_deny only; name "
+            "the paths."
+        )
+    if any(part != "*" for part in starred):
+        raise SandboxPolicyInvalid(
+            f"SandboxPolicy.read_deny entry {path!r}: only a whole '*' component matches (every "
+            "entry of its folder, as in /home/*/.ssh); any other '*' would be taken literally "
+            "and hide nothing. Name the paths."
+        )
+    if parts[1:] in ([""], ["*"]):
+        raise SandboxPolicyInvalid(
+            f"SandboxPolicy.{name} may not contain '/': name the folders instead."
+        )
 
 
 def _owned_target(path: str, matched: str) -> str | None:
