@@ -12,6 +12,7 @@ from trigram_embedding import trigrams
 from plait.errors import ConfigurationError
 from plait.skills import EmbeddingRanker, SkillEntry, SkillMeta
 from plait.skills.embedding import query_pieces, skill_clauses
+from plait.skills.ranking import LexicalRanker
 
 
 def entry(name: str, description: str) -> SkillEntry:
@@ -177,3 +178,14 @@ def test_a_cache_file_written_before_skills_had_clauses_is_ignored(tmp_path: Pat
 def test_bad_options_are_configuration_errors(options: dict[str, object], message: str) -> None:
     with pytest.raises(ConfigurationError, match=message):
         EmbeddingRanker(trigrams, **options)  # type: ignore[arg-type]
+
+
+def test_lexical_scored_is_rank_with_its_positive_scores_best_first() -> None:
+    lexical = LexicalRanker()
+    lexical.update(TWINS)
+    scored = lexical.scored("convert excel on linux with bash", 3)
+    assert [e for e, _ in scored] == lexical.rank("convert excel on linux with bash", 3)
+    assert scored[0][0].name == "sheets-convert-linux"
+    scores = [s for _, s in scored]
+    assert scores == sorted(scores, reverse=True) and scores[-1] > 0
+    assert lexical.scored("convert", 0) == []

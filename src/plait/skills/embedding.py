@@ -74,6 +74,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_CLAUSES",
+    "DEFAULT_DEPTH",
     "DEFAULT_FUSION_K",
     "DEFAULT_QUERY_PIECES",
     "DEFAULT_QUERY_WINDOW",
@@ -106,6 +107,9 @@ DEFAULT_QUERY_WINDOW = 3
 
 DEFAULT_QUERY_PIECES = 16
 """Query pieces embedded per query, besides the whole query; 0: the whole query only."""
+
+DEFAULT_DEPTH = 512
+"""How much of each order is combined (the lexical scores past it count as 0)."""
 
 DEFAULT_RESCORE = 128
 """Skills of the first stage scored again by late interaction; 0: no second stage."""
@@ -157,7 +161,7 @@ class EmbeddingRanker:
     ranker's order counts as the scores ``1 / (fusion_k + rank)``; ``None`` is not accepted:
     pass ``fuse=False`` for embeddings only). ``fusion``, ``weight`` (0.7, between 0 and 1),
     ``fusion_k`` (60), ``clauses`` (8), ``query_window`` (3), ``query_pieces`` (16) and
-    ``rescore`` (128) are explained in the module docstring; ``depth`` (128) is how much of the
+    ``rescore`` (128) are explained in the module docstring; ``depth`` (512) is how much of the
     lexical order is used; ``batch_size`` (64) texts go to one ``embed`` call; skill texts are
     read to ``max_text_chars`` (2,000) and queries to ``max_query_chars`` (4,000) characters;
     ``max_cache_vectors`` (200,000) bounds the cache. Not thread-safe: one event loop uses it.
@@ -173,7 +177,7 @@ class EmbeddingRanker:
         fusion: Fusion = "score",
         weight: float = DEFAULT_WEIGHT,
         fusion_k: int = DEFAULT_FUSION_K,
-        depth: int = 128,
+        depth: int = DEFAULT_DEPTH,
         clauses: int = DEFAULT_CLAUSES,
         query_window: int = DEFAULT_QUERY_WINDOW,
         query_pieces: int = DEFAULT_QUERY_PIECES,
