@@ -303,7 +303,7 @@ class EmbeddingRanker:
                 return []
             found = np.flatnonzero(lexical)
             return self._take(found, lexical[found], limit)
-        first = self._combine(self._whole @ vectors[0], lexical)
+        first = self._combine(np.einsum("nd,d->n", self._whole, vectors[0]), lexical)
         count = len(self._entries)
         if not self.rescore:
             return self._take(np.arange(count), first, limit)
@@ -359,14 +359,18 @@ class EmbeddingRanker:
 
     def _late(self, candidates: Indices, queries: Matrix) -> Matrix:
         """Late interaction: per candidate, the sum over the query vectors of (the best cosine
-        with one of its clauses + the cosine with its whole text)."""
+        with one of its clauses + the cosine with its whole text).
+
+        Products go through ``einsum`` (numpy's own loop), not BLAS (``@``): these are small,
+        and on a busy machine a multi-threaded BLAS waking its threads for each one took 10 to
+        15 ms instead of 1 (``bench/README.md``)."""
         np = self._np
-        score: Matrix = (self._whole[candidates] @ queries.T).sum(axis=1)
+        score: Matrix = np.einsum("nd,pd->n", self._whole[candidates], queries)
         if self.clauses and len(self._clause_vectors):
             rows = self._clause_rows[candidates]
             count, width = rows.shape
             gathered = self._clause_vectors[np.maximum(rows, 0)].reshape(count * width, -1)
-            cosines = (gathered @ queries.T).reshape(count, width, len(queries))
+            cosines = np.einsum("nd,pd->np", gathered, queries).reshape(count, width, -1)
             cosines = np.where((rows >= 0)[:, :, None], cosines, -np.inf)
             best = cosines.max(axis=1)
             score = score + np.where(np.isfinite(best), best, 0.0).sum(axis=1)
