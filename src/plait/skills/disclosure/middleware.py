@@ -20,8 +20,6 @@ request) is covered by ``wrap_model_call``, which repeats step 3 on the request 
 
 from __future__ import annotations
 
-import asyncio
-import logging
 import os
 import time
 from collections import OrderedDict
@@ -51,6 +49,11 @@ from plait.skills.disclosure.pins import (
     remember_pins,
 )
 from plait.skills.disclosure.read_file import DEFAULT_READ_MAX_CHARS, build_read_tool
+from plait.skills.disclosure.refresh import (
+    DEFAULT_REFRESH_INTERVAL,
+    DEFAULT_WAIT_S,
+    CatalogRefresher,
+)
 from plait.skills.disclosure.scan import DisclosureScan
 from plait.skills.disclosure.search import build_search_tool
 from plait.skills.disclosure.skill_tools import ToolNameResolver, ToolPlan, TurnTools, as_resolver
@@ -75,12 +78,6 @@ STATE_KEY = "skills_metadata"
 
 DEFAULT_BUDGET = 8_000
 """Characters of the skill list in the system prompt (about 2,000 tokens)."""
-
-DEFAULT_REFRESH_INTERVAL = 2.0
-"""Seconds a catalog refresh serves new threads; the first new thread after that starts one
-refresh in the background and, like every other, is served the current catalog meanwhile."""
-
-_log = logging.getLogger("plait.skills")
 
 
 def _problem_key(problem: LoadProblem) -> tuple[object, ...]:
@@ -178,14 +175,8 @@ class SkillsMiddleware(Middleware):
         self._threads: OrderedDict[str, _Thread] = OrderedDict()
         self._max_threads = max_threads
         self._snapshot: SkillSnapshot | None = None
-        self.refresh_interval = refresh_interval
-        self._refreshed_at = -float("inf")
-        self._refresh_lock = asyncio.Lock()
-        self._lock_loop: asyncio.AbstractEventLoop | None = None
-        self._background: asyncio.Task[None] | None = None
+        self._refresher = CatalogRefresher(self.catalog, refresh_interval)
         self._reported: set[tuple[object, ...]] = set()
-        self.refresh_error: Exception | None = None
-        """The last unexpected error of a background refresh (``None`` once one succeeds)."""
         self._ranker = ranker
         self.always_listed = tuple(always_listed)
         self._listing: RankedListing | None = None
@@ -210,6 +201,29 @@ class SkillsMiddleware(Middleware):
                 ranker = LexicalRanker()
             self._listing = RankedListing(ranker, self.always_listed)
         return self._listing
+
+    @property
+    def refresh_interval(self) -> float:
+        """Seconds a refreshed catalog serves new threads before one background refresh
+        starts (``0``: every new thread refreshes first; see :mod:`.refresh`)."""
+        return self._refresher.interval
+
+    @refresh_interval.setter
+    def refresh_interval(self, seconds: float) -> None:
+        self._refresher.interval = seconds
+
+    @property
+    def refresh_error(self) -> Exception | None:
+        """The last unexpected error of a background refresh; ``None`` once any refresh
+        (background, strict, reset or ``auto_refresh``) succeeds after it."""
+        return self._refresher.error
+
+    async def wait_refreshed(self, deadline: float = DEFAULT_WAIT_S) -> bool:
+        """Wait up to ``deadline`` seconds (default 30) for a background refresh in flight
+        (for tests and an orderly shutdown); ``True`` when none is running any more. Does not
+        cancel it when the deadline passes. One left in an event loop no longer running counts
+        as not running."""
+        return await self._refresher.wait(deadline)
 
     # --- public views -------------------------------------------------------------------------
 
@@ -326,75 +340,8 @@ class SkillsMiddleware(Middleware):
             return False
         return time.monotonic() - thread.loaded_at >= every
 
-    async def _refresh(self, force: bool) -> None:
-        """Refresh the catalog now when ``force``d, on the first load, with
-        ``refresh_interval=0``, or when the last background refresh never finished (its event
-        loop ended first, as after each ``run_sync``); otherwise start a background refresh when
-        the catalog is ``refresh_interval`` seconds old and return at once. Callers share one
-        refresh."""
-        if not force and self._serve_current():
-            if time.monotonic() - self._refreshed_at >= self.refresh_interval:
-                self._revalidate()
-            return
-        async with self._loop_lock():
-            if not force and self._serve_current():
-                return  # another caller's refresh finished while this one waited
-            await self.catalog.refresh()
-            self._refreshed_at = time.monotonic()
-            if self._background_lost():
-                self._background = None  # (not one a new thread started meanwhile)
-
-    def _loop_lock(self) -> asyncio.Lock:
-        """The refresh lock of the running event loop (see ``SkillCatalog._loop_lock``)."""
-        loop = asyncio.get_running_loop()
-        if self._lock_loop is not loop:
-            self._refresh_lock, self._lock_loop = asyncio.Lock(), loop
-        return self._refresh_lock
-
-    def _serve_current(self) -> bool:
-        """Whether a new thread may be served the current catalog: it is loaded, refreshes may
-        run behind, and none was lost."""
-        loaded = self.catalog.loaded and self.refresh_interval > 0
-        return loaded and not self._background_lost()
-
-    def _background_lost(self) -> bool:
-        """Whether the last background refresh was cancelled, or belongs to an event loop no
-        longer running (it will never finish)."""
-        task = self._background
-        return task is not None and (
-            task.cancelled() or task.get_loop() is not asyncio.get_running_loop()
-        )
-
-    async def wait_refreshed(self, deadline: float = 30.0) -> bool:
-        """Wait up to ``deadline`` seconds (default 30) for a background refresh in flight
-        (for tests and an orderly shutdown); ``True`` when none is running any more. Does not
-        cancel it when the deadline passes. One left in an event loop no longer running counts
-        as not running."""
-        task = self._background
-        if task is None or task.done() or self._background_lost():
-            return True
-        done, _ = await asyncio.wait({task}, timeout=deadline)
-        return bool(done)
-
-    def _revalidate(self) -> None:
-        """Start the shared background refresh unless one is running."""
-        if self._background is not None and not self._background.done():
-            return
-        self._refreshed_at = time.monotonic()  # at most one refresh per interval, even failing
-        self._background = asyncio.get_running_loop().create_task(self._refresh_behind())
-
-    async def _refresh_behind(self) -> None:
-        try:
-            async with self._loop_lock():
-                await self.catalog.refresh()
-                self._refreshed_at = time.monotonic()
-            self.refresh_error = None
-        except Exception as error:  # nobody awaits this task: log and keep it, never lose it
-            self.refresh_error = error
-            _log.warning("Background refresh of the skill catalog failed: %r", error)
-
     async def _load(self, ctx: DispatchContext, thread: _Thread | None, reason: str) -> _Thread:
-        await self._refresh(force=reason in ("reset", "auto_refresh"))
+        await self._refresher.refresh(force=reason in ("reset", "auto_refresh"))
         if self._snapshot is None or self._snapshot.generation != self.catalog.generation:
             self._snapshot = take_snapshot(
                 self.catalog, format=self.format, budget=self.budget, instructions=self.instructions
