@@ -59,6 +59,7 @@ from plait.skills.disclosure.search import build_search_tool
 from plait.skills.disclosure.skill_tools import ToolNameResolver, ToolPlan, TurnTools, as_resolver
 from plait.skills.disclosure.snapshot import (
     DEFAULT_INSTRUCTIONS,
+    DEFAULT_NAMES_SHARE,
     LoadProblem,
     SkillSnapshot,
     take_snapshot,
@@ -125,7 +126,9 @@ class SkillsMiddleware(Middleware):
     Past the budget, the listed skills are chosen per user turn by
     relevance (:mod:`.listing`) with ``ranker`` (default: a
     :class:`~plait.skills.ranking.LexicalRanker`, built on first need), keeping pinned, read and
-    ``always_listed`` skills. ``read_max_chars`` bounds one ``read_file`` result. Snapshots of
+    ``always_listed`` skills; ``names_share`` of the budget (a quarter by default, ``0``: off)
+    names the next skills without their descriptions, after the described ones.
+    ``read_max_chars`` bounds one ``read_file`` result. Snapshots of
     at most ``max_threads`` threads are kept in memory (least recently used dropped; a dropped
     thread reloads on its next model call).
     """
@@ -147,6 +150,7 @@ class SkillsMiddleware(Middleware):
         ranker: SkillRanker | None = None,
         always_listed: Sequence[str] = (),
         refresh_interval: float = DEFAULT_REFRESH_INTERVAL,
+        names_share: float = DEFAULT_NAMES_SHARE,
     ) -> None:
         if read_max_chars < 1000 or max_threads < 1 or (budget is not None and budget < 1):
             raise ConfigurationError(
@@ -165,9 +169,15 @@ class SkillsMiddleware(Middleware):
                 "SkillsMiddleware needs refresh_interval >= 0 (seconds; 0 refreshes for every "
                 "new thread) and always_listed as a list of skill names, not one string."
             )
+        if not 0 <= names_share < 1:
+            raise ConfigurationError(
+                f"SkillsMiddleware needs 0 <= names_share < 1 (the share of the budget that "
+                f"names skills without descriptions; 0 turns it off); got {names_share!r}."
+            )
         resolved = [s if isinstance(s, SkillSource) else FilesystemSource(s) for s in sources]
         self.catalog = SkillCatalog(resolved, precedence=precedence)
         self.budget = budget
+        self.names_share = names_share
         self.format = PromptFormat(format)
         self.instructions = instructions
         self.auto_refresh = auto_refresh
@@ -261,6 +271,7 @@ class SkillsMiddleware(Middleware):
                 format=self.format,
                 budget=self.budget,
                 instructions=self.instructions,
+                names_share=self.names_share,
             )
             thread.listing = (snapshot, section)
         return self._with_prompt(request, thread)
@@ -344,7 +355,11 @@ class SkillsMiddleware(Middleware):
         await self._refresher.refresh(force=reason in ("reset", "auto_refresh"))
         if self._snapshot is None or self._snapshot.generation != self.catalog.generation:
             self._snapshot = take_snapshot(
-                self.catalog, format=self.format, budget=self.budget, instructions=self.instructions
+                self.catalog,
+                format=self.format,
+                budget=self.budget,
+                instructions=self.instructions,
+                names_share=self.names_share,
             )
         snapshot = self._snapshot
         previous = thread.snapshot if thread is not None else None
