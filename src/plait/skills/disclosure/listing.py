@@ -138,9 +138,15 @@ class RankedListing:
             self._indexed = snapshot
 
     def search(self, snapshot: SkillSnapshot, query: str, limit: int) -> list[SkillEntry]:
-        """The ranker's best ``limit`` skills for ``query`` among ``snapshot``'s listed ones."""
+        """The ranker's best ``limit`` skills for ``query`` among ``snapshot``'s listed ones;
+        a query that is a listed skill's exact name (as the names tier shows it, quotes
+        allowed) puts that skill first."""
         self.index(snapshot)
-        return self._own(snapshot, self.ranker.rank(query, limit))
+        found = self._own(snapshot, self.ranker.rank(query, limit))
+        exact = snapshot.by_name.get(query.strip().strip("\"'`"))
+        if exact is None or not exact.meta.model_invocable or found[:1] == [exact]:
+            return found
+        return [exact, *(e for e in found if e is not exact)][: max(limit, 1)]
 
     def order(
         self, snapshot: SkillSnapshot, messages: Sequence[Message], kept: Sequence[str]
