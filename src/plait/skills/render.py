@@ -30,6 +30,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from itertools import islice
 
 from plait.skills.model import SkillEntry
 
@@ -234,7 +235,7 @@ def _names(
     total = len(entries)
     names: list[str] = []
     length = len(shape.names(""))
-    for entry in entries[len(lines) :]:
+    for entry in islice(entries, len(lines), None):  # (lazy: a ranked order is never copied)
         name = shape.name(entry.name)
         grown = length + len(name) + (2 if names else 0)
         if _size(shape, used, grown, total - len(lines) - len(names) - 1) > budget:
