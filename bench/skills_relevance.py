@@ -141,7 +141,7 @@ def quality(
             names_share=0,
         ).section
         described = named = today = 0
-        by_overlap: dict[str, list[bool]] = {}
+        by_overlap: dict[str, list[tuple[bool, bool]]] = {}
         for case in cases:
             mark = f"**{case.skill}**:"
             section = listing.render(
@@ -154,16 +154,18 @@ def quality(
                 names_share=names_share,
             )
             hit = mark in section
+            either = hit or case.skill in named_in(section)
             described += hit
-            named += hit or case.skill in named_in(section)
+            named += either
             today += mark in today_section
-            by_overlap.setdefault(overlap(catalog, case), []).append(hit)
+            by_overlap.setdefault(overlap(catalog, case), []).append((hit, either))
         k = budget // 1000
         out[f"recall_{k}k"] = 100 * described / len(cases)
         out[f"named_recall_{k}k"] = 100 * named / len(cases)
         out[f"today_recall_{k}k"] = 100 * today / len(cases)
         for group, hits in by_overlap.items():
-            out[f"recall_{k}k_{group}"] = 100 * sum(hits) / len(hits)
+            out[f"recall_{k}k_{group}"] = 100 * sum(h for h, _ in hits) / len(hits)
+            out[f"named_recall_{k}k_{group}"] = 100 * sum(n for _, n in hits) / len(hits)
             out[f"cases_{group}"] = len(hits)
     found = sum(
         case.skill in [e.name for e in listing.search(snapshot, case.request, 5)] for case in cases
@@ -471,7 +473,7 @@ async def measure(
                     [
                         f"  recall at 8k, requests sharing {group} terms with their skill",
                         f"{got[f'recall_8k_{group}']:.1f}% of {got[f'cases_{group}']:.0f}",
-                        "",
+                        f"{got[f'named_recall_8k_{group}']:.1f}%",
                         "",
                         "",
                     ]
