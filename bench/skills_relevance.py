@@ -17,7 +17,8 @@ characters) it prints, beside today's behaviour (catalog order; substring-count 
 
 then latency, medians of ``--runs`` (paired configurations interleaved round by round):
 
-* ranking per turn: order + render the prompt list for one request (target <= 5 ms at 10,000);
+* ranking per turn: order + render the prompt list for one request (target <= 5 ms at 10,000),
+  and what the names tier adds to it (median of paired differences against ``names_share=0``);
 * index build: a fresh ``LexicalRanker`` over the catalog (<= 300 ms at 10,000);
 * refresh of one changed skill: ``update()`` with one new version (<= 5 ms);
 * first turn of a new thread with a ``FilesystemSource`` (<= 20 ms at 10,000), p50 and p99 over
@@ -221,19 +222,26 @@ def latency(catalog: SkillCatalog, cases: list[Case], runs: int) -> dict[str, fl
     )
     listing = RankedListing(LexicalRanker())
     listing.index(snapshot)
-    per_turn = []
-    for case in cases:
+    per_turn: list[float] = []
+    tier_diffs: list[float] = []
+    for number, case in enumerate(cases):
         messages = [UserMessage(case.request)]
-        start = time.perf_counter()
-        listing.render(
-            snapshot,
-            messages,
-            (),
-            format=PromptFormat.MARKDOWN,
-            budget=8_000,
-            instructions=DEFAULT_INSTRUCTIONS,
-        )
-        per_turn.append(time.perf_counter() - start)
+        timed = {}
+        shares = (DEFAULT_NAMES_SHARE, 0.0) if number % 2 else (0.0, DEFAULT_NAMES_SHARE)
+        for share in shares:  # paired, the order alternating case by case
+            start = time.perf_counter()
+            listing.render(
+                snapshot,
+                messages,
+                (),
+                format=PromptFormat.MARKDOWN,
+                budget=8_000,
+                instructions=DEFAULT_INSTRUCTIONS,
+                names_share=share,
+            )
+            timed[share] = time.perf_counter() - start
+        per_turn.append(timed[DEFAULT_NAMES_SHARE])
+        tier_diffs.append(timed[DEFAULT_NAMES_SHARE] - timed[0.0])
     ranker = LexicalRanker()
     ranker.update(entries)
     middle = len(entries) // 2
@@ -242,6 +250,7 @@ def latency(catalog: SkillCatalog, cases: list[Case], runs: int) -> dict[str, fl
     return {
         "rank": statistics.median(per_turn) * 1000,
         "rank_p95": statistics.quantiles(per_turn, n=20)[-1] * 1000,
+        "tier": statistics.median(tier_diffs) * 1000,
         "build": median_ms(lambda: LexicalRanker().update(entries), runs),
         "one": median_ms(lambda: ranker.update(versions[next(flips) % 2 - 1]), runs * 3),
     }
@@ -495,6 +504,11 @@ async def measure(
                 "ranking per turn (order + render, 8k)",
                 f"{lat['rank']:.2f} (p95 {lat['rank_p95']:.2f})",
                 "<= 5",
+            ],
+            [
+                "  of which the names tier (median of paired diffs against names_share=0)",
+                f"{lat['tier']:+.3f}",
+                "",
             ],
             ["index build", f"{lat['build']:.1f}", "<= 300"],
             ["refresh of one changed skill", f"{lat['one']:.2f}", "<= 5"],
