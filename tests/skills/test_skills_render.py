@@ -215,7 +215,7 @@ def test_named_skills_are_escaped_and_quoted_in_xml_and_the_rest_counted() -> No
     fitted = fit(1)  # ...but a kept skill may use the whole budget
     assert (fitted.described, fitted.named, fitted.total) == (1, 3, 4)
     assert fitted.text.endswith(
-        "\n<skill_names>Also &lt;these&gt;: &quot;a&amp;b&quot;, &quot;x, y&quot;, plain</skill_names>"
-        "\n</available_skills>"
+        "\n<skill_names>Also &lt;these&gt;: &quot;a&amp;b&quot;, &quot;x, y&quot;, plain"
+        "</skill_names>\n</available_skills>"
     )
     assert "<more_skills" not in fitted.text and len(fitted.text) <= 620
