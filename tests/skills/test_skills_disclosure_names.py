@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from plait import Agent, ScriptedModel, ToolCall
 from plait.errors import ConfigurationError
+from plait.messages import UserMessage
 from plait.skills import MemorySource, SkillEntry, SkillsMiddleware
-from plait.skills.disclosure.snapshot import NAMES_INTRO
-from plait.skills.render import PromptFormat
+from plait.skills.catalog import SkillCatalog
+from plait.skills.disclosure.listing import RankedListing
+from plait.skills.disclosure.snapshot import NAMES_INTRO, SkillSnapshot, take_snapshot
+from plait.skills.ranking import LexicalRanker
+from plait.skills.render import PromptFormat, markdown_line
 
 FILLER = " ".join(["Keeps the shared workspace tidy and the weekly chores on schedule."] * 3)
 
@@ -129,3 +136,54 @@ async def test_search_skills_with_a_named_skill_puts_that_skill_first(
 def test_a_names_share_outside_zero_to_one_is_a_configuration_error(share: float) -> None:
     with pytest.raises(ConfigurationError, match="0 <= names_share < 1"):
         SkillsMiddleware([catalog()], names_share=share)
+
+
+def _snapshot(budget: int, share: float) -> SkillSnapshot:
+    skills = SkillCatalog([catalog()])
+    asyncio.run(skills.load())
+    return take_snapshot(
+        skills, format=PromptFormat.MARKDOWN, budget=budget, instructions=None, names_share=share
+    )
+
+
+_WORDS = ["zebras", "feeding", "grooming", "keeper", "chores", "weekly", "tidy", "zoo", "hello"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    budget=st.integers(300, 8_000),
+    share=st.sampled_from([0.0, 0.1, 0.25, 0.5, 0.9]),
+    kept=st.lists(st.integers(0, 119), max_size=12, unique=True),
+    words=st.lists(st.sampled_from(_WORDS), max_size=4),
+)
+def test_the_ranked_list_with_names_keeps_the_budget_the_kept_and_every_skill_once(
+    budget: int, share: float, kept: list[int], words: list[str]
+) -> None:
+    snapshot = _snapshot(budget, share)
+    names = [e.name for e in snapshot.listed]
+    always = [names[i] for i in kept]
+    listing = RankedListing(LexicalRanker(), always_listed=always)
+    messages = [UserMessage(" ".join(words))]
+
+    def render() -> str:
+        return listing.render(
+            snapshot,
+            messages,
+            (),
+            format=PromptFormat.MARKDOWN,
+            budget=budget,
+            instructions=None,
+            names_share=share,
+        )
+
+    text = render()
+    assert text == render()  # deterministic
+    shown, tier = described(text), named(text)
+    if shown or tier:
+        assert len(text) <= budget
+    assert len(set(shown + tier)) == len(shown) + len(tier)  # every skill at most once
+    assert more(text) == len(names) - len(shown) - len(tier)
+    assert shown[: len(always)] == always[: len(shown)]  # kept first, in their order
+    fits = sum(len(markdown_line(snapshot.by_name[n])) + 1 for n in always) + 100
+    if fits <= budget:  # the kept ones fit the whole budget: all described, whatever the share
+        assert shown[: len(always)] == always
