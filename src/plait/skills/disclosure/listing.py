@@ -146,7 +146,7 @@ class RankedListing:
         self.index(snapshot)
         found = self._own(snapshot, self.ranker.rank(query, limit))
         exact = snapshot.by_name.get(query.strip().strip("\"'`"))
-        if exact is None or not exact.meta.model_invocable or found[:1] == [exact]:
+        if exact is None or not exact.meta.model_invocable or (found and found[0] is exact):
             return found
         return [exact, *(e for e in found if e is not exact)][: max(limit, 1)]
 
