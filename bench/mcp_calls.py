@@ -4,7 +4,10 @@ Per round, interleaved: one ``echo`` call through the SDK's own ``ClientSession`
 baseline), one through :class:`plait.mcp.McpServer` (owner task, queue, future, result
 mapping), each timed around the call. Printed: the median of each, and the added cost as the
 median of the paired differences (same round). Also: connect time (process start +
-``initialize`` + ``tools/list``) and a restart after a crash, medians over a few fresh servers.
+``initialize`` + ``tools/list``) and a restart after a crash, medians over a few fresh servers;
+and the agent turn after the server died between turns, with a server that starts again and
+with one whose restart hangs (the turn waits at most ``RECONNECT_SECONDS``, not the server's
+``init_timeout``).
 
     python bench/mcp_calls.py [rounds]
 """
@@ -22,7 +25,8 @@ from pathlib import Path
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from plait.mcp import McpServer
+from plait import Agent, ScriptedModel
+from plait.mcp import RECONNECT_SECONDS, McpServer, McpServerSkipped, McpToolset
 
 SERVER = str(Path(__file__).parents[1] / "tests" / "support" / "mcp_server.py")
 COMMAND = [sys.executable, SERVER, "stdio"]
@@ -76,6 +80,35 @@ async def connects(times: int) -> tuple[list[float], list[float]]:
     return first, restart
 
 
+def hang_switch(flag: Path) -> list[str]:
+    """The server's command, but a start hangs while ``flag`` exists."""
+    script = 'if test -e "$0"; then sleep 3600; fi; exec "$1" "$2" stdio'
+    return ["/bin/sh", "-c", script, str(flag), *COMMAND[:2]]
+
+
+async def turns_after_a_death(times: int, hang: bool) -> tuple[list[float], int]:
+    """Wall time of the turn after the server's process exited between turns, and how many of
+    those turns went on without its tools (``McpServerSkipped``)."""
+    took: list[float] = []
+    skipped = 0
+    for index in range(times):
+        flag = Path(f"/tmp/plait-bench-mcp-hang-{os.getpid()}-{index}")
+        server = McpServer("b", command=hang_switch(flag), allow=["echo", "crash"])
+        async with McpToolset([server]) as mcp:
+            agent = Agent(ScriptedModel(["one", "two"]), middleware=[mcp])
+            await agent.run("first", thread_id="t")
+            with contextlib.suppress(Exception):
+                await server.call("crash", {}, tool="b_crash")
+            if hang:
+                await asyncio.to_thread(flag.touch)
+            start = time.perf_counter()
+            result = await agent.run("second", thread_id="t")
+            took.append(time.perf_counter() - start)
+            skipped += any(isinstance(e, McpServerSkipped) for e in result.events)
+        await asyncio.to_thread(flag.unlink, missing_ok=True)
+    return took, skipped
+
+
 def main() -> None:
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 300
     raw, plait = asyncio.run(calls(rounds))
@@ -91,6 +124,13 @@ def main() -> None:
         f"| connect: start + initialize + tools/list (5 servers) | {ms(statistics.median(first))} |"
     )
     print(f"| call after a crash: restart + call (5 servers) | {ms(statistics.median(restart))} |")
+    for hang in (False, True):
+        took, skipped = asyncio.run(turns_after_a_death(5, hang))
+        what = "its restart hangs" if hang else "it starts again"
+        print(
+            f"| turn after the server died between turns, {what} (5 servers; {skipped} "
+            f"skipped it, wait bound {RECONNECT_SECONDS:g} s) | {ms(statistics.median(took))} |"
+        )
 
 
 if __name__ == "__main__":

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -246,3 +248,88 @@ async def test_a_server_without_tools_is_skipped_naming_it_not_an_sdk_error() ->
             await bare.list_tools()
     (skipped,) = [e for e in result.events if isinstance(e, McpServerSkipped)]
     assert "MCP server 'bare' refused tools/list" in skipped.reason and result.output == "fine"
+
+
+async def test_a_session_that_died_between_turns_does_not_hold_up_the_next_turn(
+    tmp_path: Path,
+) -> None:
+    flag, ready = tmp_path / "started", tmp_path / "ready"
+    flag.touch()
+    ready.touch()
+    # init_timeout 120: a restart waited for inside the turn would hold the second turn that long
+    gated = flag_gated(flag, ready)
+    server = McpServer("demo", command=gated, allow=["echo", "crash"], init_timeout=120)
+    model = ScriptedModel(
+        [
+            ToolCall("c1", "demo_crash"),  # the server process exits mid-call
+            "first",
+            "second",
+            ToolCall("c2", "demo_echo", {"text": "back"}),
+            "third",
+        ]
+    )
+    async with McpToolset([server]) as mcp:
+        agent = Agent(model, middleware=[mcp])
+        first = await agent.run("go", thread_id="t")
+        ready.unlink()  # the restarted server now hangs before `initialize`
+        second = await agent.run("again", thread_id="t")
+        ready.touch()
+        await mcp.wait_for_retries()
+        third = await agent.run("and again", thread_id="t")
+    (crashed,) = [m for m in first.new_messages if isinstance(m, ToolMessage)]
+    assert crashed.is_error and first.output == "first"
+    (skipped,) = [e for e in second.events if isinstance(e, McpServerSkipped)]
+    assert skipped.server == "demo" and skipped.failures == 1
+    assert "its session ended" in skipped.reason
+    assert skipped.reason.endswith("(reconnecting in the background)")
+    assert second.output == "second" and tool_names(model.requests[2]) == []
+    assert not [e for e in third.events if isinstance(e, McpServerSkipped)]
+    assert sorted(tool_names(model.requests[3])) == ["demo_crash", "demo_echo"]
+    (echoed,) = [m for m in third.new_messages if isinstance(m, ToolMessage)]
+    assert echoed.data == "back" and server.restarts == 1
+
+
+async def test_a_server_killed_while_idle_is_seen_dead_by_the_next_turn(tmp_path: Path) -> None:
+    flag, ready = tmp_path / "started", tmp_path / "ready"
+    flag.touch()
+    ready.touch()
+    gated = flag_gated(flag, ready)
+    server = McpServer("demo", command=gated, allow=["count"], init_timeout=120)
+    model = ScriptedModel([ToolCall("c1", "demo_count"), "first", "second"])
+    async with McpToolset([server]) as mcp:
+        agent = Agent(model, middleware=[mcp])
+        first = await agent.run("go", thread_id="t")
+        (counted,) = [m for m in first.new_messages if isinstance(m, ToolMessage)]
+        ready.unlink()  # a restart now hangs before `initialize`
+        os.kill(int(str(counted.data).split()[-1]), signal.SIGKILL)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 60
+        while server.lost_session is None:  # until the session reads the end of its stdout
+            assert loop.time() < deadline, "the session never saw its process exit"
+            await asyncio.sleep(0.01)
+        second = await agent.run("again", thread_id="t")
+    (skipped,) = [e for e in second.events if isinstance(e, McpServerSkipped)]
+    assert "its session ended: the server closed the connection" in skipped.reason
+    assert second.output == "second" and tool_names(model.requests[2]) == []
+
+
+async def test_a_session_that_died_and_restarts_within_the_wait_keeps_its_tools() -> None:
+    server = McpServer("demo", command=STDIO, allow=["echo", "crash"])
+    model = ScriptedModel(
+        [ToolCall("c1", "demo_crash"), "first", ToolCall("c2", "demo_echo", {"text": "hi"}), "ok"]
+    )
+    # a generous wait, so a slow start on a loaded machine still lands inside the turn
+    async with McpToolset([server], reconnect_seconds=60) as mcp:
+        agent = Agent(model, middleware=[mcp])
+        await agent.run("go", thread_id="t")
+        second = await agent.run("again", thread_id="t")
+    assert not [e for e in second.events if isinstance(e, McpServerSkipped)]
+    assert sorted(tool_names(model.requests[2])) == ["demo_crash", "demo_echo"]
+    (echoed,) = [m for m in second.new_messages if isinstance(m, ToolMessage)]
+    assert echoed.data == "hi" and server.restarts == 1
+
+
+@pytest.mark.parametrize("wait", [0, -1, float("inf"), float("nan"), "2", True])
+def test_the_reconnect_wait_must_be_a_positive_finite_number(wait: object) -> None:
+    with pytest.raises(McpConfigError, match="reconnect_seconds must be a number of seconds"):
+        McpToolset([], reconnect_seconds=wait)  # type: ignore[arg-type]

@@ -327,6 +327,39 @@ async def test_prompt_too_long_raises_context_overflow_error(
     assert sleeps == []
 
 
+@pytest.mark.parametrize("stream", [False, True])
+async def test_request_too_large_413_raises_context_overflow_error(
+    server: WireServer, model: AnthropicModel, sleeps: list[float], stream: bool
+) -> None:
+    server.reply("request_too_large.json", status=413)
+
+    with pytest.raises(ContextOverflowError, match="maximum allowed number of bytes") as caught:
+        if stream:
+            await drain(model.stream(HELLO))
+        else:
+            await model.generate(HELLO)
+
+    assert caught.value.status == 413
+    assert caught.value.retryable is False
+    assert len(server.received) == 1
+    assert sleeps == []
+
+
+async def test_a_413_page_from_a_proxy_is_a_context_overflow_too(
+    server: WireServer, model: AnthropicModel
+) -> None:
+    server.reply_raw(
+        b"<html><body>413 Request Entity Too Large</body></html>",
+        status=413,
+        content_type="text/html",
+    )
+
+    with pytest.raises(ContextOverflowError, match="413 Request Entity Too Large") as caught:
+        await model.generate(HELLO)
+
+    assert caught.value.status == 413
+
+
 async def test_unauthorized_names_the_env_var(
     server: WireServer, model: AnthropicModel, sleeps: list[float]
 ) -> None:

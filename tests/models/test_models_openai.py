@@ -421,6 +421,22 @@ async def test_context_overflow_from_a_compatible_server(
         await model.generate(HELLO)
 
 
+async def test_a_413_page_from_a_proxy_is_a_context_overflow(
+    server: WireServer, model: OpenAIChatModel, sleeps: list[float]
+) -> None:
+    server.reply_raw(
+        b"<html><body>413 Request Entity Too Large</body></html>",
+        status=413,
+        content_type="text/html",
+    )
+
+    with pytest.raises(ContextOverflowError, match="413 Request Entity Too Large") as caught:
+        await model.generate(HELLO)
+
+    assert caught.value.status == 413 and caught.value.retryable is False
+    assert sleeps == []
+
+
 async def test_unauthorized_names_the_env_var(
     server: WireServer, model: OpenAIChatModel, sleeps: list[float]
 ) -> None:

@@ -11,7 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from plait.sandbox import DEFAULT_READ_DENY, BubblewrapSandbox, SandboxCommand, SandboxPolicy
+from plait.sandbox import (
+    DEFAULT_READ_DENY,
+    MAX_DENY_MATCHES,
+    BubblewrapSandbox,
+    SandboxCommand,
+    SandboxPolicy,
+    SandboxPolicyInvalid,
+)
 
 REPORT = """
 import json, os, sys
@@ -50,8 +57,7 @@ async def report(box: BubblewrapSandbox, workspace: Path, paths: list[str]) -> d
 
 def readable_defaults() -> list[str]:
     """The default entries this host's agent user can read (what the sandbox must hide)."""
-    paths = [os.path.expanduser(p) for p in DEFAULT_READ_DENY]
-    return [p for p in paths if os.access(p, os.R_OK)]
+    return [p for p in SandboxPolicy().denied_paths() if os.access(p, os.R_OK)]
 
 
 def as_empty(paths: list[str]) -> dict[str, object]:
@@ -133,3 +139,46 @@ async def test_a_write_allow_folder_that_is_also_denied_stays_writable(tmp_path:
     assert wrote.exit_code == 0, wrote.output
     seen = await report(box, workspace, [str(home / ".ssh")])
     assert (home / "out.txt").read_text() == "made" and seen == {str(home / ".ssh"): []}
+
+
+OTHER_HOMES = [p for p in DEFAULT_READ_DENY if p.startswith("/home/*/")]
+
+
+def test_each_home_entry_is_denied_in_every_home_folder_under_home() -> None:
+    assert [f"/home/*/{e[2:]}" for e in HOME_ENTRIES] == OTHER_HOMES
+    assert "/root" in DEFAULT_READ_DENY  # root's home: hidden whole
+    assert "/home" not in DEFAULT_READ_DENY and "/home/*" not in DEFAULT_READ_DENY
+
+
+async def test_other_users_credential_stores_read_as_empty_and_their_homes_stay(
+    tmp_path: Path,
+) -> None:
+    # The default /home/*/ entries, rebased into a root this test controls.
+    root = tmp_path / "host"
+    users = ["alice", "bob", ".hidden-user"]
+    for user in users:
+        fill(root / "home" / user)
+        (root / "home" / user / "notes.txt").write_text(f"{user}'s notes")
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    deny = tuple(f"{root}{entry}" for entry in OTHER_HOMES)
+    box = BubblewrapSandbox(SandboxPolicy(read_deny=deny, private_tmp=False))
+    secrets = [str(root / "home" / u / e[2:]) for u in users for e in HOME_ENTRIES]
+    notes = [str(root / "home" / u / "notes.txt") for u in users]
+    seen = await report(box, workspace, [*secrets, *notes, str(root / "home")])
+    listed = seen.pop(str(root / "home"))
+    assert isinstance(listed, list) and sorted(listed) == sorted(users)  # homes stay visible
+    assert [seen.pop(n) for n in notes] == [f"{u}'s notes" for u in users]
+    assert seen == as_empty(secrets)
+
+
+async def test_a_wildcard_entry_matching_too_many_paths_is_refused(tmp_path: Path) -> None:
+    homes = tmp_path / "home"
+    for index in range(MAX_DENY_MATCHES + 1):
+        (homes / f"u{index}" / ".ssh").mkdir(parents=True)
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    box = BubblewrapSandbox(SandboxPolicy(read_deny=(f"{homes}/*/.ssh",), private_tmp=False))
+    command = SandboxCommand((sys.executable, "-c", "pass"), workspace, 30, 1_000)
+    with pytest.raises(SandboxPolicyInvalid, match=f"matches more than {MAX_DENY_MATCHES:,}"):
+        await box.run(command)

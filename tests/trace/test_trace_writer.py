@@ -1,20 +1,24 @@
 """The recorder's background writer: ``drain`` waits for what was recorded before it was called
-(not for turns that keep coming), and a store that fails with an unexpected exception is reported
-like a :class:`~plait.trace.TraceStoreError`, never lost silently."""
+(not for turns that keep coming), a store that fails with an unexpected exception is reported
+like a :class:`~plait.trace.TraceStoreError`, never lost silently, and the batches queued behind
+a store that does not answer are bounded (the oldest dropped, with one warning and a count)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
+import pytest
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Tracer
 
-from plait import Agent, ScriptedModel, ToolCall
+from plait import Agent, FunctionModel, ScriptedModel, ToolCall
+from plait.errors import ConfigurationError, ProviderError
 from plait.models.retrying import retry_listener
 from plait.runtime.events import ErrorOccurred
 from plait.telemetry import GenAITelemetry
@@ -151,3 +155,41 @@ async def test_nested_tool_arguments_are_recorded_within_a_bound(tmp_path: Path)
 def take(wide: list[Any], deep: list[Any]) -> str:
     """Take nested arguments."""
     return "ok"
+
+
+def provider_down(request: object) -> str:
+    raise ProviderError("the provider is down", provider="test")
+
+
+async def test_failing_turns_queue_a_bounded_backlog_dropping_the_oldest_with_one_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = GatedStore(tmp_path / "traces.sqlite3")
+    gate = asyncio.Event()
+    store.gates.append(gate)  # the store hangs on the first write: nothing drains the queue
+    recorder = TraceRecorder(store, max_queued=3)
+    agent = Agent(FunctionModel(provider_down), middleware=[recorder])
+    with caplog.at_level(logging.WARNING, logger="plait.trace"):
+        for turn in range(10):
+            with pytest.raises(ProviderError):
+                await agent.run(f"turn {turn}", thread_id=f"t{turn}")
+            if turn == 0:
+                await store.writing.wait()  # turn 0's batch is being written, held at the gate
+    # Queued behind the held write: at most 3 batches; the 6 oldest of turns 1-9 were dropped.
+    assert recorder.dropped_batches == 6
+    warnings = [r for r in caplog.records if r.name == "plait.trace"]
+    assert len(warnings) == 1
+    assert "dropped the oldest" in warnings[0].getMessage()
+    assert "max_queued=3" in warnings[0].getMessage()
+    gate.set()
+    await recorder.drain()
+    inputs = sorted(r["input"] for r in await store.runs())
+    assert inputs == ["turn 0", "turn 7", "turn 8", "turn 9"]
+    assert {r["status"] for r in await store.runs()} == {"error"}
+    await recorder.aclose()
+
+
+@pytest.mark.parametrize("bound", [0, -1, 1.5, True])
+def test_max_queued_must_be_a_positive_integer(tmp_path: Path, bound: object) -> None:
+    with pytest.raises(ConfigurationError, match="max_queued must be an integer >= 1"):
+        TraceRecorder(SQLiteTraceStore(tmp_path / "t.sqlite3"), max_queued=bound)  # type: ignore[arg-type]

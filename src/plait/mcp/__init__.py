@@ -14,11 +14,17 @@ from plait.mcp.errors import (
 )
 from plait.mcp.events import McpServerSkipped
 from plait.mcp.server import DEFAULT_CALL_TIMEOUT, DEFAULT_INIT_TIMEOUT, McpServer, McpTool
-from plait.mcp.toolset import RETRY_FIRST_SECONDS, RETRY_MAX_SECONDS, McpToolset
+from plait.mcp.toolset import (
+    RECONNECT_SECONDS,
+    RETRY_FIRST_SECONDS,
+    RETRY_MAX_SECONDS,
+    McpToolset,
+)
 
 __all__ = [
     "DEFAULT_CALL_TIMEOUT",
     "DEFAULT_INIT_TIMEOUT",
+    "RECONNECT_SECONDS",
     "RETRY_FIRST_SECONDS",
     "RETRY_MAX_SECONDS",
     "McpConfigError",

@@ -136,6 +136,12 @@ class McpClient:
         return not self._dead
 
     @property
+    def ended(self) -> str | None:
+        """Why the session is dead (closed, failed to start, disconnected), or ``None`` while it
+        is up or still starting."""
+        return self._reason if self._dead else None
+
+    @property
     def closed(self) -> bool:
         """Whether the owner task has finished (the transport is closed)."""
         return self._owner is None or self._owner.done()

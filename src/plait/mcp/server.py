@@ -229,6 +229,14 @@ class McpServer:
         return plait_result(outcome, tool=tool, max_chars=self.max_result_chars)
 
     @property
+    def lost_session(self) -> str | None:
+        """Why the server's session ended, when it ended by itself (its process exited, its
+        connection failed, it failed to start); ``None`` while one is up or starting, before
+        the first use and after :meth:`aclose`. The next use starts a new session."""
+        client = self._client
+        return None if client is None or self._closed else client.ended
+
+    @property
     def closed(self) -> bool:
         """Whether :meth:`aclose` was called (the server cannot be used again)."""
         return self._closed

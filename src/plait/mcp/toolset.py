@@ -23,7 +23,13 @@ then every turn skips it without waiting and reports it again. A retry runs in t
 (one task per server, bounded by the server's ``init_timeout``): the turn that starts it, and
 every turn until it connects, goes on without the server (reported with "reconnecting in the
 background"); the first turn after it connected has its tools. :meth:`McpToolset.wait_for_retries`
-waits for the retries in flight. The same applies to
+waits for the retries in flight. A server whose session ended since its last use (its process
+exited, its connection failed) is noticed at once, without a request: the turn starts it again in
+the background and waits up to ``reconnect_seconds`` (:data:`RECONNECT_SECONDS`) for it; a server
+back by then keeps its tools in this turn, one that is not is skipped ("its session ended: ...",
+reconnecting in the background), never holding the turn for its ``init_timeout``. (An HTTP
+session that ended without closing its stream is noticed by the first call that needs it, which
+fails and restarts it.) The same applies to
 :meth:`McpToolset.resolve` and :meth:`McpToolset.skill_tools` (a skipped server resolves no
 tool).
 
@@ -54,7 +60,12 @@ from plait.mcp.server import McpServer, McpTool
 from plait.middleware.base import Middleware, Next
 from plait.middleware.context import DispatchContext, EventSink, TurnContext
 
-__all__ = ["RETRY_FIRST_SECONDS", "RETRY_MAX_SECONDS", "McpToolset"]
+__all__ = ["RECONNECT_SECONDS", "RETRY_FIRST_SECONDS", "RETRY_MAX_SECONDS", "McpToolset"]
+
+RECONNECT_SECONDS = 2.0
+"""Seconds a turn waits for a server whose session ended since its last use (its process
+exited, its connection failed) to start again; past it the turn goes on without the server's
+tools while the restart goes on in the background."""
 
 RETRY_FIRST_SECONDS = 5.0
 """Seconds a server that could not be reached is skipped before the first retry."""
@@ -91,7 +102,8 @@ class _Entry(Protocol):
 class McpToolset(Middleware):
     """The tools of ``servers`` (see the module docstring); prefixes must differ.
     ``retry_seconds`` / ``max_retry_seconds`` set the first and the longest wait before an
-    unreachable server is tried again."""
+    unreachable server is tried again; ``reconnect_seconds`` how long a turn waits for a server
+    whose session ended since its last use to start again (:data:`RECONNECT_SECONDS`)."""
 
     def __init__(
         self,
@@ -99,8 +111,19 @@ class McpToolset(Middleware):
         *,
         retry_seconds: float = RETRY_FIRST_SECONDS,
         max_retry_seconds: float = RETRY_MAX_SECONDS,
+        reconnect_seconds: float = RECONNECT_SECONDS,
     ) -> None:
         self.servers: list[McpServer] = list(servers)
+        if (
+            isinstance(reconnect_seconds, bool)
+            or not isinstance(reconnect_seconds, int | float)
+            or not 0 < reconnect_seconds < math.inf
+        ):
+            raise McpConfigError(
+                "McpToolset: reconnect_seconds must be a number of seconds > 0 (finite), not "
+                f"{reconnect_seconds!r}; the default is {RECONNECT_SECONDS:g}."
+            )
+        self.reconnect_seconds = float(reconnect_seconds)
         numbers = all(
             isinstance(v, int | float) and not isinstance(v, bool)
             for v in (retry_seconds, max_retry_seconds)
@@ -179,10 +202,13 @@ class McpToolset(Middleware):
     async def _tools_of(self, server: McpServer, emit: EventSink = _discard) -> list[McpTool]:
         """``server``'s tools, or ``[]`` (reported through ``emit``) while it is unreachable,
         waiting for its next retry or reconnecting in the background. Only a server never
-        reached before is waited for here. A configuration problem (too many tools, two tools
+        reached before is waited for here (up to its ``init_timeout``); one whose session ended
+        since, up to ``reconnect_seconds``. A configuration problem (too many tools, two tools
         with one name, a closed server) still raises: skipping would hide it."""
         down = self._down.get(server.name)
         now = time.monotonic()
+        if down is None and (lost := server.lost_session) is not None:
+            down = await self._reconnect(server, lost, now)
         if down is None:
             try:
                 return await server.list_tools()
@@ -204,15 +230,31 @@ class McpToolset(Middleware):
         )
         return []
 
-    def _retry_in_background(self, server: McpServer) -> None:
-        """Start ``server``'s retry unless one is in flight on this event loop."""
+    async def _reconnect(self, server: McpServer, lost: str, now: float) -> _Down | None:
+        """``server``'s session ended since its last use: start it again in the background
+        (:meth:`_retry`) and wait for that up to ``reconnect_seconds``. ``None`` once it is
+        back (or a configuration problem, raised next); else its failure, or that it is still
+        reconnecting."""
+        self._down[server.name] = _Down(
+            f"MCP server {server.name!r}: its session ended: {lost}", 1, now
+        )
+        await asyncio.wait({self._retry_in_background(server)}, timeout=self.reconnect_seconds)
+        down = self._down.get(server.name)
+        if down is None and (again := server.lost_session) is not None:
+            # back, then gone again at once: starting it here would wait its init_timeout
+            gone = McpError(f"MCP server {server.name!r}: its new session ended too: {again}")
+            down = self._failed(server, gone, None, now)
+        return down
+
+    def _retry_in_background(self, server: McpServer) -> asyncio.Task[None]:
+        """``server``'s retry in flight on this event loop, started if there is none."""
         task = self._retries.get(server.name)
         loop = asyncio.get_running_loop()
         if task is not None and not task.done() and task.get_loop() is loop:
-            return
-        self._retries[server.name] = loop.create_task(
-            self._retry(server), name=f"mcp-retry:{server.name}"
-        )
+            return task
+        task = loop.create_task(self._retry(server), name=f"mcp-retry:{server.name}")
+        self._retries[server.name] = task
+        return task
 
     async def _retry(self, server: McpServer) -> None:
         """One background retry: success (or a configuration problem, which the next turn then

@@ -3,82 +3,39 @@
 Needs the ``openai`` SDK (``pip install 'plait[openai]'``); this module imports without it and
 :class:`OpenAIChatModel` raises :class:`~plait.errors.ConfigurationError` when it is missing.
 
-The mapping is pure functions that the adapter and ``bench/providers.py`` share:
-:func:`to_openai_request` (a :class:`ModelRequest` to the request body),
-:func:`from_openai_completion` (a ``ChatCompletion`` to a :class:`ModelResponse`) and
-:class:`OpenAIStreamAssembler` (``ChatCompletionChunk`` s to stream events).
-
-==========================  ================================================================
-plait                       Chat Completions
-==========================  ================================================================
-``system_prompt``           the first ``system`` message
-``SystemMessage``           a ``system`` message where it stands
-``AssistantMessage``        ``assistant`` with ``tool_calls``; arguments as compact JSON
-``ToolMessage``             ``tool``; data that is not a string as compact JSON; OpenAI has no
-                            error flag, so an error result is told apart only by its text
-``tools``                   ``function`` tools (an empty schema becomes an empty object schema)
-``tool_choice``             ``auto``/``none``/``required`` or a named function; dropped when
-                            there are no tools (the API rejects it then)
-``max_tokens``              ``max_completion_tokens`` for OpenAI itself, ``max_tokens`` for
-                            other labels (what OpenAI-compatible servers understand)
-finish reason               ``function_call`` becomes ``tool_calls``; ``stop`` with tool calls
-                            (sent by some compatible servers) becomes ``tool_calls``
-usage                       ``prompt_tokens`` (cached included), cached and cache-write tokens;
-                            ``completion_tokens_details.reasoning_tokens`` (part of
-                            ``completion_tokens``) as ``reasoning_tokens``, also from the
-                            final usage chunk of a stream
-==========================  ================================================================
+The wire mapping (request body, answers, stream chunks: what goes where) is
+:mod:`plait.models.openai_mapping`, whose names this module re-exports; here are the model
+(client, retries, streaming, ``stream_options``) and :func:`classify_openai_error` (SDK
+exceptions to plait's typed errors).
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import AsyncIterator, Sequence
-from typing import TYPE_CHECKING, Literal
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
 
-from pydantic_core import to_json
-
-from plait.errors import ConfigurationError, ProviderError
-from plait.messages import (
-    AssistantMessage,
-    Message,
-    SystemMessage,
-    ToolCall,
-    ToolDefinition,
-    ToolMessage,
-    Usage,
-)
-from plait.models.base import (
-    ModelRequest,
-    ModelResponse,
-    ResponseComplete,
-    StreamEvent,
-    TextDelta,
-    ToolChoice,
+from plait.errors import ConfigurationError
+from plait.models.base import ModelRequest, ModelResponse, ResponseComplete, StreamEvent
+from plait.models.openai_mapping import (
+    MaxTokensKey,
+    OpenAIStreamAssembler,
+    from_openai_completion,
+    to_openai_messages,
+    to_openai_request,
+    to_openai_tool_choice,
+    to_openai_tools,
 )
 from plait.models.provider_errors import ProviderErrors, is_retryable_status, transport_errors
 from plait.models.retrying import Backoff, ProviderFailure, call_with_retries, relay_stream
 from plait.models.timeouts import ModelTimeouts
-from plait.models.tool_call_assembly import (
-    ToolCallBuffer,
-    dump_tool_arguments,
-    parse_tool_arguments,
-)
 
 if TYPE_CHECKING:
     import openai
     from openai import AsyncOpenAI
-    from openai.types import CompletionUsage
-    from openai.types.chat import (
-        ChatCompletion,
-        ChatCompletionChunk,
-        ChatCompletionFunctionToolParam,
-        ChatCompletionMessageParam,
-        ChatCompletionToolChoiceOptionParam,
-    )
+    from openai.types.chat import ChatCompletion
     from openai.types.chat.completion_create_params import CompletionCreateParamsBase
-    from openai.types.shared_params import FunctionDefinition
 
 __all__ = [
     "OpenAIChatModel",
@@ -91,217 +48,8 @@ __all__ = [
     "to_openai_tools",
 ]
 
-MaxTokensKey = Literal["max_completion_tokens", "max_tokens"]
 
-_FINISH_REASONS = {"function_call": "tool_calls"}
 _OVERFLOW = re.compile(r"context (length|window)", re.IGNORECASE)
-
-
-def _empty_schema() -> dict[str, object]:
-    return {"type": "object", "properties": {}}
-
-
-def to_openai_messages(request: ModelRequest) -> list[ChatCompletionMessageParam]:
-    """The conversation as Chat Completions messages, the system prompt first."""
-    out: list[ChatCompletionMessageParam] = []
-    if request.system_prompt:
-        out.append({"role": "system", "content": request.system_prompt})
-    for message in request.messages:
-        out.append(_to_openai_message(message))
-    return out
-
-
-def _to_openai_message(message: Message) -> ChatCompletionMessageParam:
-    if isinstance(message, ToolMessage):
-        return {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.text}
-    if isinstance(message, AssistantMessage):
-        if not message.tool_calls:
-            return {"role": "assistant", "content": message.text}
-        return {
-            "role": "assistant",
-            "content": message.text or None,
-            "tool_calls": [
-                {
-                    "id": call.id,
-                    "type": "function",
-                    "function": {"name": call.name, "arguments": dump_tool_arguments(call)},
-                }
-                for call in message.tool_calls
-            ],
-        }
-    if isinstance(message, SystemMessage):
-        return {"role": "system", "content": message.text}
-    return {"role": "user", "content": message.text}
-
-
-def to_openai_tools(tools: Sequence[ToolDefinition]) -> list[ChatCompletionFunctionToolParam]:
-    """Tool definitions as ``function`` tools."""
-    out: list[ChatCompletionFunctionToolParam] = []
-    for tool in tools:
-        function: FunctionDefinition = {
-            "name": tool.name,
-            "parameters": dict(tool.parameters) or _empty_schema(),
-        }
-        if tool.description:
-            function["description"] = tool.description
-        out.append({"type": "function", "function": function})
-    return out
-
-
-def to_openai_tool_choice(choice: ToolChoice) -> ChatCompletionToolChoiceOptionParam:
-    """``auto``/``none``/``required`` as they are; any other string names the tool to force."""
-    match choice:
-        case "auto" | "none" | "required":
-            return choice
-    return {"type": "function", "function": {"name": choice}}
-
-
-def to_openai_request(
-    request: ModelRequest,
-    *,
-    model: str,
-    max_tokens_key: MaxTokensKey = "max_completion_tokens",
-) -> CompletionCreateParamsBase:
-    """The whole request body, without ``stream``. ``request.model`` overrides ``model``."""
-    params: CompletionCreateParamsBase = {
-        "model": request.model or model,
-        "messages": to_openai_messages(request),
-    }
-    if request.tools:
-        params["tools"] = to_openai_tools(request.tools)
-        if request.tool_choice is not None:
-            params["tool_choice"] = to_openai_tool_choice(request.tool_choice)
-    if request.temperature is not None:
-        params["temperature"] = request.temperature
-    if request.max_tokens is not None:
-        if max_tokens_key == "max_completion_tokens":
-            params["max_completion_tokens"] = request.max_tokens
-        else:
-            params["max_tokens"] = request.max_tokens
-    return params
-
-
-def _finish_reason(reason: str | None, has_tool_calls: bool) -> str:
-    normalised = _FINISH_REASONS.get(reason, reason) if reason else "stop"
-    if has_tool_calls and normalised == "stop":
-        return "tool_calls"
-    return normalised
-
-
-def _usage(usage: CompletionUsage | None) -> Usage:
-    if usage is None:
-        return Usage(requests=1)
-    details = usage.prompt_tokens_details
-    output = usage.completion_tokens_details
-    return Usage(
-        input_tokens=usage.prompt_tokens,
-        output_tokens=usage.completion_tokens,
-        cache_read_tokens=(details.cached_tokens or 0) if details else 0,
-        cache_write_tokens=(details.cache_write_tokens or 0) if details else 0,
-        requests=1,
-        reasoning_tokens=(output.reasoning_tokens or 0) if output else 0,
-    )
-
-
-def from_openai_completion(completion: ChatCompletion) -> ModelResponse:
-    """A ``ChatCompletion`` as a :class:`ModelResponse` (first choice; a refusal is the text).
-
-    Raises :class:`ProviderError` when the completion has no choices.
-    """
-    if not completion.choices:
-        raise ProviderError(
-            f"The server returned a completion with no choices for model {completion.model!r}.",
-            provider="openai",
-        )
-    choice = completion.choices[0]
-    message = choice.message
-    calls = []
-    for call in message.tool_calls or ():
-        if call.type == "function":
-            args, raw = parse_tool_arguments(call.function.arguments)
-            calls.append(ToolCall(call.id, call.function.name, args, raw))
-    return ModelResponse(
-        content=message.content or message.refusal or "",
-        tool_calls=calls,
-        finish_reason=_finish_reason(choice.finish_reason, bool(calls)),
-        usage=_usage(completion.usage),
-        model=completion.model,
-        metadata={"response_id": completion.id},
-    )
-
-
-def _fragment(arguments: object) -> str:
-    """A streamed ``arguments`` piece as text: some compatible servers send the whole
-    arguments as a JSON object (or ``null``) rather than a string."""
-    if isinstance(arguments, str):
-        return arguments
-    return "" if arguments is None else to_json(arguments, fallback=repr).decode()
-
-
-class OpenAIStreamAssembler:
-    """Turns ``ChatCompletionChunk`` s into stream events and, at the end, the whole response.
-
-    Feed every chunk to :meth:`feed` (which returns the events to emit), then call
-    :meth:`response`. Only the first choice is followed. Chunks without choices (usage, Azure's
-    prompt filter results) or whose choice has no ``delta`` (Azure's content-filter annotations,
-    with an empty id and model) add nothing but what they carry.
-    """
-
-    __slots__ = ("_finish", "_id", "_model", "_text", "_tools", "_usage")
-
-    def __init__(self) -> None:
-        self._text: list[str] = []
-        self._tools = ToolCallBuffer()
-        self._finish: str | None = None
-        self._usage: CompletionUsage | None = None
-        self._model: str | None = None
-        self._id: str | None = None
-
-    def feed(self, chunk: ChatCompletionChunk) -> list[StreamEvent]:
-        self._model = chunk.model or self._model
-        self._id = chunk.id or self._id
-        if chunk.usage is not None:
-            self._usage = chunk.usage
-        events: list[StreamEvent] = []
-        for choice in chunk.choices:
-            if choice.index != 0:
-                continue
-            if choice.finish_reason is not None:
-                self._finish = choice.finish_reason
-            delta = choice.delta
-            if delta is None:  # an annotation chunk (Azure's content filter): nothing to add
-                continue
-            text = delta.content or delta.refusal
-            if text:
-                self._text.append(text)
-                events.append(TextDelta(text))
-            for call in delta.tool_calls or ():
-                function = call.function
-                events.append(
-                    self._tools.add(
-                        call.index,
-                        id=call.id,
-                        name=function.name if function else None,
-                        fragment=_fragment(function.arguments) if function else "",
-                    )
-                )
-        return events
-
-    @property
-    def finished(self) -> bool:
-        """Whether the provider said why the answer ended (a stream without it was cut short)."""
-        return self._finish is not None
-
-    def response(self) -> ModelResponse:
-        calls = self._tools.calls()
-        return ModelResponse(
-            content="".join(self._text),
-            tool_calls=calls,
-            finish_reason=_finish_reason(self._finish, bool(calls)),
-            usage=_usage(self._usage),
-            model=self._model,
-            metadata={"response_id": self._id} if self._id else {},
-        )
 
 
 class OpenAIChatModel:
@@ -313,6 +61,13 @@ class OpenAIChatModel:
     ``client`` reuses an existing ``AsyncOpenAI`` (its own retries are turned off, its timeouts
     replaced by ``timeouts``). Retries follow :mod:`plait.models.retrying`: up to ``max_retries``,
     waits from ``backoff``.
+
+    ``stream_usage`` decides whether a stream asks for its usage (``stream_options:
+    {"include_usage": true}``, a last chunk with the token counts). ``None`` (the default) asks,
+    and when the server answers 400 (or 422) naming ``stream_options`` (some OpenAI-compatible
+    servers refuse fields they do not know) asks once more at once without it, and never again
+    on this model instance (:attr:`stream_usage_refused`); such streams report no usage unless
+    the server sends it anyway. ``True`` always asks (a refusal is the error); ``False`` never asks.
     """
 
     def __init__(
@@ -326,8 +81,18 @@ class OpenAIChatModel:
         timeouts: ModelTimeouts | None = None,
         backoff: Backoff | None = None,
         provider_label: str = "openai",
+        stream_usage: bool | None = None,
     ) -> None:
+        if not (stream_usage is None or isinstance(stream_usage, bool)):
+            raise ConfigurationError(
+                "OpenAIChatModel: stream_usage must be True, False or None (ask, and stop asking "
+                f"if the server refuses), not {stream_usage!r}."
+            )
         self.model = model
+        self.stream_usage = stream_usage
+        self.stream_usage_refused = False
+        """Whether the server refused ``stream_options`` (``stream_usage=None``): later streams
+        of this instance do not send it."""
         self.provider_label = provider_label
         self.max_retries = max_retries
         self.backoff = backoff or Backoff()
@@ -410,9 +175,10 @@ class OpenAIChatModel:
 
         params = self.request_body(request)
         deadline = self.timeouts.start(self.name)
-        params["stream_options"] = {"include_usage": True}
+        if self.stream_usage or (self.stream_usage is None and not self.stream_usage_refused):
+            params["stream_options"] = {"include_usage": True}
         chunks = await call_with_retries(
-            lambda: self._client.chat.completions.create(**params, stream=True),
+            lambda: self._open_stream(params),
             self._classify,
             max_retries=self.max_retries,
             backoff=self.backoff,
@@ -431,6 +197,22 @@ class OpenAIChatModel:
                 raise self._errors.cut_short()
             yield event
 
+    async def _open_stream(self, params: CompletionCreateParamsBase) -> Any:
+        """Open the stream; with ``stream_usage=None``, a 400 (or a validating server's 422)
+        naming ``stream_options`` is answered by asking once more without it (and remembering
+        the refusal)."""
+        import openai
+
+        try:
+            return await self._client.chat.completions.create(**params, stream=True)
+        except (openai.BadRequestError, openai.UnprocessableEntityError) as exc:
+            asked = "stream_options" in params and self.stream_usage is None
+            if not asked or "stream_options" not in f"{_error_message(exc)} {exc.body}":
+                raise
+        self.stream_usage_refused = True
+        params.pop("stream_options")
+        return await self._client.chat.completions.create(**params, stream=True)
+
     async def aclose(self) -> None:
         """Close the HTTP client this model created (a ``client`` passed in stays open)."""
         if self._owns_client:
@@ -444,7 +226,8 @@ def classify_openai_error(exc: Exception, errors: ProviderErrors) -> ProviderFai
     """The plait failure for an ``openai`` SDK exception; ``None`` for anything else.
 
     Context overflow is a 400 with code ``context_length_exceeded`` or a message about the
-    context length (how vLLM and other compatible servers say it); a 429 with code
+    context length (how vLLM and other compatible servers say it), or any 413 (the body is over
+    the server's or a proxy's size limit: the conversation must shrink); a 429 with code
     ``insufficient_quota`` is not retried, since waiting does not add credit.
     """
     import openai
@@ -464,7 +247,9 @@ def classify_openai_error(exc: Exception, errors: ProviderErrors) -> ProviderFai
         return errors.other(exc.message)
     status = exc.status_code
     detail = _error_message(exc)
-    if status in (400, 413) and (exc.code == "context_length_exceeded" or _OVERFLOW.search(detail)):
+    if status == 413 or (
+        status == 400 and (exc.code == "context_length_exceeded" or _OVERFLOW.search(detail))
+    ):
         return errors.context_overflow(status, detail)
     if status in (401, 403):
         return errors.credentials(status, detail)
@@ -481,4 +266,6 @@ def _error_message(exc: openai.APIStatusError) -> str:
         message = body.get("message")
         if isinstance(message, str) and message:
             return message
+    if isinstance(body, str) and body:  # an error page (a proxy's): the SDK leaves it out
+        return f"{exc.message} - {body}"
     return exc.message

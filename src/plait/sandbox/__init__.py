@@ -32,14 +32,24 @@ from plait.sandbox.errors import (
     SandboxPolicyInvalid,
     SandboxUnavailable,
 )
-from plait.sandbox.policy import DEFAULT_READ_DENY, GIB, MIB, SandboxLimits, SandboxPolicy
+from plait.sandbox.policy import (
+    DEFAULT_READ_DENY,
+    GIB,
+    HOME_SECRETS,
+    MAX_DENY_MATCHES,
+    MIB,
+    SandboxLimits,
+    SandboxPolicy,
+)
 from plait.sandbox.probe import PROBE_TIMEOUT_SECONDS
 from plait.sandbox.unsandboxed import UnsandboxedRunner
 
 __all__ = [
     "DEFAULT_READ_DENY",
     "GIB",
+    "HOME_SECRETS",
     "KILL_GRACE_SECONDS",
+    "MAX_DENY_MATCHES",
     "MIB",
     "PROBE_TIMEOUT_SECONDS",
     "TRUNCATION_MARKER",

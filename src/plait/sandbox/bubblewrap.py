@@ -297,9 +297,8 @@ class BubblewrapSandbox(ProcessSandbox):
         denied paths inside it still hidden."""
         folders: list[str] = []
         files: list[str] = []
-        for raw in self.policy.read_deny:
-            path = _host_path(raw)
-            if os.access(path, os.R_OK) and path not in folders and path not in files:
+        for path in self.policy.denied_paths():
+            if os.access(path, os.R_OK):
                 (folders if os.path.isdir(path) else files).append(path)
         folders = [d for d in folders if d not in writable]  # written explicitly: shown
         inner = [d for d in folders if any(_inside(d, w) for w in writable)]

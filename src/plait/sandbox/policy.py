@@ -13,6 +13,7 @@ the agent, expanded when a run starts). The defaults are safe for an untrusted s
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 from dataclasses import dataclass, field
@@ -20,31 +21,52 @@ from typing import Literal
 
 from plait.sandbox.errors import SandboxPolicyInvalid
 
-__all__ = ["DEFAULT_READ_DENY", "GIB", "MIB", "SandboxLimits", "SandboxPolicy"]
+__all__ = [
+    "DEFAULT_READ_DENY",
+    "GIB",
+    "HOME_SECRETS",
+    "MAX_DENY_MATCHES",
+    "MIB",
+    "SandboxLimits",
+    "SandboxPolicy",
+]
 
 MIB = 1024 * 1024
 GIB = 1024 * MIB
 
+HOME_SECRETS: tuple[str, ...] = (
+    ".ssh",
+    ".gnupg",
+    ".aws",
+    ".azure",
+    ".config/gcloud",
+    ".config/gh",
+    ".kube",
+    ".docker",
+    ".netrc",
+    ".git-credentials",
+    ".pypirc",
+    ".npmrc",
+    ".pgpass",
+    ".my.cnf",
+    ".cargo/credentials",
+    ".cargo/credentials.toml",
+    ".password-store",
+    ".local/share/keyrings",
+)
+"""Credential stores inside a home folder (paths relative to it), denied in the agent user's
+home (``~``) and in every home folder under ``/home``."""
+
+MAX_DENY_MATCHES = 4_096
+"""Paths one ``read_deny`` entry with a ``*`` component may match; more is a
+:class:`~plait.sandbox.errors.SandboxPolicyInvalid` (a host with more home folders than this
+should name them, or hide ``/home`` whole)."""
+
 DEFAULT_READ_DENY: tuple[str, ...] = (
     # the agent user's credential stores
-    "~/.ssh",
-    "~/.gnupg",
-    "~/.aws",
-    "~/.azure",
-    "~/.config/gcloud",
-    "~/.config/gh",
-    "~/.kube",
-    "~/.docker",
-    "~/.netrc",
-    "~/.git-credentials",
-    "~/.pypirc",
-    "~/.npmrc",
-    "~/.pgpass",
-    "~/.my.cnf",
-    "~/.cargo/credentials",
-    "~/.cargo/credentials.toml",
-    "~/.password-store",
-    "~/.local/share/keyrings",
+    *(f"~/{path}" for path in HOME_SECRETS),
+    # every other user's (readable only when the agent runs as root, or when they are careless)
+    *(f"/home/*/{path}" for path in HOME_SECRETS),
     # root-only secrets of the host: readable only when the agent runs as root (containers, CI)
     "/root",
     "/etc/shadow",
@@ -61,11 +83,13 @@ DEFAULT_READ_DENY: tuple[str, ...] = (
     "/etc/ssl/private",
     "/etc/krb5.keytab",
 )
-"""Paths hidden from every sandboxed process (they read as empty): the agent user's credential
-stores, and the host's root-only secrets (password hashes, sudo rules, SSH host keys, TLS and
-Kerberos keys, root's home). Entries the agent's user cannot read are skipped, so the second
-group matters only when the agent runs as root; then ``/root`` is its home, and an interpreter
-installed there (pyenv, a virtualenv) stays visible: its prefix is bound back read-only."""
+"""Paths hidden from every sandboxed process (they read as empty): the credential stores
+(:data:`HOME_SECRETS`) of the agent user and of every home folder under ``/home`` (the folders
+themselves stay visible), and the host's root-only secrets (password hashes, sudo rules, SSH
+host keys, TLS and Kerberos keys, root's home). Entries the agent's user cannot read are
+skipped, so other users' stores and the last group matter mostly when the agent runs as root;
+then ``/root`` is its home, and an interpreter installed there (pyenv, a virtualenv) stays
+visible: its prefix is bound back read-only."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,7 +165,9 @@ class SandboxPolicy:
     ================ ==========================================================================
     read_deny        paths that read as empty: a folder becomes an empty read-only tmpfs, a
                      file an empty read-only file; paths that are missing or that the agent's
-                     user cannot read are skipped (nothing to hide)
+                     user cannot read are skipped (nothing to hide); a ``*`` path component
+                     matches every entry of its folder (``/home/*/.ssh``), hidden ones too,
+                     at most :data:`MAX_DENY_MATCHES` paths per entry
     write_allow      host paths writable besides the run's workspace (each must exist)
     write_deny       paths kept read-only even inside a writable one
     network          ``"off"``: a private network namespace (its own loopback only);
@@ -192,8 +218,60 @@ class SandboxPolicy:
                         f"SandboxPolicy.{name} entry {path!r} must be an absolute path "
                         "(or start with ~)."
                     )
-                if os.path.normpath(expanded) == "/":
+                parts = os.path.normpath(expanded).split("/")
+                if name != "read_deny" and "*" in parts:
+                    raise SandboxPolicyInvalid(
+                        f"SandboxPolicy.{name} entry {path!r}: '*' matches folders in read_deny "
+                        "only; name the paths."
+                    )
+                if parts[1:] in ([""], ["*"]):
                     raise SandboxPolicyInvalid(
                         f"SandboxPolicy.{name} may not contain '/': name the folders instead."
                     )
         self.limits.check()
+
+    def denied_paths(self) -> list[str]:
+        """The host paths ``read_deny`` names now, in order and without repeats: ``~``
+        expanded, a component that is exactly ``*`` matched against every entry of its folder
+        (hidden ones too; no other character is special), symlinks resolved. Only the matches
+        of a ``*`` entry must exist. Raises :class:`SandboxPolicyInvalid` when one entry
+        matches more than :data:`MAX_DENY_MATCHES` paths (or a folder it lists holds more)."""
+        found: dict[str, None] = {}
+        listings: dict[str, list[str]] = {}  # each folder listed once per call
+        for raw in self.read_deny:
+            expanded = os.path.normpath(os.path.expanduser(raw))
+            if "*" not in expanded.split("/"):
+                found[os.path.realpath(expanded)] = None
+                continue
+            paths = ["/"]
+            for part in expanded.split("/")[1:]:
+                if part != "*":
+                    paths = [os.path.join(path, part) for path in paths]
+                    continue
+                paths = [os.path.join(p, name) for p in paths for name in _listing(p, listings)]
+                if len(paths) > MAX_DENY_MATCHES:
+                    raise _too_many(raw)
+            found.update(dict.fromkeys(os.path.realpath(p) for p in paths if os.path.lexists(p)))
+        return list(found)
+
+
+def _listing(folder: str, listings: dict[str, list[str]]) -> list[str]:
+    """The names in ``folder`` (none if it cannot be listed), at most ``MAX_DENY_MATCHES``."""
+    names = listings.get(folder)
+    if names is None:
+        try:
+            with os.scandir(folder) as entries:
+                names = [e.name for e in itertools.islice(entries, MAX_DENY_MATCHES + 1)]
+        except OSError:
+            names = []
+        if len(names) > MAX_DENY_MATCHES:
+            raise _too_many(os.path.join(folder, "*"))
+        listings[folder] = names
+    return names
+
+
+def _too_many(entry: str) -> SandboxPolicyInvalid:
+    return SandboxPolicyInvalid(
+        f"SandboxPolicy.read_deny entry {entry!r} matches more than {MAX_DENY_MATCHES:,} paths; "
+        "name the folders instead, or hide their parent whole."
+    )

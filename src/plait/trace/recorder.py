@@ -24,7 +24,11 @@ Requests are turned into deltas by :class:`~plait.trace.requests.RequestDeltas`.
 are written in one transaction when it ends, however it ends, plus every :data:`FLUSH_EVERY`
 model calls of a long turn. One background writer writes them in order; batches queued while a
 write is under way are merged into the next transaction, so a busy agent pays fewer commits. The
-turn does not wait for its trace (unless more than :data:`MAX_PENDING_WRITES` are queued).
+turn does not wait for its trace (unless more than :data:`MAX_PENDING_WRITES` are queued). A
+failed turn cannot wait (its trace is queued as it ends), so at most ``max_queued``
+(:data:`MAX_QUEUED_BATCHES`) batches wait for the writer: past it, while the store is down or
+hangs, the oldest queued batch is dropped, counted in :attr:`TraceRecorder.dropped_batches` and
+told once in a ``plait.trace`` log warning (again after a write lands).
 :meth:`TraceRecorder.drain` waits until everything recorded so far is written, and
 :meth:`TraceRecorder.aclose` drains before closing the store, so no finished or failed turn's
 trace is lost on a clean shutdown.
@@ -42,10 +46,11 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import dataclasses
+import logging
 import time
 from typing import Any
 
-from plait.errors import PlaitError, clipped
+from plait.errors import ConfigurationError, PlaitError, clipped
 from plait.messages import (
     ToolCall,
     ToolMessage,
@@ -66,6 +71,7 @@ __all__ = [
     "FLUSH_EVERY",
     "MAX_OUTPUT_CHARS",
     "MAX_PENDING_WRITES",
+    "MAX_QUEUED_BATCHES",
     "PREVIEW_CHARS",
     "RETRY_EVENTS",
     "RUNTIME_EVENTS",
@@ -94,6 +100,13 @@ MAX_PENDING_WRITES = 64
 """When more batches than this are queued at the end of a turn, the turn waits for the writer
 (the store is slower than the agent; memory stays bounded)."""
 
+MAX_QUEUED_BATCHES = 256
+"""Default bound on the batches waiting for the writer (``TraceRecorder(max_queued=)``). Failed
+turns queue theirs without waiting, so while the store is down or hangs (and the provider fails
+every turn) the queue would grow without end; past the bound the oldest batch is dropped."""
+
+_log = logging.getLogger("plait.trace")
+
 
 @dataclasses.dataclass(slots=True)
 class _RunTrace:
@@ -121,6 +134,7 @@ class TraceRecorder(Middleware):
     :meth:`aclose` (or :meth:`drain`) before the event loop ends, or the last writes may not
     land. ``background=False`` makes each successful turn wait for its write, so its trace is
     complete when ``run`` returns (a failed turn's is still written in the background).
+    ``max_queued`` bounds the batches waiting for the writer (see :data:`MAX_QUEUED_BATCHES`).
     """
 
     def __init__(
@@ -131,7 +145,17 @@ class TraceRecorder(Middleware):
         max_output_chars: int = MAX_OUTPUT_CHARS,
         preview_chars: int = PREVIEW_CHARS,
         background: bool = True,
+        max_queued: int = MAX_QUEUED_BATCHES,
     ) -> None:
+        if isinstance(max_queued, bool) or not isinstance(max_queued, int) or max_queued < 1:
+            raise ConfigurationError(
+                f"TraceRecorder: max_queued must be an integer >= 1 (batches waiting for the "
+                f"trace store), not {max_queued!r}; the default is {MAX_QUEUED_BATCHES}."
+            )
+        self.max_queued = max_queued
+        self.dropped_batches = 0
+        """Batches dropped unwritten because ``max_queued`` were already waiting."""
+        self._warned_drop = False
         self.store = store
         self.background = background
         self.agent = agent
@@ -403,6 +427,8 @@ class TraceRecorder(Middleware):
         batch, trace.batch = trace.batch, TraceBatch()
         if not batch:
             return
+        if len(self._queue) >= self.max_queued:
+            self._drop_oldest()
         self._queue.append((turn, trace, batch))
         self._queued += 1
         if self._writer is None or self._writer.done():
@@ -411,6 +437,23 @@ class TraceRecorder(Middleware):
             # it) nor its retry listener (which holds the turn's context alive).
             loop = asyncio.get_running_loop()
             self._writer = loop.create_task(self._write_queued(), context=contextvars.Context())
+
+    def _drop_oldest(self) -> None:
+        """Drop the oldest batch still waiting (its rows are lost), count it, warn once until a
+        write lands again; it counts as written for :meth:`drain`."""
+        self._queue.pop(0)
+        self.dropped_batches += 1
+        self._written += 1
+        if not self._warned_drop:
+            self._warned_drop = True
+            _log.warning(
+                "The trace store is behind: %d batches wait for it (max_queued=%d), so the "
+                "recorder dropped the oldest (those turns' traces are lost; the count is in "
+                "TraceRecorder.dropped_batches). Last write error: %s. Check the trace store.",
+                len(self._queue) + 1,
+                self.max_queued,
+                self.write_error or "none yet (a write is still under way)",
+            )
 
     async def _write_queued(self) -> None:
         """Write the queue until it is empty, everything queued so far in one transaction."""
@@ -421,6 +464,7 @@ class TraceRecorder(Middleware):
                 merged.extend(batch)
             try:
                 await self.store.write(merged)
+                self._warned_drop = False
             except Exception as exc:
                 error = exc if isinstance(exc, PlaitError) else _unexpected(exc)
                 self.write_error = error
