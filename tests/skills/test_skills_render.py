@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -189,6 +190,34 @@ def test_the_names_tier_never_exceeds_the_budget_and_keeps_the_order(
     assert fitted.complete == (len(whole) <= budget)
     if fitted.complete:
         assert fitted.text == whole
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    entries=_entries,
+    budget=st.integers(1, 8_000),
+    share=st.sampled_from([0.0, 0.25, 0.5]),
+    keep=st.integers(0, 3),
+)
+def test_the_xml_names_tier_never_exceeds_the_budget_and_counts_the_rest(
+    entries: list[SkillEntry], budget: int, share: float, keep: int
+) -> None:
+    fitted = fit_prompt(
+        entries, PromptFormat.XML, budget=budget, overflow_hint="Go.", names_share=share, keep=keep
+    )
+    text, rest = fitted.text, fitted.total - fitted.described - fitted.named
+    if fitted.described + fitted.named:
+        assert len(text) <= budget
+    assert text.startswith("<available_skills>") and text.endswith("</available_skills>")
+    assert text.count("\n<skill>\n") == fitted.described
+    tier = [line for line in text.split("\n") if line.startswith("<skill_names>")]
+    assert len(tier) == (1 if fitted.named else 0)
+    if tier:
+        shown = split_names(html.unescape(tier[0].removesuffix("</skill_names>")).split(": ", 1)[1])
+        assert shown == [
+            " ".join(e.name.split()) for e in entries[fitted.described :][: fitted.named]
+        ]
+    assert (f'<more_skills count="{rest}">' in text) == (rest > 0)
 
 
 def test_a_catalog_within_its_budget_has_no_names_tier() -> None:
