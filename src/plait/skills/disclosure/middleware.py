@@ -35,19 +35,12 @@ from plait.models.base import ModelRequest, ModelResponse
 from plait.skills.catalog import Precedence, SkillCatalog
 from plait.skills.disclosure.events import (
     SkillCatalogLoaded,
-    SkillPinned,
     SkillProblemFound,
     SkillToolsDisclosed,
     SkillToolsWithdrawn,
 )
 from plait.skills.disclosure.listing import RankedListing
-from plait.skills.disclosure.pins import (
-    PINNED_KEY,
-    call_keeping_pins,
-    pin_messages,
-    pinned_names,
-    remember_pins,
-)
+from plait.skills.disclosure.pins import PINNED_KEY, call_keeping_pins, pin_request
 from plait.skills.disclosure.read_file import DEFAULT_READ_MAX_CHARS, build_read_tool
 from plait.skills.disclosure.refresh import (
     DEFAULT_REFRESH_INTERVAL,
@@ -258,7 +251,7 @@ class SkillsMiddleware(Middleware):
         # The turn's tools read this snapshot, even if another thread evicts ours meanwhile.
         turn_tools.snapshot = thread.snapshot
         if ctx.state.get(PINNED_KEY) is not None:
-            request = await self._pin(request, ctx, thread)
+            request = await pin_request(request, ctx, self.catalog, thread.snapshot, self)
         request = await self._disclose(request, ctx, thread, turn_tools)
         snapshot = thread.snapshot
         if snapshot.overflowed and (
@@ -425,34 +418,6 @@ class SkillsMiddleware(Middleware):
             )
 
     # --- pins, tools, prompt ------------------------------------------------------------------
-
-    async def _pin(
-        self, request: ModelRequest, ctx: DispatchContext, thread: _Thread
-    ) -> ModelRequest:
-        try:
-            names = pinned_names(ctx.state[PINNED_KEY])
-            messages = await pin_messages(self.catalog, thread.snapshot, names)
-        finally:
-            # Consumed even when it fails: the runtime saves the state of a failed turn, so a
-            # bad pin does not stick to the thread and fail every later run.
-            ctx.state.pop(PINNED_KEY, None)
-        if not messages:
-            return request
-        remember_pins(ctx, self, names)
-        for message in messages:
-            ctx.add_message(message)
-            skill = message.metadata["skill"]
-            ctx.turn.emit(
-                SkillPinned(thread_id=ctx.turn.thread_id, name=skill["name"], path=skill["path"])
-            )
-        current = request.messages
-        ephemeral = ctx.turn.ephemeral
-        at = len(current)
-        if ephemeral and len(current) >= len(ephemeral):
-            tail = current[len(current) - len(ephemeral) :]
-            if all(a is b for a, b in zip(tail, ephemeral, strict=True)):
-                at -= len(ephemeral)
-        return request.replace(messages=[*current[:at], *messages, *current[at:]])
 
     def _report_tools(
         self, thread: _Thread, plan: ToolPlan, base: tuple[Tool, ...], ctx: DispatchContext
