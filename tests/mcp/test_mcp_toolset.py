@@ -19,7 +19,16 @@ from plait import (
     TurnAborted,
     tool,
 )
-from plait.mcp import McpConfigError, McpError, McpServer, McpServerSkipped, McpToolset
+from plait.mcp import (
+    McpConfigError,
+    McpError,
+    McpServer,
+    McpServerClosed,
+    McpServerSkipped,
+    McpToolset,
+)
+from plait.middleware.base import Middleware, Next
+from plait.middleware.context import TurnContext
 from plait.skills import MemorySource, SkillsMiddleware
 from plait.skills.managed import allow_all, create_skill_manager
 
@@ -327,6 +336,78 @@ async def test_a_session_that_died_and_restarts_within_the_wait_keeps_its_tools(
     assert sorted(tool_names(model.requests[2])) == ["demo_crash", "demo_echo"]
     (echoed,) = [m for m in second.new_messages if isinstance(m, ToolMessage)]
     assert echoed.data == "hi" and server.restarts == 1
+
+
+class Entered(Middleware):
+    """Sets ``entered`` when its turn reaches it (placed before the toolset)."""
+
+    def __init__(self) -> None:
+        self.entered = asyncio.Event()
+
+    async def turn_input(self, ctx: TurnContext, next: Next) -> None:
+        self.entered.set()
+        await next()
+
+
+async def test_a_turn_that_starts_while_another_waits_for_the_restart_waits_for_it_too(
+    tmp_path: Path,
+) -> None:
+    flag, ready = tmp_path / "started", tmp_path / "ready"
+    flag.touch()
+    ready.touch()
+    server = McpServer("demo", command=flag_gated(flag, ready), allow=["crash"], init_timeout=120)
+    first_model = ScriptedModel([ToolCall("c1", "demo_crash"), "first", "second"])
+    other_model, entered = ScriptedModel(["other"]), Entered()
+    # a generous wait, so a slow start on a loaded machine still lands inside both turns
+    async with McpToolset([server], reconnect_seconds=120) as mcp:
+        agent = Agent(first_model, middleware=[mcp])
+        other = Agent(other_model, middleware=[entered, mcp])
+        await agent.run("go", thread_id="t")  # the server process exits mid-call
+        ready.unlink()  # its restart now hangs before `initialize`
+        second = asyncio.create_task(agent.run("again", thread_id="t"))
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 60
+        while "demo" not in mcp._retries:  # the second turn waits for the restart
+            assert loop.time() < deadline, "the turn never started the restart"
+            await asyncio.sleep(0.01)
+        concurrent = asyncio.create_task(other.run("meanwhile", thread_id="u"))
+        await entered.entered.wait()  # its toolset step runs before the server can be back
+        ready.touch()
+        results = await asyncio.gather(second, concurrent)
+    for result in results:
+        assert not [e for e in result.events if isinstance(e, McpServerSkipped)]
+    assert tool_names(first_model.requests[2]) == tool_names(other_model.requests[0])
+    assert tool_names(other_model.requests[0]) == ["demo_crash"] and server.restarts == 1
+
+
+@pytest.mark.parametrize("closed", ["toolset", "server"])
+async def test_a_turn_waiting_for_a_restart_when_the_toolset_closes_starts_no_retry(
+    tmp_path: Path, closed: str
+) -> None:
+    flag, ready = tmp_path / "started", tmp_path / "ready"
+    flag.touch()
+    ready.touch()
+    server = McpServer("demo", command=flag_gated(flag, ready), allow=["crash"], init_timeout=120)
+    model = ScriptedModel([ToolCall("c1", "demo_crash"), "first", "never"])
+    mcp = McpToolset([server], reconnect_seconds=120)
+    agent = Agent(model, middleware=[mcp])
+    await agent.run("go", thread_id="t")  # the server process exits mid-call
+    ready.unlink()  # its restart now hangs before `initialize`
+    turn = asyncio.create_task(agent.run("again", thread_id="t"))
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 60
+    while "demo" not in mcp._retries:  # the turn waits for the restart
+        assert loop.time() < deadline, "the turn never started the restart"
+        await asyncio.sleep(0.01)
+    retry = mcp._retries["demo"]
+    await (mcp.aclose() if closed == "toolset" else server.aclose())
+    with pytest.raises(TurnAborted) as info:
+        await turn
+    # a closed server raises (as it does for a turn started after aclose): no retry after aclose
+    assert isinstance(info.value.error, McpServerClosed)
+    assert len(model.requests) == 2 and retry.done()
+    assert mcp._retries == ({} if closed == "toolset" else {"demo": retry})
+    await mcp.aclose()
 
 
 @pytest.mark.parametrize("wait", [0, -1, float("inf"), float("nan"), "2", True])

@@ -25,6 +25,18 @@ from plait.models.retrying import Backoff
 FIXTURES = Path(__file__).parent / "fixtures" / "openai"
 HELLO = ModelRequest(messages=[UserMessage("What is the capital of France?")])
 OTHER_400 = {"object": "error", "message": "temperature must be <= 2", "code": 400}
+# vLLM's answer to a request a validator refuses as a whole: the error echoes the whole body
+# as its input, stream_options included, though that is not what it refuses.
+ECHOED_400 = {
+    "object": "error",
+    "message": (
+        "[{'type': 'value_error', 'loc': ('body',), 'msg': 'Value error, When using "
+        "`tool_choice`, `tools` must be set.', 'input': {'model': 'llama3.1', 'stream': True, "
+        "'stream_options': {'include_usage': True}, 'tool_choice': 'required'}}]"
+    ),
+    "type": "BadRequestError",
+    "code": 400,
+}
 
 
 @pytest.fixture
@@ -125,3 +137,22 @@ async def test_stream_usage_false_never_asks(server: WireServer, sleeps: list[fl
 def test_stream_usage_must_be_true_false_or_none(value: object) -> None:
     with pytest.raises(ConfigurationError, match="stream_usage must be True, False or None"):
         OpenAIChatModel("m", api_key="k", stream_usage=value)  # type: ignore[arg-type]
+
+
+async def test_a_400_that_only_echoes_stream_options_is_not_remembered_as_a_refusal(
+    server: WireServer, sleeps: list[float]
+) -> None:
+    model = compatible(server, sleeps)
+    server.reply_json(ECHOED_400, status=400)
+    server.reply_json(ECHOED_400, status=400)  # refused without stream_options too
+    server.reply("stream_reasoning.sse")
+
+    with pytest.raises(ProviderError, match="`tools` must be set"):
+        await final(model.stream(HELLO))
+    done = await final(model.stream(HELLO))
+
+    # the server refuses something else: the next stream still asks for its usage
+    assert model.stream_usage_refused is False
+    assert sent_options(server) == [{"include_usage": True}, None, {"include_usage": True}]
+    assert done.response.usage.requests == 1
+    await model.aclose()

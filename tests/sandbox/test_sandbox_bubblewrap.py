@@ -58,8 +58,14 @@ SLEEPER = "import os, sys, time\nif os.fork() == 0:\n    os.setsid()\ntime.sleep
         (SandboxPolicy(write_allow=("relative/dir",)), "absolute path"),
         (SandboxPolicy(read_deny=("/",)), "may not contain '/'"),
         (SandboxPolicy(read_deny=("/*",)), "may not contain '/'"),
+        (SandboxPolicy(write_allow=("//",)), "may not contain '/'"),  # POSIX keeps '//'
+        (SandboxPolicy(read_deny=("//*",)), "may not contain '/'"),
         (SandboxPolicy(write_deny=("/home/*/.ssh",)), "'\\*' matches folders in read_deny only"),
         (SandboxPolicy(write_allow=("/srv/*",)), "'\\*' matches folders in read_deny only"),
+        (SandboxPolicy(write_deny=("/srv/a*",)), "'\\*' matches folders in read_deny only"),
+        # a glob the policy does not expand would hide nothing, silently
+        (SandboxPolicy(read_deny=("~/.config/*.json",)), "only a whole '\\*' component"),
+        (SandboxPolicy(read_deny=("/home/*/.ssh*",)), "only a whole '\\*' component"),
         (SandboxPolicy(limits=SandboxLimits(cpu_seconds=0)), "cpu_seconds must be"),
         (SandboxPolicy(limits=SandboxLimits(memory_bytes=MIB)), "below 64 MiB"),
         (SandboxPolicy(limits=SandboxLimits(open_files=3)), "open_files must be at least 16"),

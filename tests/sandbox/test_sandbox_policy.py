@@ -180,5 +180,33 @@ async def test_a_wildcard_entry_matching_too_many_paths_is_refused(tmp_path: Pat
     workspace.mkdir()
     box = BubblewrapSandbox(SandboxPolicy(read_deny=(f"{homes}/*/.ssh",), private_tmp=False))
     command = SandboxCommand((sys.executable, "-c", "pass"), workspace, 30, 1_000)
-    with pytest.raises(SandboxPolicyInvalid, match=f"matches more than {MAX_DENY_MATCHES:,}"):
+    with pytest.raises(
+        SandboxPolicyInvalid, match=f"matches more than {MAX_DENY_MATCHES:,}"
+    ) as info:
         await box.run(command)
+    assert f"entry '{homes}/*/.ssh'" in str(info.value)  # the entry as written
+
+
+async def test_a_link_in_another_users_home_hides_only_what_that_user_owns(
+    tmp_path: Path,
+) -> None:
+    # mallory (another uid) points her .ssh at /usr and her .aws at /etc: denying where the
+    # links lead would break or blind every sandboxed run; alice's .ssh leads to a folder of
+    # her own outside her home (managed dotfiles), which stays hidden.
+    homes, keys = tmp_path / "home", tmp_path / "keys"
+    mallory, alice = homes / "mallory", homes / "alice"
+    for folder in (mallory, alice, keys / "alice"):
+        folder.mkdir(parents=True)
+    (keys / "alice" / "id").write_text("secret")
+    (mallory / ".ssh").symlink_to("/usr")
+    (mallory / ".aws").symlink_to("/etc")
+    (alice / ".ssh").symlink_to(keys / "alice")
+    if os.getuid() == 0:  # else /usr and /etc (root's) already differ from the test's user
+        os.chown(mallory, 65534, 65534)
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    policy = SandboxPolicy(read_deny=(f"{homes}/*/.ssh", f"{homes}/*/.aws"), private_tmp=False)
+    assert policy.denied_paths() == [str(keys / "alice")]
+    seen = await report(BubblewrapSandbox(policy), workspace, ["/usr", "/etc", str(keys / "alice")])
+    assert seen.pop(str(keys / "alice")) == []
+    assert seen == {"/usr": sorted(os.listdir("/usr")), "/etc": sorted(os.listdir("/etc"))}

@@ -78,9 +78,11 @@ async def test_workers_survive_a_server_restart_with_nothing_lost() -> None:
     assert report["finished_workers"] == 3
     # A turn in flight while the server is down may fail, typed (StoreError), nothing written
     # half; the script's checks (exit 0) prove no completed dispatch was lost or duplicated.
+    # A restart slower than the 2 s lease (a loaded machine) lets another worker take the
+    # thread: the first worker's next write is then a typed ThreadConflictError, as designed.
     errors = report["errors"]
     assert isinstance(errors, dict)
-    assert set(errors) <= {"StoreError"}
+    assert set(errors) <= {"StoreError", "ThreadConflictError"}
     completed = report["turns_completed"]
     assert isinstance(completed, int)
     assert completed + sum(errors.values()) == 180

@@ -193,3 +193,33 @@ async def test_failing_turns_queue_a_bounded_backlog_dropping_the_oldest_with_on
 def test_max_queued_must_be_a_positive_integer(tmp_path: Path, bound: object) -> None:
     with pytest.raises(ConfigurationError, match="max_queued must be an integer >= 1"):
         TraceRecorder(SQLiteTraceStore(tmp_path / "t.sqlite3"), max_queued=bound)  # type: ignore[arg-type]
+
+
+async def test_a_successful_turn_waits_for_a_slow_store_before_its_trace_could_be_dropped(
+    tmp_path: Path,
+) -> None:
+    # max_queued below MAX_PENDING_WRITES: a successful turn must wait (as it does past
+    # MAX_PENDING_WRITES) rather than queue a batch that pushes out an unwritten one
+    store = GatedStore(tmp_path / "traces.sqlite3")
+    gate = asyncio.Event()
+    store.gates.append(gate)
+    recorder = TraceRecorder(store, max_queued=2)
+    agent = Agent(ScriptedModel(["r0", "r1", "r2", "r3"]), middleware=[recorder])
+    await agent.run("turn 0", thread_id="t0")
+    await store.writing.wait()  # turn 0's batch is being written, held at the gate
+
+    async def three_more() -> None:
+        for turn in (1, 2, 3):
+            await agent.run(f"turn {turn}", thread_id=f"t{turn}")
+
+    turns = asyncio.create_task(three_more())
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 60
+    while recorder._round is None and not turns.done():  # until a turn waits in drain()
+        assert loop.time() < deadline, "no turn ever waited"
+        await asyncio.sleep(0.01)
+    gate.set()
+    await turns
+    await recorder.aclose()
+    assert recorder.dropped_batches == 0
+    assert sorted(r["input"] for r in await store.runs()) == [f"turn {n}" for n in range(4)]

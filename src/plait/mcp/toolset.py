@@ -25,13 +25,13 @@ every turn until it connects, goes on without the server (reported with "reconne
 background"); the first turn after it connected has its tools. :meth:`McpToolset.wait_for_retries`
 waits for the retries in flight. A server whose session ended since its last use (its process
 exited, its connection failed) is noticed at once, without a request: the turn starts it again in
-the background and waits up to ``reconnect_seconds`` (:data:`RECONNECT_SECONDS`) for it; a server
-back by then keeps its tools in this turn, one that is not is skipped ("its session ended: ...",
-reconnecting in the background), never holding the turn for its ``init_timeout``. (An HTTP
-session that ended without closing its stream is noticed by the first call that needs it, which
-fails and restarts it.) The same applies to
-:meth:`McpToolset.resolve` and :meth:`McpToolset.skill_tools` (a skipped server resolves no
-tool).
+the background and waits up to ``reconnect_seconds`` (:data:`RECONNECT_SECONDS`) for it (turns
+that start meanwhile wait for the same restart, as long); a server back by then keeps its tools,
+one that is not is skipped ("its session ended: ...", reconnecting in the background), never
+holding the turn for its ``init_timeout``. (An HTTP session that ended without closing its
+stream is noticed by the first call that needs it, which fails and restarts it.) The same
+applies to :meth:`McpToolset.resolve` and :meth:`McpToolset.skill_tools` (a skipped server
+resolves no tool).
 
 **Deferred servers** (``McpServer(defer=True)``) register their tools without advertising them:
 the model finds them with ``search_tools`` (:class:`~plait.runtime.tool_search.ToolSearch`, which
@@ -76,11 +76,13 @@ RETRY_MAX_SECONDS = 300.0
 
 @dataclass(slots=True)
 class _Down:
-    """A server that could not be reached: why, how often in a row, when to try again."""
+    """A server that could not be reached: why, how often in a row, when to try again; and
+    until when turns wait for the restart of a session that ended (``0``: they do not)."""
 
     reason: str
     failures: int
     retry_at: float
+    restart_until: float = 0.0
 
 
 def _discard(_: object) -> None:
@@ -137,6 +139,7 @@ class McpToolset(Middleware):
         self.max_retry_seconds = float(max_retry_seconds)
         self._down: dict[str, _Down] = {}
         self._retries: dict[str, asyncio.Task[None]] = {}
+        self._closed = False
         prefixes: dict[str, str] = {}
         for server in self.servers:
             if not isinstance(server, McpServer):
@@ -208,7 +211,13 @@ class McpToolset(Middleware):
         down = self._down.get(server.name)
         now = time.monotonic()
         if down is None and (lost := server.lost_session) is not None:
-            down = await self._reconnect(server, lost, now)
+            reason = f"MCP server {server.name!r}: its session ended: {lost}"
+            down = _Down(reason, 1, now, now + self.reconnect_seconds)
+            self._down[server.name] = down
+        if down is not None and down.restart_until > now:
+            down = await self._await_restart(server, down, now)
+        if self._closed or server.closed:  # closed meanwhile: no new session, no retry
+            raise McpServerClosed(server.name)
         if down is None:
             try:
                 return await server.list_tools()
@@ -230,21 +239,20 @@ class McpToolset(Middleware):
         )
         return []
 
-    async def _reconnect(self, server: McpServer, lost: str, now: float) -> _Down | None:
+    async def _await_restart(self, server: McpServer, down: _Down, now: float) -> _Down | None:
         """``server``'s session ended since its last use: start it again in the background
-        (:meth:`_retry`) and wait for that up to ``reconnect_seconds``. ``None`` once it is
-        back (or a configuration problem, raised next); else its failure, or that it is still
-        reconnecting."""
-        self._down[server.name] = _Down(
-            f"MCP server {server.name!r}: its session ended: {lost}", 1, now
-        )
-        await asyncio.wait({self._retry_in_background(server)}, timeout=self.reconnect_seconds)
-        down = self._down.get(server.name)
-        if down is None and (again := server.lost_session) is not None:
+        (:meth:`_retry`; turns arriving meanwhile share it) and wait for that until
+        ``down.restart_until``: ``reconnect_seconds`` after the end was seen, for every turn.
+        ``None`` once it is back (or a configuration problem, raised next); else its failure,
+        or that it is still reconnecting."""
+        task = self._retry_in_background(server)
+        await asyncio.wait({task}, timeout=down.restart_until - now)
+        found = self._down.get(server.name)
+        if found is None and (again := server.lost_session) is not None:
             # back, then gone again at once: starting it here would wait its init_timeout
             gone = McpError(f"MCP server {server.name!r}: its new session ended too: {again}")
-            down = self._failed(server, gone, None, now)
-        return down
+            found = self._failed(server, gone, None, now)
+        return found
 
     def _retry_in_background(self, server: McpServer) -> asyncio.Task[None]:
         """``server``'s retry in flight on this event loop, started if there is none."""
@@ -286,7 +294,9 @@ class McpToolset(Middleware):
 
     async def aclose(self) -> None:
         """Cancel the background retries, then close every server, all at once (each in its
-        own task: order does not matter)."""
+        own task: order does not matter). A turn still using the toolset then gets
+        :class:`McpServerClosed` (one waiting for a restart too), and no retry starts again."""
+        self._closed = True
         retries, self._retries = list(self._retries.values()), {}
         loop = asyncio.get_running_loop()
         mine = [t for t in retries if not t.done() and t.get_loop() is loop]

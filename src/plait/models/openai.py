@@ -65,9 +65,11 @@ class OpenAIChatModel:
     ``stream_usage`` decides whether a stream asks for its usage (``stream_options:
     {"include_usage": true}``, a last chunk with the token counts). ``None`` (the default) asks,
     and when the server answers 400 (or 422) naming ``stream_options`` (some OpenAI-compatible
-    servers refuse fields they do not know) asks once more at once without it, and never again
-    on this model instance (:attr:`stream_usage_refused`); such streams report no usage unless
-    the server sends it anyway. ``True`` always asks (a refusal is the error); ``False`` never asks.
+    servers refuse fields they do not know) asks once more at once without it, and once that is
+    served never again on this model instance (:attr:`stream_usage_refused`; a request refused
+    without it too is not remembered: the error only quoted the field); such streams report no
+    usage unless the server sends it anyway. ``True`` always asks (a refusal is the error);
+    ``False`` never asks.
     """
 
     def __init__(
@@ -199,8 +201,9 @@ class OpenAIChatModel:
 
     async def _open_stream(self, params: CompletionCreateParamsBase) -> Any:
         """Open the stream; with ``stream_usage=None``, a 400 (or a validating server's 422)
-        naming ``stream_options`` is answered by asking once more without it (and remembering
-        the refusal)."""
+        naming ``stream_options`` is answered by asking once more without it; the refusal is
+        remembered only once that is served (a validator that echoes the whole body quotes the
+        field in errors about something else: then the next stream asks again)."""
         import openai
 
         try:
@@ -209,9 +212,10 @@ class OpenAIChatModel:
             asked = "stream_options" in params and self.stream_usage is None
             if not asked or "stream_options" not in f"{_error_message(exc)} {exc.body}":
                 raise
-        self.stream_usage_refused = True
         params.pop("stream_options")
-        return await self._client.chat.completions.create(**params, stream=True)
+        opened = await self._client.chat.completions.create(**params, stream=True)
+        self.stream_usage_refused = True  # refused with it, served without it
+        return opened
 
     async def aclose(self) -> None:
         """Close the HTTP client this model created (a ``client`` passed in stays open)."""

@@ -167,7 +167,8 @@ class SandboxPolicy:
                      file an empty read-only file; paths that are missing or that the agent's
                      user cannot read are skipped (nothing to hide); a ``*`` path component
                      matches every entry of its folder (``/home/*/.ssh``), hidden ones too,
-                     at most :data:`MAX_DENY_MATCHES` paths per entry
+                     at most :data:`MAX_DENY_MATCHES` paths per entry (a ``*`` within a name
+                     is refused: it is no glob)
     write_allow      host paths writable besides the run's workspace (each must exist)
     write_deny       paths kept read-only even inside a writable one
     network          ``"off"``: a private network namespace (its own loopback only);
@@ -212,30 +213,18 @@ class SandboxPolicy:
                     f"SandboxPolicy.{name} must be a tuple of paths, not one string."
                 )
             for path in paths:
-                expanded = os.path.expanduser(path)
-                if not os.path.isabs(expanded) or "\x00" in expanded:
-                    raise SandboxPolicyInvalid(
-                        f"SandboxPolicy.{name} entry {path!r} must be an absolute path "
-                        "(or start with ~)."
-                    )
-                parts = os.path.normpath(expanded).split("/")
-                if name != "read_deny" and "*" in parts:
-                    raise SandboxPolicyInvalid(
-                        f"SandboxPolicy.{name} entry {path!r}: '*' matches folders in read_deny "
-                        "only; name the paths."
-                    )
-                if parts[1:] in ([""], ["*"]):
-                    raise SandboxPolicyInvalid(
-                        f"SandboxPolicy.{name} may not contain '/': name the folders instead."
-                    )
+                _check_entry(name, path)
         self.limits.check()
 
     def denied_paths(self) -> list[str]:
         """The host paths ``read_deny`` names now, in order and without repeats: ``~``
         expanded, a component that is exactly ``*`` matched against every entry of its folder
         (hidden ones too; no other character is special), symlinks resolved. Only the matches
-        of a ``*`` entry must exist. Raises :class:`SandboxPolicyInvalid` when one entry
-        matches more than :data:`MAX_DENY_MATCHES` paths (or a folder it lists holds more)."""
+        of a ``*`` entry must exist. A match whose links lead out of the folder its last ``*``
+        matched (``/home/mallory/.ssh -> /usr``) is kept only when that folder's owner owns
+        where it leads: a user cannot hide (or break) what is not theirs. Raises
+        :class:`SandboxPolicyInvalid` when one entry matches more than
+        :data:`MAX_DENY_MATCHES` paths (or a folder it lists holds more)."""
         found: dict[str, None] = {}
         listings: dict[str, list[str]] = {}  # each folder listed once per call
         for raw in self.read_deny:
@@ -243,20 +232,69 @@ class SandboxPolicy:
             if "*" not in expanded.split("/"):
                 found[os.path.realpath(expanded)] = None
                 continue
-            paths = ["/"]
+            matches = [("/", "/")]  # (path, the folder its last '*' matched)
             for part in expanded.split("/")[1:]:
                 if part != "*":
-                    paths = [os.path.join(path, part) for path in paths]
+                    matches = [(os.path.join(path, part), at) for path, at in matches]
                     continue
-                paths = [os.path.join(p, name) for p in paths for name in _listing(p, listings)]
-                if len(paths) > MAX_DENY_MATCHES:
+                paths = [
+                    os.path.join(p, name) for p, _ in matches for name in _listing(p, listings)
+                ]
+                matches = [(path, path) for path in paths]
+                if len(matches) > MAX_DENY_MATCHES:
                     raise _too_many(raw)
-            found.update(dict.fromkeys(os.path.realpath(p) for p in paths if os.path.lexists(p)))
+            for path, at in matches:
+                real = _owned_target(path, at) if os.path.lexists(path) else None
+                if real is not None:
+                    found[real] = None
         return list(found)
 
 
+def _check_entry(name: str, path: str) -> None:
+    """Raise :class:`SandboxPolicyInvalid` when ``path`` of the ``name`` list is not absolute,
+    names ``/``, or holds a ``*`` the policy would not expand (a whole ``*`` component, in
+    ``read_deny`` only: any other would be taken literally and hide or protect nothing)."""
+    expanded = os.path.expanduser(path)
+    if not os.path.isabs(expanded) or "\x00" in expanded:
+        raise SandboxPolicyInvalid(
+            f"SandboxPolicy.{name} entry {path!r} must be an absolute path (or start with ~)."
+        )
+    # normpath keeps a leading '//' (POSIX leaves it to the system): '/' all the same
+    parts = ("/" + os.path.normpath(expanded).lstrip("/")).split("/")
+    starred = [part for part in parts if "*" in part]
+    if starred and name != "read_deny":
+        raise SandboxPolicyInvalid(
+            f"SandboxPolicy.{name} entry {path!r}: '*' matches folders in read_deny only; name "
+            "the paths."
+        )
+    if any(part != "*" for part in starred):
+        raise SandboxPolicyInvalid(
+            f"SandboxPolicy.read_deny entry {path!r}: only a whole '*' component matches (every "
+            "entry of its folder, as in /home/*/.ssh); any other '*' would be taken literally "
+            "and hide nothing. Name the paths."
+        )
+    if parts[1:] in ([""], ["*"]):
+        raise SandboxPolicyInvalid(
+            f"SandboxPolicy.{name} may not contain '/': name the folders instead."
+        )
+
+
+def _owned_target(path: str, matched: str) -> str | None:
+    """Where ``path`` leads, if that stays inside the folder ``matched`` leads to or belongs to
+    that folder's owner; else ``None`` (a link planted there to hide someone else's files, or
+    one that leads nowhere)."""
+    real, folder = os.path.realpath(path), os.path.realpath(matched)
+    if real == folder or real.startswith(folder.rstrip("/") + "/"):
+        return real
+    try:
+        return real if os.stat(real).st_uid == os.stat(folder).st_uid else None
+    except OSError:
+        return None
+
+
 def _listing(folder: str, listings: dict[str, list[str]]) -> list[str]:
-    """The names in ``folder`` (none if it cannot be listed), at most ``MAX_DENY_MATCHES``."""
+    """The names in ``folder`` (none if it cannot be listed), at most ``MAX_DENY_MATCHES`` plus
+    one (so the caller sees the bound passed)."""
     names = listings.get(folder)
     if names is None:
         try:
@@ -264,14 +302,19 @@ def _listing(folder: str, listings: dict[str, list[str]]) -> list[str]:
                 names = [e.name for e in itertools.islice(entries, MAX_DENY_MATCHES + 1)]
         except OSError:
             names = []
-        if len(names) > MAX_DENY_MATCHES:
-            raise _too_many(os.path.join(folder, "*"))
         listings[folder] = names
     return names
 
 
 def _too_many(entry: str) -> SandboxPolicyInvalid:
+    default = entry.startswith("/home/*/") and entry in DEFAULT_READ_DENY
+    hint = (
+        " For the default '/home/*/' entries: read_deny=(*(p for p in DEFAULT_READ_DENY if "
+        "not p.startswith('/home/*/')), '/home')."
+        if default
+        else ""
+    )
     return SandboxPolicyInvalid(
         f"SandboxPolicy.read_deny entry {entry!r} matches more than {MAX_DENY_MATCHES:,} paths; "
-        "name the folders instead, or hide their parent whole."
+        f"name the folders instead, or hide their parent whole.{hint}"
     )

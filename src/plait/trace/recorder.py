@@ -24,11 +24,12 @@ Requests are turned into deltas by :class:`~plait.trace.requests.RequestDeltas`.
 are written in one transaction when it ends, however it ends, plus every :data:`FLUSH_EVERY`
 model calls of a long turn. One background writer writes them in order; batches queued while a
 write is under way are merged into the next transaction, so a busy agent pays fewer commits. The
-turn does not wait for its trace (unless more than :data:`MAX_PENDING_WRITES` are queued). A
-failed turn cannot wait (its trace is queued as it ends), so at most ``max_queued``
-(:data:`MAX_QUEUED_BATCHES`) batches wait for the writer: past it, while the store is down or
-hangs, the oldest queued batch is dropped, counted in :attr:`TraceRecorder.dropped_batches` and
-told once in a ``plait.trace`` log warning (again after a write lands).
+turn does not wait for its trace (unless more than :data:`MAX_PENDING_WRITES` are queued, or
+``max_queued`` are: the next batch would push one out). A failed turn cannot wait (its trace is
+queued as it ends), so at most ``max_queued`` (:data:`MAX_QUEUED_BATCHES`) batches wait for the
+writer: past it, while the store is down or hangs, the oldest queued batch is dropped, counted
+in :attr:`TraceRecorder.dropped_batches` and told once in a ``plait.trace`` log warning (again
+after a write lands).
 :meth:`TraceRecorder.drain` waits until everything recorded so far is written, and
 :meth:`TraceRecorder.aclose` drains before closing the store, so no finished or failed turn's
 trace is lost on a clean shutdown.
@@ -418,8 +419,9 @@ class TraceRecorder(Middleware):
         if not trace.batch.runs:
             trace.batch.runs.append(trace.run)
         self._flush_soon(ctx, trace)
-        if not self.background or len(self._queue) > MAX_PENDING_WRITES:
-            await self.drain()  # asked to, or the store is behind: no pile-up
+        behind = len(self._queue) > min(MAX_PENDING_WRITES, self.max_queued - 1)
+        if not self.background or behind:
+            await self.drain()  # asked to, or the store is behind: no pile-up, no drop
 
     def _flush_soon(self, turn: TurnContext, trace: _RunTrace) -> None:
         """Queue what the batch holds for the background writer (started if idle); rows land in
