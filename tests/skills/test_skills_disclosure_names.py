@@ -26,14 +26,15 @@ def md(name: str, description: str) -> str:
     return f"---\nname: {name}\ndescription: {description}\n---\nBody.\n"
 
 
-def catalog() -> MemorySource:
-    """100 filler skills with long descriptions, then 20 zebra skills catalog order puts last."""
+def catalog(extra: dict[str, dict[str, str]] | None = None) -> MemorySource:
+    """100 filler skills with long descriptions, then 20 zebra skills catalog order puts last
+    (then ``extra``)."""
     skills = {f"chore-{i:03d}": {"SKILL.md": md(f"chore-{i:03d}", FILLER)} for i in range(100)}
     for i in range(20):
         name = f"zebra-{i:02d}"
         text = f"Feeds and grooms zebras in enclosure {i} of the zoo, with the keeper's notes."
         skills[name] = {"SKILL.md": md(name, text)}
-    return MemorySource(skills)
+    return MemorySource({**skills, **(extra or {})})
 
 
 def described(prompt: str) -> list[str]:
@@ -187,3 +188,15 @@ def test_the_ranked_list_with_names_keeps_the_budget_the_kept_and_every_skill_on
     fits = sum(len(markdown_line(snapshot.by_name[n])) + 1 for n in always) + 100
     if fits <= budget:  # the kept ones fit the whole budget: all described, whatever the share
         assert shown[: len(always)] == always
+
+
+async def test_search_skills_finds_a_quoted_name_exactly_as_the_names_tier_shows_it() -> None:
+    quoted_name = 'zebra "night" shift\\rota'  # the lenient parser keeps it; spec names cannot
+    source = catalog({"zz-night": {"SKILL.md": md(f"'{quoted_name}'", "Zebras after dark.")}})
+    shown = '"zebra \\"night\\" shift\\\\rota"'  # the names tier's JSON-style quoting
+    model = ScriptedModel([ToolCall("c1", "search_skills", {"query": shown, "limit": 3}), "ok"])
+    skills = SkillsMiddleware([source], budget=3_000, instructions=None, ranker=FirstLetterRanker())
+    await Agent(model, middleware=[skills]).run("zebras need feeding")  # (ranks zebra* first)
+    assert shown in named(model.requests[0].system_prompt)
+    lines = model.requests[1].messages[-1].text.splitlines()
+    assert lines[1].startswith(f"- **{quoted_name}**: Zebras after dark.")

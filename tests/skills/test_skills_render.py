@@ -12,6 +12,7 @@ import skills_ref
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from plait.errors import ConfigurationError
 from plait.skills import FilesystemSource, PromptFormat, SkillCatalog, SkillEntry, SkillMeta
 from plait.skills.render import (
     DEFAULT_NAMES_INTRO,
@@ -248,3 +249,11 @@ def test_named_skills_are_escaped_and_quoted_in_xml_and_the_rest_counted() -> No
         "</skill_names>\n</available_skills>"
     )
     assert "<more_skills" not in fitted.text and len(fitted.text) <= 620
+
+
+@pytest.mark.parametrize("render", [fit_prompt, render_prompt])
+def test_a_names_share_that_is_not_a_number_is_a_configuration_error(
+    render: Callable[..., object],
+) -> None:
+    with pytest.raises(ConfigurationError, match="names_share"):
+        render([entry("a"), entry("b")], budget=40, names_share=float("nan"))

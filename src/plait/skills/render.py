@@ -26,12 +26,14 @@ from __future__ import annotations
 
 import html
 import json
+import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from itertools import islice
 
+from plait.errors import ConfigurationError
 from plait.skills.model import SkillEntry
 
 __all__ = [
@@ -170,8 +172,14 @@ def fit_prompt(
     keep: int = 0,
 ) -> FittedPrompt:
     """:func:`render_prompt` with what the text holds (see the module docstring for the names
-    tier). ``names_share`` is clamped to ``[0, 1]``; ``keep`` entries at the front may be
-    described within the whole budget rather than the part the names leave."""
+    tier). ``names_share`` is clamped to ``[0, 1]`` (NaN is a :class:`ConfigurationError`);
+    ``keep`` entries at the front may be described within the whole budget rather than the
+    part the names leave."""
+    if math.isnan(names_share):
+        raise ConfigurationError(
+            "names_share must be a number from 0 to 1 (the share of the budget that names "
+            "skills without descriptions; 0 turns it off); got nan."
+        )
     if PromptFormat(format) is PromptFormat.XML:
         shape = _xml(overflow_hint, names_intro)
     else:

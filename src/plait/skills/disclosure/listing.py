@@ -24,6 +24,7 @@ same list.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, overload
 
@@ -57,6 +58,21 @@ CONTEXT_CHARS = 4_000
 
 def _flag(value: object) -> bool:
     return value is True or (isinstance(value, str) and value.strip().lower() == "true")
+
+
+def _as_name(query: str) -> str:
+    """``query`` as a skill name: a JSON string as the names tier quotes a name (escapes
+    undone), else without surrounding whitespace and quotes."""
+    text = query.strip()
+    if len(text) > 1 and text[0] == text[-1] == '"':
+        try:
+            name = json.loads(text)
+        except ValueError:
+            pass
+        else:
+            if isinstance(name, str):
+                return name
+    return text.strip("\"'`")
 
 
 class _Ordered(Sequence[SkillEntry]):
@@ -145,7 +161,7 @@ class RankedListing:
         allowed) puts that skill first."""
         self.index(snapshot)
         found = self._own(snapshot, self.ranker.rank(query, limit))
-        exact = snapshot.by_name.get(query.strip().strip("\"'`"))
+        exact = snapshot.by_name.get(_as_name(query))
         if exact is None or not exact.meta.model_invocable or (found and found[0] is exact):
             return found
         return [exact, *(e for e in found if e is not exact)][: max(limit, 1)]
