@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from plait import Agent, ScriptedModel, ToolCall
+from plait import Agent, ScriptedModel, ToolCall, tool
 from plait.errors import ConfigurationError
 from plait.messages import UserMessage
 from plait.skills import MemorySource, SkillEntry, SkillsMiddleware
@@ -200,3 +200,22 @@ async def test_search_skills_finds_a_quoted_name_exactly_as_the_names_tier_shows
     assert shown in named(model.requests[0].system_prompt)
     lines = model.requests[1].messages[-1].text.splitlines()
     assert lines[1].startswith(f"- **{quoted_name}**: Zebras after dark.")
+
+
+async def test_the_list_stays_for_the_turn_when_another_thread_evicts_this_one() -> None:
+    skills = SkillsMiddleware([catalog()], budget=3_000, instructions=None, max_threads=1)
+    other = Agent(ScriptedModel(["b done"]), middleware=[skills])
+
+    @tool
+    async def ask_colleague() -> str:
+        """Runs a turn of another thread (evicting this one's snapshot: max_threads=1)."""
+        return (await other.run("hello", thread_id="b")).output
+
+    read = ToolCall("c1", "read_file", {"path": "/skills/chore-050/SKILL.md"})
+    model = ScriptedModel([[read, ToolCall("c2", "ask_colleague", {})], "ok"])
+    agent = Agent(model, tools=[ask_colleague], middleware=[skills])
+    await agent.run("zebras need feeding", thread_id="a")
+    first, second = (request.system_prompt for request in model.requests)
+    assert model.requests[1].messages[-1].text == "b done"  # (thread a was evicted)
+    assert "chore-050" not in described(first)  # (a read kept first from the next turn on)
+    assert second == first

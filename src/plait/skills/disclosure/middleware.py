@@ -89,7 +89,6 @@ class _Thread:
     scan: DisclosureScan = field(default_factory=DisclosureScan)
     shown: tuple[str, ...] = ()
     deferred: tuple[str, ...] = ()
-    listing: tuple[SkillSnapshot, str] | None = None
     prompt: tuple[str, str, str] | None = None
 
 
@@ -254,9 +253,9 @@ class SkillsMiddleware(Middleware):
             request = await pin_request(request, ctx, self.catalog, thread.snapshot, self)
         request = await self._disclose(request, ctx, thread, turn_tools)
         snapshot = thread.snapshot
-        if snapshot.overflowed and (
-            first_of_turn or thread.listing is None or thread.listing[0] is not snapshot
-        ):
+        # Kept in the turn, not the thread: a thread evicted and reloaded mid-turn keeps its list.
+        listing = turn_tools.listing
+        if snapshot.overflowed and (listing is None or listing[0] is not snapshot):
             section = self._ranked().render(
                 snapshot,
                 request.messages,
@@ -266,8 +265,8 @@ class SkillsMiddleware(Middleware):
                 instructions=self.instructions,
                 names_share=self.names_share,
             )
-            thread.listing = (snapshot, section)
-        return self._with_prompt(request, thread)
+            turn_tools.listing = (snapshot, section)
+        return self._with_prompt(request, thread, turn_tools)
 
     async def wrap_model_call(
         self, request: ModelRequest, ctx: DispatchContext, call_next: ModelHandler
@@ -435,9 +434,11 @@ class SkillsMiddleware(Middleware):
             ctx.turn.emit(SkillToolsWithdrawn(dispatch=ctx.index, tools=removed))
         thread.shown, thread.deferred = shown, deferred
 
-    def _with_prompt(self, request: ModelRequest, thread: _Thread) -> ModelRequest:
+    def _with_prompt(
+        self, request: ModelRequest, thread: _Thread, turn_tools: TurnTools
+    ) -> ModelRequest:
         snapshot = thread.snapshot
-        listing = thread.listing
+        listing = turn_tools.listing
         section = listing[1] if listing is not None and listing[0] is snapshot else snapshot.section
         if not section:
             return request

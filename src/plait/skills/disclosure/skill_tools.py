@@ -98,6 +98,9 @@ class TurnTools:
     plan: ToolPlan = ToolPlan((), ())
     snapshot: SkillSnapshot | None = None
     """The snapshot of the turn's latest model call (what ``read_file`` reads against)."""
+    listing: tuple[SkillSnapshot, str] | None = None
+    """The turn's ranked list past the budget and the snapshot it was rendered from (computed
+    on the turn's first model call, again only for a new snapshot)."""
     disclosed_for: Sequence[Message] | None = None
     """The message list the tools were last chosen for (``wrap_model_call`` compares it with
     the request it is handed, by identity)."""
