@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from plait import Agent, ScriptedModel
+from plait.errors import ConfigurationError
 from plait.skills import MemorySource, SkillsMiddleware
 
 
@@ -68,3 +69,13 @@ async def test_a_failing_foreground_refresh_raises_and_keeps_the_last_error() ->
     with pytest.raises(RuntimeError, match="index corrupted"):
         await agent.run("go", thread_id="b", state={"skills_metadata": None})
     assert skills.refresh_error is background
+
+
+@pytest.mark.parametrize("seconds", [-1.0, float("nan")])
+def test_setting_a_negative_or_nan_refresh_interval_is_a_configuration_error(
+    seconds: float,
+) -> None:
+    skills = SkillsMiddleware([MemorySource({"a": {"SKILL.md": md("a")}})])
+    with pytest.raises(ConfigurationError, match="refresh_interval must be >= 0"):
+        skills.refresh_interval = seconds
+    assert skills.refresh_interval == 2.0  # (unchanged: the default)

@@ -212,6 +212,11 @@ class SkillsMiddleware(Middleware):
 
     @refresh_interval.setter
     def refresh_interval(self, seconds: float) -> None:
+        if not seconds >= 0:
+            raise ConfigurationError(
+                f"refresh_interval must be >= 0 seconds (0 refreshes for every new thread); "
+                f"got {seconds!r}."
+            )
         self._refresher.interval = seconds
 
     @property
