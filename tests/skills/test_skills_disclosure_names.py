@@ -219,3 +219,21 @@ async def test_the_list_stays_for_the_turn_when_another_thread_evicts_this_one()
     assert model.requests[1].messages[-1].text == "b done"  # (thread a was evicted)
     assert "chore-050" not in described(first)  # (a read kept first from the next turn on)
     assert second == first
+
+
+async def test_search_skills_finds_a_name_copied_with_the_xml_escapes_of_the_names_tier() -> None:
+    source = catalog({"zz-night": {"SKILL.md": md("'zebra night'", "Zebras after dark.")}})
+    shown = "&quot;zebra night&quot;"  # as <skill_names> holds it
+    model = ScriptedModel([ToolCall("c1", "search_skills", {"query": shown, "limit": 3}), "ok"])
+    skills = SkillsMiddleware(
+        [source],
+        budget=3_000,
+        instructions=None,
+        ranker=FirstLetterRanker(),
+        format=PromptFormat.XML,
+    )
+    await Agent(model, middleware=[skills]).run("zebras need feeding")
+    prompt = model.requests[0].system_prompt
+    assert [shown in line for line in prompt.splitlines() if "<skill_names>" in line] == [True]
+    lines = model.requests[1].messages[-1].text.splitlines()
+    assert lines[1].startswith("- **zebra night**: Zebras after dark.")

@@ -24,6 +24,7 @@ same list.
 
 from __future__ import annotations
 
+import html
 import json
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, overload
@@ -157,11 +158,12 @@ class RankedListing:
 
     def search(self, snapshot: SkillSnapshot, query: str, limit: int) -> list[SkillEntry]:
         """The ranker's best ``limit`` skills for ``query`` among ``snapshot``'s listed ones;
-        a query that is a listed skill's exact name (as the names tier shows it, quotes
-        allowed) puts that skill first."""
+        a query that is a listed skill's exact name (as the names tier shows it: quotes,
+        JSON escapes and XML entities allowed) puts that skill first."""
         self.index(snapshot)
         found = self._own(snapshot, self.ranker.rank(query, limit))
-        exact = snapshot.by_name.get(_as_name(query))
+        by_name = snapshot.by_name
+        exact = by_name.get(_as_name(query)) or by_name.get(_as_name(html.unescape(query)))
         if exact is None or not exact.meta.model_invocable or (found and found[0] is exact):
             return found
         return [exact, *(e for e in found if e is not exact)][: max(limit, 1)]
