@@ -196,7 +196,15 @@ class PostgresDatabase:
         """``target`` itself if it is a ``PostgresDatabase`` (shared: ``options`` are ignored,
         it keeps its own), else a new one on the URL or pool with ``options`` (those of the
         constructor). The thread store, the backend and the trace store take their ``target``
-        here."""
+        here. A name that is not a :class:`PostgresOptions` key is a
+        :class:`~plait.errors.ConfigurationError` naming the valid ones, shared target or not
+        (a typo is never silently ignored)."""
+        unknown = sorted(options.keys() - PostgresOptions.__annotations__.keys())
+        if unknown:
+            raise ConfigurationError(
+                f"Unknown Postgres option {', '.join(map(repr, unknown))}: the options are "
+                f"{', '.join(PostgresOptions.__annotations__)}."
+            )
         if isinstance(target, PostgresDatabase):
             return target
         return cls(target, **options)
