@@ -103,6 +103,18 @@ def test_a_non_postgres_url_is_refused() -> None:
         PostgresThreadStore("mysql://x@localhost/db")
 
 
+@pytest.mark.parametrize(
+    "options",
+    [{"max_size": 0}, {"max_size": -1}, {"pool_timeout": 0}, {"pool_timeout": float("nan")}],
+    ids=["max_size 0", "max_size -1", "pool_timeout 0", "pool_timeout nan"],
+)
+def test_a_pool_that_cannot_work_is_refused_when_built(options: dict[str, float]) -> None:
+    # Before: accepted, then psycopg_pool's ValueError (max_size) or an immediate PoolTimeout
+    # at the first store call.
+    with pytest.raises(ConfigurationError, match=next(iter(options))):
+        PostgresThreadStore("postgresql://x@127.0.0.1/db", **options)  # type: ignore[arg-type]
+
+
 _STORES: list[Callable[..., object]] = [PostgresThreadStore, PostgresBackend, PostgresTraceStore]
 
 
