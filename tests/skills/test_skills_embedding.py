@@ -2,33 +2,17 @@
 
 from __future__ import annotations
 
-import hashlib
 import math
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from trigram_embedding import DIMS, trigrams
 
 from plait import Agent, ScriptedModel, ToolCall
 from plait.errors import ConfigurationError
 from plait.skills import EmbeddingRanker, MemorySource, SkillEntry, SkillMeta, SkillsMiddleware
 from plait.skills.ranking import LexicalRanker, SkillRanker
-
-DIMS = 64
-
-
-def trigrams(texts: list[str]) -> list[list[float]]:
-    """A bag of character trigrams hashed into 64 dimensions: similar spellings get similar
-    vectors, which a word-level lexical index cannot see (``spredsheet`` ~ ``spreadsheet``)."""
-    out = []
-    for text in texts:
-        vector = [0.0] * DIMS
-        padded = f"  {text.lower()}  "
-        for i in range(len(padded) - 2):
-            digest = hashlib.blake2b(padded[i : i + 3].encode(), digest_size=2).digest()
-            vector[int.from_bytes(digest) % DIMS] += 1.0
-        out.append(vector)
-    return out
 
 
 class Counting:
@@ -90,16 +74,21 @@ def test_a_query_the_model_maps_to_zero_falls_back_to_the_lexical_order() -> Non
     assert names(ranker.rank("hiking map", 3)) == ["gpx-trails"]  # no embedding order to fuse
 
 
-def test_a_refresh_embeds_only_new_or_changed_skills() -> None:
+def test_a_refresh_embeds_only_new_or_changed_texts() -> None:
     embed = Counting()
     ranker = EmbeddingRanker(embed, batch_size=2)
     ranker.update(SKILLS)
-    assert ranker.embedded == 3
+    assert "gpx-trails: Plot hiking tracks on a map." in embed.texts
+    assert {"gpx trails", "Plot hiking tracks on a map"} <= set(embed.texts)  # its clauses
+    assert ranker.embedded == len(embed.texts) == len(set(embed.texts)) == 9
     changed = entry("gpx-trails", "Plot hiking and cycling tracks on a map.", "v2")
     ranker.update([*SKILLS[:2], changed])
-    assert ranker.embedded == 4 and embed.texts[-1].startswith("gpx-trails: Plot hiking and")
+    assert embed.texts[9:] == [  # the name's clause is unchanged: not embedded again
+        "gpx-trails: Plot hiking and cycling tracks on a map.",
+        "Plot hiking and cycling tracks on a map",
+    ]
     ranker.update(SKILLS[:1])
-    assert ranker.embedded == 4 and len(ranker) == 1
+    assert ranker.embedded == 11 and len(ranker) == 1
     assert names(ranker.rank("map tracks", 3)) == ["spreadsheet-tools"]  # the only one left
 
 
@@ -109,14 +98,14 @@ def test_the_disk_cache_spares_a_new_process_the_embedding_of_unchanged_skills(
     path = tmp_path / "cache" / "vectors.npz"
     first = EmbeddingRanker(Counting(), model="trigram-64", cache_path=path)
     first.update(SKILLS)
-    assert first.embedded == 3 and path.is_file()
+    assert first.embedded == 9 and path.is_file()
     second = EmbeddingRanker(Counting(), model="trigram-64", cache_path=path)
     second.update(SKILLS)
     assert second.embedded == 0
     assert names(second.rank("spredsheat", 1)) == names(first.rank("spredsheat", 1))
     other_model = EmbeddingRanker(Counting(), model="trigram-v2", cache_path=path)
     other_model.update(SKILLS)
-    assert other_model.embedded == 3
+    assert other_model.embedded == 9
 
 
 def test_an_unreadable_cache_file_is_ignored_and_rewritten(tmp_path: Path) -> None:
@@ -124,14 +113,14 @@ def test_an_unreadable_cache_file_is_ignored_and_rewritten(tmp_path: Path) -> No
     path.write_bytes(b"not a zip file")
     ranker = EmbeddingRanker(trigrams, cache_path=path)
     ranker.update(SKILLS)
-    assert ranker.embedded == 3
+    assert ranker.embedded == 9
     again = EmbeddingRanker(trigrams, cache_path=path)
     again.update(SKILLS)
     assert again.embedded == 0
 
 
 def test_the_cache_keeps_at_most_max_cache_vectors_dropping_skills_no_longer_indexed() -> None:
-    ranker = EmbeddingRanker(trigrams, max_cache_vectors=3)
+    ranker = EmbeddingRanker(trigrams, max_cache_vectors=3, clauses=0)  # whole texts only
     ranker.update(SKILLS)
     ranker.update([*SKILLS[:2], entry("new-one", "Something else entirely.")])
     ranker.update(SKILLS)  # gpx-trails was dropped from the cache: embedded again
@@ -207,7 +196,7 @@ def test_a_damaged_cache_file_is_ignored_not_raised(tmp_path: Path, damage: str)
     path.write_bytes(cut[damage])
     ranker = EmbeddingRanker(trigrams, cache_path=path)
     ranker.update(SKILLS)
-    assert ranker.embedded == 3
+    assert ranker.embedded == 9
     assert names(ranker.rank("spredsheet", 1)) == ["spreadsheet-tools"]
 
 
@@ -216,10 +205,11 @@ def test_a_cache_file_of_another_vector_size_is_ignored(tmp_path: Path) -> None:
     _saved_cache(path, "default", lambda texts: [v[:32] for v in trigrams(texts)])
     ranker = EmbeddingRanker(trigrams, cache_path=path)  # same model name, 64 dimensions now
     ranker.update(SKILLS)  # nothing to embed: the file's (32-dimensional) vectors are used...
+    assert ranker.embedded == 0
     assert names(ranker.rank("spredsheet", 1)) == ["spreadsheet-tools"]
-    assert ranker.embedded == 3  # ...until the query's vector shows they were of another size
+    assert ranker.embedded == 9  # ...until the query's vector shows they were of another size
     ranker.update([*SKILLS, entry("new-one", "Something else entirely.")])
-    assert ranker.embedded == 4
+    assert ranker.embedded == 12  # its text and its two clauses
 
 
 def test_a_cache_file_with_too_many_or_non_finite_vectors_is_ignored(tmp_path: Path) -> None:
@@ -227,13 +217,15 @@ def test_a_cache_file_with_too_many_or_non_finite_vectors_is_ignored(tmp_path: P
 
     path = tmp_path / "vectors.npz"
     _saved_cache(path, "default", trigrams)
-    small = EmbeddingRanker(trigrams, cache_path=path, max_cache_vectors=2)
-    small.update(SKILLS[:1])  # the file holds 3 vectors: more than this ranker may read
+    small = EmbeddingRanker(trigrams, cache_path=path, max_cache_vectors=3, clauses=0)
+    small.update(SKILLS[:1])  # the file holds 9 vectors: more than this ranker may read
     assert small.embedded == 1
     keys = [EmbeddingRanker(trigrams)._key(f"{e.name}: {e.description}") for e in SKILLS]
     vectors = np.full((3, DIMS), np.nan, dtype=np.float32)
-    np.savez(path, model=np.array("default"), keys=np.array(keys), vectors=vectors)
-    ranker = EmbeddingRanker(trigrams, cache_path=path)
+    np.savez(
+        path, format=np.array(2), model=np.array("default"), keys=np.array(keys), vectors=vectors
+    )
+    ranker = EmbeddingRanker(trigrams, cache_path=path, clauses=0)
     ranker.update(SKILLS)
     assert ranker.embedded == 3
     assert names(ranker.rank("spredsheet", 1)) == ["spreadsheet-tools"]

@@ -1,5 +1,5 @@
 """An optional semantic ranker: :class:`EmbeddingRanker` embeds each skill with the user's own
-text -> vector function and fuses that order with the lexical one (reciprocal-rank fusion).
+text -> vector function and combines that with the lexical ranker.
 
 It implements :class:`~plait.skills.ranking.SkillRanker`, so it plugs in wherever a ranker does
 (``SkillsMiddleware(ranker=...)``, ``SkillManager``). It needs numpy (``pip install
@@ -8,76 +8,163 @@ ships no model: ``embed`` is any callable from a batch of texts to one vector pe
 sentence-transformers model's ``encode``, an HTTP embedding API, ...); ``examples/
 skills_embeddings.py`` wires a sentence-transformers model.
 
-* **What is embedded**: ``"{name}: {description}"`` of each skill (to ``max_text_chars``).
-* **Cache**: vectors are kept by the SHA-256 of that text and ``model``, so a refresh embeds only
-  new or changed skills; with ``cache_path`` they are also saved to one ``.npz`` file (written
-  atomically after an update that embedded something) and read back by the next process, so a
-  restart embeds nothing. A cache file for another ``model`` or of another vector size is
-  ignored (the size shows at the first ``embed`` call); so is one holding more than
-  ``max_cache_vectors`` rows or 16,384 columns (checked from its array headers before reading),
-  non-finite values, or anything unreadable (empty, cut short): it is rewritten (only a
-  cache). At most ``max_cache_vectors`` vectors are kept: the ones of skills no longer indexed
-  go first.
-* **Query**: the query's first ``max_query_chars`` characters are embedded (one ``embed`` call
-  per :meth:`~EmbeddingRanker.rank`), compared by cosine with every skill, and the best ``depth``
-  of that order and of the lexical ranker's are fused: each skill scores
-  ``sum(1 / (fusion_k + rank))`` over the orders it appears in (ranks from 1), ties in catalog
-  order. A query with no text returns ``[]``.
+* **What is embedded** (each vector scaled to unit length): ``"{name}: {description}"`` of each
+  skill (to ``max_text_chars``), and its *clauses*, at most ``clauses`` (8) of them: the name's
+  words, then the description's sentences and ``;``-separated groups (:func:`skill_clauses`).
+  Near-twin skills differ in one clause, which one vector of the whole text blurs.
+* **Query** (its first ``max_query_chars`` characters; one ``embed`` call per
+  :meth:`~EmbeddingRanker.rank`): the whole query and up to ``query_pieces`` (16) windows of
+  ``query_window`` (3) consecutive words spread over it (:func:`query_pieces`): a request mixes
+  several aspects (what to do, to what, where), each a few words long.
+* **Order**, in two stages (measured in ``bench/README.md``):
+
+  1. every skill: cosine of the whole query with the whole skill text, combined with the
+     lexical ranker's score (its best ``depth``; 0 for the others);
+  2. the best ``rescore`` (128) of stage 1 are scored again by *late interaction*: the sum over
+     the query and its pieces of (the best cosine with one of the skill's clauses + the cosine
+     with its whole text), combined with the lexical score again. They come first, in that
+     order; the others follow in stage 1's order.
+
+  ``fusion="score"`` (default) combines as ``weight * z(embedding) + (1 - weight) * z(lexical)``,
+  ``z`` being the scores standardised over the skills scored (mean 0, deviation 1), ``weight``
+  0.7; ``fusion="rank"`` adds reciprocal ranks instead, ``1 / (fusion_k + rank)`` over each
+  order's best ``depth``. ``fuse=False`` uses the embedding scores alone. Ties go to catalog
+  order. A query with no text returns ``[]``; one the model maps to a zero vector gets the
+  lexical order alone.
+* **Cache**: vectors are kept by the SHA-256 of ``model`` and the text, so a refresh embeds only
+  new or changed texts (clauses shared by many skills are embedded once); with ``cache_path``
+  they are also saved to one ``.npz`` file (written atomically after an update that embedded
+  something; :mod:`plait.skills.vector_cache` says which files are ignored: another ``model``,
+  another format, such as files written before skills had clauses, too large, unreadable) and
+  read back by the next process, so a restart embeds nothing. A cached vector of another size
+  (an older model of the same name) is dropped at the first ``embed`` call that shows it. At
+  most ``max_cache_vectors`` vectors are kept: the ones of skills no longer indexed go first.
 * **Errors**: an exception raised by ``embed`` propagates unchanged (the turn fails with it, as a
   failing tool would); ``embed`` returning the wrong number of vectors, vectors of different
-  sizes, or non-finite values raises :class:`~plait.errors.ConfigurationError`.
+  sizes, or non-finite values raises :class:`~plait.errors.ConfigurationError`, as do bad
+  options.
 
 ``embed`` runs on the caller's thread (the event loop for a turn): keep it fast or local. The
 first :meth:`~EmbeddingRanker.update` embeds every skill, in the turn that first ranks: with
-all-MiniLM-L6-v2 on a loaded 2-core CPU, 10,000 skills took 15 minutes (``bench/README.md``), so
-warm it before serving (``ranker.update(entries)`` once, or a ``cache_path`` filled earlier:
-reading it back took 0.4 s).
+all-MiniLM-L6-v2 on a loaded 2-core CPU, 10,000 skills and their clauses took 9 minutes
+(``bench/README.md``), so warm it before serving (``ranker.update(entries)`` once, or a
+``cache_path`` filled earlier: reading it back took 0.7 s). With a static model (model2vec),
+late interaction did worse than whole texts: pass ``clauses=0, query_pieces=0, rescore=0``.
 """
 
 from __future__ import annotations
 
-import hashlib
-import heapq
-import os
-import tempfile
-import zipfile
+import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from plait.errors import ConfigurationError
 from plait.skills.model import SkillEntry
 from plait.skills.ranking import DEFAULT_MAX_QUERY_CHARS, LexicalRanker, SkillRanker
+from plait.skills.vector_cache import VectorCache
 
 if TYPE_CHECKING:
+    import os
+
     import numpy as np
     import numpy.typing as npt
 
     Matrix = npt.NDArray[np.float32]
+    Indices = npt.NDArray[np.intp]
 
-__all__ = ["DEFAULT_FUSION_K", "EmbedFunction", "EmbeddingRanker"]
+__all__ = [
+    "DEFAULT_CLAUSES",
+    "DEFAULT_DEPTH",
+    "DEFAULT_FUSION_K",
+    "DEFAULT_QUERY_PIECES",
+    "DEFAULT_QUERY_WINDOW",
+    "DEFAULT_RESCORE",
+    "DEFAULT_WEIGHT",
+    "EmbedFunction",
+    "EmbeddingRanker",
+    "Fusion",
+    "query_pieces",
+    "skill_clauses",
+]
 
 EmbedFunction = Callable[[list[str]], Any]
 """A batch of texts -> one vector per text (a list of float lists or a 2-D array)."""
 
+Fusion = Literal["score", "rank"]
+"""How embedding and lexical scores combine: standardised scores or reciprocal ranks."""
+
 DEFAULT_FUSION_K = 60
 """Reciprocal-rank fusion's constant (the value of Cormack et al.)."""
 
-_BATCH = 64
+DEFAULT_WEIGHT = 0.7
+"""The embedding's share of a ``fusion="score"`` combination (the lexical one has the rest)."""
 
-_MAX_CACHE_DIMS = 16_384
-"""The widest vectors a cache file may hold (the largest common embedding models use 4,096)."""
+DEFAULT_CLAUSES = 8
+"""Clauses embedded per skill (name, sentences, ``;`` groups); 0: the whole text only."""
+
+DEFAULT_QUERY_WINDOW = 3
+"""Words per query piece."""
+
+DEFAULT_QUERY_PIECES = 16
+"""Query pieces embedded per query, besides the whole query; 0: the whole query only."""
+
+DEFAULT_DEPTH = 512
+"""How much of each order is combined (the lexical scores past it count as 0)."""
+
+DEFAULT_RESCORE = 128
+"""Skills of the first stage scored again by late interaction; 0: no second stage."""
+
+_BATCH = 64
+_CLAUSE_BREAK = re.compile(r"(?<=[.!?])\s+|;\s*|\n+")
+_NAME_BREAK = re.compile(r"[-_]+")
+_WORD = re.compile(r"\S+")
+
+
+def skill_clauses(name: str, description: str, limit: int) -> list[str]:
+    """The first ``limit`` distinct clauses of a skill: its name with ``-`` and ``_`` as spaces,
+    then its description's sentences (ended by ``.``, ``!`` or ``?`` and a space), lines and
+    ``;``-separated groups, each stripped of spaces and of ``.!?;:,`` at its end; empty ones
+    are skipped."""
+    out: list[str] = []
+    for part in [_NAME_BREAK.sub(" ", name), *_CLAUSE_BREAK.split(description)]:
+        clause = part.strip().rstrip(".!?;:,").strip()
+        if clause and clause not in out:
+            out.append(clause)
+            if len(out) >= limit:
+                break
+    return out
+
+
+def query_pieces(query: str, window: int, limit: int) -> list[str]:
+    """Windows of ``window`` consecutive words (split at white space) of ``query``: every one
+    when there are at most ``limit``, else ``limit`` spread evenly from the first to the last.
+    A query of at most ``window`` words has none (its whole text is embedded anyway)."""
+    words = _WORD.findall(query)
+    count = len(words) - window + 1
+    if window < 1 or limit < 1 or count < 2:
+        return []
+    if count <= limit:
+        starts: Sequence[int] = range(count)
+    elif limit == 1:
+        starts = [0]
+    else:
+        starts = sorted({round(i * (count - 1) / (limit - 1)) for i in range(limit)})
+    return [" ".join(words[start : start + window]) for start in starts]
 
 
 class EmbeddingRanker:
-    """Embedding similarity fused with a lexical ranker; see the module docstring.
+    """Embedding similarity combined with a lexical ranker; see the module docstring.
 
     ``embed`` maps a list of texts to their vectors. ``model`` names the model in the cache (change
-    it when the model changes). ``lexical`` is the ranker fused with (default a new
-    :class:`~plait.skills.ranking.LexicalRanker`; ``None`` is not accepted: pass
-    ``fuse=False`` for embeddings only). ``depth`` (128) is how many of each order are fused;
-    ``batch_size`` (64) texts go to one ``embed`` call; skill texts are read to
-    ``max_text_chars`` (2,000) and queries to ``max_query_chars`` (4,000) characters;
+    it when the model changes). ``lexical`` is the ranker combined with (default a new
+    :class:`~plait.skills.ranking.LexicalRanker`, whose scores ``fusion="score"`` uses; another
+    ranker's order counts as the scores ``1 / (fusion_k + rank)``; ``None`` is not accepted:
+    pass ``fuse=False`` for embeddings only). ``fusion``, ``weight`` (0.7, between 0 and 1),
+    ``fusion_k`` (60), ``clauses`` (8), ``query_window`` (3), ``query_pieces`` (16) and
+    ``rescore`` (128) are explained in the module docstring; ``depth`` (512) is how much of the
+    lexical order is used; ``batch_size`` (64) texts go to one ``embed`` call; skill texts are
+    read to ``max_text_chars`` (2,000) and queries to ``max_query_chars`` (4,000) characters;
     ``max_cache_vectors`` (200,000) bounds the cache. Not thread-safe: one event loop uses it.
     """
 
@@ -88,8 +175,14 @@ class EmbeddingRanker:
         model: str = "default",
         lexical: SkillRanker | None = None,
         fuse: bool = True,
+        fusion: Fusion = "score",
+        weight: float = DEFAULT_WEIGHT,
         fusion_k: int = DEFAULT_FUSION_K,
-        depth: int = 128,
+        depth: int = DEFAULT_DEPTH,
+        clauses: int = DEFAULT_CLAUSES,
+        query_window: int = DEFAULT_QUERY_WINDOW,
+        query_pieces: int = DEFAULT_QUERY_PIECES,
+        rescore: int = DEFAULT_RESCORE,
         cache_path: str | os.PathLike[str] | None = None,
         batch_size: int = _BATCH,
         max_text_chars: int = 2_000,
@@ -102,24 +195,37 @@ class EmbeddingRanker:
             )
         if max_text_chars < 1 or max_query_chars < 1:
             raise ConfigurationError("EmbeddingRanker needs max_text_chars, max_query_chars >= 1.")
+        if fusion not in ("score", "rank"):
+            raise ConfigurationError(
+                f"EmbeddingRanker's fusion is 'score' or 'rank', not {str(fusion)[:40]!r}."
+            )
+        if not 0.0 <= weight <= 1.0:
+            raise ConfigurationError(f"EmbeddingRanker needs 0 <= weight <= 1 (got {weight}).")
+        if min(clauses, query_pieces, rescore) < 0 or query_window < 1:
+            raise ConfigurationError(
+                "EmbeddingRanker needs clauses, query_pieces and rescore >= 0 (0 turns each "
+                "off) and query_window >= 1."
+            )
         import numpy  # the embeddings extra: imported only when an EmbeddingRanker is made
 
         self._np = numpy
         self.embed, self.model = embed, model
         self.lexical: SkillRanker | None = (lexical or LexicalRanker()) if fuse else None
-        self.fusion_k, self.depth, self.batch_size = fusion_k, depth, batch_size
+        self.fusion, self.weight, self.fusion_k, self.depth = fusion, weight, fusion_k, depth
+        self.clauses, self.query_window, self.query_pieces = clauses, query_window, query_pieces
+        self.rescore, self.batch_size = rescore, batch_size
         self.max_text_chars, self.max_query_chars = max_text_chars, max_query_chars
         self.max_cache_vectors = max_cache_vectors
         self.cache_path = Path(cache_path) if cache_path is not None else None
-        self._cache: dict[str, Matrix] = {}
-        self._dims = 0
-        self._dims_from_file = False
+        self._cache = VectorCache(model, self.cache_path, max_cache_vectors)
         self._entries: list[SkillEntry] = []
         self._position: dict[int, int] = {}
-        self._matrix: Matrix = numpy.zeros((0, 0), dtype=numpy.float32)
+        self._whole: Matrix = numpy.zeros((0, 0), dtype=numpy.float32)
+        self._clause_vectors: Matrix = numpy.zeros((0, 0), dtype=numpy.float32)
+        self._clause_rows: Indices = numpy.zeros((0, 0), dtype=numpy.intp)
         self._cache_loaded = False
         self.embedded = 0
-        """Skill texts embedded since this ranker was made (not counting queries)."""
+        """Skill texts and clauses embedded since this ranker was made (not counting queries)."""
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -128,68 +234,165 @@ class EmbeddingRanker:
         return f"{entry.name}: {entry.description}"[: self.max_text_chars]
 
     def _key(self, text: str) -> str:
-        return hashlib.sha256(f"{self.model}\0{text}".encode()).hexdigest()
+        return self._cache.key(text)
+
+    def _texts(self, entry: SkillEntry) -> list[str]:
+        """The skill's whole text, then its clauses (none when ``clauses`` is 0)."""
+        text = self._text(entry)
+        if not self.clauses:
+            return [text]
+        return [text, *skill_clauses(entry.name, text[len(entry.name) + 2 :], self.clauses)]
 
     def update(self, entries: Sequence[SkillEntry]) -> None:
-        """See :meth:`SkillRanker.update`: embeds the skills whose text is not cached yet (in
-        batches of ``batch_size``), then rebuilds the similarity matrix and updates ``lexical``."""
+        """See :meth:`SkillRanker.update`: embeds the texts (whole and clauses) not cached yet
+        (in batches of ``batch_size``), then rebuilds the matrices and updates ``lexical``."""
         if not self._cache_loaded:
             self._cache_loaded = True
-            self._load_cache()
-        np = self._np
+            self._cache.load()
         entries = list(entries)
-        keys = [self._key(self._text(e)) for e in entries]
-        pending = self._embed_missing(keys, entries)
-        if any(k not in self._cache for k in keys):  # the first embed dropped the cache file's
-            pending += self._embed_missing(keys, entries)  # vectors (another vector size)
+        texts = [self._texts(e) for e in entries]
+        wanted = {self._key(t): t for group in texts for t in group}
+        pending = self._embed_missing(wanted)
+        if any(k not in self._cache.vectors for k in wanted):  # the first embed dropped the
+            pending += self._embed_missing(wanted)  # file's vectors (another vector size)
         self.embedded += len(pending)
         self._entries = entries
         self._position = {id(e): i for i, e in enumerate(entries)}
-        rows = [self._cache[k] for k in keys]
-        self._matrix = np.stack(rows) if rows else np.zeros((0, self._dims), dtype=np.float32)
-        self._trim(set(keys))
-        if pending and self.cache_path is not None:
-            self._save_cache()
+        self._build([[self._key(t) for t in group] for group in texts])
+        self._cache.trim(wanted)
+        if pending:
+            self._cache.save()
         if self.lexical is not None:
             self.lexical.update(entries)
 
-    def _embed_missing(self, keys: list[str], entries: list[SkillEntry]) -> list[str]:
-        missing = {k: self._text(e) for k, e in zip(keys, entries, strict=True)}
-        pending = [(k, t) for k, t in missing.items() if k not in self._cache]
+    def _embed_missing(self, wanted: dict[str, str]) -> list[str]:
+        vectors = self._cache.vectors
+        pending = [(k, t) for k, t in wanted.items() if k not in vectors]
         for start in range(0, len(pending), self.batch_size):
             batch = pending[start : start + self.batch_size]
-            vectors = self._vectors([text for _, text in batch])
-            for (key, _), vector in zip(batch, vectors, strict=True):
-                self._cache[key] = vector
+            for (key, _), vector in zip(batch, self._vectors([t for _, t in batch]), strict=True):
+                vectors[key] = vector
         return [k for k, _ in pending]
 
+    def _build(self, keys: list[list[str]]) -> None:
+        """The whole-text matrix, the distinct clause vectors, and each skill's clause rows
+        (``-1`` where a skill has fewer than ``clauses``)."""
+        np, vectors, dims = self._np, self._cache.vectors, self._cache.dims
+        empty = np.zeros((0, dims), dtype=np.float32)
+        self._whole = np.stack([vectors[k[0]] for k in keys]) if keys else empty
+        rows: dict[str, int] = {}
+        table = np.full((len(keys), self.clauses), -1, dtype=np.intp)
+        for index, group in enumerate(keys):
+            for column, key in enumerate(group[1:]):
+                table[index, column] = rows.setdefault(key, len(rows))
+        self._clause_rows = table
+        self._clause_vectors = np.stack([vectors[k] for k in rows]) if rows else empty
+
     def rank(self, query: str, limit: int) -> list[SkillEntry]:
-        """See :meth:`SkillRanker.rank`: the fused order (or the embedding order alone when
-        ``fuse=False``)."""
+        """See :meth:`SkillRanker.rank`: the two-stage order of the module docstring."""
         query = query[: self.max_query_chars]
         if limit < 1 or not self._entries or not query.strip():
             return []
         np = self._np
-        vector = self._vectors([query])[0]
-        if vector.shape[0] != self._matrix.shape[1]:  # the cache file held another vector size
+        pieces = query_pieces(query, self.query_window, self.query_pieces)
+        vectors = self._vectors([query, *pieces])
+        if vectors.shape[1] != self._whole.shape[1]:  # the cache file held another vector size
             self.update(self._entries)
-        order: list[int] = []
-        if vector.any():  # a query the model maps to zero (no text it knows) has no order
-            similarity = self._matrix @ vector
-            depth = min(self.depth, len(self._entries))
-            best = np.argpartition(-similarity, depth - 1)[:depth]
-            order = sorted(best.tolist(), key=lambda i: (-float(similarity[i]), i))
+        lexical = self._lexical_scores(query)
+        if not vectors[0].any():  # a query the model maps to zero (no text it knows)
+            if lexical is None:
+                return []
+            found = np.flatnonzero(lexical)
+            return self._take(found, lexical[found], limit)
+        first = self._combine(np.einsum("nd,d->n", self._whole, vectors[0]), lexical)
+        count = len(self._entries)
+        if not self.rescore:
+            return self._take(np.arange(count), first, limit)
+        candidates = self._best(first, min(self.rescore, count))
+        late = self._late(candidates, vectors)
+        second = self._combine(late, None if lexical is None else lexical[candidates])
+        order = self._take(candidates, second, len(candidates))
+        if limit > len(order):
+            rest = np.ones(count, dtype=bool)
+            rest[candidates] = False
+            others = np.flatnonzero(rest)
+            order += self._take(others, first[others], limit - len(order))
+        return order[:limit]
+
+    # --- scores -------------------------------------------------------------------------------
+
+    def _lexical_scores(self, query: str) -> Matrix | None:
+        """The lexical ranker's scores of every skill (0 past its best ``depth``), or ``None``
+        without one. A ranker without ``scored`` (not a LexicalRanker) gives reciprocal ranks."""
         if self.lexical is None:
-            return [self._entries[i] for i in order[:limit]]
-        position = self._position
-        found = self.lexical.rank(query, self.depth)
-        lexical = [position[id(e)] for e in found if id(e) in position]
-        fused: dict[int, float] = {}
-        for ranking in (order, lexical):
-            for rank, index in enumerate(ranking, 1):
-                fused[index] = fused.get(index, 0.0) + 1.0 / (self.fusion_k + rank)
-        top = heapq.nsmallest(limit, fused.items(), key=lambda kv: (-kv[1], kv[0]))
-        return [self._entries[i] for i, _ in top]
+            return None
+        np, position = self._np, self._position
+        scored = getattr(self.lexical, "scored", None)
+        pairs: list[tuple[SkillEntry, float]]
+        if self.fusion == "score" and callable(scored):
+            pairs = scored(query, self.depth)
+        else:
+            found = self.lexical.rank(query, self.depth)
+            pairs = [(e, 1.0 / (self.fusion_k + r)) for r, e in enumerate(found, 1)]
+        out: Matrix = np.zeros(len(self._entries), dtype=np.float32)
+        for entry, score in pairs:
+            index = position.get(id(entry))
+            if index is not None:
+                out[index] = score
+        return out
+
+    def _combine(self, embedding: Matrix, lexical: Matrix | None) -> Matrix:
+        """One score per skill from the embedding's and the lexical ranker's (module docstring)."""
+        np = self._np
+        if lexical is None:
+            return embedding
+        if self.fusion == "score":
+            return self.weight * _standard(np, embedding) + (1 - self.weight) * _standard(
+                np, lexical
+            )
+        fused: Matrix = np.zeros(len(embedding), dtype=np.float32)
+        for scores in (embedding, lexical):
+            best = self._best(scores, min(self.depth, len(scores)))
+            if scores is lexical:
+                best = best[scores[best] > 0]
+            fused[best] += 1.0 / (self.fusion_k + np.arange(1, len(best) + 1))
+        return fused
+
+    def _late(self, candidates: Indices, queries: Matrix) -> Matrix:
+        """Late interaction: per candidate, the sum over the query vectors of (the best cosine
+        with one of its clauses + the cosine with its whole text).
+
+        Products go through ``einsum`` (numpy's own loop), not BLAS (``@``): these are small,
+        and on a busy machine a multi-threaded BLAS waking its threads for each one took 10 to
+        15 ms instead of 1 (``bench/README.md``)."""
+        np = self._np
+        score: Matrix = np.einsum("nd,pd->n", self._whole[candidates], queries)
+        if self.clauses and len(self._clause_vectors):
+            rows = self._clause_rows[candidates]
+            count, width = rows.shape
+            gathered = self._clause_vectors[np.maximum(rows, 0)].reshape(count * width, -1)
+            cosines = np.einsum("nd,pd->np", gathered, queries).reshape(count, width, -1)
+            cosines = np.where((rows >= 0)[:, :, None], cosines, -np.inf)
+            best = cosines.max(axis=1)
+            score = score + np.where(np.isfinite(best), best, 0.0).sum(axis=1)
+        return score
+
+    def _best(self, scores: Matrix, count: int) -> Indices:
+        """The indices of the ``count`` highest scores, best first, ties in catalog order."""
+        np = self._np
+        if count < len(scores):
+            threshold = np.partition(scores, len(scores) - count)[len(scores) - count]
+            pool = np.flatnonzero(scores >= threshold)
+        else:
+            pool = np.arange(len(scores))
+        ordered = pool[np.lexsort((pool, -scores[pool]))]
+        return ordered[:count]  # type: ignore[no-any-return]
+
+    def _take(self, indices: Indices, scores: Matrix, limit: int) -> list[SkillEntry]:
+        """The entries at ``indices`` ordered by ``scores`` (parallel to them), the best
+        ``limit``, ties in catalog order."""
+        order = self._np.lexsort((indices, -scores))[:limit]
+        return [self._entries[int(indices[i])] for i in order]
 
     # --- vectors ------------------------------------------------------------------------------
 
@@ -208,84 +411,23 @@ class EmbeddingRanker:
                 f"EmbeddingRanker's embed returned shape {matrix.shape} for {len(texts)} texts; "
                 "it must return one non-empty vector per text."
             )
-        if self._dims and matrix.shape[1] != self._dims and self._dims_from_file:
-            self._cache.clear()  # vectors read from a cache file of another model: drop them
-        elif self._dims and matrix.shape[1] != self._dims:
+        if self._cache.dims and matrix.shape[1] != self._cache.dims and self._cache.from_file:
+            self._cache.vectors.clear()  # read from a cache file of another model: drop them
+        elif self._cache.dims and matrix.shape[1] != self._cache.dims:
             raise ConfigurationError(
                 f"EmbeddingRanker's embed returned {matrix.shape[1]}-dimensional vectors after "
-                f"{self._dims}-dimensional ones; use one model (or a new ranker per model)."
+                f"{self._cache.dims}-dimensional ones; use one model (or a new ranker per model)."
             )
         if not np.isfinite(matrix).all():
             raise ConfigurationError("EmbeddingRanker's embed returned NaN or infinite values.")
-        self._dims, self._dims_from_file = matrix.shape[1], False
+        self._cache.dims, self._cache.from_file = matrix.shape[1], False
         norms = np.linalg.norm(matrix, axis=1, keepdims=True)
         return matrix / np.where(norms == 0, 1.0, norms)  # type: ignore[no-any-return]
 
-    def _trim(self, live: set[str]) -> None:
-        extra = len(self._cache) - self.max_cache_vectors
-        if extra > 0:
-            for key in [k for k in self._cache if k not in live][:extra]:
-                del self._cache[key]
 
-    def _load_cache(self) -> None:
-        """Read the cache file back, or ignore it (it is only a cache): another ``model``, more
-        than ``max_cache_vectors`` rows or ``_MAX_CACHE_DIMS`` columns (checked from the array
-        headers before any data is read), non-finite values, or anything unreadable."""
-        path = self.cache_path
-        if path is None or not path.is_file():
-            return
-        np = self._np
-        try:
-            if not self._cache_within_bounds(path):
-                return
-            with np.load(path, allow_pickle=False) as data:
-                if str(data["model"]) != self.model:
-                    return
-                keys, vectors = data["keys"].tolist(), data["vectors"].astype(np.float32)
-        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
-            return  # only a cache: rebuilt and rewritten by the next update that embeds
-        if vectors.ndim != 2 or len(keys) != len(vectors) or not np.isfinite(vectors).all():
-            return
-        if not all(isinstance(key, str) for key in keys):
-            return
-        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-        self._dims, self._dims_from_file = vectors.shape[1], True
-        self._cache.update(zip(keys, vectors / np.where(norms == 0, 1.0, norms), strict=True))
-
-    def _cache_within_bounds(self, path: Path) -> bool:
-        np = self._np
-        with zipfile.ZipFile(path) as archive:
-            for member in ("keys.npy", "vectors.npy"):
-                with archive.open(member) as file:
-                    version = np.lib.format.read_magic(file)
-                    read_header = (
-                        np.lib.format.read_array_header_1_0
-                        if version == (1, 0)
-                        else np.lib.format.read_array_header_2_0
-                    )
-                    shape = read_header(file)[0]
-                if not shape or shape[0] > self.max_cache_vectors:
-                    return False
-                if member == "vectors.npy" and (len(shape) != 2 or shape[1] > _MAX_CACHE_DIMS):
-                    return False
-        return True
-
-    def _save_cache(self) -> None:
-        assert self.cache_path is not None
-        np = self._np
-        keys = list(self._cache)
-        path = self.cache_path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        handle, temporary = tempfile.mkstemp(dir=path.parent, suffix=".npz")
-        try:
-            with os.fdopen(handle, "wb") as file:
-                np.savez(
-                    file,
-                    model=np.array(self.model),
-                    keys=np.array(keys),
-                    vectors=np.stack([self._cache[k] for k in keys]),
-                )
-            os.replace(temporary, path)
-        except BaseException:
-            Path(temporary).unlink(missing_ok=True)
-            raise
+def _standard(np: Any, scores: Matrix) -> Matrix:
+    """``scores`` less their mean, over their standard deviation (all 0 when that is 0)."""
+    deviation = float(scores.std())
+    if deviation == 0.0:
+        return np.zeros_like(scores)  # type: ignore[no-any-return]
+    return (scores - scores.mean()) / deviation  # type: ignore[no-any-return]

@@ -329,6 +329,11 @@ class LexicalRanker:
         """See :meth:`SkillRanker.rank`. Cost: the postings of the query's distinct terms, rarest
         first; a word found in more than an eighth of the skills ("file", "data") only adds to
         the skills a rarer word of the query already found, unless none did."""
+        return [entry for entry, _ in self.scored(query, limit)]
+
+    def scored(self, query: str, limit: int) -> list[tuple[SkillEntry, float]]:
+        """:meth:`rank` with each skill's BM25F score (> 0), for a caller that combines scores
+        (:class:`~plait.skills.embedding.EmbeddingRanker`)."""
         if limit < 1 or not self._docs:
             return []
         wanted = list(
@@ -352,7 +357,7 @@ class LexicalRanker:
                 scores[key] = get(key, 0.0) + idf * weight
         docs = self._by_key
         best = heapq.nsmallest(limit, scores.items(), key=lambda kv: (-kv[1], docs[kv[0]].position))
-        return [docs[key].entry for key, _ in best]
+        return [(docs[key].entry, score) for key, score in best]
 
     # --- index maintenance --------------------------------------------------------------------
 
