@@ -217,7 +217,6 @@ _HOLDER = textwrap.dedent(
     from plait import Agent
     from plait.models.scripted import FunctionModel
     from plait.stores.postgres import PostgresThreadStore
-from plait.trace.postgres import PostgresTraceStore
 
     async def never(request):
         print("in-model", flush=True)
