@@ -17,6 +17,7 @@ import pytest
 from plait.paths import PathEscapeError
 from plait.skills import (
     BackendSource,
+    DiscoveryProblem,
     FilesystemSource,
     MemorySource,
     PromptFormat,
@@ -100,8 +101,25 @@ def test_a_file_longer_than_its_stat_size_is_read_whole_and_still_capped() -> No
     assert status.stat().st_size == 0
     data = read_regular(status, "status", 1_000_000)
     assert data.startswith(b"Name:") and b"\nPid:" in data
-    with pytest.raises(SkillFileTooLarge, match="over the 50-byte limit"):
+    with pytest.raises(SkillFileTooLarge, match="is larger than the 50-byte limit") as caught:
         read_regular(status, "status", 50)
+    # read only to the cap: its size is unknown, not the 51 bytes read (the message said so)
+    assert caught.value.size is None
+
+
+@pytest.mark.parametrize(("size", "refused"), [(999, False), (1000, False), (1001, True)])
+def test_the_cap_is_exact_a_file_of_max_file_bytes_reads(
+    tmp_path: Path, size: int, refused: bool
+) -> None:
+    folder = tmp_path / "skills" / "edge"
+    folder.mkdir(parents=True)
+    head = b"---\nname: edge\ndescription: At the cap.\n---\n"
+    (folder / "SKILL.md").write_bytes(head + b"x" * (size - len(head)))
+    assert len(read_regular(folder / "SKILL.md", "SKILL.md", size)) == size
+    (item,) = FilesystemSource(tmp_path / "skills", max_file_bytes=1000).scan()
+    assert isinstance(item, DiscoveryProblem) is refused
+    if refused:
+        assert f"SKILL.md is {size} bytes, over the 1000-byte limit" in str(item.diagnostics[0])
 
 
 async def test_a_fifo_is_refused_by_name_and_not_listed(tmp_path: Path) -> None:

@@ -18,6 +18,7 @@ from plait.cli.app import app
 from plait.skills import (
     BackendSource,
     Code,
+    DiscoveryItem,
     DiscoveryProblem,
     FilesystemSource,
     Severity,
@@ -55,6 +56,10 @@ def _collection(root: Path, per_level: int = 12) -> set[str]:
                 _write(folder / "assets" / "sample-skill", skill_md("sample-skill"))
             expected.add(rel)
     return expected
+
+
+async def _discover(source: FilesystemSource) -> list[DiscoveryItem]:
+    return [item async for item in source.discover()]
 
 
 def _load(source: FilesystemSource) -> SkillCatalog:
@@ -133,6 +138,30 @@ def test_a_text_link_inside_the_root_is_followed_with_a_warning(tmp_path: Path) 
     assert asyncio.run(catalog.read(linked.ref, "forms.md")) == b"forms"
     report = validate_skill_dir(tmp_path / "team" / "pdf", ValidationMode.LENIENT, root=tmp_path)
     assert [d.code for d in report] == [Code.TEXT_LINK]
+
+
+def test_a_rescan_sees_a_text_link_target_change_appear_and_go(tmp_path: Path) -> None:
+    # The cache was keyed on the link file's stat alone: editing the target left the old
+    # description, and a target created after the first scan left the "cannot be read" problem.
+    _write(tmp_path / "team" / "pdf", "../../shared/pdf/SKILL.md\n")
+    source = FilesystemSource(tmp_path)
+    catalog = _load(source)
+    (problem,) = [p for p in catalog.problems() if p.id == "team/pdf"]
+    assert "cannot be read" in problem.diagnostics[0].message
+    _write(tmp_path / "shared" / "pdf", skill_md("pdf"))
+    asyncio.run(catalog.load())
+    assert {e.id: e.description for e in catalog.entries()}["team/pdf"].startswith("Does pdf.")
+    _write(tmp_path / "shared" / "pdf", "---\nname: pdf\ndescription: Fills PDF forms.\n---\n")
+    asyncio.run(catalog.load())
+    assert {e.id: e.description for e in catalog.entries()}["team/pdf"] == "Fills PDF forms."
+    before = asyncio.run(_discover(source))
+    again = asyncio.run(_discover(source))  # read again, but the same items when nothing changed
+    assert [a is b for a, b in zip(before, again, strict=True)] == [True, True]
+    (tmp_path / "shared" / "pdf" / "SKILL.md").unlink()
+    (tmp_path / "shared" / "pdf").rmdir()
+    asyncio.run(catalog.load())
+    assert [e.id for e in catalog.entries()] == []
+    assert [p.id for p in catalog.problems()] == ["team/pdf"]
 
 
 def test_a_text_link_to_a_missing_file_is_an_error_not_a_skill(tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ import signal
 import subprocess
 import sys
 import textwrap
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import psycopg
@@ -25,6 +25,7 @@ from plait.models.base import ModelRequest, ModelResponse
 from plait.models.scripted import FunctionModel, ScriptedModel
 from plait.stores.base import StoreError
 from plait.stores.postgres import PostgresThreadStore
+from plait.trace.postgres import PostgresTraceStore
 
 ROOT = Path(__file__).parents[2]
 
@@ -100,6 +101,34 @@ def test_bad_schema_names_are_refused(schema_name: str) -> None:
 def test_a_non_postgres_url_is_refused() -> None:
     with pytest.raises(ConfigurationError, match="postgresql://"):
         PostgresThreadStore("mysql://x@localhost/db")
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{"max_size": 0}, {"max_size": -1}, {"pool_timeout": 0}, {"pool_timeout": float("nan")}],
+    ids=["max_size 0", "max_size -1", "pool_timeout 0", "pool_timeout nan"],
+)
+def test_a_pool_that_cannot_work_is_refused_when_built(options: dict[str, float]) -> None:
+    # Before: accepted, then psycopg_pool's ValueError (max_size) or an immediate PoolTimeout
+    # at the first store call.
+    with pytest.raises(ConfigurationError, match=next(iter(options))):
+        PostgresThreadStore("postgresql://x@127.0.0.1/db", **options)  # type: ignore[arg-type]
+
+
+_STORES: list[Callable[..., object]] = [PostgresThreadStore, PostgresBackend, PostgresTraceStore]
+
+
+@pytest.mark.parametrize("build", _STORES)
+@pytest.mark.parametrize("shared", [False, True], ids=["url", "shared database"])
+def test_a_misspelled_option_is_refused_even_beside_a_shared_database(
+    build: Callable[..., object], shared: bool
+) -> None:
+    """Before the options became one TypedDict a typo was Python's TypeError in every case; a
+    shared PostgresDatabase must not swallow it now that they pass through ``**options``."""
+    url = "postgresql://x@127.0.0.1/db"
+    target = PostgresDatabase(url) if shared else url
+    with pytest.raises(ConfigurationError, match=r"'shema'.*schema, prepared_statements"):
+        build(target, shema="other")
 
 
 async def test_an_application_pool_is_used_and_left_open(schema: str) -> None:

@@ -28,6 +28,7 @@ transaction-level lock also works through PgBouncer. No migration may use
 from __future__ import annotations
 
 import asyncio
+import math
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -155,7 +156,8 @@ class PostgresDatabase:
     ``target`` is a ``postgresql://`` URL or an ``AsyncConnectionPool`` the application owns.
     ``schema`` (default ``"public"``) holds plait's tables; it must be a plain lower-case SQL
     name and is created by :meth:`setup` if missing. ``pool_timeout`` bounds the wait for a free
-    connection (default 30 s). ``max_size`` bounds the pool built from a URL (default 10).
+    connection (default 30 s; > 0). ``max_size`` bounds the pool built from a URL (default 10;
+    >= 1). A value outside these is a :class:`~plait.errors.ConfigurationError` here.
     The pool opens on first use, in the running event loop.
     """
 
@@ -172,6 +174,16 @@ class PostgresDatabase:
             raise ConfigurationError(
                 f"Invalid Postgres schema name {schema!r}: use lower-case letters, digits and "
                 "underscores, starting with a letter or underscore (at most 63 characters)."
+            )
+        if isinstance(max_size, bool) or not isinstance(max_size, int) or max_size < 1:
+            raise ConfigurationError(
+                f"Invalid Postgres max_size {max_size!r}: the pool needs at least one "
+                f"connection; use a whole number >= 1 (default {DEFAULT_MAX_SIZE})."
+            )
+        if not math.isfinite(pool_timeout) or pool_timeout <= 0:
+            raise ConfigurationError(
+                f"Invalid Postgres pool_timeout {pool_timeout!r}: use a number of seconds "
+                f"> 0 (default {DEFAULT_POOL_TIMEOUT_S:g})."
             )
         if isinstance(target, str) and not target.startswith(("postgresql://", "postgres://")):
             raise ConfigurationError(
@@ -196,7 +208,15 @@ class PostgresDatabase:
         """``target`` itself if it is a ``PostgresDatabase`` (shared: ``options`` are ignored,
         it keeps its own), else a new one on the URL or pool with ``options`` (those of the
         constructor). The thread store, the backend and the trace store take their ``target``
-        here."""
+        here. A name that is not a :class:`PostgresOptions` key is a
+        :class:`~plait.errors.ConfigurationError` naming the valid ones, shared target or not
+        (a typo is never silently ignored)."""
+        unknown = sorted(options.keys() - PostgresOptions.__annotations__.keys())
+        if unknown:
+            raise ConfigurationError(
+                f"Unknown Postgres option {', '.join(map(repr, unknown))}: the options are "
+                f"{', '.join(PostgresOptions.__annotations__)}."
+            )
         if isinstance(target, PostgresDatabase):
             return target
         return cls(target, **options)

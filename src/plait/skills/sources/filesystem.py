@@ -283,18 +283,25 @@ class FilesystemSource:
         scan.stats.skill_files += 1
         signature = (info.st_mtime_ns, info.st_size, info.st_ino, info.st_ctime_ns)
         cached = self._cache.get(skill_id)
-        if cached is None or cached.signature != signature or cached.path != path:
+        if (
+            cached is None
+            or cached.signature != signature
+            or cached.path != path
+            or cached.text_link  # the target may have changed, appeared or gone
+        ):
             scan.stats.parsed += 1
-            item, real = self._read_item(skill_id, folder_name, path, info.st_size)
-            cached = CachedSkill(path, signature, item, os.path.dirname(real))
+            item, real, linked = self._read_item(skill_id, folder_name, path, info.st_size)
+            if cached is not None and cached.item == item:
+                item = cached.item  # unchanged: the same object, as for a cache hit
+            cached = CachedSkill(path, signature, item, os.path.dirname(real), linked)
         scan.cache[skill_id] = cached
         scan.items.append(cached.item)
 
     def _read_item(
         self, skill_id: str, folder_name: str, path: str, size: int
-    ) -> tuple[DiscoveryItem, str]:
-        """The skill or problem for ``path``, and the SKILL.md actually read (a text link's
-        target, or ``path``)."""
+    ) -> tuple[DiscoveryItem, str, bool]:
+        """The skill or problem for ``path``, the SKILL.md actually read (a text link's
+        target, or ``path``), and whether ``path`` was a text link."""
         try:
             # a SKILL.md symlink was confined to its folder by _skill_file; read its target
             target = os.path.realpath(path) if os.path.islink(path) else path
@@ -304,11 +311,11 @@ class FilesystemSource:
                 f"SKILL.md is {size} bytes, over the {self.max_file_bytes}-byte limit "
                 "(max_file_bytes); skipped. Move long material into references/ files."
             )
-            return self._problem(skill_id, path, Code.FILE_TOO_LARGE, message), path
+            return self._problem(skill_id, path, Code.FILE_TOO_LARGE, message), path, False
         except (OSError, PathEscapeError) as err:
             reason = getattr(err, "strerror", None) or str(err)
             message = f"Cannot read SKILL.md: {reason}; skipped."
-            return self._problem(skill_id, path, Code.UNREADABLE, message), path
+            return self._problem(skill_id, path, Code.UNREADABLE, message), path, False
         extra: tuple[Diagnostic, ...] = ()
         if os.path.basename(path) != "SKILL.md":
             extra = (skill_file_name_warning(path),)
@@ -317,7 +324,7 @@ class FilesystemSource:
         if link is not None:
             followed = self._follow_text_link(skill_id, path, link)
             if isinstance(followed, DiscoveryProblem):
-                return followed, path
+                return followed, path, True
             data, note, real = followed
             extra += (note,)
         item = assess_skill_md(
@@ -328,7 +335,7 @@ class FilesystemSource:
             location=path,
             extra_diagnostics=extra,
         )
-        return item, real
+        return item, real, link is not None
 
     def _follow_text_link(
         self, skill_id: str, path: str, link: str

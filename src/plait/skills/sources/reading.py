@@ -201,7 +201,8 @@ def read_regular(target: str | os.PathLike[str], path: str, max_bytes: int) -> b
 
     The read asks for the size ``fstat`` reported plus one byte, so a typical SKILL.md costs
     one buffer of its own size (not ``max_bytes``); a file that grew since is read on in
-    chunks, never past ``max_bytes + 1`` bytes in all."""
+    chunks, never past ``max_bytes + 1`` bytes in all (then :class:`SkillFileTooLarge` with
+    ``size=None``: how large it grew is not known)."""
     try:
         fd = os.open(target, _OPEN_FLAGS)
     except OSError as err:
@@ -222,8 +223,8 @@ def read_regular(target: str | os.PathLike[str], path: str, max_bytes: int) -> b
             left -= len(chunk)
             want = _CHUNK
         data = b"".join(chunks)
-        if len(data) > max_bytes:  # grew since the fstat
-            raise SkillFileTooLarge(path, len(data), max_bytes)
+        if len(data) > max_bytes:  # grew since the fstat: read to the cap, size unknown
+            raise SkillFileTooLarge(path, None, max_bytes)
         return data
     finally:
         os.close(fd)

@@ -42,6 +42,9 @@ class CachedSkill:
     item: DiscoveryItem
     folder: str
     """The folder reads are served from: the SKILL.md's, or a text link's target's."""
+    text_link: bool = False
+    """The SKILL.md held only a path (a git symlink checked out as text): its signature says
+    nothing of the target's, so the next scan reads both again."""
 
 
 @dataclass(slots=True)
