@@ -261,13 +261,18 @@ class EmbeddingRanker:
             self._cache.load()
         entries = list(entries)
         texts = [self._texts(e) for e in entries]
-        wanted = {self._key(t): t for group in texts for t in group}
+        keys = [[self._key(t) for t in group] for group in texts]
+        wanted = {
+            k: t
+            for group, ks in zip(texts, keys, strict=True)
+            for k, t in zip(ks, group, strict=True)
+        }
         pending = self._embed_missing(wanted)
         if any(k not in self._cache.vectors for k in wanted):  # the first embed dropped the
             pending += self._embed_missing(wanted)  # file's vectors (another vector size)
         self._entries = entries
         self._position = {id(e): i for i, e in enumerate(entries)}
-        self._build([[self._key(t) for t in group] for group in texts])
+        self._build(keys)
         self._cache.trim(wanted)
         if self.lexical is not None:
             self.lexical.update(entries)
