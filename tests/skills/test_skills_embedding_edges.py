@@ -144,3 +144,33 @@ def test_a_cache_file_whose_arrays_are_of_another_type_or_size_is_ignored_unread
     ranker.update(SKILLS)
     assert ranker.embedded == 3
     assert names(ranker.rank("spredsheet", 1)) == ["spreadsheet-tools"]
+
+
+def test_scores_without_spread_combine_to_the_other_order_or_to_catalog_order() -> None:
+    for options in ({}, {"fusion": "rank"}):
+        ranker = EmbeddingRanker(trigrams, **options)  # type: ignore[arg-type]
+        ranker.update(SKILLS[2:])  # one skill: every score list has no spread
+        assert names(ranker.rank("spreadsheet", 3)) == ["gpx-trails"], options
+        ranker.update(SKILLS)
+        only = EmbeddingRanker(trigrams, fuse=False)
+        only.update(SKILLS)
+        query = "spredsheat formulaz"  # no word of any skill: the lexical scores are all 0
+        assert names(ranker.rank(query, 3)) == names(only.rank(query, 3)), options
+    twins = [
+        SkillEntry(source, "gpx-trails", "v1", f"/{source}/SKILL.md", SKILLS[2].meta)
+        for source in ("b", "a", "c")
+    ]
+    ranker = EmbeddingRanker(trigrams)
+    ranker.update([*twins, *SKILLS[:2]])  # identical texts: identical scores
+    assert [e.source_id for e in ranker.rank("hiking map", 3)] == ["b", "a", "c"]
+
+
+def test_a_cache_file_written_with_other_clause_and_window_settings_serves_its_texts(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "vectors.npz"
+    EmbeddingRanker(trigrams, cache_path=path, clauses=8, query_window=2).update(SKILLS)
+    fewer = EmbeddingRanker(trigrams, cache_path=path, clauses=1, query_window=4)
+    fewer.update(SKILLS)  # its texts (whole + name) are a subset of the file's
+    assert fewer.embedded == 0
+    assert names(fewer.rank("plot my hiking tracks on a map", 1)) == ["gpx-trails"]

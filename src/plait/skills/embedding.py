@@ -42,6 +42,11 @@ skills_embeddings.py`` wires a sentence-transformers model.
   most ``max_cache_vectors`` vectors are kept, the ones of skills no longer indexed going first
   (those of indexed skills stay in memory past it; the file holds ``max_cache_vectors``, the
   indexed first, so a larger catalog embeds only the rest after a restart).
+* **Memory**: ``4 * dims`` bytes a vector, the indexed ones twice (cache and matrices), nothing
+  kept per query. 10,000 skills of four sentences (60,000 texts, 384 dimensions) took 250 MB;
+  after five refreshes that changed half of them, the cache held 185,000 vectors: 480 MB. The
+  cache may grow to ``max_cache_vectors`` (2.4 GB at 3,072 dimensions): lower it for wide
+  vectors.
 * **Errors**: an exception raised by ``embed`` propagates unchanged (the turn fails with it, as a
   failing tool would); ``embed`` returning the wrong number of vectors, vectors of different
   sizes, or non-finite values raises :class:`~plait.errors.ConfigurationError`, as do bad

@@ -156,7 +156,7 @@ class VectorCache:
         except OSError as error:
             raise ConfigurationError(
                 f"EmbeddingRanker cannot write its cache_path {str(path)[:200]!r} ({error}); "
-                "pass a path in a writable folder, or cache_path=None."
+                "pass a file path in a writable folder, or cache_path=None."
             ) from error
         try:
             with os.fdopen(handle, "wb") as file:
@@ -172,7 +172,7 @@ class VectorCache:
             temporary.unlink(missing_ok=True)
             raise ConfigurationError(
                 f"EmbeddingRanker could not write its cache_path {str(path)[:200]!r} ({error}); "
-                "free space there, or pass cache_path=None."
+                "pass a writable file path with free space, or cache_path=None."
             ) from error
         except BaseException:
             temporary.unlink(missing_ok=True)
