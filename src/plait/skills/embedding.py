@@ -31,7 +31,7 @@ skills_embeddings.py`` wires a sentence-transformers model.
   ``fusion="rank"`` adds reciprocal ranks instead, ``1 / (fusion_k + rank)`` over each order's
   best ``depth``. ``fuse=False`` uses the embedding scores alone. Ties go to catalog
   order. A query with no text returns ``[]``; one the model maps to a zero vector gets the
-  lexical order alone.
+  lexical order alone (``[]`` with ``fuse=False``).
 * **Cache**: vectors are kept by the SHA-256 of ``model`` and the text, so a refresh embeds only
   new or changed texts (clauses shared by many skills are embedded once); with ``cache_path``
   they are also saved to one ``.npz`` file (written atomically after an update that embedded
@@ -168,16 +168,17 @@ def query_pieces(query: str, window: int, limit: int) -> list[str]:
 class EmbeddingRanker:
     """Embedding similarity combined with a lexical ranker; see the module docstring.
 
-    ``embed`` maps a list of texts to their vectors. ``model`` names the model in the cache (change
-    it when the model changes). ``lexical`` is the ranker combined with (default a new
+    ``embed`` maps a list of texts to their vectors. ``model`` names the model in the cache
+    (change it when the model changes). ``lexical`` is the ranker combined with (default a new
     :class:`~plait.skills.ranking.LexicalRanker`, whose scores ``fusion="score"`` uses; another
-    ranker's order counts as the scores ``1 / (fusion_k + rank)``; ``None`` is not accepted:
-    pass ``fuse=False`` for embeddings only). ``fusion``, ``weight`` (0.7, between 0 and 1),
-    ``fusion_k`` (60), ``clauses`` (8), ``query_window`` (3), ``query_pieces`` (16) and
-    ``rescore`` (128) are explained in the module docstring; ``depth`` (512) is how much of the
-    lexical order is used; ``batch_size`` (64) texts go to one ``embed`` call; skill texts are
-    read to ``max_text_chars`` (2,000) and queries to ``max_query_chars`` (4,000) characters;
-    ``max_cache_vectors`` (200,000) bounds the cache. Not thread-safe: one event loop uses it.
+    ranker's order counts as the scores ``1 / (fusion_k + rank)``; ``None``, the default, means
+    that new one, not no ranker: pass ``fuse=False`` for embeddings only). ``fusion``,
+    ``weight`` (0.7, between 0 and 1), ``fusion_k`` (60), ``clauses`` (8), ``query_window`` (3),
+    ``query_pieces`` (16) and ``rescore`` (128) are explained in the module docstring; ``depth``
+    (512) is how much of the lexical order is used; ``batch_size`` (64) texts go to one
+    ``embed`` call; skill texts are read to ``max_text_chars`` (2,000) and queries to
+    ``max_query_chars`` (4,000) characters; ``max_cache_vectors`` (200,000) bounds the cache.
+    Not thread-safe: one event loop uses it.
     """
 
     def __init__(
