@@ -174,3 +174,28 @@ def test_a_cache_file_written_with_other_clause_and_window_settings_serves_its_t
     fewer.update(SKILLS)  # its texts (whole + name) are a subset of the file's
     assert fewer.embedded == 0
     assert names(fewer.rank("plot my hiking tracks on a map", 1)) == ["gpx-trails"]
+
+
+def test_a_query_and_its_pieces_go_to_embed_in_batches_of_batch_size() -> None:
+    sizes: list[int] = []
+
+    def limited(texts: list[str]) -> list[list[float]]:  # an API taking at most 2 texts a call
+        sizes.append(len(texts))
+        if len(texts) > 2:
+            raise ValueError("at most 2 inputs per request")
+        return trigrams(texts)
+
+    ranker = EmbeddingRanker(limited, batch_size=2)
+    ranker.update(SKILLS)
+    sizes.clear()
+    found = ranker.rank("please plot my hiking tracks on a map for me", 1)
+    assert names(found) == ["gpx-trails"]
+    assert sizes == [2, 2, 2, 2, 1]  # the query and its 8 windows
+
+
+def test_a_type_or_value_error_raised_by_embed_itself_propagates_unchanged() -> None:
+    def quota(texts: list[str]) -> list[list[float]]:
+        raise ValueError("quota exceeded")
+
+    with pytest.raises(ValueError, match="quota exceeded"):
+        EmbeddingRanker(quota).update(SKILLS)

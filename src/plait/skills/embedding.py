@@ -418,10 +418,19 @@ class EmbeddingRanker:
     # --- vectors ------------------------------------------------------------------------------
 
     def _vectors(self, texts: list[str]) -> Matrix:
-        """``embed(texts)`` checked and scaled to unit length (a zero vector stays zero)."""
+        """``embed(texts)`` checked and scaled to unit length (a zero vector stays zero), in
+        batches of ``batch_size``."""
         np = self._np
+        if len(texts) > self.batch_size:  # a query and its pieces
+            return np.concatenate(  # type: ignore[no-any-return]
+                [
+                    self._vectors(texts[start : start + self.batch_size])
+                    for start in range(0, len(texts), self.batch_size)
+                ]
+            )
+        returned = self.embed(texts)  # its own exceptions propagate unchanged
         try:
-            matrix = np.asarray(self.embed(texts), dtype=np.float32)
+            matrix = np.asarray(returned, dtype=np.float32)
         except (TypeError, ValueError) as error:
             raise ConfigurationError(
                 f"EmbeddingRanker's embed returned something that is not one vector per text "
