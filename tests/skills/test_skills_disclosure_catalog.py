@@ -121,28 +121,23 @@ async def test_past_the_budget_search_skills_finds_the_rest_by_keyword() -> None
 async def test_catalog_is_rendered_once_per_catalog_generation_not_per_call() -> None:
     source = many(50)
     skills = SkillsMiddleware(sources=[source], budget=1_000)
-    renders: list[int] = []
-    render = skills.catalog.render
-
-    def counting(*args: Any, **kwargs: Any) -> str:
-        renders.append(skills.catalog.generation)
-        return render(*args, **kwargs)
-
-    skills.catalog.render = counting  # type: ignore[method-assign]
     searches = [ToolCall(f"c{i}", "search_skills", {"query": "x"}) for i in range(2)]
     model = ScriptedModel([*searches, "done"])
     agent = Agent(model, middleware=[skills])
     await agent.run("go", thread_id="a")
-    assert renders == [1]
+    first = skills.snapshot("a")
+    assert first is not None and first.generation == 1
     model2 = ScriptedModel(["ok", "ok"])
     agent2 = Agent(model2, middleware=[skills])
     await agent2.run("go", thread_id="b")  # a new thread, nothing changed: same render
-    assert renders == [1]
+    assert skills.snapshot("b") is first
     assert model2.requests[0].system_prompt == model.requests[0].system_prompt
     assert model.requests[1].system_prompt is model.requests[2].system_prompt
     source.put("new", {"SKILL.md": md("new")})
     await agent2.run("go", thread_id="b", state={"skills_metadata": None})
-    assert renders == [1, 2]
+    second = skills.snapshot("b")
+    assert second is not None and second is not first and second.generation == 2
+    assert skills.snapshot("a") is first  # the other thread keeps its rendered snapshot
 
 
 async def test_later_source_wins_by_default_and_precedence_is_configurable() -> None:

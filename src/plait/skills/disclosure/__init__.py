@@ -7,9 +7,11 @@
     await agent.run("/write-tests for auth.py", state={"pinned_skills": ["write-tests"]})
 
 * **Catalog.** Before every model call the thread's skills (name, description, SKILL.md path)
-  follow the system prompt, within ``budget`` characters; past it, ``search_skills`` finds the
-  rest. A skill that could not be loaded is named in one bounded note, and reported as
-  :class:`SkillProblemFound` events. No skills: no catalog and no skill tools at all.
+  follow the system prompt, within ``budget`` characters; past it, the skills relevant to the
+  conversation are described, the next ones named without descriptions (``names_share`` of the
+  budget), and ``search_skills`` finds the rest. A skill that could not be loaded is named in
+  one bounded note, and reported as :class:`SkillProblemFound` events. No skills: no catalog
+  and no skill tools at all.
 * **Reading.** The model reads a skill with ``read_file`` (the middleware's, unless the agent has
   its own): the whole file by default, pages only for huge files, confined to skill folders.
 * **Loading.** Once per thread, kept in the thread state under ``skills_metadata`` as a small

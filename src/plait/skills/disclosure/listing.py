@@ -12,11 +12,14 @@ budget, :class:`RankedListing` orders the thread's listed skills for each user t
    latest assistant text (up to ``RANK_DEPTH``);
 4. **the rest** in catalog order.
 
-The budget cuts this order where it stops fitting and the last line says how many more exist, as
-before. The order is computed on the turn's first model call and kept for the turn (only a new
-catalog snapshot within the turn, from a reset or ``auto_refresh`` seconds, computes it again),
-so the system prompt (and a provider's prompt cache of it) does not change between the model
-calls of one turn; the same messages and catalog always give the same list.
+The budget cuts this order where it stops fitting: the skills are described while they fit in
+the budget less the names tier's share (``names_share``; kept skills may use the whole budget),
+the next ones are named without descriptions on one line while it fits, and the last line says
+how many exist beyond both. The order is computed on the turn's first model call and kept for
+the turn (only a new catalog snapshot within the turn, from a reset or ``auto_refresh``
+seconds, computes it again), so the system prompt (and a provider's prompt cache of it) does
+not change between the model calls of one turn; the same messages and catalog always give the
+same list.
 """
 
 from __future__ import annotations
@@ -26,17 +29,24 @@ from typing import TYPE_CHECKING, overload
 
 from plait.messages import AssistantMessage, Message, UserMessage
 from plait.skills.disclosure.scan import PINNED_SOURCE
-from plait.skills.disclosure.snapshot import OVERFLOW_HINT, SkillSnapshot
+from plait.skills.disclosure.snapshot import (
+    DEFAULT_NAMES_SHARE,
+    NAMES_INTRO,
+    OVERFLOW_HINT,
+    SkillSnapshot,
+)
 from plait.skills.model import SkillEntry
-from plait.skills.render import PromptFormat, render_prompt
+from plait.skills.render import PromptFormat, fit_prompt
 
 if TYPE_CHECKING:
     from plait.skills.ranking import SkillRanker
 
 __all__ = ["CONTEXT_CHARS", "CONTEXT_MESSAGES", "RANK_DEPTH", "RankedListing", "turn_queries"]
 
-RANK_DEPTH = 128
-"""Skills taken from each ranking (more than any budget lists)."""
+RANK_DEPTH = 256
+"""Skills taken from each ranking: more than a 16k budget describes and names (about 45 + 150 at
+the default share). 128 left the names tier's tail to catalog order at 16k (recall named 97.2%
+against 97.9% at 10,000 skills); 512 cost 0.5 ms more per turn and listed no more."""
 
 CONTEXT_MESSAGES = 3
 """Earlier user messages that make up the "recent context" query."""
@@ -52,12 +62,14 @@ def _flag(value: object) -> bool:
 class _Ordered(Sequence[SkillEntry]):
     """``head``, then the other ``listed`` skills in catalog order, produced as they are read:
     the renderer stops where the budget is full, so a 10,000-skill catalog is never copied.
-    Every ``head`` entry is one of ``listed``; ``seen`` holds their ids."""
+    Every ``head`` entry is one of ``listed``; ``seen`` holds their ids; the first ``kept`` are
+    pinned, read or always listed."""
 
     def __init__(
-        self, head: list[SkillEntry], listed: Sequence[SkillEntry], seen: set[int]
+        self, head: list[SkillEntry], listed: Sequence[SkillEntry], seen: set[int], kept: int
     ) -> None:
         self._head, self._listed, self._seen = head, listed, seen
+        self.kept = kept
         self._all: list[SkillEntry] | None = None
 
     def __len__(self) -> int:
@@ -128,13 +140,19 @@ class RankedListing:
             self._indexed = snapshot
 
     def search(self, snapshot: SkillSnapshot, query: str, limit: int) -> list[SkillEntry]:
-        """The ranker's best ``limit`` skills for ``query`` among ``snapshot``'s listed ones."""
+        """The ranker's best ``limit`` skills for ``query`` among ``snapshot``'s listed ones;
+        a query that is a listed skill's exact name (as the names tier shows it, quotes
+        allowed) puts that skill first."""
         self.index(snapshot)
-        return self._own(snapshot, self.ranker.rank(query, limit))
+        found = self._own(snapshot, self.ranker.rank(query, limit))
+        exact = snapshot.by_name.get(query.strip().strip("\"'`"))
+        if exact is None or not exact.meta.model_invocable or (found and found[0] is exact):
+            return found
+        return [exact, *(e for e in found if e is not exact)][: max(limit, 1)]
 
     def order(
         self, snapshot: SkillSnapshot, messages: Sequence[Message], kept: Sequence[str]
-    ) -> Sequence[SkillEntry] | None:
+    ) -> _Ordered | None:
         """The listed skills in prompt order, or ``None`` when catalog order stands (nothing
         kept, nothing relevant). ``kept`` are SKILL.md locations disclosed in the messages."""
         self.index(snapshot)
@@ -150,13 +168,14 @@ class RankedListing:
         take([snapshot.by_location.get(location) for location in reversed(kept)])
         take([snapshot.by_name.get(name) for name in self.always_listed])
         take(self._always_flagged(snapshot))
+        kept_count = len(head)
         newest, context = turn_queries(messages)
         for query in (newest, context):
             if query:
                 take(self._own(snapshot, self.ranker.rank(query, RANK_DEPTH)))
         if not head:
             return None
-        return _Ordered(head, snapshot.listed, seen)
+        return _Ordered(head, snapshot.listed, seen, kept_count)
 
     def render(
         self,
@@ -167,12 +186,23 @@ class RankedListing:
         format: PromptFormat,
         budget: int | None,
         instructions: str | None,
+        names_share: float = DEFAULT_NAMES_SHARE,
     ) -> str:
-        """The prompt section for this turn: ``snapshot.section`` with the list re-ordered."""
+        """The prompt section for this turn: ``snapshot.section`` with the list re-ordered
+        (``snapshot.section`` itself when nothing is kept or relevant), the names tier taking
+        ``names_share`` of ``budget`` (give the snapshot's own share)."""
         ordered = self.order(snapshot, messages, kept)
         if ordered is None:
             return snapshot.section
-        listing = render_prompt(ordered, format, budget=budget, overflow_hint=OVERFLOW_HINT)
+        listing = fit_prompt(
+            ordered,
+            format,
+            budget=budget,
+            overflow_hint=OVERFLOW_HINT,
+            names_share=names_share,
+            names_intro=NAMES_INTRO,
+            keep=ordered.kept,
+        ).text
         parts = [listing, snapshot.note] if snapshot.note else [listing]
         head = [instructions] if instructions else []
         return "\n\n".join([*head, "\n".join(parts)])

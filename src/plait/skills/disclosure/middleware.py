@@ -20,8 +20,6 @@ request) is covered by ``wrap_model_call``, which repeats step 3 on the request 
 
 from __future__ import annotations
 
-import asyncio
-import logging
 import os
 import time
 from collections import OrderedDict
@@ -37,25 +35,24 @@ from plait.models.base import ModelRequest, ModelResponse
 from plait.skills.catalog import Precedence, SkillCatalog
 from plait.skills.disclosure.events import (
     SkillCatalogLoaded,
-    SkillPinned,
     SkillProblemFound,
     SkillToolsDisclosed,
     SkillToolsWithdrawn,
 )
 from plait.skills.disclosure.listing import RankedListing
-from plait.skills.disclosure.pins import (
-    PINNED_KEY,
-    call_keeping_pins,
-    pin_messages,
-    pinned_names,
-    remember_pins,
-)
+from plait.skills.disclosure.pins import PINNED_KEY, call_keeping_pins, pin_request
 from plait.skills.disclosure.read_file import DEFAULT_READ_MAX_CHARS, build_read_tool
+from plait.skills.disclosure.refresh import (
+    DEFAULT_REFRESH_INTERVAL,
+    DEFAULT_WAIT_S,
+    CatalogRefresher,
+)
 from plait.skills.disclosure.scan import DisclosureScan
 from plait.skills.disclosure.search import build_search_tool
 from plait.skills.disclosure.skill_tools import ToolNameResolver, ToolPlan, TurnTools, as_resolver
 from plait.skills.disclosure.snapshot import (
     DEFAULT_INSTRUCTIONS,
+    DEFAULT_NAMES_SHARE,
     LoadProblem,
     SkillSnapshot,
     take_snapshot,
@@ -75,12 +72,6 @@ STATE_KEY = "skills_metadata"
 
 DEFAULT_BUDGET = 8_000
 """Characters of the skill list in the system prompt (about 2,000 tokens)."""
-
-DEFAULT_REFRESH_INTERVAL = 2.0
-"""Seconds a catalog refresh serves new threads; the first new thread after that starts one
-refresh in the background and, like every other, is served the current catalog meanwhile."""
-
-_log = logging.getLogger("plait.skills")
 
 
 def _problem_key(problem: LoadProblem) -> tuple[object, ...]:
@@ -128,7 +119,9 @@ class SkillsMiddleware(Middleware):
     Past the budget, the listed skills are chosen per user turn by
     relevance (:mod:`.listing`) with ``ranker`` (default: a
     :class:`~plait.skills.ranking.LexicalRanker`, built on first need), keeping pinned, read and
-    ``always_listed`` skills. ``read_max_chars`` bounds one ``read_file`` result. Snapshots of
+    ``always_listed`` skills; ``names_share`` of the budget (a quarter by default, ``0``: off)
+    names the next skills without their descriptions, after the described ones.
+    ``read_max_chars`` bounds one ``read_file`` result. Snapshots of
     at most ``max_threads`` threads are kept in memory (least recently used dropped; a dropped
     thread reloads on its next model call).
     """
@@ -150,6 +143,7 @@ class SkillsMiddleware(Middleware):
         ranker: SkillRanker | None = None,
         always_listed: Sequence[str] = (),
         refresh_interval: float = DEFAULT_REFRESH_INTERVAL,
+        names_share: float = DEFAULT_NAMES_SHARE,
     ) -> None:
         if read_max_chars < 1000 or max_threads < 1 or (budget is not None and budget < 1):
             raise ConfigurationError(
@@ -168,9 +162,15 @@ class SkillsMiddleware(Middleware):
                 "SkillsMiddleware needs refresh_interval >= 0 (seconds; 0 refreshes for every "
                 "new thread) and always_listed as a list of skill names, not one string."
             )
+        if not 0 <= names_share < 1:
+            raise ConfigurationError(
+                f"SkillsMiddleware needs 0 <= names_share < 1 (the share of the budget that "
+                f"names skills without descriptions; 0 turns it off); got {names_share!r}."
+            )
         resolved = [s if isinstance(s, SkillSource) else FilesystemSource(s) for s in sources]
         self.catalog = SkillCatalog(resolved, precedence=precedence)
         self.budget = budget
+        self.names_share = names_share
         self.format = PromptFormat(format)
         self.instructions = instructions
         self.auto_refresh = auto_refresh
@@ -178,14 +178,8 @@ class SkillsMiddleware(Middleware):
         self._threads: OrderedDict[str, _Thread] = OrderedDict()
         self._max_threads = max_threads
         self._snapshot: SkillSnapshot | None = None
-        self.refresh_interval = refresh_interval
-        self._refreshed_at = -float("inf")
-        self._refresh_lock = asyncio.Lock()
-        self._lock_loop: asyncio.AbstractEventLoop | None = None
-        self._background: asyncio.Task[None] | None = None
+        self._refresher = CatalogRefresher(self.catalog, refresh_interval)
         self._reported: set[tuple[object, ...]] = set()
-        self.refresh_error: Exception | None = None
-        """The last unexpected error of a background refresh (``None`` once one succeeds)."""
         self._ranker = ranker
         self.always_listed = tuple(always_listed)
         self._listing: RankedListing | None = None
@@ -211,6 +205,29 @@ class SkillsMiddleware(Middleware):
             self._listing = RankedListing(ranker, self.always_listed)
         return self._listing
 
+    @property
+    def refresh_interval(self) -> float:
+        """Seconds a refreshed catalog serves new threads before one background refresh
+        starts (``0``: every new thread refreshes first; see :mod:`.refresh`)."""
+        return self._refresher.interval
+
+    @refresh_interval.setter
+    def refresh_interval(self, seconds: float) -> None:
+        self._refresher.interval = seconds
+
+    @property
+    def refresh_error(self) -> Exception | None:
+        """The last unexpected error of a background refresh; ``None`` once any refresh
+        (background, strict, reset or ``auto_refresh``) succeeds after it."""
+        return self._refresher.error
+
+    async def wait_refreshed(self, deadline: float = DEFAULT_WAIT_S) -> bool:
+        """Wait up to ``deadline`` seconds (default 30) for a background refresh in flight
+        (for tests and an orderly shutdown); ``True`` when none is running any more. Does not
+        cancel it when the deadline passes. One left in an event loop no longer running counts
+        as not running."""
+        return await self._refresher.wait(deadline)
+
     # --- public views -------------------------------------------------------------------------
 
     def snapshot(self, thread_id: str) -> SkillSnapshot | None:
@@ -234,7 +251,7 @@ class SkillsMiddleware(Middleware):
         # The turn's tools read this snapshot, even if another thread evicts ours meanwhile.
         turn_tools.snapshot = thread.snapshot
         if ctx.state.get(PINNED_KEY) is not None:
-            request = await self._pin(request, ctx, thread)
+            request = await pin_request(request, ctx, self.catalog, thread.snapshot, self)
         request = await self._disclose(request, ctx, thread, turn_tools)
         snapshot = thread.snapshot
         if snapshot.overflowed and (
@@ -247,6 +264,7 @@ class SkillsMiddleware(Middleware):
                 format=self.format,
                 budget=self.budget,
                 instructions=self.instructions,
+                names_share=self.names_share,
             )
             thread.listing = (snapshot, section)
         return self._with_prompt(request, thread)
@@ -326,78 +344,15 @@ class SkillsMiddleware(Middleware):
             return False
         return time.monotonic() - thread.loaded_at >= every
 
-    async def _refresh(self, force: bool) -> None:
-        """Refresh the catalog now when ``force``d, on the first load, with
-        ``refresh_interval=0``, or when the last background refresh never finished (its event
-        loop ended first, as after each ``run_sync``); otherwise start a background refresh when
-        the catalog is ``refresh_interval`` seconds old and return at once. Callers share one
-        refresh."""
-        if not force and self._serve_current():
-            if time.monotonic() - self._refreshed_at >= self.refresh_interval:
-                self._revalidate()
-            return
-        async with self._loop_lock():
-            if not force and self._serve_current():
-                return  # another caller's refresh finished while this one waited
-            await self.catalog.refresh()
-            self._refreshed_at = time.monotonic()
-            if self._background_lost():
-                self._background = None  # (not one a new thread started meanwhile)
-
-    def _loop_lock(self) -> asyncio.Lock:
-        """The refresh lock of the running event loop (see ``SkillCatalog._loop_lock``)."""
-        loop = asyncio.get_running_loop()
-        if self._lock_loop is not loop:
-            self._refresh_lock, self._lock_loop = asyncio.Lock(), loop
-        return self._refresh_lock
-
-    def _serve_current(self) -> bool:
-        """Whether a new thread may be served the current catalog: it is loaded, refreshes may
-        run behind, and none was lost."""
-        loaded = self.catalog.loaded and self.refresh_interval > 0
-        return loaded and not self._background_lost()
-
-    def _background_lost(self) -> bool:
-        """Whether the last background refresh was cancelled, or belongs to an event loop no
-        longer running (it will never finish)."""
-        task = self._background
-        return task is not None and (
-            task.cancelled() or task.get_loop() is not asyncio.get_running_loop()
-        )
-
-    async def wait_refreshed(self, deadline: float = 30.0) -> bool:
-        """Wait up to ``deadline`` seconds (default 30) for a background refresh in flight
-        (for tests and an orderly shutdown); ``True`` when none is running any more. Does not
-        cancel it when the deadline passes. One left in an event loop no longer running counts
-        as not running."""
-        task = self._background
-        if task is None or task.done() or self._background_lost():
-            return True
-        done, _ = await asyncio.wait({task}, timeout=deadline)
-        return bool(done)
-
-    def _revalidate(self) -> None:
-        """Start the shared background refresh unless one is running."""
-        if self._background is not None and not self._background.done():
-            return
-        self._refreshed_at = time.monotonic()  # at most one refresh per interval, even failing
-        self._background = asyncio.get_running_loop().create_task(self._refresh_behind())
-
-    async def _refresh_behind(self) -> None:
-        try:
-            async with self._loop_lock():
-                await self.catalog.refresh()
-                self._refreshed_at = time.monotonic()
-            self.refresh_error = None
-        except Exception as error:  # nobody awaits this task: log and keep it, never lose it
-            self.refresh_error = error
-            _log.warning("Background refresh of the skill catalog failed: %r", error)
-
     async def _load(self, ctx: DispatchContext, thread: _Thread | None, reason: str) -> _Thread:
-        await self._refresh(force=reason in ("reset", "auto_refresh"))
+        await self._refresher.refresh(force=reason in ("reset", "auto_refresh"))
         if self._snapshot is None or self._snapshot.generation != self.catalog.generation:
             self._snapshot = take_snapshot(
-                self.catalog, format=self.format, budget=self.budget, instructions=self.instructions
+                self.catalog,
+                format=self.format,
+                budget=self.budget,
+                instructions=self.instructions,
+                names_share=self.names_share,
             )
         snapshot = self._snapshot
         previous = thread.snapshot if thread is not None else None
@@ -463,34 +418,6 @@ class SkillsMiddleware(Middleware):
             )
 
     # --- pins, tools, prompt ------------------------------------------------------------------
-
-    async def _pin(
-        self, request: ModelRequest, ctx: DispatchContext, thread: _Thread
-    ) -> ModelRequest:
-        try:
-            names = pinned_names(ctx.state[PINNED_KEY])
-            messages = await pin_messages(self.catalog, thread.snapshot, names)
-        finally:
-            # Consumed even when it fails: the runtime saves the state of a failed turn, so a
-            # bad pin does not stick to the thread and fail every later run.
-            ctx.state.pop(PINNED_KEY, None)
-        if not messages:
-            return request
-        remember_pins(ctx, self, names)
-        for message in messages:
-            ctx.add_message(message)
-            skill = message.metadata["skill"]
-            ctx.turn.emit(
-                SkillPinned(thread_id=ctx.turn.thread_id, name=skill["name"], path=skill["path"])
-            )
-        current = request.messages
-        ephemeral = ctx.turn.ephemeral
-        at = len(current)
-        if ephemeral and len(current) >= len(ephemeral):
-            tail = current[len(current) - len(ephemeral) :]
-            if all(a is b for a, b in zip(tail, ephemeral, strict=True)):
-                at -= len(ephemeral)
-        return request.replace(messages=[*current[:at], *messages, *current[at:]])
 
     def _report_tools(
         self, thread: _Thread, plan: ToolPlan, base: tuple[Tool, ...], ctx: DispatchContext

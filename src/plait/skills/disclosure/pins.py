@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 from plait.errors import ConfigurationError, clipped
 from plait.messages import UserMessage
 from plait.skills.catalog import SkillCatalog
+from plait.skills.disclosure.events import SkillPinned
 from plait.skills.disclosure.scan import PINNED_SOURCE
 from plait.skills.disclosure.snapshot import SkillSnapshot
 from plait.skills.errors import SkillNotFound
@@ -43,6 +44,7 @@ __all__ = [
     "PinnedSkillNotFound",
     "call_keeping_pins",
     "pin_messages",
+    "pin_request",
     "pinned_names",
     "remember_pins",
 ]
@@ -96,6 +98,42 @@ async def pin_messages(
         skill = {"name": entry.name, "path": entry.location, "description": entry.description}
         messages.append(UserMessage(content, metadata={"source": PINNED_SOURCE, "skill": skill}))
     return messages
+
+
+async def pin_request(
+    request: ModelRequest,
+    ctx: DispatchContext,
+    catalog: SkillCatalog,
+    snapshot: SkillSnapshot,
+    owner: object,
+) -> ModelRequest:
+    """Pin the skills named under ``pinned_skills`` in ``ctx.state``: add one message each to
+    the dispatch (persisted with it) and to ``request``, before the turn's ephemeral messages,
+    and emit :class:`SkillPinned` for each. The state value is consumed even when it fails (an
+    unknown name, a bad value): the runtime saves the state of a failed turn, so a bad pin does
+    not stick to the thread and fail every later run."""
+    try:
+        names = pinned_names(ctx.state[PINNED_KEY])
+        messages = await pin_messages(catalog, snapshot, names)
+    finally:
+        ctx.state.pop(PINNED_KEY, None)
+    if not messages:
+        return request
+    remember_pins(ctx, owner, names)
+    for message in messages:
+        ctx.add_message(message)
+        skill = message.metadata["skill"]
+        ctx.turn.emit(
+            SkillPinned(thread_id=ctx.turn.thread_id, name=skill["name"], path=skill["path"])
+        )
+    current = request.messages
+    ephemeral = ctx.turn.ephemeral
+    at = len(current)
+    if ephemeral and len(current) >= len(ephemeral):
+        tail = current[len(current) - len(ephemeral) :]
+        if all(a is b for a, b in zip(tail, ephemeral, strict=True)):
+            at -= len(ephemeral)
+    return request.replace(messages=[*current[:at], *messages, *current[at:]])
 
 
 def remember_pins(ctx: DispatchContext, owner: object, names: list[str]) -> None:

@@ -3,8 +3,9 @@
 It is offered only when the catalog did not fit its budget. The middleware's ranker (BM25F over
 name and description by default, see :mod:`plait.skills.ranking`) orders every listed skill
 (hidden ones, ``disable-model-invocation: true``, are never searched); the same query over the
-same catalog always gives the same answer. Results use the catalog's own line format, paths
-included, best first.
+same catalog always gives the same answer; a query that is a listed skill's exact name (as the
+prompt's names tier shows it) returns that skill first. Results use the catalog's own line
+format, paths included, best first.
 """
 
 from __future__ import annotations

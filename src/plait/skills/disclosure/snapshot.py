@@ -21,10 +21,12 @@ from plait.skills.catalog import SkillCatalog
 from plait.skills.diagnostics import Code, Diagnostic, Severity
 from plait.skills.lenient import split_allowed_tools
 from plait.skills.model import SkillEntry
-from plait.skills.render import PromptFormat
+from plait.skills.render import PromptFormat, fit_prompt
 
 __all__ = [
     "DEFAULT_INSTRUCTIONS",
+    "DEFAULT_NAMES_SHARE",
+    "NAMES_INTRO",
     "OVERFLOW_HINT",
     "LoadProblem",
     "SkillSnapshot",
@@ -46,6 +48,16 @@ DEFAULT_INSTRUCTIONS = (
 
 OVERFLOW_HINT = "Call search_skills(query) with a few keywords to find them."
 """What the catalog's overflow line says when the budget leaves skills out."""
+
+NAMES_INTRO = (
+    "Also possibly relevant, by name only (search_skills with a name gives its description "
+    "and path)"
+)
+"""What precedes the names tier: the skills after the described ones, without descriptions."""
+
+DEFAULT_NAMES_SHARE = 0.25
+"""The share of the budget the names tier may take once the catalog is over its budget (``0``:
+no names tier). Measured with ``bench/skills_relevance.py``: see the disclosure README."""
 
 _NOTE_ITEMS = 5
 _NOTE_NAME_CHARS = 60
@@ -116,8 +128,10 @@ def take_snapshot(
     format: PromptFormat,
     budget: int | None,
     instructions: str | None,
+    names_share: float = DEFAULT_NAMES_SHARE,
 ) -> SkillSnapshot:
-    """Index and render the catalog as it is now (it must be loaded)."""
+    """Index and render the catalog as it is now (it must be loaded). Over the budget, the
+    list is in catalog order with the names tier taking ``names_share`` of the budget."""
     entries = tuple(catalog.active())
     listed = tuple(e for e in entries if e.meta.model_invocable)
     by_location = {normalize_location(e.location): e for e in entries}
@@ -128,8 +142,15 @@ def take_snapshot(
     catalog_text = ""
     overflowed = False
     if listed:
-        catalog_text = catalog.render(format, budget=budget, overflow_hint=OVERFLOW_HINT)
-        overflowed = _overflowed(catalog_text, format)
+        fitted = fit_prompt(
+            listed,
+            format,
+            budget=budget,
+            overflow_hint=OVERFLOW_HINT,
+            names_share=names_share,
+            names_intro=NAMES_INTRO,
+        )
+        catalog_text, overflowed = fitted.text, not fitted.complete
     parts = [catalog_text] if catalog_text else []
     note = _note(catalog)
     if note:
@@ -153,13 +174,6 @@ def take_snapshot(
         problems=problems,
         note=note,
     )
-
-
-def _overflowed(text: str, format: PromptFormat) -> bool:
-    if PromptFormat(format) is PromptFormat.XML:
-        return "\n<more_skills count=" in text
-    last = text.rsplit("\n", 1)[-1]
-    return last.startswith("- (") and last.endswith(f"{OVERFLOW_HINT})")
 
 
 def _digest(entries: tuple[SkillEntry, ...]) -> str:
