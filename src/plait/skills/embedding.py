@@ -26,11 +26,12 @@ skills_embeddings.py`` wires a sentence-transformers model.
      order; the others follow in stage 1's order.
 
   ``fusion="score"`` (default) combines as ``weight * z(embedding) + (1 - weight) * z(lexical)``,
-  ``z`` being the scores standardised over the skills scored (mean 0, deviation 1), ``weight``
-  0.7; ``fusion="rank"`` adds reciprocal ranks instead, ``1 / (fusion_k + rank)`` over each
-  order's best ``depth``. ``fuse=False`` uses the embedding scores alone. Ties go to catalog
+  ``z`` being the scores standardised over the skills scored (mean 0, deviation 1; all 0 when
+  they are all equal, as with a query no skill's words match), ``weight`` 0.7;
+  ``fusion="rank"`` adds reciprocal ranks instead, ``1 / (fusion_k + rank)`` over each order's
+  best ``depth``. ``fuse=False`` uses the embedding scores alone. Ties go to catalog
   order. A query with no text returns ``[]``; one the model maps to a zero vector gets the
-  lexical order alone.
+  lexical order alone (``[]`` with ``fuse=False``).
 * **Cache**: vectors are kept by the SHA-256 of ``model`` and the text, so a refresh embeds only
   new or changed texts (clauses shared by many skills are embedded once); with ``cache_path``
   they are also saved to one ``.npz`` file (written atomically after an update that embedded
@@ -38,11 +39,20 @@ skills_embeddings.py`` wires a sentence-transformers model.
   another format, such as files written before skills had clauses, too large, unreadable) and
   read back by the next process, so a restart embeds nothing. A cached vector of another size
   (an older model of the same name) is dropped at the first ``embed`` call that shows it. At
-  most ``max_cache_vectors`` vectors are kept: the ones of skills no longer indexed go first.
+  most ``max_cache_vectors`` vectors are kept, the ones of skills no longer indexed going first
+  (those of indexed skills stay in memory past it; the file holds ``max_cache_vectors``, the
+  indexed first, so a larger catalog embeds only the rest after a restart).
+* **Memory**: ``4 * dims`` bytes a vector, the indexed ones twice (cache and matrices), nothing
+  kept per query. 10,000 skills of four sentences (60,000 texts, 384 dimensions) took 250 MB;
+  after five refreshes that changed half of them, the cache held 185,000 vectors: 480 MB. The
+  cache may grow to ``max_cache_vectors`` (2.4 GB at 3,072 dimensions): lower it for wide
+  vectors.
 * **Errors**: an exception raised by ``embed`` propagates unchanged (the turn fails with it, as a
   failing tool would); ``embed`` returning the wrong number of vectors, vectors of different
   sizes, or non-finite values raises :class:`~plait.errors.ConfigurationError`, as do bad
-  options.
+  options and a ``cache_path`` that cannot be written (raised once the update itself is done:
+  the ranker ranks the new skills). An ``embed`` failing part way through an update leaves the
+  previous skills indexed; the batches it embedded before are cached.
 
 ``embed`` runs on the caller's thread (the event loop for a turn): keep it fast or local. The
 first :meth:`~EmbeddingRanker.update` embeds every skill, in the turn that first ranks: with
@@ -62,7 +72,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from plait.errors import ConfigurationError
 from plait.skills.model import SkillEntry
 from plait.skills.ranking import DEFAULT_MAX_QUERY_CHARS, LexicalRanker, SkillRanker
-from plait.skills.vector_cache import VectorCache
+from plait.skills.vector_cache import VectorCache, unit_rows
 
 if TYPE_CHECKING:
     import os
@@ -125,8 +135,10 @@ def skill_clauses(name: str, description: str, limit: int) -> list[str]:
     """The first ``limit`` distinct clauses of a skill: its name with ``-`` and ``_`` as spaces,
     then its description's sentences (ended by ``.``, ``!`` or ``?`` and a space), lines and
     ``;``-separated groups, each stripped of spaces and of ``.!?;:,`` at its end; empty ones
-    are skipped."""
+    are skipped. A ``limit`` below 1 gives none."""
     out: list[str] = []
+    if limit < 1:
+        return out
     for part in [_NAME_BREAK.sub(" ", name), *_CLAUSE_BREAK.split(description)]:
         clause = part.strip().rstrip(".!?;:,").strip()
         if clause and clause not in out:
@@ -156,16 +168,17 @@ def query_pieces(query: str, window: int, limit: int) -> list[str]:
 class EmbeddingRanker:
     """Embedding similarity combined with a lexical ranker; see the module docstring.
 
-    ``embed`` maps a list of texts to their vectors. ``model`` names the model in the cache (change
-    it when the model changes). ``lexical`` is the ranker combined with (default a new
+    ``embed`` maps a list of texts to their vectors. ``model`` names the model in the cache
+    (change it when the model changes). ``lexical`` is the ranker combined with (default a new
     :class:`~plait.skills.ranking.LexicalRanker`, whose scores ``fusion="score"`` uses; another
-    ranker's order counts as the scores ``1 / (fusion_k + rank)``; ``None`` is not accepted:
-    pass ``fuse=False`` for embeddings only). ``fusion``, ``weight`` (0.7, between 0 and 1),
-    ``fusion_k`` (60), ``clauses`` (8), ``query_window`` (3), ``query_pieces`` (16) and
-    ``rescore`` (128) are explained in the module docstring; ``depth`` (512) is how much of the
-    lexical order is used; ``batch_size`` (64) texts go to one ``embed`` call; skill texts are
-    read to ``max_text_chars`` (2,000) and queries to ``max_query_chars`` (4,000) characters;
-    ``max_cache_vectors`` (200,000) bounds the cache. Not thread-safe: one event loop uses it.
+    ranker's order counts as the scores ``1 / (fusion_k + rank)``; ``None``, the default, means
+    that new one, not no ranker: pass ``fuse=False`` for embeddings only). ``fusion``,
+    ``weight`` (0.7, between 0 and 1), ``fusion_k`` (60), ``clauses`` (8), ``query_window`` (3),
+    ``query_pieces`` (16) and ``rescore`` (128) are explained in the module docstring; ``depth``
+    (512) is how much of the lexical order is used; ``batch_size`` (64) texts go to one
+    ``embed`` call; skill texts are read to ``max_text_chars`` (2,000) and queries to
+    ``max_query_chars`` (4,000) characters; ``max_cache_vectors`` (200,000) bounds the cache.
+    Not thread-safe: one event loop uses it.
     """
 
     def __init__(
@@ -210,7 +223,10 @@ class EmbeddingRanker:
 
         self._np = numpy
         self.embed, self.model = embed, model
-        self.lexical: SkillRanker | None = (lexical or LexicalRanker()) if fuse else None
+        if not fuse:  # an empty LexicalRanker is falsy (len 0): test for None, not truth
+            self.lexical: SkillRanker | None = None
+        else:
+            self.lexical = lexical if lexical is not None else LexicalRanker()
         self.fusion, self.weight, self.fusion_k, self.depth = fusion, weight, fusion_k, depth
         self.clauses, self.query_window, self.query_pieces = clauses, query_window, query_pieces
         self.rescore, self.batch_size = rescore, batch_size
@@ -251,19 +267,23 @@ class EmbeddingRanker:
             self._cache.load()
         entries = list(entries)
         texts = [self._texts(e) for e in entries]
-        wanted = {self._key(t): t for group in texts for t in group}
+        keys = [[self._key(t) for t in group] for group in texts]
+        wanted = {
+            k: t
+            for group, ks in zip(texts, keys, strict=True)
+            for k, t in zip(ks, group, strict=True)
+        }
         pending = self._embed_missing(wanted)
         if any(k not in self._cache.vectors for k in wanted):  # the first embed dropped the
             pending += self._embed_missing(wanted)  # file's vectors (another vector size)
-        self.embedded += len(pending)
         self._entries = entries
         self._position = {id(e): i for i, e in enumerate(entries)}
-        self._build([[self._key(t) for t in group] for group in texts])
+        self._build(keys)
         self._cache.trim(wanted)
-        if pending:
-            self._cache.save()
         if self.lexical is not None:
             self.lexical.update(entries)
+        if pending:  # last: a file that cannot be written leaves the ranker updated
+            self._cache.save(wanted)
 
     def _embed_missing(self, wanted: dict[str, str]) -> list[str]:
         vectors = self._cache.vectors
@@ -272,6 +292,7 @@ class EmbeddingRanker:
             batch = pending[start : start + self.batch_size]
             for (key, _), vector in zip(batch, self._vectors([t for _, t in batch]), strict=True):
                 vectors[key] = vector
+            self.embedded += len(batch)  # counted as they come: an exception keeps them
         return [k for k, _ in pending]
 
     def _build(self, keys: list[list[str]]) -> None:
@@ -397,10 +418,19 @@ class EmbeddingRanker:
     # --- vectors ------------------------------------------------------------------------------
 
     def _vectors(self, texts: list[str]) -> Matrix:
-        """``embed(texts)`` checked and scaled to unit length (a zero vector stays zero)."""
+        """``embed(texts)`` checked and scaled to unit length (a zero vector stays zero), in
+        batches of ``batch_size``."""
         np = self._np
+        if len(texts) > self.batch_size:  # a query and its pieces
+            return np.concatenate(  # type: ignore[no-any-return]
+                [
+                    self._vectors(texts[start : start + self.batch_size])
+                    for start in range(0, len(texts), self.batch_size)
+                ]
+            )
+        returned = self.embed(texts)  # its own exceptions propagate unchanged
         try:
-            matrix = np.asarray(self.embed(texts), dtype=np.float32)
+            matrix = np.asarray(returned, dtype=np.float32)
         except (TypeError, ValueError) as error:
             raise ConfigurationError(
                 f"EmbeddingRanker's embed returned something that is not one vector per text "
@@ -421,8 +451,7 @@ class EmbeddingRanker:
         if not np.isfinite(matrix).all():
             raise ConfigurationError("EmbeddingRanker's embed returned NaN or infinite values.")
         self._cache.dims, self._cache.from_file = matrix.shape[1], False
-        norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-        return matrix / np.where(norms == 0, 1.0, norms)  # type: ignore[no-any-return]
+        return unit_rows(np, matrix)
 
 
 def _standard(np: Any, scores: Matrix) -> Matrix:
