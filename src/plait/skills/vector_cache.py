@@ -8,7 +8,8 @@ file that cannot be used is ignored and rewritten by the next save: one of anoth
 cache ``FORMAT``, one holding more than ``max_vectors`` rows or ``MAX_DIMS`` columns, keys that
 are not 64-character strings (SHA-256 hex digests), vectors that are not floats, a ``model``
 entry longer than ``MAX_MODEL_CHARS`` (all checked from the array headers before any data is
-read), non-finite values, or anything unreadable (empty, cut short, not a zip file). A file that
+read), non-finite values, or anything unreadable (empty, cut short, not a zip file, encrypted
+members, unknown compression methods). A file that
 cannot be written (a folder without write access, a full disk) raises
 :class:`~plait.errors.ConfigurationError`.
 """
@@ -19,7 +20,7 @@ import hashlib
 import os
 import secrets
 import zipfile
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -71,12 +72,11 @@ class VectorCache:
     def key(self, text: str) -> str:
         return hashlib.sha256(f"{self.model}\0{text}".encode()).hexdigest()
 
-    def trim(self, live: Iterable[str]) -> None:
+    def trim(self, live: Collection[str]) -> None:
         """Drop vectors not in ``live`` (oldest first) until at most ``max_vectors`` remain."""
         extra = len(self.vectors) - self.max_vectors
         if extra > 0:
-            keep = set(live)
-            for key in [k for k in self.vectors if k not in keep][:extra]:
+            for key in [k for k in self.vectors if k not in live][:extra]:
                 del self.vectors[key]
 
     def load(self) -> None:
@@ -94,7 +94,9 @@ class VectorCache:
                 if str(data["model"]) != self.model:
                     return
                 keys, vectors = data["keys"].tolist(), data["vectors"].astype(np.float32)
-        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
+        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, RuntimeError):
+            # RuntimeError: an encrypted member; NotImplementedError (a RuntimeError too): a
+            # compression method zipfile does not know
             return  # only a cache: rebuilt and rewritten by the next update that embeds
         if vectors.ndim != 2 or len(keys) != len(vectors) or not np.isfinite(vectors).all():
             return
