@@ -55,7 +55,7 @@ def fresh(entries: list[SkillEntry], **options: object) -> EmbeddingRanker:
 
 
 operation = st.tuples(
-    st.sampled_from(["add", "change", "remove", "rename", "shuffle"]),
+    st.sampled_from(["add", "change", "remove", "rename", "shuffle", "swap", "duplicate"]),
     st.integers(0, 40),
     st.lists(st.sampled_from(WORDS), max_size=4).map(tuple),
 )
@@ -87,6 +87,11 @@ def test_any_sequence_of_updates_ranks_as_a_ranker_built_fresh(
                     old.location,
                     SkillMeta(old.name, f"Now {' '.join(words)}."),
                 )
+            elif kind == "swap":  # two entries change places (the same objects)
+                other = (at + 1 + len(words)) % len(catalog)
+                catalog[at], catalog[other] = catalog[other], catalog[at]
+            elif kind == "duplicate":  # one skill listed twice
+                catalog[at] = catalog[(at + 1) % len(catalog)]
             elif kind == "remove":
                 del catalog[at]
             else:

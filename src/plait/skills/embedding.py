@@ -44,8 +44,9 @@ skills_embeddings.py`` wires a sentence-transformers model.
   ones of skills no longer indexed going first (those of indexed skills stay in memory past it;
   the file holds ``max_cache_vectors``, the indexed first, so a larger catalog embeds only the
   rest after a restart).
-* **Memory**: ``4 * dims`` bytes a vector, the indexed ones twice (cache and matrices), nothing
-  kept per query. 10,000 skills of four sentences (60,000 texts, 384 dimensions) took 250 MB;
+* **Memory**: ``4 * dims`` bytes a vector, the indexed ones twice (cache and matrices, which
+  grow by doubling and keep the holes of removed skills up to half their rows), nothing kept
+  per query. 10,000 skills of four sentences (60,000 texts, 384 dimensions) took 250 MB;
   after five refreshes that changed half of them, the cache held 185,000 vectors: 480 MB. The
   cache may grow to ``max_cache_vectors`` (2.4 GB at 3,072 dimensions): lower it for wide
   vectors.
@@ -56,8 +57,9 @@ skills_embeddings.py`` wires a sentence-transformers model.
   the ranker ranks the new skills). An ``embed`` failing part way through an update leaves the
   previous skills indexed; the batches it embedded before are cached.
 
-``embed`` runs on the caller's thread (the event loop for a turn): keep it fast or local. The
-first :meth:`~EmbeddingRanker.update` embeds every skill, in the turn that first ranks: with
+``embed`` runs on the caller's thread (the event loop for a turn): keep it fast or local. A
+refresh costs a dict lookup per unchanged skill (2 ms at 10,000 skills, ``bench/
+embedding_refresh.py``) plus embedding the changed ones. The first :meth:`~EmbeddingRanker.update` embeds every skill, in the turn that first ranks: with
 all-MiniLM-L6-v2 on a loaded 2-core CPU, 10,000 skills and their clauses took 9 minutes
 (``bench/README.md``), so warm it before serving (``ranker.update(entries)`` once, or a
 ``cache_path`` filled earlier: reading it back took 0.7 s). With a static model (model2vec),
@@ -283,7 +285,8 @@ class EmbeddingRanker:
             self._cache.load()
         entries = list(entries)
         index = self._index
-        catalog, table, wanted = index.plan(entries, self._texts, self._key)
+        plan = index.plan(entries, self._texts, self._key)
+        wanted = plan.wanted
         embedded = len(self._embed_missing(wanted))
         if any(k not in self._cache.vectors for k in wanted):  # the first embed dropped the
             embedded += len(self._embed_missing(wanted))  # file's (another vector size)
@@ -292,9 +295,14 @@ class EmbeddingRanker:
             index.clear()
             self.update(entries)
             return
-        index.apply(catalog, table, self._cache.vectors)
+        index.apply(plan, self._cache.vectors)
+        if plan.moved is None:
+            self._position = {id(e): i for i, e in enumerate(entries)}
+        else:  # only these positions hold other objects
+            for i in plan.moved:
+                del self._position[id(self._entries[i])]
+            self._position.update((id(entries[i]), i) for i in plan.moved)
         self._entries = entries
-        self._position = {id(e): i for i, e in enumerate(entries)}
         self._cache.trim(index.live)
         if self.lexical is not None:
             self.lexical.update(entries)

@@ -13,7 +13,8 @@ order by one gather of the score vector (the matrices are never reordered).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from plait.skills.model import SkillEntry
@@ -34,11 +35,40 @@ _MIN_HOLES = 64
 
 
 class _Doc:
-    __slots__ = ("keys", "slot")
+    __slots__ = ("ident", "keys", "slot")
 
-    def __init__(self, keys: list[str]) -> None:
-        self.keys = keys  # the whole text's key, then its clauses'
+    def __init__(self, ident: Ident, keys: list[str]) -> None:
+        self.ident, self.keys = ident, keys  # the whole text's key, then its clauses'
         self.slot = -1
+
+
+@dataclass
+class Plan:
+    """An update computed by :meth:`SkillVectors.plan`: each entry's doc, the doc table, the
+    texts by key of the new docs (to embed or find in the cache), the docs to release, and the
+    positions that changed (``None``: all may have)."""
+
+    entries: list[SkillEntry]
+    catalog: list[_Doc]
+    table: dict[Ident, _Doc]
+    wanted: dict[str, str]
+    removed: list[_Doc]
+    moved: list[int] | None
+
+    def new(
+        self,
+        ident: Ident,
+        entry: SkillEntry,
+        texts: Callable[[SkillEntry], list[str]],
+        key: Callable[[str], str],
+    ) -> _Doc:
+        group = texts(entry)
+        doc = _Doc(ident, [key(t) for t in group])
+        self.wanted.update(zip(doc.keys, group, strict=True))
+        return doc
+
+    def added(self) -> list[_Doc]:
+        return [d for d in self.table.values() if d.slot < 0]
 
 
 class SkillVectors:
@@ -61,6 +91,9 @@ class SkillVectors:
         self.clause_vectors: Matrix = np.zeros((0, 0), dtype=np.float32)
         self.clause_table: Indices = np.full((0, self.clauses), -1, dtype=np.intp)
         self.order: Indices = np.zeros(0, dtype=np.intp)
+        self.entries: list[SkillEntry] = []
+        self.catalog: list[_Doc] = []
+        self._unique = True
         self._free: list[int] = []
         self._used = 0
         self._clause_row: dict[str, int] = {}
@@ -74,45 +107,75 @@ class SkillVectors:
 
     def plan(
         self,
-        entries: Sequence[SkillEntry],
+        entries: list[SkillEntry],
         texts: Callable[[SkillEntry], list[str]],
         key: Callable[[str], str],
-    ) -> tuple[list[_Doc], dict[Ident, _Doc], dict[str, str]]:
-        """Each entry's doc (new ones without a slot yet), the new doc table, and the texts by
-        key of the new docs (to embed or find in the cache). Changes nothing."""
+    ) -> Plan:
+        """What :meth:`apply` will do to hold ``entries``; changes nothing. When the catalog
+        has as many entries as the last one, no two of the same skill, and at most one in 16
+        (or 8) are other objects at their position, only those are looked at."""
+        old = self.entries
+        if self._unique and len(old) == len(entries):
+            moved = [i for i, (a, b) in enumerate(zip(entries, old, strict=True)) if a is not b]
+            if len(moved) <= max(8, len(entries) // 16):
+                plan = self._plan_moved(entries, moved, texts, key)
+                if plan is not None:
+                    return plan
         docs = self.docs
-        table: dict[Ident, _Doc] = {}
-        catalog: list[_Doc] = []
-        wanted: dict[str, str] = {}
+        made = Plan(entries, [], {}, {}, [], None)
         for entry in entries:
             ident = (entry.source_id, entry.id, entry.version, entry.name, entry.description)
-            doc = table.get(ident) or docs.get(ident)
-            if doc is None:
-                group = texts(entry)
-                doc = _Doc([key(t) for t in group])
-                wanted.update(zip(doc.keys, group, strict=True))
-            table[ident] = doc
-            catalog.append(doc)
-        return catalog, table, wanted
+            doc = made.table.get(ident) or docs.get(ident) or made.new(ident, entry, texts, key)
+            made.table[ident] = doc
+            made.catalog.append(doc)
+        made.removed = [d for i, d in docs.items() if made.table.get(i) is not d]
+        return made
 
-    def apply(
-        self, catalog: list[_Doc], table: dict[Ident, _Doc], vectors: dict[str, Matrix]
-    ) -> None:
-        """Make the index hold ``table`` in the catalog order ``catalog`` (from :meth:`plan`);
-        ``vectors`` holds every new doc's keys."""
+    def _plan_moved(
+        self,
+        entries: list[SkillEntry],
+        moved: list[int],
+        texts: Callable[[SkillEntry], list[str]],
+        key: Callable[[str], str],
+    ) -> Plan | None:
+        """The plan when only the entries at ``moved`` are other objects, or ``None`` when one
+        of them is a skill found at another position too (the full plan handles duplicates)."""
+        docs, catalog = self.docs, list(self.catalog)
+        made = Plan(entries, catalog, dict(docs), {}, [], moved)
+        for index in moved:
+            del made.table[catalog[index].ident]
+        for index in moved:
+            entry = entries[index]
+            ident = (entry.source_id, entry.id, entry.version, entry.name, entry.description)
+            if ident in made.table:
+                return None
+            doc = docs.get(ident) or made.new(ident, entry, texts, key)
+            made.table[ident] = catalog[index] = doc
+        made.removed = [
+            d for d in (self.catalog[i] for i in moved) if made.table.get(d.ident) is not d
+        ]
+        return made
+
+    def apply(self, plan: Plan, vectors: dict[str, Matrix]) -> None:
+        """Make the index hold ``plan``'s entries; ``vectors`` holds every new doc's keys."""
         np = self._np
-        for ident, doc in self.docs.items():
-            if table.get(ident) is not doc:
-                self._release(doc)
-        for doc in table.values():
-            if doc.slot < 0:
-                self._place(doc, vectors)
-        self.docs = table
+        for doc in plan.removed:
+            self._release(doc)
+        for doc in plan.added():
+            self._place(doc, vectors)
+        self.docs, self.catalog, self.entries = plan.table, plan.catalog, plan.entries
+        self._unique = len(plan.table) == len(plan.catalog)
         if len(self._free) > max(_MIN_HOLES, self._used // 2) or len(self._free_clauses) > max(
             _MIN_HOLES, self._clauses_used // 2
         ):
             self._compact()
-        self.order = np.fromiter((d.slot for d in catalog), dtype=np.intp, count=len(catalog))
+        elif plan.moved is not None:
+            for index in plan.moved:
+                self.order[index] = plan.catalog[index].slot
+            return
+        self.order = np.fromiter(
+            (d.slot for d in plan.catalog), dtype=np.intp, count=len(plan.catalog)
+        )
 
     def _release(self, doc: _Doc) -> None:
         live, refs = self.live, self._clause_refs
