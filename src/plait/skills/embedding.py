@@ -58,12 +58,13 @@ skills_embeddings.py`` wires a sentence-transformers model.
   previous skills indexed; the batches it embedded before are cached.
 
 ``embed`` runs on the caller's thread (the event loop for a turn): keep it fast or local. A
-refresh costs a dict lookup per unchanged skill (2 ms at 10,000 skills, ``bench/
-embedding_refresh.py``) plus embedding the changed ones. The first :meth:`~EmbeddingRanker.update` embeds every skill, in the turn that first ranks: with
-all-MiniLM-L6-v2 on a loaded 2-core CPU, 10,000 skills and their clauses took 9 minutes
-(``bench/README.md``), so warm it before serving (``ranker.update(entries)`` once, or a
-``cache_path`` filled earlier: reading it back took 0.7 s). With a static model (model2vec),
-late interaction did worse than whole texts: pass ``clauses=0, query_pieces=0, rescore=0``.
+refresh costs a dict lookup per unchanged skill (2 ms at 10,000 skills: ``bench/README.md``)
+plus embedding the changed ones. The first :meth:`~EmbeddingRanker.update` embeds every skill,
+in the turn that first ranks: with all-MiniLM-L6-v2 on a loaded 2-core CPU, 10,000 skills and
+their clauses took 9 minutes (``bench/README.md``), so warm it before serving
+(``ranker.update(entries)`` once, or a ``cache_path`` filled earlier: reading it back took 0.7
+s). With a static model (model2vec), late interaction did worse than whole texts: pass
+``clauses=0, query_pieces=0, rescore=0``.
 """
 
 from __future__ import annotations
