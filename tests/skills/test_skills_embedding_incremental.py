@@ -190,3 +190,20 @@ def test_a_zip_member_zipfile_cannot_read_is_an_ignored_cache(tmp_path: Path, da
     again = EmbeddingRanker(trigrams, cache_path=path)
     again.update(catalog)
     assert again.embedded == 0  # ...and rewritten
+
+
+def test_save_interval_writes_a_small_change_once_the_interval_passed(tmp_path: Path) -> None:
+    path = tmp_path / "vectors.npz"
+    catalog = [entry(n, 1, ("map", WORDS[n % 12])) for n in range(60)]
+    ranker = EmbeddingRanker(trigrams, cache_path=path, save_fraction=1.0, save_interval=0)
+    ranker.update(catalog)  # under 100% of the cache, but the interval (0 s) has passed
+    catalog.append(entry(99, 1, ("invoice",)))
+    ranker.update(catalog)
+    restarted = EmbeddingRanker(trigrams, cache_path=path)
+    restarted.update(catalog)
+    assert restarted.embedded == 0
+    never = EmbeddingRanker(trigrams, cache_path=tmp_path / "n.npz", save_fraction=2.0)
+    never.update(catalog)  # neither due: written only by flush
+    assert not (tmp_path / "n.npz").exists()
+    never.flush()
+    assert (tmp_path / "n.npz").is_file()

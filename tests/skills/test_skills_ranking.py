@@ -175,6 +175,16 @@ def test_a_repeated_skill_is_indexed_once() -> None:
     assert names(ranker.rank("pdf forms", 5)) == ["pdf"]
 
 
+def test_a_skill_listed_twice_then_changed_at_both_places_is_reindexed() -> None:
+    twice = entry("pdf", "Fills PDF forms.")
+    ranker = LexicalRanker()
+    ranker.update([twice, twice, entry("csv", "Reads CSV.")])
+    newer = replace(twice, version="v2", meta=SkillMeta("pdf", "Signs PDF contracts."))
+    ranker.update([newer, newer, ranker.rank("csv", 1)[0]])  # was a KeyError (fast path)
+    assert len(ranker) == 2
+    assert names(ranker.rank("contracts", 5)) == ["pdf"] and ranker.rank("forms", 5) == []
+
+
 def test_a_common_word_only_reorders_what_a_rarer_word_found() -> None:
     ranker = LexicalRanker()
     common = [entry(f"csv-{i}", "Reads csv files.") for i in range(20)]

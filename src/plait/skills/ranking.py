@@ -281,12 +281,22 @@ class LexicalRanker:
         moved = [i for i, (a, b) in enumerate(zip(entries, last, strict=True)) if a is not b]
         if len(moved) > _IN_PLACE_CHANGES:
             return False
-        swaps = []
+        swaps, fresh_idents = [], set()
         for i in moved:
             old, new = last[i], entries[i]
             if (old.source_id, old.id) != (new.source_id, new.id):
                 return False
-            swaps.append((i, (old.source_id, old.id, old.version), new))
+            ident, fresh = (
+                (old.source_id, old.id, old.version),
+                (new.source_id, new.id, new.version),
+            )
+            doc = self._docs.get(ident)
+            if doc is None or doc.position != i or fresh in fresh_idents:
+                return False  # a skill listed twice: the full update handles duplicates
+            if fresh != ident and fresh in self._docs:
+                return False
+            fresh_idents.add(fresh)
+            swaps.append((i, ident, new))
         for position, ident, entry in swaps:
             doc = self._docs.pop(ident)
             fresh = (entry.source_id, entry.id, entry.version)
