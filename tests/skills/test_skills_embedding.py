@@ -7,11 +7,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from trigram_embedding import DIMS, trigrams
+from trigram_embedding import DIMS, SKILLS, entry, names, trigrams
 
 from plait import Agent, ScriptedModel, ToolCall
 from plait.errors import ConfigurationError
-from plait.skills import EmbeddingRanker, MemorySource, SkillEntry, SkillMeta, SkillsMiddleware
+from plait.skills import EmbeddingRanker, MemorySource, SkillsMiddleware
 from plait.skills.ranking import LexicalRanker, SkillRanker
 
 
@@ -24,23 +24,6 @@ class Counting:
     def __call__(self, texts: list[str]) -> list[list[float]]:
         self.texts += texts
         return trigrams(texts)
-
-
-def entry(name: str, description: str, version: str = "v1") -> SkillEntry:
-    return SkillEntry(
-        "src", name, version, f"/skills/{name}/SKILL.md", SkillMeta(name, description)
-    )
-
-
-SKILLS = [
-    entry("spreadsheet-tools", "Work with spreadsheets: formulas and pivot tables."),
-    entry("mail-merge", "Send personalised letters to a list of people."),
-    entry("gpx-trails", "Plot hiking tracks on a map."),
-]
-
-
-def names(found: list[SkillEntry]) -> list[str]:
-    return [e.name for e in found]
 
 
 def test_a_misspelled_request_is_found_through_the_embedding_where_words_do_not_match() -> None:

@@ -8,29 +8,12 @@ import stat
 from pathlib import Path
 
 import pytest
-from trigram_embedding import trigrams
+from trigram_embedding import SKILLS, entry, names, trigrams
 
 from plait.errors import ConfigurationError
-from plait.skills import EmbeddingRanker, SkillEntry, SkillMeta
+from plait.skills import EmbeddingRanker, SkillEntry
 from plait.skills.embedding import skill_clauses
 from plait.skills.ranking import LexicalRanker
-
-
-def entry(name: str, description: str, version: str = "v1") -> SkillEntry:
-    return SkillEntry(
-        "src", name, version, f"/skills/{name}/SKILL.md", SkillMeta(name, description)
-    )
-
-
-def names(found: list[SkillEntry]) -> list[str]:
-    return [e.name for e in found]
-
-
-SKILLS = [
-    entry("spreadsheet-tools", "Work with spreadsheets: formulas and pivot tables."),
-    entry("mail-merge", "Send personalised letters to a list of people."),
-    entry("gpx-trails", "Plot hiking tracks on a map."),
-]
 
 
 def test_the_lexical_ranker_given_is_the_one_used_even_before_it_holds_any_skill() -> None:

@@ -7,27 +7,12 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
-from trigram_embedding import trigrams
+from trigram_embedding import SKILLS, entry, names, trigrams
 
 from plait.errors import ConfigurationError
-from plait.skills import EmbeddingRanker, SkillEntry, SkillMeta
+from plait.skills import EmbeddingRanker, SkillEntry
 from plait.skills.embedding import query_pieces, skill_clauses
 from plait.skills.ranking import LexicalRanker
-
-
-def entry(name: str, description: str) -> SkillEntry:
-    return SkillEntry("src", name, "v1", f"/skills/{name}/SKILL.md", SkillMeta(name, description))
-
-
-def names(found: list[SkillEntry]) -> list[str]:
-    return [e.name for e in found]
-
-
-SKILLS = [
-    entry("spreadsheet-tools", "Work with spreadsheets: formulas and pivot tables."),
-    entry("mail-merge", "Send personalised letters to a list of people."),
-    entry("gpx-trails", "Plot hiking tracks on a map."),
-]
 
 # Near twins: one action and object, four contexts; each context only in its own clause.
 TWINS = [
