@@ -2,9 +2,11 @@
 
 A 429 waits the server's ``retry-after``, then succeeds; a 401 names the key's variable; a 403
 says the key lacks access (not that it is invalid); a body that is not JSON and a reply that is
-not a model answer are typed ``ProviderError``s, whole answer or stream; any other client error
-carries the provider's own message; a proxy's 413 page is a context overflow. Each row of
-:data:`PROVIDERS` holds what differs: the wire bodies, the fixture and the key's variable.
+not a model answer are typed ``ProviderError``s, whole answer or stream; a stream whose body
+ends before the model's finish reason is a retryable ``ProviderError`` after the text it gave;
+any other client error carries the provider's own message; a proxy's 413 page is a context
+overflow. Each row of :data:`PROVIDERS` holds what differs: the wire bodies, the fixture and the
+key's variable.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from wire_server import WireServer
 from plait.errors import ContextOverflowError, ProviderError
 from plait.messages import UserMessage
 from plait.models.anthropic import AnthropicModel
-from plait.models.base import ModelRequest, StreamEvent
+from plait.models.base import ModelRequest, StreamEvent, TextDelta
 from plait.models.openai import OpenAIChatModel
 from plait.models.retrying import Backoff
 
@@ -241,3 +243,23 @@ async def test_a_413_page_from_a_proxy_is_a_context_overflow(
 
     assert caught.value.status == 413 and caught.value.retryable is False
     assert sleeps == []
+
+
+async def test_a_stream_that_ends_before_the_model_finished_is_an_error(
+    provider: Provider,
+    server: WireServer,
+    model: AnthropicModel | OpenAIChatModel,
+    sleeps: list[float],
+) -> None:
+    # The body ends cleanly, but no finish reason came: the answer was cut short (a proxy
+    # timing out, a server restarting); it must not pass for a whole answer.
+    server.reply("stream_cut_short.sse")
+    seen: list[StreamEvent] = []
+
+    with pytest.raises(ProviderError, match="ended before the model finished") as caught:
+        async for event in model.stream(HELLO):
+            seen.append(event)
+
+    assert seen == [TextDelta("Par")]
+    assert caught.value.retryable is True and caught.value.provider == provider.name
+    assert len(server.received) == 1 and sleeps == []
