@@ -22,7 +22,7 @@ or sideways too, but do not count as cycle edges (they never run).
     middleware  middleware tools
     models      models
     storage     stores backends sandbox
-    data        messages history tokens errors paths lazy storable pricing __about__
+    data        messages parts history tokens errors paths lazy storable pricing __about__
 """
 
 from __future__ import annotations
@@ -57,7 +57,10 @@ if TYPE_CHECKING:
     from plait.guards import LimitsMiddleware
     from plait.messages import (
         AssistantMessage,
+        FilePart,
+        ImagePart,
         Message,
+        ReasoningPart,
         SystemMessage,
         TextPart,
         ToolCall,
@@ -97,8 +100,10 @@ __all__ = [
     "DispatchContext",
     "DispatchRejected",
     "Event",
+    "FilePart",
     "FilesystemSource",
     "FunctionModel",
+    "ImagePart",
     "LanguageModelMiddleware",
     "LimitExceeded",
     "Limits",
@@ -116,6 +121,7 @@ __all__ = [
     "OverflowRecoveryMiddleware",
     "PlaitError",
     "ProviderError",
+    "ReasoningPart",
     "ResultEvictionMiddleware",
     "RunResult",
     "RunStream",
@@ -157,7 +163,10 @@ if not TYPE_CHECKING:
         {
             "plait.messages": (
                 "AssistantMessage",
+                "FilePart",
+                "ImagePart",
                 "Message",
+                "ReasoningPart",
                 "SystemMessage",
                 "TextPart",
                 "ToolCall",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 __all__ = [
     "ConfigurationError",
+    "ContentError",
     "ContextOverflowError",
     "DispatchRejected",
     "LimitExceeded",
@@ -68,6 +69,13 @@ class PlaitError(Exception):
 
 class ConfigurationError(PlaitError):
     """The agent, a middleware or a model was configured in a way that cannot work."""
+
+
+class ContentError(PlaitError, ValueError):
+    """An image, file or reasoning part that cannot be sent: an unsupported media type, bytes
+    that are not what their media type says, a URL scheme other than http(s), or a part over a
+    size or count limit (the message names the limit and how to stay under it). Raised before
+    any request is sent."""
 
 
 class ToolResolutionError(PlaitError):

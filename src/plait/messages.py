@@ -18,7 +18,9 @@ import itertools
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias
+
+from plait.parts import Blob, FilePart, ImagePart, ReasoningPart
 
 if TYPE_CHECKING:
     from pydantic import TypeAdapter
@@ -26,7 +28,12 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AssistantMessage",
+    "Blob",
+    "FilePart",
+    "ImagePart",
     "Message",
+    "Part",
+    "ReasoningPart",
     "SystemMessage",
     "TextPart",
     "ToolCall",
@@ -85,6 +92,21 @@ def new_id() -> str:
         _batch = _fresh_batch()
 
 
+class _Discriminator:
+    """``Annotated`` metadata pydantic reads as the union's discriminator (tagged by ``type``),
+    without importing pydantic when ``plait.messages`` is imported."""
+
+    __slots__ = ("field",)
+
+    def __init__(self, field: str) -> None:
+        self.field = field
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: Any) -> Any:
+        from pydantic import Field
+
+        return handler(Annotated[source, Field(discriminator=self.field)])
+
+
 @dataclass(slots=True)
 class TextPart:
     """A run of text inside a message."""
@@ -93,14 +115,19 @@ class TextPart:
     type: Literal["text"] = "text"
 
 
-Part: TypeAlias = TextPart
-"""The content-part union. Only text today; new part kinds join this alias."""
+Part: TypeAlias = Annotated[TextPart | ImagePart | FilePart | ReasoningPart, _Discriminator("type")]
+"""The content-part union (``type`` tells the kinds apart): text, image, file and, on assistant
+messages, reasoning (:mod:`plait.parts`)."""
 
 
 def _parts(content: str | Sequence[Part]) -> list[Part]:
     if isinstance(content, str):
         return [TextPart(content)] if content else []
     return list(content)
+
+
+def _attachments(parts: Iterable[Part] | None) -> list[Part]:
+    return [] if parts is None else list(parts)
 
 
 @dataclass(slots=True)
@@ -124,12 +151,14 @@ class ToolResult:
     Fields: ``{tool_call_id, data, is_error}``.
 
     ``data`` is any JSON value: a string for most tools, a dict for structured results such as
-    an eviction reference.
+    an eviction reference. ``parts`` holds what is not text (an image a browser tool took, a PDF
+    it fetched), sent to the model after ``data``.
     """
 
     tool_call_id: str
     data: Any
     is_error: bool = False
+    parts: list[Part] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -254,7 +283,10 @@ class AssistantMessage(_TextMixin):
 
 @dataclass(slots=True, init=False)
 class ToolMessage:
-    """The result of one tool call, paired with its call by ``tool_call_id``."""
+    """The result of one tool call, paired with its call by ``tool_call_id``.
+
+    ``data`` is the result's JSON value (usually text); ``parts`` the images and files the tool
+    returned beside it (empty for most tools)."""
 
     tool_call_id: str
     name: str
@@ -263,6 +295,7 @@ class ToolMessage:
     metadata: dict[str, Any]
     id: str
     role: Literal["tool"]
+    parts: list[Part]
 
     def __init__(
         self,
@@ -271,6 +304,7 @@ class ToolMessage:
         data: Any = "",
         *,
         is_error: bool = False,
+        parts: Iterable[Part] | None = None,
         metadata: dict[str, Any] | None = None,
         id: str | None = None,
         role: Literal["tool"] = "tool",
@@ -279,6 +313,7 @@ class ToolMessage:
         self.name = name
         self.data = data
         self.is_error = is_error
+        self.parts = _attachments(parts)
         self.metadata = {} if metadata is None else metadata
         self.id = id or new_id()
         self.role = "tool"
@@ -289,13 +324,19 @@ class ToolMessage:
     ) -> ToolMessage:
         if cls is not ToolMessage:  # a subclass's own __init__ runs
             return cls(
-                result.tool_call_id, name, result.data, is_error=result.is_error, metadata=metadata
+                result.tool_call_id,
+                name,
+                result.data,
+                is_error=result.is_error,
+                parts=result.parts,
+                metadata=metadata,
             )
         message = _new(cls)  # as __init__ does, without its keyword handling (per tool call)
         message.tool_call_id = result.tool_call_id
         message.name = name
         message.data = result.data
         message.is_error = result.is_error
+        message.parts = list(result.parts) if result.parts else []
         message.metadata = {} if metadata is None else metadata
         message.id = new_id()
         message.role = "tool"
@@ -303,7 +344,7 @@ class ToolMessage:
 
     @property
     def result(self) -> ToolResult:
-        return ToolResult(self.tool_call_id, self.data, self.is_error)
+        return ToolResult(self.tool_call_id, self.data, self.is_error, list(self.parts))
 
     @property
     def text(self) -> str:

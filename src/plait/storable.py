@@ -39,7 +39,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from plait.messages import AssistantMessage, Message, TextPart, ToolCall, ToolMessage
+from plait.messages import AssistantMessage, Message, Part, TextPart, ToolCall, ToolMessage
 
 __all__ = [
     "MAX_DEPTH",
@@ -288,12 +288,19 @@ def storable_message(message: Message) -> tuple[Message, list[Replacement]]:
     found: list[Replacement] = []
     fields: dict[str, Any] = {}
     if not isinstance(message, ToolMessage):
-        texts = [
-            storable_text(p.text, f"content[{i}]", found) for i, p in enumerate(message.content)
-        ]
-        # Compare by identity, not by `found`: a split surrogate pair is joined unreported.
-        if any(t is not p.text for t, p in zip(texts, message.content, strict=True)):
-            fields["content"] = [TextPart(t) for t in texts]
+        # Only text parts are rewritten: image and file parts hold bytes or a checked URL, and a
+        # reasoning part's payload is replayed verbatim (a changed signature is refused).
+        parts: list[Part] = []
+        changed = False
+        for i, p in enumerate(message.content):
+            if isinstance(p, TextPart):
+                text = storable_text(p.text, f"content[{i}]", found)
+                # By identity, not by `found`: a split surrogate pair is joined unreported.
+                if text is not p.text:
+                    p, changed = TextPart(text), True
+            parts.append(p)
+        if changed:
+            fields["content"] = parts
     metadata = _value(message.metadata, "metadata", found, 0)
     if metadata is not message.metadata:
         fields["metadata"] = metadata

@@ -8,11 +8,20 @@ carrying the assembled response, so a consumer that only wants the result can sk
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
 
-from plait.messages import AssistantMessage, Message, ToolCall, ToolDefinition, Usage
+from plait.messages import (
+    AssistantMessage,
+    Message,
+    Part,
+    ReasoningPart,
+    TextPart,
+    ToolCall,
+    ToolDefinition,
+    Usage,
+)
 
 __all__ = [
     "CallClass",
@@ -20,6 +29,9 @@ __all__ = [
     "Model",
     "ModelRequest",
     "ModelResponse",
+    "ModelSettings",
+    "Reasoning",
+    "ReasoningDelta",
     "ResponseComplete",
     "StreamEvent",
     "TextDelta",
@@ -36,6 +48,52 @@ calls apart."""
 FinishReason: TypeAlias = Literal["stop", "tool_calls", "length", "content_filter", "error"] | str
 ToolChoice: TypeAlias = Literal["auto", "none", "required"] | str
 """``"auto"`` (default), ``"none"``, ``"required"``, or a tool name to force that tool."""
+
+
+@dataclass(slots=True, frozen=True)
+class Reasoning:
+    """How much a reasoning model thinks, in the terms of either provider family.
+
+    ``effort`` is OpenAI's reasoning effort (the Responses API's ``reasoning.effort``);
+    ``budget_tokens`` is Anthropic's extended-thinking budget (at least 1,024, below
+    ``max_tokens``); ``summary`` asks OpenAI for a readable summary (``"auto"``,
+    ``"concise"``, ``"detailed"``); ``interleaved`` lets Claude think between tool calls. An
+    adapter maps what its provider understands and raises ``ConfigurationError`` for a setting
+    it cannot honour (for example ``budget_tokens`` over ``max_tokens``). ``enabled=False``
+    turns thinking off where a model thinks by default.
+    """
+
+    effort: Literal["minimal", "low", "medium", "high"] | None = None
+    budget_tokens: int | None = None
+    summary: Literal["auto", "concise", "detailed"] | None = None
+    interleaved: bool = False
+    enabled: bool = True
+
+
+@dataclass(slots=True, frozen=True)
+class ModelSettings:
+    """One request's model settings: set on the agent (``Agent(model_settings=...)``) and per
+    run, the run's fields winning where set (:meth:`merged`).
+
+    ``extra`` holds provider-specific body fields, sent as they are (``extra_body``) after the
+    adapter's own: an escape hatch, checked by nothing but the provider.
+    """
+
+    temperature: float | None = None
+    max_tokens: int | None = None
+    reasoning: Reasoning | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def merged(self, other: ModelSettings | None) -> ModelSettings:
+        """These settings with ``other``'s set fields on top (``extra`` merged key by key)."""
+        if other is None:
+            return self
+        return ModelSettings(
+            temperature=self.temperature if other.temperature is None else other.temperature,
+            max_tokens=self.max_tokens if other.max_tokens is None else other.max_tokens,
+            reasoning=self.reasoning if other.reasoning is None else other.reasoning,
+            extra={**self.extra, **other.extra},
+        )
 
 
 @dataclass(slots=True)
@@ -58,6 +116,10 @@ class ModelRequest:
     call_class: CallClass = "agent"
     tool_choice: ToolChoice | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    reasoning: Reasoning | None = None
+    """Thinking settings (:class:`Reasoning`); ``None`` leaves the model's default."""
+    extra: Mapping[str, Any] = field(default_factory=dict)
+    """Provider-specific body fields (:attr:`ModelSettings.extra`)."""
 
     def replace(self, **changes: Any) -> ModelRequest:
         """A copy with ``changes`` applied (list and dict fields are not deep-copied)."""
@@ -66,7 +128,12 @@ class ModelRequest:
 
 @dataclass(slots=True)
 class ModelResponse:
-    """What a provider answered: text, tool calls, why it stopped, and usage."""
+    """What a provider answered: text, tool calls, why it stopped, and usage.
+
+    ``reasoning`` holds the model's reasoning parts in the order the provider sent them; they
+    come before the text in the assistant message (:meth:`to_message`) and are replayed to the
+    same provider verbatim.
+    """
 
     content: str = ""
     tool_calls: list[ToolCall] = field(default_factory=list)
@@ -74,12 +141,23 @@ class ModelResponse:
     usage: Usage = field(default_factory=Usage)
     model: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    reasoning: list[ReasoningPart] = field(default_factory=list)
 
     def replace(self, **changes: Any) -> ModelResponse:
         return replace(self, **changes)
 
     def to_message(self) -> AssistantMessage:
         """The assistant message this response becomes in the conversation."""
+        if self.reasoning:
+            parts: list[Part] = [*self.reasoning]
+            if self.content:
+                parts.append(TextPart(self.content))
+            return AssistantMessage(
+                parts,
+                tool_calls=self.tool_calls,
+                usage=self.usage,
+                finish_reason=self.finish_reason,
+            )
         return AssistantMessage(
             self.content,
             tool_calls=self.tool_calls,
@@ -94,6 +172,16 @@ class TextDelta:
 
     text: str
     type: Literal["text_delta"] = "text_delta"
+
+
+@dataclass(slots=True, frozen=True)
+class ReasoningDelta:
+    """A chunk of readable reasoning (Anthropic thinking, an OpenAI reasoning summary) as it
+    streams; ``index`` tells the reasoning parts of one response apart."""
+
+    text: str
+    index: int = 0
+    type: Literal["reasoning_delta"] = "reasoning_delta"
 
 
 @dataclass(slots=True, frozen=True)
@@ -116,7 +204,7 @@ class ResponseComplete:
     type: Literal["response_complete"] = "response_complete"
 
 
-StreamEvent: TypeAlias = TextDelta | ToolCallDelta | ResponseComplete
+StreamEvent: TypeAlias = TextDelta | ReasoningDelta | ToolCallDelta | ResponseComplete
 
 
 @runtime_checkable

@@ -22,13 +22,18 @@ import math
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from copy import deepcopy
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from plait.errors import ThreadConflictError
 from plait.messages import (
     AssistantMessage,
+    Blob,
+    FilePart,
+    ImagePart,
     Message,
+    Part,
+    ReasoningPart,
     SystemMessage,
     TextPart,
     ToolCall,
@@ -249,6 +254,7 @@ def _copy_message(message: Message) -> Message:
         if type(m.is_error) is not bool:
             raise _NotPlain
         copy.is_error = m.is_error
+        copy.parts = _content(m.parts) if m.parts else []
     elif kind is AssistantMessage:
         usage, reason, calls = m.usage, m.finish_reason, m.tool_calls
         copy.content = _content(m.content) if m.content else []
@@ -272,14 +278,24 @@ def _copy_message(message: Message) -> Message:
     return result
 
 
-def _content(parts: Any) -> list[TextPart]:
+def _content(parts: Any) -> list[Part]:
     if type(parts) is not list:
         raise _NotPlain
-    copies: list[TextPart] = []
+    copies: list[Part] = []
     for part in parts:
-        if type(part) is not TextPart or part.type != "text":
+        kind = type(part)
+        if kind is TextPart and part.type == "text":
+            copies.append(TextPart(_text(part.text)))
+        elif kind is ImagePart or kind is FilePart:
+            if not isinstance(part.source, Blob | str):
+                raise _NotPlain
+            copies.append(replace(part))  # the Blob is immutable: shared, never copied
+        elif kind is ReasoningPart:
+            copies.append(
+                ReasoningPart(_text(part.provider), _text(part.text), _plain(part.payload))
+            )
+        else:
             raise _NotPlain
-        copies.append(TextPart(_text(part.text)))
     return copies
 
 
