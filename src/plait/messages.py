@@ -45,6 +45,7 @@ __all__ = [
     "dump_messages",
     "load_messages",
     "new_id",
+    "split_tool_output",
 ]
 
 
@@ -128,6 +129,32 @@ def _parts(content: str | Sequence[Part]) -> list[Part]:
 
 def _attachments(parts: Iterable[Part] | None) -> list[Part]:
     return [] if parts is None else list(parts)
+
+
+def split_tool_output(value: Any) -> tuple[Any, list[Part]]:
+    """A tool's return value as ``(data, parts)``: an image or file part, or a list or tuple
+    holding any, is split into the text (the text parts and strings, joined by newlines) and the
+    image and file parts in their order; any other value is ``(value, [])``, unchanged.
+    """
+    kind = type(value)
+    if kind is ImagePart or kind is FilePart:
+        return "", [value]
+    if (kind is list or kind is tuple) and any(
+        type(v) is ImagePart or type(v) is FilePart for v in value
+    ):
+        texts: list[str] = []
+        parts: list[Part] = []
+        for item in value:
+            if type(item) is ImagePart or type(item) is FilePart:
+                parts.append(item)
+            elif isinstance(item, TextPart):
+                texts.append(item.text)
+            elif isinstance(item, str):
+                texts.append(item)
+            else:
+                texts.append(_json_adapter().dump_json(item).decode())
+        return "\n".join(texts), parts
+    return value, []
 
 
 @dataclass(slots=True)

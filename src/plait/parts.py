@@ -55,6 +55,7 @@ __all__ = [
     "FilePart",
     "ImagePart",
     "ReasoningPart",
+    "part_label",
     "sniff_media_type",
 ]
 
@@ -267,6 +268,7 @@ class ImagePart:
         if self.media_type is None:
             self.media_type = _data_url_media_type(self.source)
         self.source = _check_source(self.source, "image")
+        self._check_type()
         if isinstance(self.source, Blob):
             sniffed = sniff_media_type(self.source.data[:16])
             if self.media_type is None:
@@ -280,6 +282,8 @@ class ImagePart:
                     f"image bytes are not {self.media_type} "
                     f"(their signature says {sniffed or 'no known image format'})"
                 )
+
+    def _check_type(self) -> None:
         if self.media_type is not None and self.media_type not in IMAGE_MEDIA_TYPES:
             raise ContentError(
                 f"image media type {self.media_type!r} is not one of "
@@ -369,6 +373,24 @@ class ReasoningPart:
     def redacted(self) -> bool:
         """True when the provider sent no readable reasoning (redacted or encrypted only)."""
         return not self.text
+
+
+def part_label(part: ImagePart | FilePart | ReasoningPart) -> str:
+    """A short line naming a part without its content, for summaries, logs and the trace:
+    ``[image image/png, 48,213 bytes, sha256:93497ee4808a]``, ``[file report.pdf
+    application/pdf, https://…]``, ``[reasoning anthropic, 1,204 characters]``."""
+    if isinstance(part, ReasoningPart):
+        size = f"{len(part.text):,} characters" if part.text else "redacted"
+        return f"[reasoning {part.provider}, {size}]"
+    kind = "image" if isinstance(part, ImagePart) else "file"
+    name = f" {part.filename}" if isinstance(part, FilePart) and part.filename else ""
+    source = part.source
+    where = (
+        f"{source.size:,} bytes, sha256:{source.sha256[:12]}"
+        if isinstance(source, Blob)
+        else (source if len(source) <= 80 else source[:77] + "...")
+    )
+    return f"[{kind}{name} {part.media_type or 'unknown type'}, {where}]"
 
 
 def _read_bounded(path: str | Any) -> bytes:

@@ -27,11 +27,21 @@ from dataclasses import dataclass
 from typing import Any, Final, Protocol, runtime_checkable
 
 from plait.errors import ConfigurationError
-from plait.messages import AssistantMessage, Message, ToolDefinition, ToolMessage
+from plait.messages import (
+    AssistantMessage,
+    FilePart,
+    ImagePart,
+    Message,
+    Part,
+    TextPart,
+    ToolDefinition,
+    ToolMessage,
+)
 
 __all__ = [
     "CHARS_PER_TOKEN",
     "CHARS_PER_TOKEN_STATE_KEY",
+    "IMAGE_TOKENS",
     "MESSAGE_OVERHEAD_TOKENS",
     "CharEstimator",
     "PrefixTotals",
@@ -42,6 +52,7 @@ __all__ = [
     "measure_chars_per_token",
     "message_text",
     "message_tokens",
+    "part_tokens",
     "record_chars_per_token",
     "thread_counter",
     "tool_tokens",
@@ -342,3 +353,20 @@ def thread_counter(state: dict[str, Any], configured: TokenCounter | None) -> To
 @functools.lru_cache(maxsize=256)
 def _estimator(ratio: float) -> CharEstimator:
     return CharEstimator(ratio)
+
+
+def part_tokens(part: Part) -> int:
+    """Estimated tokens of one content part. Text counts its characters; an image a fixed
+    :data:`IMAGE_TOKENS`; a file its bytes at :data:`CHARS_PER_TOKEN`; reasoning its text."""
+    if isinstance(part, TextPart):
+        return DEFAULT_COUNTER.count(part.text)
+    if isinstance(part, ImagePart):
+        return IMAGE_TOKENS
+    if isinstance(part, FilePart):
+        blob = part.blob
+        return IMAGE_TOKENS if blob is None else blob.size // CHARS_PER_TOKEN
+    return DEFAULT_COUNTER.count(part.text)
+
+
+IMAGE_TOKENS = 1600
+"""An image's estimated tokens (Anthropic's ceiling for an image scaled to 1.15 megapixels)."""

@@ -19,6 +19,11 @@ the write fails                            ``{_truncated, preview, estimated_tok
                                            ``EvictionFailed`` event. Never the whole result.
 =========================================  ==================================================
 
+Images and files a tool returned (``ToolResult.parts``) are estimated one by one
+(:func:`plait.tokens.part_tokens`); one above ``max_tokens`` is written to the backend and
+replaced by a text part naming its path, which ``read_evicted_result`` opens again as the part
+(:mod:`~plait.context.part_eviction`).
+
 ``is_error`` is preserved. The persisted thread holds the reference, not the blob. If the backend
 can read, the middleware contributes ``read_evicted_result(path, offset, limit)`` to every turn
 (:mod:`~plait.context.reader`, shared with summarization on the same backend): character pages
@@ -48,6 +53,7 @@ from plait.context.offload import (
     serialize_result,
     thread_prefix,
 )
+from plait.context.part_eviction import evict_parts
 from plait.context.ratio import RatioMeter
 from plait.context.reader import EvictedResultUnavailable, PageReader, shared_reader
 from plait.context.retention import (
@@ -66,6 +72,7 @@ from plait.paths import normalize_virtual_path
 from plait.tokens import (
     CHARS_PER_TOKEN,
     TokenCounter,
+    part_tokens,
     thread_counter,
 )
 from plait.tools import Tool
@@ -126,13 +133,17 @@ class ResultEvictionMiddleware(Middleware):
     async def after_tool_call(
         self, call: ToolCall, result: ToolResult, ctx: DispatchContext
     ) -> ToolResult:
-        if call.name in self.excluded_tools or is_offloaded(result.data):
+        if call.name in self.excluded_tools:
             return result
         if self.counter is None:
             self.ratio_meter.record(ctx)
         filters = ctx.turn.persist_filters
         if filters and not persistable(ToolMessage.from_result(result, call.name), filters):
             return result  # projected content (a skill body): never written to a backend
+        if result.parts:
+            result = await self._evict_parts(call, result, ctx)
+        if is_offloaded(result.data):
+            return result
         text = serialize_result(result.data)
         tokens = thread_counter(ctx.turn.state, self.counter).count(text)
         if tokens <= self.max_tokens:
@@ -152,7 +163,29 @@ class ResultEvictionMiddleware(Middleware):
         )
         if evicted:
             await self._retain(ctx)
-        return ToolResult(result.tool_call_id, data, result.is_error)
+        return ToolResult(result.tool_call_id, data, result.is_error, result.parts)
+
+    async def _evict_parts(
+        self, call: ToolCall, result: ToolResult, ctx: DispatchContext
+    ) -> ToolResult:
+        estimates = [part_tokens(p) for p in result.parts]
+        if max(estimates) <= self.max_tokens:
+            return result
+        turn = ctx.turn
+        parts, evicted = await evict_parts(
+            result.parts,
+            estimates,
+            max_tokens=self.max_tokens,
+            backend=self.backend,
+            base_path=evicted_path(self.root, turn.thread_id, call.id),
+            tool=call.name,
+            call_id=call.id,
+            reader=READ_TOOL_NAME if self._read_tool is not None else None,
+            emit=turn.emit,
+        )
+        if evicted:
+            await self._retain(ctx)
+        return ToolResult(result.tool_call_id, result.data, result.is_error, parts)
 
     def _preview(self, text: str) -> str:
         return preview(

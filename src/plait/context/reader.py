@@ -26,7 +26,9 @@ from collections.abc import Callable, Sequence
 from typing import Final, Protocol, runtime_checkable
 
 from plait.context.offload import READ_TOOL_NAME, thread_prefix
+from plait.context.part_eviction import MAX_PART_FILE_CHARS, PART_SUFFIX, load_part
 from plait.errors import PlaitError, quoted
+from plait.messages import FilePart, ImagePart
 from plait.paths import normalize_virtual_path
 from plait.tools import FunctionTool, Tool, ToolContext
 
@@ -103,11 +105,7 @@ class ContextReader:
         ]
         return max(pages) if pages else None
 
-    async def read_page(self, thread_id: str, path: str, offset: int, limit: int | None) -> str:
-        """What the tool answers: a page with a header naming the next offset, or a listing."""
-        key = normalize_virtual_path(path)
-        if key in self.folders(thread_id):
-            return await self._listing(key)
+    def _root_page(self, thread_id: str, path: str, key: str) -> int:
         root_page = self._page(thread_id, key)
         if root_page is None:
             raise EvictedResultUnavailable(
@@ -115,6 +113,15 @@ class ContextReader:
                 "conversation; pass a full_result_path, or a path the summary names, exactly "
                 "as given."
             )
+        return root_page
+
+    async def read_page(self, thread_id: str, path: str, offset: int, limit: int | None) -> str:
+        """What the tool answers for text: a page with a header naming the next offset, or a
+        listing."""
+        key = normalize_virtual_path(path)
+        if key in self.folders(thread_id):
+            return await self._listing(key)
+        root_page = self._root_page(thread_id, path, key)
         page = root_page if limit is None else limit
         if offset < 0 or page < 1:
             raise EvictedResultUnavailable("offset must be >= 0 and limit >= 1.")
@@ -133,6 +140,22 @@ class ContextReader:
         tail = f"more follows; next offset {end}" if more else "end of result"
         return f"[{key}: characters {offset}-{end}; {tail}]\n{chunk}"
 
+    async def read_part(self, thread_id: str, path: str) -> ImagePart | FilePart:
+        """The image or file an evicted part's file (``….part.json``) holds, whole."""
+        key = normalize_virtual_path(path)
+        self._root_page(thread_id, path, key)
+        try:
+            text = await self.backend.read(key, 0, MAX_PART_FILE_CHARS)
+        except FileNotFoundError:
+            raise EvictedResultUnavailable(
+                f"Nothing is saved at {quoted(key)}: it was deleted by the retention policy or "
+                "never written. Call the original tool again if you still need it."
+            ) from None
+        try:
+            return load_part(text, key)
+        except ValueError as exc:
+            raise EvictedResultUnavailable(str(exc)) from None
+
     async def _listing(self, folder: str) -> str:
         backend = self.backend
         if not isinstance(backend, _Lister):
@@ -149,12 +172,14 @@ class ContextReader:
     def _build_tool(self) -> Tool:
         async def read_evicted_result(
             path: str, offset: int = 0, limit: int | None = None, *, ctx: ToolContext
-        ) -> str:
+        ) -> str | ImagePart | FilePart:
             """Read part of something moved out of your context: a tool result that was too
             large (its full_result_path) or earlier conversation folded into the summary (a
             path or folder the summary names; a folder lists its files). offset and limit count
             characters; each page starts with a header giving the next offset. Read only the
-            parts you need."""
+            parts you need. An evicted image or file is shown whole."""
+            if path.endswith(PART_SUFFIX):
+                return await self.read_part(ctx.turn.thread_id, path)
             return await self.read_page(ctx.turn.thread_id, path, offset, limit)
 
         return FunctionTool(read_evicted_result, name=READ_TOOL_NAME)

@@ -20,8 +20,17 @@ from typing import Protocol, runtime_checkable
 
 from plait.context.offload import head_tail, is_offloaded
 from plait.errors import ConfigurationError, PlaitError
-from plait.messages import AssistantMessage, Message, ToolMessage, UserMessage
+from plait.messages import (
+    AssistantMessage,
+    FilePart,
+    ImagePart,
+    Message,
+    TextPart,
+    ToolMessage,
+    UserMessage,
+)
 from plait.models.base import Model, ModelRequest
+from plait.parts import part_label
 from plait.tokens import CHARS_PER_TOKEN, DEFAULT_COUNTER, TokenCounter, message_text
 
 __all__ = [
@@ -67,8 +76,15 @@ def render_entry(message: Message, line_chars: int = 200) -> str:
         if is_offloaded(data) and "full_result_path" in data:
             path, tokens = data["full_result_path"], data.get("estimated_tokens", "?")
             return f"- {message.name} result{status}: evicted to {path} ({tokens} tokens)"
-        return f"- {message.name} result{status}: {_clip(message_text(message), line_chars)}"
+        attached = "".join(
+            f" {part_label(p)}" for p in message.parts if not isinstance(p, TextPart)
+        )
+        text = _clip(message_text(message), line_chars)
+        return f"- {message.name} result{status}: {text}{attached}"
     parts = [_clip(message.text, line_chars)] if message.text else []
+    # Images and files leave the request with the messages a summary folds: a line names each
+    # (type, size, address), so the model knows what it saw. Reasoning is not carried over.
+    parts.extend(part_label(p) for p in message.content if isinstance(p, ImagePart | FilePart))
     if isinstance(message, AssistantMessage) and message.tool_calls:
         calls = [
             f"{c.name}({_clip(c.raw_args or _args_text(c.args), 80)})"

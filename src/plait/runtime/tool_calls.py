@@ -46,7 +46,7 @@ from plait.errors import (
     ToolResolutionError,
     ToolTimeoutError,
 )
-from plait.messages import ToolCall, ToolMessage, ToolResult
+from plait.messages import ToolCall, ToolMessage, ToolResult, split_tool_output
 from plait.middleware.base import SkipToolCall, ToolHandler
 from plait.middleware.context import DispatchContext
 from plait.middleware.stack import MiddlewareStack
@@ -141,7 +141,10 @@ def _executor(d: DispatchContext, default_timeout: float) -> ToolHandler:
             error = ToolExecutionError(call.name, exc)
             d.turn.emit(ErrorOccurred(error=error, where=f"tool:{call.name}"))
             return ToolResult(call.id, str(error), is_error=True)
-        return ToolResult(call.id, data)
+        if type(data) is str:
+            return ToolResult(call.id, data)
+        data, parts = split_tool_output(data)
+        return ToolResult(call.id, data, parts=parts)
 
     return execute
 
@@ -192,7 +195,7 @@ async def _run_one(
         if replaced:
             emit(ValuesReplaced(source=f"tool:{call.name}", replacements=replaced))
     if result.tool_call_id != call.id or data is not result.data:
-        result = ToolResult(call.id, data, result.is_error)
+        result = ToolResult(call.id, data, result.is_error, result.parts)
     emit(ToolCallFinished(dispatch=d.index, call=call, result=result, skipped_by=skipped_by))
     return ToolMessage.from_result(result, call.name)
 
