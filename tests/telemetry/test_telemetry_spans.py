@@ -232,6 +232,40 @@ def test_json_content_helpers_clip_but_stay_valid_json() -> None:
     assert parts[0]["content"].startswith("x" * 10) and "40 more chars" in parts[0]["content"]
 
 
+def test_content_capture_records_images_and_files_by_reference_and_reasoning_as_text() -> None:
+    from plait.messages import (
+        AssistantMessage,
+        Blob,
+        FilePart,
+        ImagePart,
+        ReasoningPart,
+        ToolMessage,
+        UserMessage,
+    )
+    from plait.telemetry.content import input_messages
+
+    png = b"\x89PNG\r\n\x1a\n" + b"\x00" * 4096
+    image = Blob(png)
+    messages = [
+        UserMessage([ImagePart(image), FilePart("https://example.com/a.pdf", "application/pdf")]),
+        AssistantMessage(
+            [ReasoningPart("anthropic", "think", {"type": "thinking", "signature": "SECRETSIG"})]
+        ),
+        ToolMessage("c1", "shot", "ok", parts=[FilePart(Blob(b"RIFF"), "audio/wav")]),
+    ]
+    text = input_messages(messages)
+    assert image.base64() not in text and "SECRETSIG" not in text
+    user, assistant, result = (m["parts"] for m in json.loads(text))
+    assert user == [
+        {"type": "uri", "modality": "image", "mime_type": "image/png", "uri": image.ref,
+         "size": len(png)},
+        {"type": "uri", "modality": "document", "mime_type": "application/pdf",
+         "uri": "https://example.com/a.pdf"},
+    ]  # fmt: skip
+    assert assistant == [{"type": "reasoning", "content": "think"}]
+    assert result[1]["modality"] == "audio" and result[1]["size"] == 4
+
+
 def test_the_content_cursor_returns_only_new_messages_and_rescans_after_a_summary() -> None:
     from plait.messages import Message, SystemMessage, UserMessage
     from plait.telemetry.instruments import ContentCursor

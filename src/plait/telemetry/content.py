@@ -1,8 +1,9 @@
 """Message content as the GenAI conventions' JSON (``gen_ai.input.messages`` and friends).
 
 Only built when content capture is on and the span records. Each message becomes ``{"role",
-"parts"}`` with ``text``, ``tool_call`` and ``tool_call_response`` parts; every text, argument
-and result is clipped to ``max_chars`` (the JSON structure stays intact), so one huge tool result
+"parts"}`` with ``text``, ``reasoning``, ``uri`` (an image or file, by reference: its URL or
+``sha256:<hex>``, never its bytes), ``tool_call`` and ``tool_call_response`` parts; every text,
+argument and result is clipped to ``max_chars`` (the JSON structure stays intact), so one huge tool result
 cannot make a span attribute of megabytes. A turn's :class:`JsonMemo` serializes each tool call's
 arguments and result once, though they appear up to three times (the call's ``output``, the next
 call's ``input``, the ``execute_tool`` span).
@@ -14,7 +15,15 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from plait.messages import AssistantMessage, Message, ToolMessage
+from plait.messages import (
+    AssistantMessage,
+    ImagePart,
+    Message,
+    Part,
+    ReasoningPart,
+    TextPart,
+    ToolMessage,
+)
 from plait.models.base import ModelResponse
 
 __all__ = [
@@ -80,13 +89,10 @@ def _parts(message: Message, max_chars: int, memo: JsonMemo | None) -> list[dict
                 "type": "tool_call_response",
                 "id": message.tool_call_id,
                 "response": _json(message.tool_call_id, message.data, max_chars, memo),
-            }
+            },
+            *(_part(p, max_chars) for p in message.parts),
         ]
-    parts: list[dict[str, Any]] = [
-        {"type": "text", "content": _clip(text, max_chars)}
-        for text in (getattr(p, "text", None) for p in message.content)
-        if isinstance(text, str)
-    ]
+    parts = [_part(p, max_chars) for p in message.content]
     if isinstance(message, AssistantMessage):
         parts.extend(
             {
@@ -98,6 +104,32 @@ def _parts(message: Message, max_chars: int, memo: JsonMemo | None) -> list[dict
             for call in message.tool_calls
         )
     return parts
+
+
+def _part(part: Part, max_chars: int) -> dict[str, Any]:
+    """One content part in the conventions' shape; images and files by reference only (their
+    URL, or ``sha256:<hex>``, the address the thread store keeps their bytes under), never the
+    bytes; reasoning as its readable text, never the provider's signature or encrypted payload."""
+    if isinstance(part, TextPart):
+        return {"type": "text", "content": _clip(part.text, max_chars)}
+    if isinstance(part, ReasoningPart):
+        return {"type": "reasoning", "content": _clip(part.text, max_chars)}
+    modality = "image" if isinstance(part, ImagePart) else _modality(part.media_type)
+    blob = part.blob
+    recorded: dict[str, Any] = {
+        "type": "uri",
+        "modality": modality,
+        "mime_type": part.media_type,
+        "uri": part.source if blob is None else blob.ref,
+    }
+    if blob is not None:
+        recorded["size"] = blob.size
+    return recorded
+
+
+def _modality(media_type: str) -> str:
+    kind = media_type.split("/", 1)[0]
+    return kind if kind in ("image", "audio", "video") else "document"
 
 
 def input_messages(
@@ -116,7 +148,7 @@ def output_messages(
 ) -> str:
     """``gen_ai.output.messages``: the response as one assistant message with its finish
     reason."""
-    parts: list[dict[str, Any]] = []
+    parts: list[dict[str, Any]] = [_part(p, max_chars) for p in response.reasoning]
     if response.content:
         parts.append({"type": "text", "content": _clip(response.content, max_chars)})
     parts.extend(
