@@ -219,3 +219,42 @@ async def test_a_turn_keeps_reading_its_skills_when_another_thread_evicts_its_sn
     [read] = [m for m in reads if m.name == "read_file"]
     assert not read.is_error, read.text
     assert "Body of a." in read.text
+
+
+class TextOnlyModel(ScriptedModel):
+    """A scripted model that says it takes text only (``input_kinds``)."""
+
+    input_kinds = frozenset({"text"})
+
+
+@pytest.mark.parametrize("text_only", [False, True])
+async def test_read_file_of_an_image_or_pdf_in_a_skill_folder_is_a_part_or_a_note(
+    tmp_path: Path, text_only: bool
+) -> None:
+    from plait.messages import Blob, FilePart, ImagePart
+
+    png = b"\x89PNG\r\n\x1a\n" + b"\x00" * 64
+    pdf = b"%PDF-1.7\n" + b"x" * 64
+    folder = write_skill(
+        tmp_path / "skills",
+        "charts",
+        "---\nname: charts\ndescription: Chart examples.\n---\nSee example.png.\n",
+        {"example.png": png, "guide.pdf": pdf, "fake.png": b"not an image"},
+    )
+    calls = [
+        ToolCall(f"c{i}", "read_file", {"path": str(folder / name)})
+        for i, name in enumerate(["example.png", "guide.pdf", "fake.png"])
+    ]
+    kind = TextOnlyModel if text_only else ScriptedModel
+    model = kind([*calls, "done"])
+    agent = Agent(model, middleware=[SkillsMiddleware(sources=[tmp_path / "skills"])])
+    result = await agent.run("show me", thread_id="t")
+    image, document, fake = (m for m in result.new_messages if isinstance(m, ToolMessage))
+    if text_only:
+        assert image.parts == [] and "does not take images" in image.data
+        assert document.parts == [] and "does not take documents" in document.data
+    else:
+        assert image.parts == [ImagePart(Blob(png))] and not image.is_error
+        assert document.parts == [FilePart(Blob(pdf), "application/pdf", "guide.pdf")]
+        assert "cannot be shown" in fake.data and "not image/png" in fake.data
+    model.assert_complete()

@@ -238,6 +238,7 @@ def test_content_capture_records_images_and_files_by_reference_and_reasoning_as_
         Blob,
         FilePart,
         ImagePart,
+        Message,
         ReasoningPart,
         ToolMessage,
         UserMessage,
@@ -246,7 +247,7 @@ def test_content_capture_records_images_and_files_by_reference_and_reasoning_as_
 
     png = b"\x89PNG\r\n\x1a\n" + b"\x00" * 4096
     image = Blob(png)
-    messages = [
+    messages: list[Message] = [
         UserMessage([ImagePart(image), FilePart("https://example.com/a.pdf", "application/pdf")]),
         AssistantMessage(
             [ReasoningPart("anthropic", "think", {"type": "thinking", "signature": "SECRETSIG"})]

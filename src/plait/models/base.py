@@ -37,6 +37,7 @@ __all__ = [
     "TextDelta",
     "ToolCallDelta",
     "ToolChoice",
+    "accepts_input",
     "collect_stream",
 ]
 
@@ -245,3 +246,19 @@ async def collect_stream(events: AsyncIterator[StreamEvent]) -> ModelResponse:
     if final is None:
         raise RuntimeError("model stream ended without a ResponseComplete event")
     return final
+
+
+InputKind: TypeAlias = Literal["image", "document", "audio"]
+
+_ALL_INPUTS: frozenset[str] = frozenset({"text", "image", "document", "audio"})
+
+
+def accepts_input(model: object, kind: InputKind) -> bool:
+    """Whether ``model`` takes ``kind`` parts in its requests: its ``input_kinds`` attribute (a
+    set of ``"text"``, ``"image"``, ``"document"``, ``"audio"``) when it has one; a model without
+    one (your own :class:`Model`, a scripted one) is taken to accept every kind. Tools that can
+    answer with an image or a PDF ask this first, and answer with a note otherwise."""
+    kinds = getattr(model, "input_kinds", None)
+    if kinds is None:
+        kinds = _ALL_INPUTS
+    return kind in kinds

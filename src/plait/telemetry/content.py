@@ -3,10 +3,10 @@
 Only built when content capture is on and the span records. Each message becomes ``{"role",
 "parts"}`` with ``text``, ``reasoning``, ``uri`` (an image or file, by reference: its URL or
 ``sha256:<hex>``, never its bytes), ``tool_call`` and ``tool_call_response`` parts; every text,
-argument and result is clipped to ``max_chars`` (the JSON structure stays intact), so one huge tool result
-cannot make a span attribute of megabytes. A turn's :class:`JsonMemo` serializes each tool call's
-arguments and result once, though they appear up to three times (the call's ``output``, the next
-call's ``input``, the ``execute_tool`` span).
+argument and result is clipped to ``max_chars`` (the JSON structure stays intact), so one huge
+tool result cannot make a span attribute of megabytes. A turn's :class:`JsonMemo` serializes
+each tool call's arguments and result once, though they appear up to three times (the call's
+``output``, the next call's ``input``, the ``execute_tool`` span).
 """
 
 from __future__ import annotations

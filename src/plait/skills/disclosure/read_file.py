@@ -14,6 +14,8 @@ one line longer than ``max_chars``     its first ``max_chars`` characters and a 
                                        start=C)`` continues the line from character ``C``, so
                                        every character is reachable
 a skill folder                         the files in it
+an image (.png .jpg .gif .webp) or a    the image or PDF as a part, when the calling model
+``.pdf``                               takes that kind; otherwise a note saying it cannot
 a binary file                          a one-line note with its size
 =====================================  =======================================================
 
@@ -34,7 +36,9 @@ from __future__ import annotations
 import posixpath
 from collections.abc import Callable
 
-from plait.errors import quoted
+from plait.errors import ContentError, quoted
+from plait.messages import Blob, FilePart, ImagePart
+from plait.models.base import InputKind, accepts_input
 from plait.paths import PathEscapeError
 from plait.skills.catalog import SkillCatalog
 from plait.skills.disclosure.scan import READ_TOOL_NAME
@@ -44,7 +48,14 @@ from plait.skills.model import SkillEntry
 from plait.skills.sources.reading import LinePage, LineReader
 from plait.tools import FunctionTool, ToolContext
 
-__all__ = ["DEFAULT_READ_MAX_CHARS", "SkillPathError", "build_read_tool", "read_skill_file"]
+__all__ = [
+    "DEFAULT_READ_MAX_CHARS",
+    "SkillPathError",
+    "build_read_tool",
+    "media_type_of",
+    "read_skill_file",
+    "read_skill_media",
+]
 
 DEFAULT_READ_MAX_CHARS = 400_000
 """The most characters one ``read_file`` result holds (about 100,000 tokens)."""
@@ -181,6 +192,44 @@ def _page(
     return header + "".join(chosen)
 
 
+_MEDIA_SUFFIXES = {
+    ".png": "image/png",
+    ".jpg": "image/jpeg",
+    ".jpeg": "image/jpeg",
+    ".gif": "image/gif",
+    ".webp": "image/webp",
+    ".pdf": "application/pdf",
+}
+
+
+def media_type_of(path: str) -> str | None:
+    """The image or PDF media type ``path``'s suffix names, or ``None`` for any other file."""
+    return _MEDIA_SUFFIXES.get(posixpath.splitext(path)[1].lower())
+
+
+async def read_skill_media(
+    catalog: SkillCatalog, snapshot: SkillSnapshot, path: str, model: object
+) -> str | ImagePart | FilePart:
+    """An image or PDF in a skill folder as a part, when ``model`` takes that kind
+    (:func:`~plait.models.base.accepts_input`); otherwise, or when the bytes are not what the
+    suffix says, a note saying why it cannot be shown. Confined like :func:`read_skill_file`."""
+    entry, inner = _locate(snapshot, path)
+    media_type = media_type_of(inner) or "application/octet-stream"
+    kind: InputKind = "document" if media_type == "application/pdf" else "image"
+    if not accepts_input(model, kind):
+        return (
+            f"[{path}: {media_type} file; this model ({getattr(model, 'name', 'unknown')}) does "
+            f"not take {kind}s, so it cannot be shown]"
+        )
+    data = await catalog.source(entry.source_id).read(entry.id, inner)
+    try:
+        if kind == "image":
+            return ImagePart(Blob(data), media_type)
+        return FilePart(Blob(data), media_type, posixpath.basename(inner))
+    except ContentError as exc:
+        return f"[{path}: {len(data):,} bytes that cannot be shown: {exc}]"
+
+
 def build_read_tool(
     catalog: SkillCatalog, snapshot_of: SnapshotLookup, *, max_chars: int
 ) -> FunctionTool:
@@ -194,14 +243,17 @@ def build_read_tool(
         start: int = 0,
         *,
         ctx: ToolContext,
-    ) -> str:
+    ) -> str | ImagePart | FilePart:
         """Read a skill's SKILL.md (the path shown in the skills list) or a file in a skill's
         folder. Returns the whole file. Only for very large files, pass offset (first line,
         0-based) and limit (number of lines) to read it in pages; a paged result starts with a
         header giving the next offset (and a start, the character to continue a very long line
-        from)."""
+        from). An image or PDF is shown as itself."""
+        snapshot = snapshot_of(ctx)
+        if media_type_of(path) is not None:
+            return await read_skill_media(catalog, snapshot, path, ctx.turn.model)
         return await read_skill_file(
-            catalog, snapshot_of(ctx), path, offset, limit, max_chars=max_chars, start=start
+            catalog, snapshot, path, offset, limit, max_chars=max_chars, start=start
         )
 
     return FunctionTool(read_file, name=READ_TOOL_NAME)
