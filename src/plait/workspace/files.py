@@ -1,0 +1,321 @@
+"""The file tools' work, as plain functions over a :class:`~plait.workspace.paths.WorkspaceRoot`.
+
+Every read and every listing has a bound (the constants below); each function runs its disk work
+in a worker thread, so a slow disk never stalls the event loop. Errors are
+:class:`WorkspaceError` (or :class:`~plait.paths.PathEscapeError`) with a message the model can
+act on; the tools turn them into error results.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import stat
+from pathlib import Path
+from typing import Final
+
+from plait.errors import PlaitError
+from plait.messages import FilePart, ImagePart
+from plait.models.base import InputKind, accepts_input
+from plait.parts import MAX_PART_BYTES, Blob
+from plait.workspace.paths import WorkspaceRoot
+
+__all__ = [
+    "MAX_EDIT_BYTES",
+    "MAX_LINE_CHARS",
+    "MAX_LISTED",
+    "MAX_READ_CHARS",
+    "MAX_READ_LINES",
+    "MAX_WALKED",
+    "MAX_WRITE_BYTES",
+    "WorkspaceError",
+    "edit_file",
+    "glob_files",
+    "list_folder",
+    "read_file",
+    "write_file",
+]
+
+MAX_READ_LINES: Final = 2000
+"""Lines one ``read_file`` shows when the model gives no ``limit``."""
+MAX_READ_CHARS: Final = 100_000
+"""The most characters one ``read_file`` result holds (a 1 GB file costs this much memory)."""
+MAX_LINE_CHARS: Final = 2000
+"""A longer line is clipped (marked ``…``) in what ``read_file`` shows."""
+MAX_WRITE_BYTES: Final = 10 * 1024 * 1024
+"""The largest file ``write_file`` writes."""
+MAX_EDIT_BYTES: Final = 10 * 1024 * 1024
+"""The largest file ``edit_file`` edits (it reads the file whole)."""
+MAX_LISTED: Final = 1000
+"""The most entries ``ls`` or ``glob`` returns."""
+MAX_WALKED: Final = 100_000
+"""The most entries ``glob`` visits before it stops and says so."""
+
+_MEDIA = {
+    ".png": "image/png",
+    ".jpg": "image/jpeg",
+    ".jpeg": "image/jpeg",
+    ".gif": "image/gif",
+    ".webp": "image/webp",
+    ".pdf": "application/pdf",
+}
+_LINE_BYTES = MAX_LINE_CHARS * 4 + 1  # enough UTF-8 for MAX_LINE_CHARS characters, and one
+_SKIPPED_FOLDERS = frozenset({".git", "node_modules", "__pycache__", ".venv", ".mypy_cache"})
+
+
+class WorkspaceError(PlaitError):
+    """A workspace tool could not do what was asked (the message says what to do instead)."""
+
+
+def _regular(target: Path, path: str) -> os.stat_result:
+    try:
+        info = target.stat()
+    except FileNotFoundError:
+        raise WorkspaceError(f"{path!r} does not exist; ls or glob shows what does.") from None
+    if stat.S_ISDIR(info.st_mode):
+        raise WorkspaceError(f"{path!r} is a folder; ls lists it.")
+    if not stat.S_ISREG(info.st_mode):
+        raise WorkspaceError(f"{path!r} is not a regular file (a FIFO, socket or device).")
+    return info
+
+
+async def list_folder(root: WorkspaceRoot, path: str = ".") -> str:
+    """The entries of a folder: folders end with ``/``, files show their size."""
+    target = root.resolve(path)
+
+    def work() -> str:
+        if not target.is_dir():
+            raise WorkspaceError(f"{path!r} is not a folder.")
+        lines: list[str] = []
+        total = 0
+        with os.scandir(target) as entries:
+            for entry in entries:
+                total += 1
+                if len(lines) >= MAX_LISTED:
+                    continue
+                if entry.is_dir(follow_symlinks=False):
+                    lines.append(entry.name + "/")
+                elif entry.is_symlink():
+                    lines.append(f"{entry.name} -> (link)")
+                else:
+                    lines.append(f"{entry.name}  {entry.stat(follow_symlinks=False).st_size} B")
+        lines.sort()
+        more = f" (the first {MAX_LISTED} of {total})" if total > MAX_LISTED else ""
+        head = f"[{root.relative(target)}: {total} entries{more}]"
+        return "\n".join([head, *lines]) if lines else f"{head}\n(empty)"
+
+    return await asyncio.to_thread(work)
+
+
+async def read_file(
+    root: WorkspaceRoot,
+    path: str,
+    offset: int = 0,
+    limit: int | None = None,
+    *,
+    model: object | None = None,
+) -> str | ImagePart | FilePart:
+    """Lines ``offset`` (0-based) to ``offset + limit`` (default :data:`MAX_READ_LINES`), each
+    numbered, with a header when the file goes on; an image or PDF as a part when ``model``
+    takes that kind, else a note."""
+    if offset < 0 or (limit is not None and limit < 1):
+        raise WorkspaceError("offset must be >= 0 and limit >= 1 (or omitted).")
+    target = root.resolve(path)
+    media_type = _MEDIA.get(target.suffix.lower())
+    if media_type is not None:
+        return await _read_media(target, path, media_type, model)
+    count = MAX_READ_LINES if limit is None else limit
+    return await asyncio.to_thread(_read_lines, target, path, offset, count)
+
+
+async def _read_media(
+    target: Path, path: str, media_type: str, model: object | None
+) -> str | ImagePart | FilePart:
+    kind: InputKind = "document" if media_type == "application/pdf" else "image"
+    if model is not None and not accepts_input(model, kind):
+        name = getattr(model, "name", "this model")
+        return f"[{path}: {media_type} file; {name} does not take {kind}s, so it is not shown]"
+
+    def work() -> bytes:
+        size = _regular(target, path).st_size
+        if size > MAX_PART_BYTES:
+            raise WorkspaceError(
+                f"{path!r} is {size:,} bytes, over the {MAX_PART_BYTES:,} a part may hold."
+            )
+        with open(target, "rb") as handle:
+            return handle.read(MAX_PART_BYTES + 1)
+
+    data = await asyncio.to_thread(work)
+    try:
+        if kind == "image":
+            return ImagePart(Blob(data), media_type)
+        return FilePart(Blob(data), media_type, target.name)
+    except PlaitError as exc:
+        return f"[{path}: {len(data):,} bytes that cannot be shown: {exc}]"
+
+
+def _read_lines(target: Path, path: str, offset: int, count: int) -> str:
+    size = _regular(target, path).st_size
+    with open(target, "rb") as handle:
+        if b"\x00" in handle.read(8192):
+            return f"[{path}: binary file, {size:,} bytes; not shown]"
+        handle.seek(0)
+        for _ in range(offset):
+            if not handle.readline(1 << 20):  # a line is skipped a MiB at a time
+                return f"[{path}: offset {offset} is past the end of the file]"
+        shown: list[str] = []
+        used = 0
+        number = offset
+        more = False
+        while len(shown) < count:
+            raw = handle.readline(_LINE_BYTES)
+            if not raw:
+                break
+            cut = len(raw) == _LINE_BYTES and not raw.endswith(b"\n")
+            if cut:  # a longer line: skip its rest, a MiB at a time
+                while (rest := handle.readline(1 << 20)) and not rest.endswith(b"\n"):
+                    pass
+            line = raw.decode("utf-8", "replace").rstrip("\r\n")
+            if cut or len(line) > MAX_LINE_CHARS:
+                line = line[:MAX_LINE_CHARS] + "…"
+            number += 1
+            entry = f"{number:6}\t{line}\n"
+            if used + len(entry) > MAX_READ_CHARS and shown:
+                more = True
+                break
+            shown.append(entry)
+            used += len(entry)
+        else:
+            more = bool(handle.readline(1))
+    if not shown:
+        return f"[{path}: empty file]" if offset == 0 else f"[{path}: nothing at offset {offset}]"
+    tail = f"; more follows: read_file with offset {number}" if more else ""
+    return f"[{path}: lines {offset + 1}-{number}{tail}]\n" + "".join(shown)
+
+
+async def write_file(root: WorkspaceRoot, path: str, content: str) -> str:
+    """Write ``content`` to ``path`` (parents made), replacing what was there."""
+    data = content.encode("utf-8", "surrogatepass")
+    if len(data) > MAX_WRITE_BYTES:
+        raise WorkspaceError(
+            f"content is {len(data):,} bytes, over the {MAX_WRITE_BYTES:,} write_file writes."
+        )
+    target = root.resolve(path)
+
+    def work() -> str:
+        if target.is_dir():
+            raise WorkspaceError(f"{path!r} is a folder; give a file path.")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        # Resolved again after the folders exist: a link created meanwhile cannot lead out.
+        root.resolve(str(target))
+        existed = target.exists()
+        target.write_bytes(data)
+        verb = "replaced" if existed else "created"
+        return f"{verb} {root.relative(target)} ({len(data):,} bytes)"
+
+    return await asyncio.to_thread(work)
+
+
+async def edit_file(
+    root: WorkspaceRoot, path: str, old_string: str, new_string: str, replace_all: bool = False
+) -> str:
+    """Replace ``old_string`` by ``new_string``: it must occur exactly once, unless
+    ``replace_all``."""
+    if not old_string:
+        raise WorkspaceError("old_string is empty; give the exact text to replace.")
+    if old_string == new_string:
+        raise WorkspaceError("old_string and new_string are the same; nothing would change.")
+    target = root.resolve(path)
+
+    def work() -> str:
+        size = _regular(target, path).st_size
+        if size > MAX_EDIT_BYTES:
+            raise WorkspaceError(f"{path!r} is {size:,} bytes, over the {MAX_EDIT_BYTES:,} edited.")
+        text = target.read_bytes().decode("utf-8", "surrogateescape")
+        found = text.count(old_string)
+        if found == 0:
+            raise WorkspaceError(
+                f"old_string was not found in {path!r}; read_file it and copy the text exactly "
+                "(whitespace included)."
+            )
+        if found > 1 and not replace_all:
+            raise WorkspaceError(
+                f"old_string occurs {found} times in {path!r}; include more surrounding text to "
+                "make it unique, or pass replace_all=true."
+            )
+        updated = text.replace(old_string, new_string)
+        target.write_bytes(updated.encode("utf-8", "surrogateescape"))
+        return f"edited {root.relative(target)}: {found} replacement{'s' * (found > 1)}"
+
+    return await asyncio.to_thread(work)
+
+
+def glob_pattern(pattern: str) -> re.Pattern[str]:
+    """``pattern`` (``*``, ``?``, ``[...]``, ``**`` for any folders) as a regex over POSIX
+    paths relative to the folder searched."""
+    out: list[str] = []
+    i = 0
+    while i < len(pattern):
+        c = pattern[i]
+        if pattern.startswith("**/", i):
+            out.append("(?:.*/)?")
+            i += 3
+            continue
+        if pattern.startswith("**", i):
+            out.append(".*")
+            i += 2
+            continue
+        if c == "*":
+            out.append("[^/]*")
+        elif c == "?":
+            out.append("[^/]")
+        elif c == "[" and (end := pattern.find("]", i + 1)) > i + 1:
+            body = pattern[i + 1 : end].replace("\\", "\\\\")
+            out.append("[^" + body[1:] + "]" if body[0] in "!^" else "[" + body + "]")
+            i = end + 1
+            continue
+        else:
+            out.append(re.escape(c))
+        i += 1
+    return re.compile("".join(out) + r"\Z")
+
+
+async def glob_files(root: WorkspaceRoot, pattern: str, path: str = ".") -> str:
+    """Files under ``path`` whose relative path matches ``pattern``, newest first."""
+    if not pattern or len(pattern) > 1000 or ".." in pattern.split("/"):
+        raise WorkspaceError("give a pattern such as '**/*.py' (no '..', at most 1,000 chars).")
+    base = root.resolve(path)
+    matcher = glob_pattern(pattern.lstrip("./") if pattern.startswith("./") else pattern)
+
+    def work() -> str:
+        found: list[tuple[float, str]] = []
+        visited = 0
+        stopped = False
+        for folder, dirs, files in os.walk(base, followlinks=False):
+            dirs[:] = sorted(d for d in dirs if d not in _SKIPPED_FOLDERS)
+            for name in files:
+                visited += 1
+                full = os.path.join(folder, name)
+                rel = os.path.relpath(full, base).replace(os.sep, "/")
+                if matcher.match(rel):
+                    try:
+                        found.append((os.lstat(full).st_mtime, rel))
+                    except OSError:
+                        continue
+            visited += len(dirs)
+            if visited > MAX_WALKED:
+                stopped = True
+                break
+        found.sort(key=lambda item: (-item[0], item[1]))
+        shown = [rel for _, rel in found[:MAX_LISTED]]
+        notes = []
+        if len(found) > MAX_LISTED:
+            notes.append(f"the newest {MAX_LISTED} of {len(found)}")
+        if stopped:
+            notes.append(f"stopped after {MAX_WALKED:,} entries: narrow path")
+        note = f" ({'; '.join(notes)})" if notes else ""
+        head = f"[{len(found)} files match {pattern!r} in {root.relative(base)}{note}]"
+        return "\n".join([head, *shown])
+
+    return await asyncio.to_thread(work)
