@@ -189,19 +189,28 @@ def same_call_model(times: int) -> ScriptedModel:
     return ScriptedModel([ToolCall(f"c{i}", "lookup", {"key": "k"}) for i in range(times)] + ["x"])
 
 
-async def test_repetition_of_identical_calls_adds_a_note_once_latched() -> None:
-    result = await Agent(same_call_model(5), tools=[lookup]).run("go")
+async def test_repetition_of_identical_calls_shows_a_note_once_latched_and_stores_none() -> None:
+    model = same_call_model(5)
+    result = await Agent(model, tools=[lookup]).run("go")
     fired = [e for e in result.events if isinstance(e, RepetitionDetected)]
     assert [(e.kind, e.count, e.dispatch) for e in fired] == [("tool_call", 3, 2)]
-    notes = [
-        m
-        for m in result.new_messages
-        if isinstance(m, UserMessage) and m.metadata.get("source") == "repetition_guard"
+    # nothing the user did not write is stored
+    assert [m for m in result.new_messages if isinstance(m, UserMessage)] == [
+        result.new_messages[0]
     ]
-    assert len(notes) == 1 and "3 times in a row" in notes[0].text
-    # the note follows the tool result: every call stays next to its result
-    index = result.new_messages.index(notes[0])
-    assert isinstance(result.new_messages[index - 1], ToolMessage)
+    # the model is shown the note, after the tool result, in every later request of the turn
+    for request in model.requests[3:]:
+        notes = [
+            m
+            for m in request.messages
+            if isinstance(m, UserMessage) and m.metadata.get("source") == "repetition_guard"
+        ]
+        assert len(notes) == 1 and "3 times in a row" in notes[0].text
+        assert request.messages[-1] is notes[0]
+        assert isinstance(request.messages[-2], ToolMessage)
+    assert not any(
+        m.metadata.get("source") == "repetition_guard" for m in model.requests[2].messages
+    )
 
 
 async def test_repetition_error_policy_ends_the_turn_and_leaves_a_valid_thread() -> None:
@@ -238,16 +247,35 @@ async def test_a_user_message_breaks_a_run_of_identical_calls() -> None:
     assert not [e for e in events if isinstance(e, RepetitionDetected)]
 
 
-async def test_repetition_of_near_identical_text_fires_once() -> None:
-    base = "The configuration file sets the database host to db.internal on port 5432"
-    answers = [base, base + " again", base + " again now", base + " again now ok"]
+async def test_the_same_short_answer_to_different_questions_is_not_repetition() -> None:
+    answer = "I do not know the answer to that question, sorry about it"
     detector = RepetitionDetector(text_similarity=0.8)
-    agent = Agent(ScriptedModel(answers), default_guards=False, model_hooks=[detector])
-    fired = []
-    for question in ("host?", "port?", "anything else?", "really?"):
+    agent = Agent(ScriptedModel([answer] * 3), default_guards=False, model_hooks=[detector])
+    stored = 0
+    for question in ("host?", "port?", "anything else?"):
         result = await agent.run(question, thread_id="t")
-        fired += [e.kind for e in result.events if isinstance(e, RepetitionDetected)]
-    assert fired == ["text"]  # the third near-identical answer fires; the fourth is latched
+        assert not [e for e in result.events if isinstance(e, RepetitionDetected)]
+        stored += len(result.new_messages)
+    assert stored == 6  # three questions, three answers: no synthetic message
+
+
+async def test_repetition_of_near_identical_text_within_a_turn_fires_once() -> None:
+    base = "Let me check the configuration file for the database host and port"
+    texts = [base, base + " again", base + " again now", base + " again now ok"]
+    script: list[ModelResponse | str] = [
+        ModelResponse(content=t, tool_calls=[ToolCall(f"c{i}", "lookup", {"key": "k"})])
+        for i, t in enumerate(texts)
+    ]
+    detector = RepetitionDetector(text_similarity=0.8, max_identical_calls=10)
+    agent = Agent(
+        ScriptedModel([*script, "done"]),
+        tools=[lookup],
+        default_guards=False,
+        model_hooks=[detector],
+    )
+    result = await agent.run("go", thread_id="t")
+    fired = [e.kind for e in result.events if isinstance(e, RepetitionDetected)]
+    assert fired == ["text"]  # the third near-identical output fires; the fourth is latched
 
 
 async def test_same_text_before_different_tool_calls_is_progress_not_repetition() -> None:
@@ -277,9 +305,3 @@ async def test_repetition_fires_once_per_run_even_after_its_own_note() -> None:
     result = await Agent(ScriptedModel(script), tools=[lookup]).run("go")
     fired = [e for e in result.events if isinstance(e, RepetitionDetected)]
     assert [(e.kind, e.dispatch) for e in fired] == [("tool_call", 2)]
-    notes = [
-        m
-        for m in result.new_messages
-        if isinstance(m, UserMessage) and m.metadata.get("source") == "repetition_guard"
-    ]
-    assert len(notes) == 1

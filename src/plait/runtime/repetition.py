@@ -9,10 +9,14 @@ messages (scanning back at most a window, so the cost does not grow with the his
   ``text_similarity`` (Jaccard) and whose tool calls (if any) are the same, ignoring outputs
   shorter than ``min_text_chars``.
 
+Both look within the current turn only (the user's message that started it ends the scan):
+three questions answered alike are three answers, not a loop.
+
 It fires once per episode (latched): exactly when a run reaches its threshold, not again while
 the run continues; a different response ends the episode. The ``policy`` decides what happens:
-``"note"`` adds a message telling the model it is repeating itself (persisted after the tool
-results), ``"error"`` ends the turn with :class:`RepetitionError` (nothing of the repeated
+``"note"`` shows the model a message telling it it is repeating itself, for the rest of the
+turn (projected into the requests like a skill body, never stored: the thread holds only what
+the user wrote), ``"error"`` ends the turn with :class:`RepetitionError` (nothing of the repeated
 dispatch is persisted, so no call is left without a result). Both emit
 :class:`~plait.runtime.events.RepetitionDetected`.
 """
@@ -156,7 +160,7 @@ class RepetitionDetector(Middleware):
         # searches with different arguments is progress, not a loop.
         run, current = 1, response.content.strip()
         calls = response.tool_calls
-        for previous in _previous_assistants(history, stop_at_user=False):
+        for previous in _previous_assistants(history, stop_at_user=True):
             earlier = previous.text.strip()
             if run > self.text_window or len(earlier) < self.min_text_chars:
                 break
@@ -178,7 +182,9 @@ class RepetitionDetector(Middleware):
             if kind == "tool_call"
             else ("nearly the same answer")
         )
-        ctx.add_followup(
+        # Projected for the rest of the turn, never stored: the thread holds only what the
+        # user wrote; the RepetitionDetected event records what the detector did.
+        ctx.turn.ephemeral.append(
             UserMessage(
                 f"Note: you have produced {what} {count} times in a row. It is not making "
                 "progress. Change your approach: use different arguments or another tool, or "
