@@ -18,6 +18,7 @@ EVENT_MODULES = (
     "plait.skills.disclosure.events",
     "plait.skills.managed.events",
     "plait.mcp.events",
+    "plait.workspace.events",
 )
 IRREGULAR_PARTICIPLES = {"Found", "Sent", "Withdrawn"}
 

@@ -15,11 +15,23 @@ from plait.lazy import lazy_exports
 TYPE_CHECKING = False
 
 if TYPE_CHECKING:
+    from plait.workspace.events import ProjectContextLoaded, ProjectFile
     from plait.workspace.files import WorkspaceError
     from plait.workspace.paths import WorkspaceRoot
+    from plait.workspace.project import ProjectContext
     from plait.workspace.toolset import ACTIONS, Approver, Workspace, WorkspaceDenied
 
-__all__ = ["ACTIONS", "Approver", "Workspace", "WorkspaceDenied", "WorkspaceError", "WorkspaceRoot"]
+__all__ = [
+    "ACTIONS",
+    "Approver",
+    "ProjectContext",
+    "ProjectContextLoaded",
+    "ProjectFile",
+    "Workspace",
+    "WorkspaceDenied",
+    "WorkspaceError",
+    "WorkspaceRoot",
+]
 
 if not TYPE_CHECKING:
     __getattr__, __dir__ = lazy_exports(
@@ -27,6 +39,8 @@ if not TYPE_CHECKING:
         {
             "plait.workspace.files": ("WorkspaceError",),
             "plait.workspace.paths": ("WorkspaceRoot",),
+            "plait.workspace.events": ("ProjectContextLoaded", "ProjectFile"),
+            "plait.workspace.project": ("ProjectContext",),
             "plait.workspace.toolset": ("ACTIONS", "Approver", "Workspace", "WorkspaceDenied"),
         },
     )
