@@ -51,6 +51,7 @@ __all__ = [
     "BLOBS_BY_REFERENCE",
     "IMAGE_MEDIA_TYPES",
     "MAX_PART_BYTES",
+    "MEDIA_SUFFIXES",
     "Blob",
     "FilePart",
     "ImagePart",
@@ -252,8 +253,36 @@ def _data_url_media_type(source: Any) -> str | None:
     return None
 
 
+class _Sourced:
+    """What image and file parts share: a source that is bytes or a URL."""
+
+    __slots__ = ()
+    source: Blob | str
+
+    @property
+    def blob(self) -> Blob | None:
+        """The bytes, or ``None`` when the source is a URL."""
+        return self.source if isinstance(self.source, Blob) else None
+
+    @property
+    def url(self) -> str | None:
+        """The URL, or ``None`` when the source is bytes."""
+        return self.source if isinstance(self.source, str) else None
+
+
+MEDIA_SUFFIXES: Mapping[str, str] = {
+    ".png": "image/png",
+    ".jpg": "image/jpeg",
+    ".jpeg": "image/jpeg",
+    ".gif": "image/gif",
+    ".webp": "image/webp",
+    ".pdf": "application/pdf",
+}
+"""File name suffixes that tools read as an image or PDF part (lowercase, with the dot)."""
+
+
 @dataclass(slots=True)
-class ImagePart:
+class ImagePart(_Sourced):
     """An image: bytes (a :class:`Blob`, or ``bytes``/a ``data:`` URL turned into one) or an
     ``http(s)`` URL. ``media_type`` is sniffed from the bytes when not given; it is optional for
     a URL. ``detail`` is OpenAI's ``"low"``/``"high"``/``"auto"`` hint (other providers ignore
@@ -290,15 +319,6 @@ class ImagePart:
                 f"{', '.join(sorted(IMAGE_MEDIA_TYPES))}"
             )
 
-    @property
-    def blob(self) -> Blob | None:
-        """The bytes, or ``None`` for a URL image."""
-        return self.source if isinstance(self.source, Blob) else None
-
-    @property
-    def url(self) -> str | None:
-        return self.source if isinstance(self.source, str) else None
-
     @classmethod
     def from_path(cls, path: str | Any, *, media_type: str | None = None) -> ImagePart:
         """Read an image file (at most :data:`MAX_PART_BYTES`)."""
@@ -306,7 +326,7 @@ class ImagePart:
 
 
 @dataclass(slots=True)
-class FilePart:
+class FilePart(_Sourced):
     """A document (``application/pdf``, ``text/plain``, …) or audio clip, as bytes or a URL.
 
     ``media_type`` is required unless the bytes announce it (PDF); ``filename`` is what a
@@ -331,14 +351,6 @@ class FilePart:
             and sniff_media_type(self.source.data[:16]) != "application/pdf"
         ):
             raise ContentError("file bytes are not a PDF (they do not start with '%PDF-')")
-
-    @property
-    def blob(self) -> Blob | None:
-        return self.source if isinstance(self.source, Blob) else None
-
-    @property
-    def url(self) -> str | None:
-        return self.source if isinstance(self.source, str) else None
 
     @classmethod
     def from_path(cls, path: str | Any, *, media_type: str | None = None) -> FilePart:

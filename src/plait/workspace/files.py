@@ -18,7 +18,7 @@ from typing import Final
 from plait.errors import PlaitError
 from plait.messages import FilePart, ImagePart
 from plait.models.base import InputKind, accepts_input
-from plait.parts import MAX_PART_BYTES, Blob
+from plait.parts import MAX_PART_BYTES, MEDIA_SUFFIXES, Blob
 from plait.workspace.paths import WorkspaceRoot
 
 __all__ = [
@@ -52,14 +52,6 @@ MAX_LISTED: Final = 1000
 MAX_WALKED: Final = 100_000
 """The most entries ``glob`` visits before it stops and says so."""
 
-_MEDIA = {
-    ".png": "image/png",
-    ".jpg": "image/jpeg",
-    ".jpeg": "image/jpeg",
-    ".gif": "image/gif",
-    ".webp": "image/webp",
-    ".pdf": "application/pdf",
-}
 _LINE_BYTES = MAX_LINE_CHARS * 4 + 1  # enough UTF-8 for MAX_LINE_CHARS characters, and one
 _SKIPPED_FOLDERS = frozenset({".git", "node_modules", "__pycache__", ".venv", ".mypy_cache"})
 
@@ -122,7 +114,7 @@ async def read_file(
     if offset < 0 or (limit is not None and limit < 1):
         raise WorkspaceError("offset must be >= 0 and limit >= 1 (or omitted).")
     target = root.resolve(path)
-    media_type = _MEDIA.get(target.suffix.lower())
+    media_type = MEDIA_SUFFIXES.get(target.suffix.lower())
     if media_type is not None:
         return await _read_media(target, path, media_type, model)
     count = MAX_READ_LINES if limit is None else limit

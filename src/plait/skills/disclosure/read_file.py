@@ -39,6 +39,7 @@ from collections.abc import Callable
 from plait.errors import ContentError, quoted
 from plait.messages import Blob, FilePart, ImagePart
 from plait.models.base import InputKind, accepts_input
+from plait.parts import MEDIA_SUFFIXES
 from plait.paths import PathEscapeError
 from plait.skills.catalog import SkillCatalog
 from plait.skills.disclosure.scan import READ_TOOL_NAME
@@ -192,19 +193,9 @@ def _page(
     return header + "".join(chosen)
 
 
-_MEDIA_SUFFIXES = {
-    ".png": "image/png",
-    ".jpg": "image/jpeg",
-    ".jpeg": "image/jpeg",
-    ".gif": "image/gif",
-    ".webp": "image/webp",
-    ".pdf": "application/pdf",
-}
-
-
 def media_type_of(path: str) -> str | None:
     """The image or PDF media type ``path``'s suffix names, or ``None`` for any other file."""
-    return _MEDIA_SUFFIXES.get(posixpath.splitext(path)[1].lower())
+    return MEDIA_SUFFIXES.get(posixpath.splitext(path)[1].lower())
 
 
 async def read_skill_media(
