@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from plait.errors import ConfigurationError
 from plait.models.base import ModelRequest, ModelResponse, ResponseComplete, StreamEvent
+from plait.models.openai_content import check_openai_content
 from plait.models.openai_mapping import (
     MaxTokensKey,
     OpenAIStreamAssembler,
@@ -126,7 +127,13 @@ class OpenAIChatModel:
         return f"{self.provider_label}:{self.model}"
 
     def request_body(self, request: ModelRequest) -> CompletionCreateParamsBase:
-        """The JSON body this model sends for ``request`` (without ``stream``)."""
+        """The JSON body this model sends for ``request`` (without ``stream``).
+
+        Against OpenAI itself (``provider_label="openai"``) the conversation's images and files
+        are first checked against OpenAI's limits (:mod:`plait.models.openai_content`; a
+        :class:`~plait.errors.ContentError`); a compatible server judges its own."""
+        if self.provider_label == "openai":
+            check_openai_content(request.messages, model=self.name)
         return to_openai_request(request, model=self.model, max_tokens_key=self._max_tokens_key)
 
     async def generate(self, request: ModelRequest) -> ModelResponse:

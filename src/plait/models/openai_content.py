@@ -8,7 +8,8 @@ inputs* guide), checked by :func:`check_openai_content` as a
 ===============================  ==================================================
 limit                            figure
 ===============================  ==================================================
-image types                      PNG, JPEG, WebP, non-animated GIF
+image types                      PNG, JPEG, WebP, non-animated GIF (the bytes must
+                                 start with their type's signature)
 one image                        at most 20 MB (:data:`OPENAI_MAX_IMAGE_BYTES`)
 images in one request            at most 500 (:data:`OPENAI_MAX_IMAGES`)
 image bytes in one request       at most 50 MB (:data:`OPENAI_MAX_IMAGE_BYTES_PER_REQUEST`)
@@ -37,7 +38,7 @@ from plait.messages import (
     Part,
     ToolMessage,
 )
-from plait.parts import Blob
+from plait.parts import Blob, sniff_media_type
 
 __all__ = [
     "OPENAI_FILE_MEDIA_TYPES",
@@ -127,6 +128,12 @@ def _check_image(part: ImagePart, model: str) -> int:
         )
     if blob is None:
         return 0
+    sniffed = sniff_media_type(blob.data[:16])
+    if sniffed != media_type:
+        raise ContentError(
+            f"{model}: image bytes are not {media_type} (their signature says "
+            f"{sniffed or 'no known image format'}); give the right media type or convert them."
+        )
     if blob.size > OPENAI_MAX_IMAGE_BYTES:
         raise ContentError(
             f"{model}: an image of {blob.size:,} bytes is over OpenAI's limit of "
