@@ -409,7 +409,7 @@ def _emit_item(emit: Any, index: int, item: dict[str, Any]) -> None:
     if kind == "reasoning":
         emit("response.output_item.added", output_index=index, item={**item, "summary": []})
         for s_index, summary in enumerate(item["summary"]):
-            part = {"type": "summary_text", "text": ""}
+            part: dict[str, Any] = {"type": "summary_text", "text": ""}
             emit("response.reasoning_summary_part.added", **at, summary_index=s_index, part=part)
             for piece in _pieces(summary["text"]):
                 emit(
@@ -432,7 +432,7 @@ def _emit_item(emit: Any, index: int, item: dict[str, Any]) -> None:
             item={**item, "content": [], "status": "in_progress"},
         )
         text = item["content"][0]["text"]
-        part: dict[str, Any] = {"type": "output_text", "text": "", "annotations": []}
+        part = {"type": "output_text", "text": "", "annotations": []}
         emit("response.content_part.added", **at, content_index=0, part=part)
         for piece in _pieces(text):
             emit("response.output_text.delta", **at, content_index=0, delta=piece, logprobs=[])
