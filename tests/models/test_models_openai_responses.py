@@ -15,6 +15,7 @@ import openai
 import pytest
 from responses_server import ResponsesServer, decode_data_url
 
+from plait import Agent
 from plait.errors import ConfigurationError, ContentError, ProviderError
 from plait.messages import (
     AssistantMessage,
@@ -44,6 +45,7 @@ from plait.models.base import (
 )
 from plait.models.language_model import CallKind, LanguageModelMiddleware
 from plait.models.registry import resolve_model
+from plait.tools import tool
 
 MB = 1024 * 1024
 PNG = b"\x89PNG\r\n\x1a\n" + os.urandom(2048)
@@ -119,6 +121,53 @@ async def test_a_20_call_tool_loop_with_reasoning_replays_every_reasoning_item(
     assert [m.data for m in messages if isinstance(m, ToolMessage)] == [
         str(i + 1) for i in range(20)
     ]
+
+
+class Think(LanguageModelMiddleware):
+    """Turns reasoning on for every call (what ``Agent(model_settings=...)`` will do)."""
+
+    async def transform_params(self, request: ModelRequest, kind: CallKind) -> ModelRequest:
+        return request.replace(reasoning=THINK)
+
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["run", "stream"])
+async def test_an_agent_runs_a_20_call_tool_loop_with_reasoning_on(
+    server: ResponsesServer, model: OpenAIResponsesModel, stream: bool
+) -> None:
+    for i in range(20):
+        server.turn(reasoning=f"Step {i}.", calls=[("add", {"a": i, "b": 1})])
+    server.turn(reasoning="Done.", text="All 20 sums are done.")
+    agent = Agent(wrap_model(model, Think()), tools=[add])
+
+    if stream:
+        run = agent.stream("Add them", thread_id="t")
+        async for _ in run:
+            pass
+        result = run.result
+    else:
+        result = await agent.run("Add them", thread_id="t")
+
+    assert result is not None and result.output == "All 20 sums are done."
+    assert server.rejected == [] and len(server.received) == 21
+    stored = await agent.store.load("t")
+    assert stored is not None
+    parts = [
+        part
+        for message in stored.messages
+        if isinstance(message, AssistantMessage)
+        for part in message.content
+        if isinstance(part, ReasoningPart)
+    ]
+    assert [part.text for part in parts] == [*(f"Step {i}." for i in range(20)), "Done."]
+    assert all(part.payload["encrypted_content"] for part in parts)
+    tool_outputs = [m.text for m in stored.messages if isinstance(m, ToolMessage)]
+    assert tool_outputs == [str(i + 1) for i in range(20)]
 
 
 async def test_a_stream_maps_reasoning_text_and_tool_call_events(
