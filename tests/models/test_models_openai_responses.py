@@ -295,6 +295,46 @@ async def test_a_failed_stream_is_a_retryable_provider_error(
     assert caught.value.retryable
 
 
+@pytest.mark.parametrize("stream", [False, True], ids=["generate", "stream"])
+async def test_an_incomplete_response_finishes_with_length(
+    server: ResponsesServer, model: OpenAIResponsesModel, stream: bool
+) -> None:
+    server.turn(text="The answer is cut", incomplete="max_output_tokens")
+
+    response = await call(model, request([UserMessage("hi")], max_tokens=5), stream)
+
+    assert response.finish_reason == "length" and response.content == "The answer is cut"
+
+
+async def test_a_stream_cut_before_completed_is_a_retryable_error(
+    server: ResponsesServer, model: OpenAIResponsesModel
+) -> None:
+    server.turn(text="Half an answer", cut_short=True)
+
+    with pytest.raises(ProviderError, match="ended before the model finished") as caught:
+        await collect_stream(model.stream(request([UserMessage("hi")])))
+
+    assert caught.value.retryable
+
+
+async def test_without_encrypted_content_reasoning_is_not_replayed_when_nothing_is_stored(
+    server: ResponsesServer,
+) -> None:
+    plain = OpenAIResponsesModel("gpt-5-mini", api_key="sk-test", base_url=server.url, include=())
+    messages = await first_round(server, plain, stream=False)
+    server.turn(text="2")
+
+    assert (await plain.generate(request(messages))).content == "2"
+
+    assert "include" not in server.received[0]
+    assert [item["type"] for item in server.received[1]["input"]] == [
+        "message",
+        "function_call",
+        "function_call_output",
+    ]
+    await plain.aclose()
+
+
 # --- request and response mapping -------------------------------------------------------------
 
 

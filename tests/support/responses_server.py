@@ -62,6 +62,10 @@ class Turn:
     reasoning_tokens: int = 24
     fail: str | None = None
     """Stream only: send ``response.failed`` with this message instead of an answer."""
+    incomplete: str | None = None
+    """Answer with status ``incomplete`` and this reason (``max_output_tokens``)."""
+    cut_short: bool = False
+    """Stream only: end the body before ``response.completed``."""
 
 
 class BadRequest(Exception):
@@ -162,9 +166,10 @@ class ResponsesServer:
                 item["encrypted_content"] = self._seal(
                     {"id": rs_id, "calls": [c[1] for c in calls], "n": os.urandom(8).hex()}
                 )
+                # Only an item that can come back (encrypted) is required back.
+                for _, call_id, _, _ in calls:
+                    self._issued_calls[call_id] = rs_id
             output.append(item)
-            for _, call_id, _, _ in calls:
-                self._issued_calls[call_id] = rs_id
         if turn.text:
             output.append(
                 {
@@ -197,12 +202,12 @@ class ResponsesServer:
             "id": self._next_id("resp"),
             "object": "response",
             "created_at": 1764633600,
-            "status": "completed",
+            "status": "incomplete" if turn.incomplete else "completed",
             "model": body["model"],
             "output": output,
             "usage": usage,
             "error": None,
-            "incomplete_details": None,
+            "incomplete_details": {"reason": turn.incomplete} if turn.incomplete else None,
             "instructions": body.get("instructions"),
             "parallel_tool_calls": True,
             "tool_choice": body.get("tool_choice", "auto"),
@@ -394,7 +399,9 @@ def _sse(response: dict[str, Any], turn: Turn) -> list[bytes]:
         return chunks
     for index, item in enumerate(response["output"]):
         _emit_item(emit, index, item)
-    emit("response.completed", response=response)
+    if not turn.cut_short:
+        done = "response.incomplete" if response["status"] == "incomplete" else "response.completed"
+        emit(done, response=response)
     return chunks
 
 

@@ -17,7 +17,8 @@ plait                       Responses API
                             item: ``id``, ``encrypted_content``, ``summary``), text as an
                             assistant ``message`` of ``output_text``; then one
                             ``function_call`` item per tool call (``call_id``, arguments as
-                            compact JSON). Reasoning from another provider is dropped.
+                            compact JSON). Reasoning from another provider is dropped, and so
+                            is, with ``store`` false, an item without ``encrypted_content``.
 ``ToolMessage``             ``function_call_output``: the text, or with attachments a list of
                             ``input_text``, ``input_image`` and ``input_file``
 ``tools``                   ``function`` tools (``strict: false``; an empty schema becomes an
@@ -151,7 +152,17 @@ def _file(part: FilePart) -> dict[str, Any]:
     return item
 
 
-def _assistant_items(message: AssistantMessage) -> list[dict[str, Any]]:
+def _replayable(part: ReasoningPart, store: bool) -> bool:
+    """A reasoning item of this API; without ``store`` only one that carries its encrypted
+    content (the API has nothing else to resolve it by)."""
+    return (
+        part.provider == PROVIDER
+        and bool(part.payload)
+        and (store or bool(part.payload.get("encrypted_content")))
+    )
+
+
+def _assistant_items(message: AssistantMessage, store: bool) -> list[dict[str, Any]]:
     items: list[dict[str, Any]] = []
     text: list[str] = []
 
@@ -165,7 +176,7 @@ def _assistant_items(message: AssistantMessage) -> list[dict[str, Any]]:
         if isinstance(part, TextPart):
             if part.text:
                 text.append(part.text)
-        elif isinstance(part, ReasoningPart) and part.provider == PROVIDER and part.payload:
+        elif isinstance(part, ReasoningPart) and _replayable(part, store):
             flush()
             items.append(part.payload)
     flush()
@@ -188,12 +199,14 @@ def _tool_output(message: ToolMessage) -> dict[str, Any]:
     return {"type": "function_call_output", "call_id": message.tool_call_id, "output": output}
 
 
-def to_responses_input(messages: Sequence[Message]) -> list[dict[str, Any]]:
-    """The conversation as Responses input items (the module table)."""
+def to_responses_input(messages: Sequence[Message], *, store: bool = False) -> list[dict[str, Any]]:
+    """The conversation as Responses input items (the module table). Without ``store``, a
+    reasoning item that has no ``encrypted_content`` is left out: the API could not resolve it
+    (it persisted nothing) and would refuse the request."""
     items: list[dict[str, Any]] = []
     for message in messages:
         if isinstance(message, AssistantMessage):
-            items.extend(_assistant_items(message))
+            items.extend(_assistant_items(message, store))
         elif isinstance(message, ToolMessage):
             items.append(_tool_output(message))
         else:
@@ -254,7 +267,7 @@ def to_responses_request(
     ``model``."""
     body: dict[str, Any] = {
         "model": request.model or model,
-        "input": to_responses_input(request.messages),
+        "input": to_responses_input(request.messages, store=store),
         "store": store,
     }
     if include:
