@@ -6,7 +6,6 @@ function call, validates images and files, and streams the real event sequence.
 
 from __future__ import annotations
 
-import os
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
@@ -42,13 +41,6 @@ from plait.models.language_model import CallKind, LanguageModelMiddleware
 from plait.models.registry import resolve_model
 from plait.tools import tool
 
-MB = 1024 * 1024
-PNG = b"\x89PNG\r\n\x1a\n" + os.urandom(2048)
-JPEG = b"\xff\xd8\xff\xe0" + os.urandom(2048)
-PDF = b"%PDF-1.7\n" + os.urandom(4096)
-GIF_FRAME = b"!\xf9\x04\x01\x00\x00\x00\x00,\x00\x00\x00\x00\x01\x00\x01\x00\x00\x02\x02D\x01\x00"
-GIF = b"GIF89a\x01\x00\x01\x00\x80\x00\x00\xff\xff\xff\x00\x00\x00" + GIF_FRAME + b";"
-ANIMATED_GIF = GIF[:-1] + GIF_FRAME + b";"
 ADD = ToolDefinition(
     "add",
     "Add two integers.",
