@@ -38,7 +38,6 @@ from plait.models.base import (
     collect_stream,
 )
 from plait.models.language_model import CallKind, LanguageModelMiddleware
-from plait.models.registry import resolve_model
 from plait.tools import tool
 
 ADD = ToolDefinition(
@@ -397,15 +396,3 @@ async def test_arguments_that_are_not_json_are_kept_raw(
     response = await model.generate(request([UserMessage("1+?")]))
 
     assert response.tool_calls[0].args == {} and response.tool_calls[0].raw_args == '{"a": 1,'
-
-
-# --- spec -------------------------------------------------------------------------------------
-
-
-async def test_the_openai_responses_spec(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-env")
-
-    model = resolve_model("openai-responses:gpt-5-mini")
-
-    assert isinstance(model, OpenAIResponsesModel) and model.name == "openai-responses:gpt-5-mini"
-    await model.aclose()
