@@ -6,6 +6,7 @@ The official ``openai`` SDK talks to :class:`WireServer` through ``base_url``; f
 
 from __future__ import annotations
 
+import base64
 import email.utils
 import json
 import socket
@@ -19,10 +20,15 @@ import pytest
 from openai.types.chat import ChatCompletionChunk
 from wire_server import WireServer
 
-from plait.errors import ConfigurationError, ContextOverflowError, ProviderError
+from plait.errors import ConfigurationError, ContentError, ContextOverflowError, ProviderError
 from plait.messages import (
     AssistantMessage,
+    Blob,
+    FilePart,
+    ImagePart,
+    ReasoningPart,
     SystemMessage,
+    TextPart,
     ToolCall,
     ToolMessage,
     Usage,
@@ -578,6 +584,69 @@ async def test_compatible_servers_get_max_tokens(server: WireServer) -> None:
     assert body["max_tokens"] == 64
     assert "max_completion_tokens" not in body
     assert body["model"] == "llama3.1:8b"
+
+
+# --- images and files ------------------------------------------------------------------------
+
+PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4
+JPEG = b"\xff\xd8\xff\xe0" + bytes(range(256)) * 4
+PDF = b"%PDF-1.7\n" + bytes(range(256)) * 4
+
+
+def _data(url: str) -> bytes:
+    header, _, payload = url.partition(",")
+    assert header.endswith(";base64")
+    return base64.b64decode(payload, validate=True)
+
+
+async def test_images_and_files_ride_in_user_messages_and_tool_images_follow_the_results(
+    server: WireServer, model: OpenAIChatModel
+) -> None:
+    server.reply("text.json")
+    reasoning = ReasoningPart("openai-responses", "why", {"type": "reasoning", "id": "rs_1"})
+    calls = [ToolCall("c1", "shot", {}), ToolCall("c2", "shot", {})]
+    request = ModelRequest(
+        messages=[
+            UserMessage(
+                [
+                    TextPart("What is this?"),
+                    ImagePart(Blob(PNG), detail="low"),
+                    FilePart(Blob(PDF), filename="r.pdf"),
+                ]
+            ),
+            AssistantMessage([reasoning, TextPart("Looking.")], tool_calls=calls),
+            ToolMessage("c1", "shot", "took one", parts=[ImagePart(Blob(JPEG))]),
+            ToolMessage("c2", "shot", "took none"),
+        ]
+    )
+
+    await model.generate(request)
+
+    messages = server.bodies()[0]["messages"]
+    user = messages[0]["content"]
+    assert user[0] == {"type": "text", "text": "What is this?"}
+    assert user[1]["type"] == "image_url" and user[1]["image_url"]["detail"] == "low"
+    assert _data(user[1]["image_url"]["url"]) == PNG
+    assert user[1]["image_url"]["url"].startswith("data:image/png;base64,")
+    assert user[2]["type"] == "file" and user[2]["file"]["filename"] == "r.pdf"
+    assert _data(user[2]["file"]["file_data"]) == PDF
+    assert messages[1]["content"] == "Looking."  # the reasoning part is dropped
+    assert [m["role"] for m in messages] == ["user", "assistant", "tool", "tool", "user"]
+    assert messages[2]["content"] == "took one"
+    follow = messages[4]["content"]
+    assert follow[0] == {"type": "text", "text": "Attachments of tool result c1 (shot):"}
+    assert _data(follow[1]["image_url"]["url"]) == JPEG
+
+
+async def test_openai_image_limits_hold_on_chat_completions(
+    server: WireServer, model: OpenAIChatModel
+) -> None:
+    tiny = ImagePart(Blob(PNG))
+
+    with pytest.raises(ContentError, match="at most 500"):
+        await model.generate(ModelRequest(messages=[UserMessage([tiny] * 501)]))
+
+    assert server.received == []
 
 
 # --- configuration ---------------------------------------------------------------------------

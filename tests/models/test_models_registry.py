@@ -12,6 +12,7 @@ from plait.messages import UserMessage
 from plait.models.anthropic import AnthropicModel
 from plait.models.base import ModelRequest
 from plait.models.openai import OpenAIChatModel
+from plait.models.openai_responses import OpenAIResponsesModel
 from plait.models.registry import MODEL_SPEC_FORMS, resolve_model
 from plait.models.scripted import ScriptedModel
 
@@ -53,6 +54,7 @@ def test_model_instances_pass_through() -> None:
     ("spec", "env_var"),
     [
         ("openai:gpt-4.1-mini", "OPENAI_API_KEY"),
+        ("openai-responses:gpt-5-mini", "OPENAI_API_KEY"),
         ("anthropic:claude-sonnet-4-5", "ANTHROPIC_API_KEY"),
     ],
 )
@@ -140,3 +142,12 @@ async def test_openai_compatible_key_comes_from_the_environment(
         await send_one(f"openai-compatible:llama3.1@{server.url}/v1", server)
 
     assert server.received[0].headers["authorization"] == f"Bearer {expected_key}"
+
+
+async def test_the_openai_responses_spec(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-env")
+
+    model = resolve_model("openai-responses:gpt-5-mini")
+
+    assert isinstance(model, OpenAIResponsesModel) and model.name == "openai-responses:gpt-5-mini"
+    await model.aclose()

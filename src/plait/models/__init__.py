@@ -1,7 +1,8 @@
 """Models: the protocol, request/response types, scripted fakes and language-model middleware.
 
-Provider adapters live in :mod:`plait.models.openai` and :mod:`plait.models.anthropic` (optional
-extras); :func:`plait.models.registry.resolve_model` turns a spec string into a model.
+Provider adapters live in :mod:`plait.models.openai` (Chat Completions),
+:mod:`plait.models.openai_responses` (the Responses API) and :mod:`plait.models.anthropic`
+(optional extras); :func:`plait.models.registry.resolve_model` turns a spec string into a model.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
     )
     from plait.models.language_model import LanguageModelMiddleware, WrappedModel, wrap_model
     from plait.models.openai import OpenAIChatModel
+    from plait.models.openai_responses import OpenAIResponsesModel
     from plait.models.registry import resolve_model
     from plait.models.retrying import Backoff
     from plait.models.scripted import (
@@ -52,6 +54,7 @@ __all__ = [
     "ModelSettings",
     "ModelTimeouts",
     "OpenAIChatModel",
+    "OpenAIResponsesModel",
     "Reasoning",
     "ReasoningDelta",
     "ResponseComplete",
@@ -93,6 +96,7 @@ if not TYPE_CHECKING:
                 "wrap_model",
             ),
             "plait.models.openai": ("OpenAIChatModel",),
+            "plait.models.openai_responses": ("OpenAIResponsesModel",),
             "plait.models.registry": ("resolve_model",),
             "plait.models.retrying": ("Backoff",),
             "plait.models.scripted": (

@@ -14,10 +14,11 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from plait.errors import ConfigurationError
 from plait.models.base import ModelRequest, ModelResponse, ResponseComplete, StreamEvent
+from plait.models.openai_content import check_openai_content
 from plait.models.openai_mapping import (
     MaxTokensKey,
     OpenAIStreamAssembler,
@@ -42,6 +43,8 @@ __all__ = [
     "OpenAIStreamAssembler",
     "classify_openai_error",
     "from_openai_completion",
+    "new_openai_client",
+    "reuse_openai_client",
     "to_openai_messages",
     "to_openai_request",
     "to_openai_tool_choice",
@@ -50,6 +53,7 @@ __all__ = [
 
 
 _OVERFLOW = re.compile(r"context (length|window)", re.IGNORECASE)
+_ENCRYPTED = re.compile(r"encrypted content", re.IGNORECASE)
 
 
 class OpenAIChatModel:
@@ -100,7 +104,6 @@ class OpenAIChatModel:
         self.backoff = backoff or Backoff()
         self.timeouts = timeouts or ModelTimeouts()
         self.base_url = base_url
-        self._api_key = api_key
         self.api_key_env = (
             "OPENAI_API_KEY"
             if provider_label == "openai"
@@ -113,41 +116,24 @@ class OpenAIChatModel:
             self.name, provider_label, self.api_key_env, base_url, "OpenAI"
         )
         self._owns_client = client is None
-        self._client = self._reuse(client) if client else self._new_client()
-
-    def _reuse(self, client: AsyncOpenAI) -> AsyncOpenAI:
-        """A copy of ``client`` (sharing its connections) without retries and with these
-        timeouts, so the connect/read bounds hold (and the deadline's message tells the truth)."""
-        import openai
-
-        timeout = self.timeouts.sdk_timeout(openai.Timeout)
-        return client.with_options(max_retries=0, timeout=timeout)
-
-    def _new_client(self) -> AsyncOpenAI:
-        try:
-            import openai
-        except ImportError as exc:
-            raise ConfigurationError(
-                "OpenAIChatModel needs the OpenAI SDK: pip install 'plait[openai]'"
-            ) from exc
-        try:
-            return openai.AsyncOpenAI(
-                api_key=self._api_key,
-                base_url=self.base_url,
-                max_retries=0,
-                timeout=self.timeouts.sdk_timeout(openai.Timeout),
-            )
-        except openai.OpenAIError as exc:
-            raise ConfigurationError(
-                f"No API key for {self.name}: set {self.api_key_env} or pass api_key=... ({exc})"
-            ) from exc
+        self._client = (
+            reuse_openai_client(client, self.timeouts)
+            if client
+            else new_openai_client(self, api_key=api_key, base_url=base_url)
+        )
 
     @property
     def name(self) -> str:
         return f"{self.provider_label}:{self.model}"
 
     def request_body(self, request: ModelRequest) -> CompletionCreateParamsBase:
-        """The JSON body this model sends for ``request`` (without ``stream``)."""
+        """The JSON body this model sends for ``request`` (without ``stream``).
+
+        Against OpenAI itself (``provider_label="openai"``) the conversation's images and files
+        are first checked against OpenAI's limits (:mod:`plait.models.openai_content`; a
+        :class:`~plait.errors.ContentError`); a compatible server judges its own."""
+        if self.provider_label == "openai":
+            check_openai_content(request.messages, model=self.name)
         return to_openai_request(request, model=self.model, max_tokens_key=self._max_tokens_key)
 
     async def generate(self, request: ModelRequest) -> ModelResponse:
@@ -226,6 +212,47 @@ class OpenAIChatModel:
         return classify_openai_error(exc, self._errors)
 
 
+def reuse_openai_client(client: AsyncOpenAI, timeouts: ModelTimeouts) -> AsyncOpenAI:
+    """A copy of ``client`` (sharing its connections) without retries and with ``timeouts``, so
+    the connect/read bounds hold (and the deadline's message tells the truth)."""
+    import openai
+
+    return client.with_options(max_retries=0, timeout=timeouts.sdk_timeout(openai.Timeout))
+
+
+class _ClientOwner(Protocol):
+    @property
+    def name(self) -> str: ...
+
+    timeouts: ModelTimeouts
+    api_key_env: str
+
+
+def new_openai_client(
+    model: _ClientOwner, *, api_key: str | None, base_url: str | None
+) -> AsyncOpenAI:
+    """An ``AsyncOpenAI`` for ``model`` (its timeouts, no SDK retries: plait retries).
+
+    Raises :class:`ConfigurationError` when the SDK is missing or finds no API key."""
+    try:
+        import openai
+    except ImportError as exc:
+        raise ConfigurationError(
+            f"{type(model).__name__} needs the OpenAI SDK: pip install 'plait[openai]'"
+        ) from exc
+    try:
+        return openai.AsyncOpenAI(
+            api_key=api_key,
+            base_url=base_url,
+            max_retries=0,
+            timeout=model.timeouts.sdk_timeout(openai.Timeout),
+        )
+    except openai.OpenAIError as exc:
+        raise ConfigurationError(
+            f"No API key for {model.name}: set {model.api_key_env} or pass api_key=... ({exc})"
+        ) from exc
+
+
 def classify_openai_error(exc: Exception, errors: ProviderErrors) -> ProviderFailure | None:
     """The plait failure for an ``openai`` SDK exception; ``None`` for anything else.
 
@@ -258,6 +285,12 @@ def classify_openai_error(exc: Exception, errors: ProviderErrors) -> ProviderFai
     if status in (401, 403):
         return errors.credentials(status, detail)
     retryable = is_retryable_status(status)
+    if status == 400 and (exc.code == "invalid_encrypted_content" or _ENCRYPTED.search(detail)):
+        detail += (
+            " A reasoning item sent back (a ReasoningPart's payload) is not the one the API "
+            "issued: middleware must not edit reasoning parts, and a thread cannot move them "
+            "between organizations or models."
+        )
     if status == 429 and exc.code == "insufficient_quota":
         retryable = False
         detail += " Check the account's plan and billing; retrying will not help."

@@ -8,10 +8,18 @@ body and from the API's answers (whole or streamed) back to plait's, shared by
 plait                       Chat Completions
 ==========================  ================================================================
 ``system_prompt``           the first ``system`` message
-``SystemMessage``           a ``system`` message where it stands
+``SystemMessage``           a ``system`` message where it stands (its text; its images and
+                            files follow in a ``user`` message)
 ``AssistantMessage``        ``assistant`` with ``tool_calls``; arguments as compact JSON
+``UserMessage``             ``user``: the text, or with images and files a list of ``text``,
+                            ``image_url`` (a data URL from the blob's cached base64, or the
+                            URL; ``detail``) and ``file`` (``file_data`` data URL, ``filename``)
+                            parts; a file URL is a ContentError (Chat Completions takes bytes)
 ``ToolMessage``             ``tool``; data that is not a string as compact JSON; OpenAI has no
-                            error flag, so an error result is told apart only by its text
+                            error flag, so an error result is told apart only by its text. A
+                            tool message takes only text: the images and files of a run of tool
+                            results follow it in one ``user`` message naming each result
+``ReasoningPart``           dropped (Chat Completions has no reasoning items)
 ``tools``                   ``function`` tools (an empty schema becomes an empty object schema)
 ``tool_choice``             ``auto``/``none``/``required`` or a named function; dropped when
                             there are no tools (the API rejects it then)
@@ -33,17 +41,22 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic_core import to_json
 
-from plait.errors import ProviderError
+from plait.errors import ContentError, ProviderError
 from plait.messages import (
     AssistantMessage,
+    FilePart,
+    ImagePart,
     Message,
+    Part,
     SystemMessage,
+    TextPart,
     ToolCall,
     ToolDefinition,
     ToolMessage,
     Usage,
 )
 from plait.models.base import ModelRequest, ModelResponse, StreamEvent, TextDelta, ToolChoice
+from plait.models.openai_content import data_url
 from plait.models.tool_call_assembly import (
     ToolCallBuffer,
     dump_tool_arguments,
@@ -55,10 +68,13 @@ if TYPE_CHECKING:
     from openai.types.chat import (
         ChatCompletion,
         ChatCompletionChunk,
+        ChatCompletionContentPartParam,
         ChatCompletionFunctionToolParam,
         ChatCompletionMessageParam,
         ChatCompletionToolChoiceOptionParam,
     )
+    from openai.types.chat.chat_completion_content_part_image_param import ImageURL
+    from openai.types.chat.chat_completion_content_part_param import FileFile
     from openai.types.chat.completion_create_params import CompletionCreateParamsBase
     from openai.types.shared_params import FunctionDefinition
 
@@ -82,19 +98,74 @@ def _empty_schema() -> dict[str, object]:
 
 
 def to_openai_messages(request: ModelRequest) -> list[ChatCompletionMessageParam]:
-    """The conversation as Chat Completions messages, the system prompt first."""
+    """The conversation as Chat Completions messages, the system prompt first.
+
+    Images and files ride in user messages (``image_url`` and ``file`` content parts). A tool
+    or system message takes only text, so the images and files of a run of tool results (or of
+    a system message) follow it in one user message that names where they came from."""
     out: list[ChatCompletionMessageParam] = []
     if request.system_prompt:
         out.append({"role": "system", "content": request.system_prompt})
+    attachments: list[ChatCompletionContentPartParam] = []
     for message in request.messages:
+        if attachments and not isinstance(message, ToolMessage):
+            out.append({"role": "user", "content": attachments})
+            attachments = []
         out.append(_to_openai_message(message))
+        if isinstance(message, ToolMessage) and message.parts:
+            attachments.append(
+                {
+                    "type": "text",
+                    "text": f"Attachments of tool result {message.tool_call_id} ({message.name}):",
+                }
+            )
+            attachments.extend(_content_parts(message.parts))
+        elif isinstance(message, SystemMessage) and _has_attachments(message.content):
+            attachments.append({"type": "text", "text": "Attachments of the system message:"})
+            attachments.extend(_content_parts(message.content, text=False))
+    if attachments:
+        out.append({"role": "user", "content": attachments})
+    return out
+
+
+def _has_attachments(parts: Sequence[Part]) -> bool:
+    return any(isinstance(p, ImagePart | FilePart) for p in parts)
+
+
+def _content_parts(
+    parts: Sequence[Part], *, text: bool = True
+) -> list[ChatCompletionContentPartParam]:
+    out: list[ChatCompletionContentPartParam] = []
+    for part in parts:
+        if isinstance(part, TextPart):
+            if text:
+                out.append({"type": "text", "text": part.text})
+        elif isinstance(part, ImagePart):
+            blob = part.blob
+            url = data_url(blob, part.media_type or "image/png") if blob else part.url or ""
+            image: ImageURL = {"url": url}
+            if part.detail:
+                image["detail"] = part.detail
+            out.append({"type": "image_url", "image_url": image})
+        elif isinstance(part, FilePart):
+            blob = part.blob
+            if blob is None:
+                raise ContentError(
+                    "Chat Completions takes files as bytes, not URLs: download "
+                    f"{part.url} into a FilePart, or use the Responses API (openai-responses:)"
+                )
+            file: FileFile = {
+                "file_data": data_url(blob, part.media_type),
+                "filename": part.filename or "document.pdf",
+            }
+            out.append({"type": "file", "file": file})
     return out
 
 
 def _to_openai_message(message: Message) -> ChatCompletionMessageParam:
     if isinstance(message, ToolMessage):
         return {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.text}
-    if isinstance(message, AssistantMessage):
+    if isinstance(message, AssistantMessage):  # reasoning parts dropped: chat has none
         if not message.tool_calls:
             return {"role": "assistant", "content": message.text}
         return {
@@ -111,6 +182,8 @@ def _to_openai_message(message: Message) -> ChatCompletionMessageParam:
         }
     if isinstance(message, SystemMessage):
         return {"role": "system", "content": message.text}
+    if _has_attachments(message.content):
+        return {"role": "user", "content": _content_parts(message.content)}
     return {"role": "user", "content": message.text}
 
 

@@ -3,7 +3,11 @@
 ==========================================  ===================================================
 spec                                        model
 ==========================================  ===================================================
-``openai:<model>``                          :class:`~plait.models.openai.OpenAIChatModel`; needs
+``openai:<model>``                          :class:`~plait.models.openai.OpenAIChatModel`
+                                            (Chat Completions); needs ``OPENAI_API_KEY``
+``openai-responses:<model>``                :class:`~plait.models.openai_responses.
+                                            OpenAIResponsesModel` (the Responses API:
+                                            reasoning items kept between calls); needs
                                             ``OPENAI_API_KEY``
 ``anthropic:<model>``                       :class:`~plait.models.anthropic.AnthropicModel`;
                                             needs ``ANTHROPIC_API_KEY``
@@ -36,6 +40,7 @@ spec (``ModelTimeouts.total``)."""
 
 MODEL_SPEC_FORMS = (
     "openai:<model>",
+    "openai-responses:<model>",
     "anthropic:<model>",
     "openai-compatible:<model>@<base_url>",
 )
@@ -106,6 +111,12 @@ def resolve_model(spec: str | Model, *, timeouts: ModelTimeouts | None = None) -
         return OpenAIChatModel(
             name, api_key=_required_key("OPENAI_API_KEY", spec), timeouts=timeouts
         )
+    if provider == "openai-responses" and name:
+        from plait.models.openai_responses import OpenAIResponsesModel
+
+        return OpenAIResponsesModel(
+            name, api_key=_required_key("OPENAI_API_KEY", spec), timeouts=timeouts
+        )
     if provider == "anthropic" and name:
         from plait.models.anthropic import AnthropicModel
 
@@ -129,6 +140,7 @@ def resolve_model(spec: str | Model, *, timeouts: ModelTimeouts | None = None) -
         )
     raise ConfigurationError(
         f"Unknown model spec {spec!r}. Use one of: {_forms()} "
-        "(for example openai:gpt-4.1-mini, anthropic:claude-sonnet-4-5, "
+        "(for example openai:gpt-4.1-mini, openai-responses:gpt-5-mini, "
+        "anthropic:claude-sonnet-4-5, "
         "openai-compatible:llama3.1@http://localhost:11434/v1)."
     )
