@@ -101,7 +101,7 @@ class Blob:
     bytes are.
     """
 
-    __slots__ = ("_base64", "_data", "_sha256")
+    __slots__ = ("_base64", "_data", "_data_url", "_sha256")
 
     def __init__(self, data: bytes | bytearray | memoryview) -> None:
         if not isinstance(data, bytes):
@@ -116,6 +116,7 @@ class Blob:
         self._data = data
         self._sha256: str | None = None
         self._base64: str | None = None
+        self._data_url: tuple[str, str] | None = None
 
     @classmethod
     def from_base64(cls, text: str) -> Blob:
@@ -158,6 +159,16 @@ class Blob:
         if text is None:
             text = self._base64 = _b64.b64encode(self._data).decode("ascii")
         return text
+
+    def data_url(self, media_type: str) -> str:
+        """``data:<media_type>;base64,<bytes>``, built once per media type and cached (the
+        last one asked for), so a request that embeds the blob copies nothing per call."""
+        cached = self._data_url
+        if cached is not None and cached[0] == media_type:
+            return cached[1]
+        url = f"data:{media_type};base64,{self.base64()}"
+        self._data_url = (media_type, url)
+        return url
 
     def __eq__(self, other: object) -> bool:
         if self is other:

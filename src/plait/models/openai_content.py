@@ -157,8 +157,8 @@ def _check_file(part: FilePart, model: str) -> int:
 
 
 def data_url(blob: Blob, media_type: str) -> str:
-    """``data:<media_type>;base64,<bytes>`` from the blob's cached base64 text."""
-    return f"data:{media_type};base64,{blob.base64()}"
+    """``data:<media_type>;base64,<bytes>``, cached on the blob (built once)."""
+    return blob.data_url(media_type)
 
 
 def is_animated_gif(blob: Blob) -> bool:
