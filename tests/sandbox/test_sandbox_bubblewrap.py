@@ -126,7 +126,11 @@ def test_the_bwrap_command_line(tmp_path: Path) -> None:
     for flag in ("--new-session", "--die-with-parent", "--unshare-pid", "--unshare-net"):
         assert flag in args
     assert args[args.index("--cap-drop") + 1] == "ALL"
-    assert " ".join(args).count("--ro-bind / / --dev /dev --proc /proc --tmpfs /tmp") == 1
+    mounts = (
+        f"--ro-bind / / --dev /dev --size {64 * MIB} --tmpfs /dev/shm --proc /proc "
+        f"--size {256 * MIB} --tmpfs /tmp"
+    )
+    assert " ".join(args).count(mounts) == 1  # memory-backed mounts are size-capped
     assert ["--bind", str(allowed), str(allowed)] == args[args.index("--bind") :][:3]
     # a hidden folder inside the workspace is hidden after the binds
     assert ["--tmpfs", str(secret), "--remount-ro", str(secret)] == args[
@@ -135,8 +139,13 @@ def test_the_bwrap_command_line(tmp_path: Path) -> None:
     # one holding the workspace before them, made read-only last
     above = BubblewrapSandbox(SandboxPolicy(read_deny=(str(tmp_path),))).bwrap_args(secret)
     assert above.index(str(tmp_path)) < above.index("--bind")
-    assert above[-4:] == ["--remount-ro", str(tmp_path), "--chdir", str(secret)]
-    assert "/no/such/path" not in args and args[-2:] == ["--chdir", str(tmp_path)]
+    assert above[-6:-2] == ["--remount-ro", str(tmp_path), "--remount-ro", "/dev"]
+    assert "/no/such/path" not in args and args[-4:] == [
+        "--remount-ro",
+        "/dev",  # last: nothing can be written into /dev itself (a tmpfs: memory)
+        "--chdir",
+        str(tmp_path),
+    ]
     nested = BubblewrapSandbox(SandboxPolicy(network="on"), mount_proc=False).bwrap_args(tmp_path)
     assert "--proc" not in nested and "--unshare-net" not in nested
 

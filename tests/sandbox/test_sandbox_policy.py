@@ -81,7 +81,7 @@ async def test_every_readable_default_entry_reads_as_empty(tmp_path: Path) -> No
             assert seen[path] in ([], "", "FileNotFoundError"), path
 
 
-async def test_the_home_credential_stores_read_as_empty(
+async def test_the_home_credential_stores_read_as_empty_even_when_the_home_is_shown(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     home = tmp_path / "home"
@@ -90,7 +90,8 @@ async def test_the_home_credential_stores_read_as_empty(
     monkeypatch.setenv("HOME", str(home))
     workspace = tmp_path / "ws"
     workspace.mkdir()
-    box = BubblewrapSandbox(SandboxPolicy(private_tmp=False))  # the fake home is under /tmp
+    shown = tuple(p for p in DEFAULT_READ_DENY if p != "~")  # a policy that shows the home
+    box = BubblewrapSandbox(SandboxPolicy(read_deny=shown, private_tmp=False))
     paths = [str(home / e[2:]) for e in HOME_ENTRIES] + [str(home / "notes.txt")]
     seen = await report(box, workspace, paths)
     assert seen.pop(str(home / "notes.txt")) == "readable"
