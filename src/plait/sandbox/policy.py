@@ -303,9 +303,9 @@ class SandboxPolicy:
         for raw in self.read_deny:
             expanded = os.path.normpath(os.path.expanduser(raw))
             if "*" not in expanded.split("/"):
-                real = os.path.realpath(expanded)
-                if real != "/":  # '~' of a user whose home is '/': nothing to hide
-                    found[real] = None
+                target = os.path.realpath(expanded)
+                if target != "/":  # '~' of a user whose home is '/': nothing to hide
+                    found[target] = None
                 continue
             matches = [("/", "/")]  # (path, the folder its last '*' matched)
             for part in expanded.split("/")[1:]:
