@@ -285,3 +285,36 @@ async def test_a_background_child_holding_the_output_pipe_does_not_make_a_run_ti
 async def test_unsandboxed_is_named_and_unlimited(tmp_path: Path) -> None:
     run = await UnsandboxedRunner().run(py(tmp_path, "import os; print(os.getpid() > 2)"))
     assert (run.sandbox, run.output.strip(), run.limit) == ("unsandboxed", "True", None)
+
+
+NEW_USERNS = (
+    "import ctypes, os\n"
+    "libc = ctypes.CDLL(None, use_errno=True)\n"
+    "if libc.unshare(0x10000000 | 0x00020000) == 0:  # CLONE_NEWUSER | CLONE_NEWNS\n"
+    "    print('made', open('/proc/self/status').read().split('CapEff:')[1].split()[0])\n"
+    "else:\n"
+    "    print('refused', os.strerror(ctypes.get_errno()))\n"
+)
+
+
+async def test_a_run_cannot_make_a_user_namespace_unless_the_policy_allows_it(
+    tmp_path: Path,
+) -> None:
+    box = BubblewrapSandbox()
+    assert box.userns_guard is None  # not checked yet
+    run = await box.run(py(tmp_path, NEW_USERNS))
+    assert run.output.startswith("refused "), run.output
+    assert box.userns_guard == "bwrap --disable-userns"  # bubblewrap 0.8+ (Debian 12: 0.8.0)
+    assert "--disable-userns" in box.bwrap_args(tmp_path)
+    allowed = BubblewrapSandbox(SandboxPolicy(user_namespaces="on"))
+    made = await allowed.run(py(tmp_path, NEW_USERNS))
+    assert made.output.startswith("made "), made.output  # every capability inside
+    assert allowed.userns_guard == "none" and "--disable-userns" not in allowed.bwrap_args(tmp_path)
+
+
+async def test_the_hosts_network_interface_names_are_hidden(tmp_path: Path) -> None:
+    assert os.listdir("/sys/class/net")  # the host has some (lo at least)
+    code = "import os; print(sorted(os.listdir('/sys/class/net')), socket_names())"
+    code = "import socket\ndef socket_names(): return [n for _, n in socket.if_nameindex()]\n" + code
+    run = await BubblewrapSandbox().run(py(tmp_path, code))
+    assert run.output.strip() == "[] ['lo']"  # its own namespace has only loopback
