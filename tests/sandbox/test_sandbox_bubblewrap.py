@@ -315,6 +315,8 @@ async def test_a_run_cannot_make_a_user_namespace_unless_the_policy_allows_it(
 async def test_the_hosts_network_interface_names_are_hidden(tmp_path: Path) -> None:
     assert os.listdir("/sys/class/net")  # the host has some (lo at least)
     code = "import os; print(sorted(os.listdir('/sys/class/net')), socket_names())"
-    code = "import socket\ndef socket_names(): return [n for _, n in socket.if_nameindex()]\n" + code
+    code = (
+        "import socket\ndef socket_names(): return [n for _, n in socket.if_nameindex()]\n" + code
+    )
     run = await BubblewrapSandbox().run(py(tmp_path, code))
     assert run.output.strip() == "[] ['lo']"  # its own namespace has only loopback
