@@ -428,6 +428,20 @@ async def test_the_copies_kept_hold_at_most_thread_workspace_bytes_together(
     template.dispose()
 
 
+async def test_a_run_that_fills_its_workspace_past_the_quota_resets_the_threads_copy() -> None:
+    fill = "open('note.txt', 'w').write('kept?')\nfor n in range(8):\n"
+    fill += "    open(f'big{n}', 'wb').write(b'x' * 1024 * 1024)\n"
+    limits = SandboxLimits(workspace_bytes=4 * 1024 * 1024)
+    sandbox = BubblewrapSandbox(SandboxPolicy(limits=limits))
+    config = ScriptConfig(timeout=30, sandbox=sandbox)
+    m = await manager(source(**NOTES, **{"scripts/fill.py": fill}), scripts=config)
+    await m.load("tools")
+    failed = await in_thread(m, "a", "run_tools_fill")
+    assert "workspace_bytes=4194304" in failed and "workspace was reset" in failed
+    assert (await in_thread(m, "a", "run_tools_peek")).endswith("\nnothing\n")  # fresh copy
+    await m.aclose()
+
+
 async def test_a_copy_in_use_is_never_evicted(tmp_path: Path) -> None:
     root = tmp_path / "template"
     (root / "scripts").mkdir(parents=True)

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import os
 import re
 import shutil
@@ -196,11 +197,12 @@ class Workspace:
     which the default policy's private ``/tmp`` hides); not with ``private_tmp=False``, a
     ``workspace_dir`` elsewhere, or :class:`~plait.sandbox.UnsandboxedRunner`."""
 
-    __slots__ = ("_copies", "_users", "disposed", "root", "size")
+    __slots__ = ("_copies", "_users", "disposed", "is_copy", "root", "size")
 
-    def __init__(self, root: Path, size: int = 0) -> None:
+    def __init__(self, root: Path, size: int = 0, *, is_copy: bool = False) -> None:
         self.root = root
         self.disposed = False
+        self.is_copy = is_copy  # a thread's copy (removed when a run leaves it over quota)
         self.size = size  # bytes, as last measured (a copy: when made, then after each run)
         self._copies: OrderedDict[str, Workspace] = OrderedDict()
         self._users = 0
@@ -240,9 +242,9 @@ class Workspace:
             yield copy
         finally:
             copy._users -= 1
-            await self._measure(copy, limit, max_bytes)
+            await self._measure(thread_id, copy, limit, max_bytes)
 
-    async def _measure(self, copy: Workspace, limit: int, max_bytes: int) -> None:
+    async def _measure(self, thread_id: str, copy: Workspace, limit: int, max_bytes: int) -> None:
         """Measure ``copy`` off the loop, then evict; a caller cancelled meanwhile does not
         stop either (the callback runs when the measure is done)."""
         task = asyncio.ensure_future(asyncio.to_thread(folder_usage, copy.root))
@@ -250,6 +252,8 @@ class Workspace:
         def account(done: asyncio.Future[FolderUsage]) -> None:
             if not done.cancelled() and done.exception() is None:
                 copy.size = done.result().size
+            if copy.disposed and self._copies.get(thread_id) is copy:
+                del self._copies[thread_id]  # reset by run_script (over its quota)
             if not self.disposed:
                 self._evict(limit, max_bytes)
 
@@ -273,7 +277,7 @@ class Workspace:
         except BaseException:
             shutil.rmtree(root, ignore_errors=True)
             raise
-        return Workspace(root, folder_usage(root).size)
+        return Workspace(root, folder_usage(root).size, is_copy=True)
 
     def _evict(self, limit: int, max_bytes: int = DEFAULT_THREAD_WORKSPACE_BYTES) -> None:
         """Remove idle copies, least recently used first, until at most ``limit`` are left
@@ -431,6 +435,14 @@ async def run_script(
         raise SkillScriptFailed(
             f"Script {script} could not start in the {sandbox.name} sandbox: {err}"
         ) from err
+    if workspace.is_copy and (done.limit or "").startswith("workspace_"):
+        # Left over its quota, the copy would get every later run killed at once: reset it.
+        workspace.dispose()
+        done = dataclasses.replace(
+            done,
+            limit=f"{done.limit}; the thread's workspace was reset: the next run starts from "
+            "a fresh copy of the skill's files",
+        )
     if done.timed_out:
         cut = f"its {limit:g}s timeout" if done.limit is None else f"the limit {done.limit}"
         raise SkillScriptTimeout(
