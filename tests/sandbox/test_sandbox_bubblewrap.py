@@ -169,6 +169,23 @@ async def test_an_interpreter_in_a_virtualenv_under_tmp_stays_visible(tmp_path: 
     assert box.bwrap_args(tmp_path, "/usr/bin/python3") == box.bwrap_args(tmp_path)
 
 
+def test_a_virtualenv_made_with_copies_keeps_its_base_pythons_prefix_visible(
+    tmp_path: Path,
+) -> None:
+    # venv --copies: bin/python is a file, not a link; its stdlib lives in pyvenv.cfg's home.
+    home = tmp_path / "home"
+    base, venv = home / ".pyenv" / "versions" / "3.12", home / "proj" / ".venv"
+    for prefix in (base, venv):
+        (prefix / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").write_bytes(b"")
+    (venv / "pyvenv.cfg").write_text(
+        f"home = {base / 'bin'}\ninclude-system-site-packages = false\n"
+    )
+    box = BubblewrapSandbox(SandboxPolicy(read_deny=(str(home),), private_tmp=False))
+    args = " ".join(box.bwrap_args(tmp_path / "ws", str(venv / "bin" / "python")))
+    assert f"--ro-bind {venv} {venv} --ro-bind {base} {base}" in args
+
+
 def py_with(python: Path, workspace: Path, code: str) -> SandboxCommand:
     return command(workspace, str(python), "-c", code)
 

@@ -91,8 +91,9 @@ _MAX_LINKS = 40
 def _prefixes_under(program: str | None, hidden: list[str]) -> list[str]:
     """The folders to keep visible for ``program``: for it and each symlink it goes through
     (at most ``_MAX_LINKS``) that lives strictly inside one of the ``hidden`` folders (the
-    private ``/tmp``, a ``read_deny`` folder such as ``/root``), its prefix (the folder above
-    ``bin/``, else its folder)."""
+    private ``/tmp``, a ``read_deny`` folder such as ``~``), its prefix (the folder above
+    ``bin/``, else its folder); for a virtualenv's prefix, also that of the Python its
+    ``pyvenv.cfg`` names (``home =``: a venv made with ``--copies`` runs its base's stdlib)."""
     found: list[str] = []
     path = program
     for _ in range(_MAX_LINKS):
@@ -100,12 +101,27 @@ def _prefixes_under(program: str | None, hidden: list[str]) -> list[str]:
             break
         parts = Path(os.path.normpath(path))
         folder = parts.parent.parent if parts.parent.name == "bin" else parts.parent
-        if any(_inside(str(folder), root) for root in hidden) and str(folder) not in found:
-            found.append(str(folder))
+        for prefix in (str(folder), _venv_base(folder)):
+            if prefix and any(_inside(prefix, root) for root in hidden) and prefix not in found:
+                found.append(prefix)
         if not os.path.islink(path):
             break
         path = os.path.join(os.path.dirname(path), os.readlink(path))
     return found
+
+
+def _venv_base(prefix: Path) -> str | None:
+    """The prefix of the Python a virtualenv at ``prefix`` was made from, if it is one."""
+    try:
+        lines = (prefix / "pyvenv.cfg").read_text(errors="replace").splitlines()[:64]
+    except OSError:
+        return None
+    for line in lines:
+        key, _, value = line.partition("=")
+        if key.strip() == "home" and os.path.isabs(home := value.strip()):
+            base = Path(os.path.normpath(os.path.realpath(home)))
+            return str(base.parent if base.name == "bin" else base)
+    return None
 
 
 def _inside(path: str, folder: str) -> bool:
