@@ -287,3 +287,24 @@ def test_an_ordinary_users_secrets_are_hidden_while_its_venv_interpreter_runs() 
     assert set(report_["outside"]) == set(paths)  # readable to the user, outside the sandbox
     assert report_["prefix"] == str(home / ".venv")  # the venv under the hidden home runs
     assert report_["seen"] == dict.fromkeys(paths, "FileNotFoundError")
+
+
+def test_plaits_folders_are_hidden_wherever_the_environment_puts_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("PLAIT_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME"):
+        (tmp_path / name.lower() / "plait").mkdir(parents=True)
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert "$PLAIT_HOME" in DEFAULT_READ_DENY
+    unset = SandboxPolicy().denied_paths()
+    assert not any(p.startswith(str(tmp_path / "plait_home")) for p in unset)  # unset: skipped
+    monkeypatch.setenv("PLAIT_HOME", str(tmp_path / "plait_home"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg_data_home"))
+    monkeypatch.setenv("XDG_CACHE_HOME", "relative/cache")  # not absolute: ignored
+    denied = SandboxPolicy().denied_paths()
+    assert str(tmp_path / "plait_home") in denied
+    assert str(tmp_path / "xdg_data_home" / "plait") in denied
+    assert not any("relative" in p for p in denied)
+    with pytest.raises(SandboxPolicyInvalid, match="'\\$' must start a variable's name"):
+        SandboxPolicy(read_deny=("$1/x",)).check()

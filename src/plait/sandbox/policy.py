@@ -78,25 +78,15 @@ MAX_DENY_MATCHES = 4_096
 should name them, or hide ``/home`` whole)."""
 
 
-def _plait_folders() -> tuple[str, ...]:
-    """plait's data and cache folders when the environment moves them out of ``~``
-    (``$PLAIT_HOME``, ``$XDG_DATA_HOME/plait``, ``$XDG_CACHE_HOME/plait``, read at import)."""
-    found = [os.environ.get("PLAIT_HOME", "")]
-    found += [f"{base}/plait" for base in _xdg("XDG_DATA_HOME", "XDG_CACHE_HOME")]
-    return tuple(dict.fromkeys(p for p in found if os.path.isabs(p) and p.strip("/")))
-
-
-def _xdg(*names: str) -> list[str]:
-    return [os.environ[name] for name in names if os.path.isabs(os.environ.get(name, ""))]
-
-
 DEFAULT_READ_DENY: tuple[str, ...] = (
     # the agent user's home, whole (the interpreter's prefix in it is bound back read-only)
     "~",
     # its credential stores, named too: still hidden when "~" is dropped from a policy
     *(f"~/{path}" for path in HOME_SECRETS),
-    # plait's data and cache folders when moved out of ~ ($PLAIT_HOME, $XDG_*_HOME)
-    *_plait_folders(),
+    # plait's data and cache folders when the environment moves them out of ~
+    "$PLAIT_HOME",
+    "$XDG_DATA_HOME/plait",
+    "$XDG_CACHE_HOME/plait",
     # every other user's (readable only when the agent runs as root, or when they are careless)
     *(f"/home/*/{path}" for path in HOME_SECRETS),
     # root-only secrets of the host: readable only when the agent runs as root (containers, CI)
@@ -229,8 +219,10 @@ class SandboxPolicy:
     ================ ==========================================================================
     read_deny        paths that read as empty: a folder becomes an empty read-only tmpfs, a
                      file an empty read-only file; paths that are missing or that the agent's
-                     user cannot read are skipped (nothing to hide); a ``*`` path component
-                     matches every entry of its folder (``/home/*/.ssh``), hidden ones too,
+                     user cannot read are skipped (nothing to hide); one may start with
+                     ``$VARIABLE`` (its value when a run starts; unset: skipped); a ``*``
+                     path component matches every entry of its folder (``/home/*/.ssh``),
+                     hidden ones too,
                      at most :data:`MAX_DENY_MATCHES` paths per entry (a ``*`` within a name
                      is refused: it is no glob)
     write_allow      host paths writable besides the run's workspace (each must exist)
@@ -301,7 +293,10 @@ class SandboxPolicy:
         found: dict[str, None] = {}
         listings: dict[str, list[str]] = {}  # each folder listed once per call
         for raw in self.read_deny:
-            expanded = os.path.normpath(os.path.expanduser(raw))
+            where = _expand(raw)
+            if where is None:
+                continue  # a variable that is not set (or not an absolute path): nothing
+            expanded = os.path.normpath(where)
             if "*" not in expanded.split("/"):
                 target = os.path.realpath(expanded)
                 if target != "/":  # '~' of a user whose home is '/': nothing to hide
@@ -329,6 +324,16 @@ def _check_entry(name: str, path: str) -> None:
     """Raise :class:`SandboxPolicyInvalid` when ``path`` of the ``name`` list is not absolute,
     names ``/``, or holds a ``*`` the policy would not expand (a whole ``*`` component, in
     ``read_deny`` only: any other would be taken literally and hide or protect nothing)."""
+    if path.startswith("$") and name == "read_deny":
+        variable, _, rest = path[1:].partition("/")
+        if not variable.isidentifier():
+            raise SandboxPolicyInvalid(
+                f"SandboxPolicy.read_deny entry {path!r}: '$' must start a variable's name "
+                "($XDG_DATA_HOME/plait)."
+            )
+        if not rest:
+            return
+        path = "/" + rest  # what follows the variable's value is checked as a path
     expanded = os.path.expanduser(path)
     if not os.path.isabs(expanded) or "\x00" in expanded:
         raise SandboxPolicyInvalid(
@@ -353,6 +358,18 @@ def _check_entry(name: str, path: str) -> None:
         raise SandboxPolicyInvalid(
             f"SandboxPolicy.{name} may not contain '/': name the folders instead."
         )
+
+
+def _expand(raw: str) -> str | None:
+    """``raw`` with ``~`` or a leading ``$VARIABLE`` expanded now; None when the variable is
+    unset or not an absolute path."""
+    if not raw.startswith("$"):
+        return os.path.expanduser(raw)
+    variable, _, rest = raw[1:].partition("/")
+    value = os.environ.get(variable, "")
+    if not os.path.isabs(value):
+        return None
+    return os.path.join(value, rest) if rest else value
 
 
 def _owned_target(path: str, matched: str) -> str | None:
