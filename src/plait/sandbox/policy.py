@@ -222,9 +222,8 @@ class SandboxPolicy:
                      user cannot read are skipped (nothing to hide); one may start with
                      ``$VARIABLE`` (its value when a run starts; unset: skipped); a ``*``
                      path component matches every entry of its folder (``/home/*/.ssh``),
-                     hidden ones too,
-                     at most :data:`MAX_DENY_MATCHES` paths per entry (a ``*`` within a name
-                     is refused: it is no glob)
+                     hidden ones too, at most :data:`MAX_DENY_MATCHES` paths per entry (a
+                     ``*`` within a name is refused: it is no glob)
     write_allow      host paths writable besides the run's workspace (each must exist)
     write_deny       paths kept read-only even inside a writable one
     network          ``"off"``: a private network namespace (its own loopback only);
