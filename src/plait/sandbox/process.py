@@ -281,12 +281,14 @@ class ProcessSandbox:
         finally:
             if watcher is not None:
                 watcher.cancel()
-            await _uncancellable(self._settle(transport, collector, launch, pid, clean))
-            if launch.watch is not None and collector.over is None:
-                await _uncancellable(_last_look(launch.watch, collector))
-            self._running.discard(handle)
-            if on_end is not None:
-                on_end(handle)
+            try:
+                await _uncancellable(self._settle(transport, collector, launch, pid, clean))
+                if launch.watch is not None and collector.over is None:
+                    await _uncancellable(_last_look(launch.watch, collector))
+            finally:
+                self._running.discard(handle)
+                if on_end is not None:
+                    on_end(handle)
         code = transport.get_returncode()
         return collector, code if code is not None else -signal.SIGKILL, timed_out
 
