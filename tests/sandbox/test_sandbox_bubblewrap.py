@@ -126,7 +126,11 @@ def test_the_bwrap_command_line(tmp_path: Path) -> None:
     for flag in ("--new-session", "--die-with-parent", "--unshare-pid", "--unshare-net"):
         assert flag in args
     assert args[args.index("--cap-drop") + 1] == "ALL"
-    assert " ".join(args).count("--ro-bind / / --dev /dev --proc /proc --tmpfs /tmp") == 1
+    mounts = (
+        f"--ro-bind / / --dev /dev --size {64 * MIB} --tmpfs /dev/shm --proc /proc "
+        f"--size {256 * MIB} --tmpfs /tmp"
+    )
+    assert " ".join(args).count(mounts) == 1  # memory-backed mounts are size-capped
     assert ["--bind", str(allowed), str(allowed)] == args[args.index("--bind") :][:3]
     # a hidden folder inside the workspace is hidden after the binds
     assert ["--tmpfs", str(secret), "--remount-ro", str(secret)] == args[
@@ -135,8 +139,13 @@ def test_the_bwrap_command_line(tmp_path: Path) -> None:
     # one holding the workspace before them, made read-only last
     above = BubblewrapSandbox(SandboxPolicy(read_deny=(str(tmp_path),))).bwrap_args(secret)
     assert above.index(str(tmp_path)) < above.index("--bind")
-    assert above[-4:] == ["--remount-ro", str(tmp_path), "--chdir", str(secret)]
-    assert "/no/such/path" not in args and args[-2:] == ["--chdir", str(tmp_path)]
+    assert above[-6:-2] == ["--remount-ro", str(tmp_path), "--remount-ro", "/dev"]
+    assert "/no/such/path" not in args and args[-4:] == [
+        "--remount-ro",
+        "/dev",  # last: nothing can be written into /dev itself (a tmpfs: memory)
+        "--chdir",
+        str(tmp_path),
+    ]
     nested = BubblewrapSandbox(SandboxPolicy(network="on"), mount_proc=False).bwrap_args(tmp_path)
     assert "--proc" not in nested and "--unshare-net" not in nested
 
@@ -158,6 +167,23 @@ async def test_an_interpreter_in_a_virtualenv_under_tmp_stays_visible(tmp_path: 
     run = await box.run(py_with(python, tmp_path / "ws", "print('from the venv')"))
     assert (run.exit_code, run.output) == (0, "from the venv\n")
     assert box.bwrap_args(tmp_path, "/usr/bin/python3") == box.bwrap_args(tmp_path)
+
+
+def test_a_virtualenv_made_with_copies_keeps_its_base_pythons_prefix_visible(
+    tmp_path: Path,
+) -> None:
+    # venv --copies: bin/python is a file, not a link; its stdlib lives in pyvenv.cfg's home.
+    home = tmp_path / "home"
+    base, venv = home / ".pyenv" / "versions" / "3.12", home / "proj" / ".venv"
+    for prefix in (base, venv):
+        (prefix / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").write_bytes(b"")
+    (venv / "pyvenv.cfg").write_text(
+        f"home = {base / 'bin'}\ninclude-system-site-packages = false\n"
+    )
+    box = BubblewrapSandbox(SandboxPolicy(read_deny=(str(home),), private_tmp=False))
+    args = " ".join(box.bwrap_args(tmp_path / "ws", str(venv / "bin" / "python")))
+    assert f"--ro-bind {venv} {venv} --ro-bind {base} {base}" in args
 
 
 def py_with(python: Path, workspace: Path, code: str) -> SandboxCommand:
@@ -276,3 +302,38 @@ async def test_a_background_child_holding_the_output_pipe_does_not_make_a_run_ti
 async def test_unsandboxed_is_named_and_unlimited(tmp_path: Path) -> None:
     run = await UnsandboxedRunner().run(py(tmp_path, "import os; print(os.getpid() > 2)"))
     assert (run.sandbox, run.output.strip(), run.limit) == ("unsandboxed", "True", None)
+
+
+NEW_USERNS = (
+    "import ctypes, os\n"
+    "libc = ctypes.CDLL(None, use_errno=True)\n"
+    "if libc.unshare(0x10000000 | 0x00020000) == 0:  # CLONE_NEWUSER | CLONE_NEWNS\n"
+    "    print('made', open('/proc/self/status').read().split('CapEff:')[1].split()[0])\n"
+    "else:\n"
+    "    print('refused', os.strerror(ctypes.get_errno()))\n"
+)
+
+
+async def test_a_run_cannot_make_a_user_namespace_unless_the_policy_allows_it(
+    tmp_path: Path,
+) -> None:
+    box = BubblewrapSandbox()
+    assert box.userns_guard is None  # not checked yet
+    run = await box.run(py(tmp_path, NEW_USERNS))
+    assert run.output.startswith("refused "), run.output
+    assert box.userns_guard == "bwrap --disable-userns"  # bubblewrap 0.8+ (Debian 12: 0.8.0)
+    assert "--disable-userns" in box.bwrap_args(tmp_path)
+    allowed = BubblewrapSandbox(SandboxPolicy(user_namespaces="on"))
+    made = await allowed.run(py(tmp_path, NEW_USERNS))
+    assert made.output.startswith("made "), made.output  # every capability inside
+    assert allowed.userns_guard == "none" and "--disable-userns" not in allowed.bwrap_args(tmp_path)
+
+
+async def test_the_hosts_network_interface_names_are_hidden(tmp_path: Path) -> None:
+    assert os.listdir("/sys/class/net")  # the host has some (lo at least)
+    code = "import os; print(sorted(os.listdir('/sys/class/net')), socket_names())"
+    code = (
+        "import socket\ndef socket_names(): return [n for _, n in socket.if_nameindex()]\n" + code
+    )
+    run = await BubblewrapSandbox().run(py(tmp_path, code))
+    assert run.output.strip() == "[] ['lo']"  # its own namespace has only loopback

@@ -81,7 +81,7 @@ async def test_every_readable_default_entry_reads_as_empty(tmp_path: Path) -> No
             assert seen[path] in ([], "", "FileNotFoundError"), path
 
 
-async def test_the_home_credential_stores_read_as_empty(
+async def test_the_home_credential_stores_read_as_empty_even_when_the_home_is_shown(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     home = tmp_path / "home"
@@ -90,7 +90,8 @@ async def test_the_home_credential_stores_read_as_empty(
     monkeypatch.setenv("HOME", str(home))
     workspace = tmp_path / "ws"
     workspace.mkdir()
-    box = BubblewrapSandbox(SandboxPolicy(private_tmp=False))  # the fake home is under /tmp
+    shown = tuple(p for p in DEFAULT_READ_DENY if p != "~")  # a policy that shows the home
+    box = BubblewrapSandbox(SandboxPolicy(read_deny=shown, private_tmp=False))
     paths = [str(home / e[2:]) for e in HOME_ENTRIES] + [str(home / "notes.txt")]
     seen = await report(box, workspace, paths)
     assert seen.pop(str(home / "notes.txt")) == "readable"
@@ -210,3 +211,100 @@ async def test_a_link_in_another_users_home_hides_only_what_that_user_owns(
     seen = await report(BubblewrapSandbox(policy), workspace, ["/usr", "/etc", str(keys / "alice")])
     assert seen.pop(str(keys / "alice")) == []
     assert seen == {"/usr": sorted(os.listdir("/usr")), "/etc": sorted(os.listdir("/etc"))}
+
+
+AS_USER = """
+import asyncio, json, os, sys
+from pathlib import Path
+from plait.sandbox import BubblewrapSandbox, SandboxCommand
+home, python, workspace = sys.argv[1:4]
+paths = sys.argv[4:]
+outside = {p: open(p).read() for p in paths if os.path.isfile(p)}  # readable to this user
+code = "import sys; print(sys.prefix, end=' ')\\n" + REPORT
+command = SandboxCommand((python, "-c", code, *paths), Path(workspace), 60, 1_000_000)
+run = asyncio.run(BubblewrapSandbox().run(command))
+prefix, _, seen = run.output.partition(" ")
+print(json.dumps({"uid": os.getuid(), "exit": run.exit_code, "prefix": prefix,
+                  "outside": outside, "seen": json.loads(seen) if run.exit_code == 0 else seen}))
+"""
+
+SECRETS = """
+mount -t tmpfs tmpfs /run && mkdir -m 755 /run/secrets &&
+echo token > /run/secrets/api_token && chmod 644 /run/secrets/api_token && exec "$@"
+"""
+
+
+def as_ordinary_user(home: Path) -> tuple[list[str], str]:
+    """The command prefix that runs a program as an unprivileged user with a fresh
+    ``/run/secrets`` (in a mount namespace of its own), and the Python it can execute.
+    As root: uid 54321 through ``setpriv`` (no passwd entry needed), Debian's
+    ``/usr/bin/python3``; as an ordinary user: that user (mapped back to itself in a user
+    namespace nested in the one that mounted), and this interpreter."""
+    if os.getuid() != 0:  # root in a user namespace mounts; a nested one maps the user back
+        back = ["unshare", f"--map-user={os.getuid()}", f"--map-group={os.getgid()}"]
+        return ["unshare", "--map-root-user", "--mount", "sh", "-c", SECRETS, "sh", *back], (
+            sys.executable
+        )
+    for path in [home, *home.rglob("*")]:
+        os.lchown(path, 54321, 54321)
+    drop = ["setpriv", "--reuid=54321", "--regid=54321", "--clear-groups"]
+    return ["unshare", "--mount", "sh", "-c", SECRETS, "sh", *drop], "/usr/bin/python3"
+
+
+def test_an_ordinary_users_secrets_are_hidden_while_its_venv_interpreter_runs() -> None:
+    import shutil
+    import subprocess
+    import tempfile
+
+    import plait
+
+    # outside /tmp (the private /tmp would hide it anyway) and not 0700 like tmp_path
+    root = Path(tempfile.mkdtemp(prefix="plait-user-", dir="/var/tmp"))
+    try:
+        root.chmod(0o755)
+        home, workspace = root / "home", root / "ws"
+        store = home / ".local" / "share" / "plait" / "threads.sqlite3"
+        store.parent.mkdir(parents=True)
+        store.write_text("every conversation")
+        (home / ".bash_history").write_text("export TOKEN=secret")
+        workspace.mkdir()
+        base = "/usr/bin/python3" if os.getuid() == 0 else sys.executable
+        subprocess.run([base, "-m", "venv", "--without-pip", str(home / ".venv")], check=True)
+        wrap, base = as_ordinary_user(home)  # (after home is filled: root chowns it)
+        os.chown(workspace, *(os.stat(home).st_uid, os.stat(home).st_gid))
+        python = str(home / ".venv" / "bin" / "python")
+        paths = [str(store), str(home / ".bash_history"), "/run/secrets/api_token"]
+        env = {"HOME": str(home), "PATH": os.defpath}
+        env["PYTHONPATH"] = str(Path(plait.__file__).parents[1])
+        script = f"REPORT = {REPORT!r}\n{AS_USER}"
+        argv = [*wrap, base, "-c", script, str(home), python, str(workspace), *paths]
+        done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        report_ = json.loads(done.stdout)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    assert report_["uid"] != 0 and report_["exit"] == 0, report_
+    assert set(report_["outside"]) == set(paths)  # readable to the user, outside the sandbox
+    assert report_["prefix"] == str(home / ".venv")  # the venv under the hidden home runs
+    assert report_["seen"] == dict.fromkeys(paths, "FileNotFoundError")
+
+
+def test_plaits_folders_are_hidden_wherever_the_environment_puts_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("PLAIT_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME"):
+        (tmp_path / name.lower() / "plait").mkdir(parents=True)
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert "$PLAIT_HOME" in DEFAULT_READ_DENY
+    unset = SandboxPolicy().denied_paths()
+    assert not any(p.startswith(str(tmp_path / "plait_home")) for p in unset)  # unset: skipped
+    monkeypatch.setenv("PLAIT_HOME", str(tmp_path / "plait_home"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg_data_home"))
+    monkeypatch.setenv("XDG_CACHE_HOME", "relative/cache")  # not absolute: ignored
+    denied = SandboxPolicy().denied_paths()
+    assert str(tmp_path / "plait_home") in denied
+    assert str(tmp_path / "xdg_data_home" / "plait") in denied
+    assert not any("relative" in p for p in denied)
+    with pytest.raises(SandboxPolicyInvalid, match="'\\$' must start a variable's name"):
+        SandboxPolicy(read_deny=("$1/x",)).check()

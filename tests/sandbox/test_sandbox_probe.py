@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import shutil
+import sys
 from pathlib import Path
 
 import pytest
 
-from plait.sandbox import BubblewrapSandbox, SandboxUnavailable
+from plait.sandbox import BubblewrapSandbox, SandboxCommand, SandboxPolicy, SandboxUnavailable
 from plait.sandbox.probe import diagnose
 
 
@@ -95,3 +97,53 @@ async def test_an_unsupported_architecture_refuses_rather_than_drops_the_filter(
         await BubblewrapSandbox().check()
     assert info.value.cause == "seccomp-unsupported"
     await BubblewrapSandbox(SandboxPolicy(unix_sockets="on")).check()  # explicit opt-in works
+
+
+def bwrap_without_disable_userns(folder: Path) -> Path:
+    """The real bwrap, as one older than 0.8 (which refuses ``--disable-userns``) would act."""
+    real = shutil.which("bwrap")
+    return fake_bwrap(
+        folder,
+        'for a in "$@"; do [ "$a" = --disable-userns ] && '
+        "{ echo 'bwrap: Unknown option --disable-userns' >&2; exit 1; }; done\n"
+        f'exec {real} "$@"',
+    )
+
+
+NEW_USERNS = (
+    "import ctypes, os\n"
+    "libc = ctypes.CDLL(None, use_errno=True)\n"
+    "ok = libc.unshare(0x10000000) == 0\n"
+    "print('made' if ok else os.strerror(ctypes.get_errno()), end=', ')\n"
+    "print(libc.syscall(435, 0, 0), os.strerror(ctypes.get_errno()))\n"
+)
+
+
+async def test_an_older_bwrap_falls_back_to_the_seccomp_rule_against_user_namespaces(
+    tmp_path: Path,
+) -> None:
+    box = BubblewrapSandbox(bwrap=str(bwrap_without_disable_userns(tmp_path)))
+    command = SandboxCommand((sys.executable, "-c", NEW_USERNS), tmp_path, 30, 10_000)
+    run = await box.run(command)
+    assert box.userns_guard == "seccomp"
+    assert run.output.strip() == "Operation not permitted, -1 Function not implemented"
+    threads = "import subprocess, threading; t = threading.Thread(target=print); t.start()"
+    threads += "; t.join(); subprocess.run(['/bin/true'], check=True); print('ok')"
+    still = await box.run(SandboxCommand((sys.executable, "-c", threads), tmp_path, 30, 10_000))
+    assert still.output.split() == ["ok"]  # glibc falls back from clone3 to clone
+
+
+async def test_no_way_to_refuse_user_namespaces_is_a_typed_error_not_a_weaker_sandbox(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import platform
+
+    monkeypatch.setattr(platform, "machine", lambda: "riscv64")  # no seccomp filter here
+    bwrap = str(bwrap_without_disable_userns(tmp_path))
+    box = BubblewrapSandbox(SandboxPolicy(unix_sockets="on"), bwrap=bwrap)
+    with pytest.raises(SandboxUnavailable, match='user_namespaces="on"') as info:
+        await box.check()
+    assert info.value.cause == "userns-unblockable"
+    allowed = BubblewrapSandbox(SandboxPolicy(unix_sockets="on", user_namespaces="on"), bwrap=bwrap)
+    await allowed.check()
+    assert allowed.userns_guard == "none"

@@ -30,7 +30,13 @@ from plait.skills.managed import (
     allow_all,
     create_skill_manager,
 )
-from plait.skills.managed.scripts import TRUNCATION_MARKER, Workspace, run_script, script_tool_name
+from plait.skills.managed.scripts import (
+    DEFAULT_THREAD_WORKSPACE_BYTES,
+    TRUNCATION_MARKER,
+    Workspace,
+    run_script,
+    script_tool_name,
+)
 
 SKILL_MD = "---\nname: tools\ndescription: Script tools. Use for tests.\n---\nRun the scripts.\n"
 
@@ -290,6 +296,7 @@ async def test_unload_keeps_the_workspace_until_in_flight_calls_finish() -> None
         ScriptConfig(interpreters={".py": []}),
         ScriptConfig(timeout=0),
         ScriptConfig(thread_workspaces=0),
+        ScriptConfig(thread_workspace_bytes=0),
         ScriptConfig(timeout=10, max_timeout=5),
         ScriptConfig(max_output_bytes=0),
     ],
@@ -398,6 +405,40 @@ async def test_at_most_thread_workspaces_copies_are_kept_least_recently_used_go_
     copies = [w.root for w in template.threads.values()]
     await m.unload("tools")
     assert not any(exists(root) for root in copies)
+    await m.aclose()
+
+
+async def test_the_copies_kept_hold_at_most_thread_workspace_bytes_together(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "template"
+    (root / "scripts").mkdir(parents=True)
+    template = Workspace(root)
+    bound = 3 * 1024 * 1024
+    async with template.thread_copy("a", 10, bound) as a:
+        (a.root / "data").write_bytes(b"x" * (2 * 1024 * 1024))
+    assert list(template.threads) == ["a"] and a.size >= 2 * 1024 * 1024  # measured at the end
+    async with template.thread_copy("b", 10, bound) as b:
+        (b.root / "data").write_bytes(b"x" * (2 * 1024 * 1024))
+    assert list(template.threads) == ["b"] and not exists(a.root)  # 4 MiB > 3: a went first
+    async with template.thread_copy("c", 10, bound) as c:
+        (c.root / "data").write_bytes(b"x" * (4 * 1024 * 1024))
+    assert template.threads == {} and not exists(c.root)  # alone over the bound: gone too
+    assert ScriptConfig().thread_workspace_bytes == DEFAULT_THREAD_WORKSPACE_BYTES == 2**31
+    template.dispose()
+
+
+async def test_a_run_that_fills_its_workspace_past_the_quota_resets_the_threads_copy() -> None:
+    fill = "open('note.txt', 'w').write('kept?')\nfor n in range(8):\n"
+    fill += "    open(f'big{n}', 'wb').write(b'x' * 1024 * 1024)\n"
+    limits = SandboxLimits(workspace_bytes=4 * 1024 * 1024)
+    sandbox = BubblewrapSandbox(SandboxPolicy(limits=limits))
+    config = ScriptConfig(timeout=30, sandbox=sandbox)
+    m = await manager(source(**NOTES, **{"scripts/fill.py": fill}), scripts=config)
+    await m.load("tools")
+    failed = await in_thread(m, "a", "run_tools_fill")
+    assert "workspace_bytes=4194304" in failed and "workspace was reset" in failed
+    assert (await in_thread(m, "a", "run_tools_peek")).endswith("\nnothing\n")  # fresh copy
     await m.aclose()
 
 

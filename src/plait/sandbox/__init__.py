@@ -9,8 +9,10 @@ name                             what it is
 :class:`Sandbox`                 the seam (a protocol): ``check``, ``run``, ``aclose``
 :class:`BubblewrapSandbox`       the default: ``bwrap`` + ``prlimit``, PID/net namespaces
 :class:`UnsandboxedRunner`       no isolation; only when chosen explicitly
-:class:`SandboxPolicy`           read_deny, write_allow, write_deny, network, limits
-:class:`SandboxLimits`           wall time, CPU seconds, memory, open files, file size, procs
+:class:`SandboxPolicy`           read_deny, write_allow, write_deny, network, user namespaces,
+                                 limits
+:class:`SandboxLimits`           wall time, CPU seconds, memory, open files, file size, procs,
+                                 the workspace quota, the /tmp and /dev/shm sizes
 :class:`SandboxUnavailable`      bwrap does not work here: ``cause`` and the fix
 ================================ ===========================================================
 """
@@ -38,6 +40,7 @@ from plait.sandbox.policy import (
     HOME_SECRETS,
     MAX_DENY_MATCHES,
     MIB,
+    WORKSPACE_POLL_SECONDS,
     SandboxLimits,
     SandboxPolicy,
 )
@@ -53,6 +56,7 @@ __all__ = [
     "MIB",
     "PROBE_TIMEOUT_SECONDS",
     "TRUNCATION_MARKER",
+    "WORKSPACE_POLL_SECONDS",
     "BubblewrapSandbox",
     "RunningProcess",
     "Sandbox",

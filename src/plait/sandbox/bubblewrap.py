@@ -4,13 +4,13 @@ The argv is built here, in Python, and nothing else runs on the host::
 
     prlimit --cpu=… --as=… --nofile=… --fsize=… --core=0 [--nproc=…] --
     bwrap --new-session --die-with-parent --unshare-pid --unshare-ipc --unshare-uts
-          --unshare-cgroup-try [--unshare-net] --cap-drop ALL
-          --ro-bind / / --dev /dev [--proc /proc] [--tmpfs /tmp]
+          --unshare-cgroup-try [--unshare-net] [--unshare-user --disable-userns] --cap-drop ALL
+          --ro-bind / / --dev /dev --size S --tmpfs /dev/shm [--proc /proc] [--size T --tmpfs /tmp]
           [--tmpfs D (read_deny folders)] [--ro-bind P P (the program's prefix in them)]
           --bind P P (write_allow…)  --bind W W (the workspace)  --ro-bind P P (write_deny…)
           [--tmpfs D --remount-ro D (read_deny folders inside a writable path)]
           [--ro-bind <empty file> F (read_deny files)] [--remount-ro D (read_deny folders)]
-          --chdir W --info-fd N [--seccomp M] -- <argv>
+          --remount-ro /dev --chdir W --info-fd N [--seccomp M] -- <argv>
 
 * The host file system is read-only; ``/dev`` is a fresh minimal one (``/dev/null``,
   ``/dev/zero``, ``/dev/urandom``, ``/dev/tty`` … work), ``/proc`` a fresh one for the new PID
@@ -23,7 +23,15 @@ The argv is built here, in Python, and nothing else runs on the host::
   bwrap exits. At the deadline, on cancellation and on ``aclose()`` plait SIGKILLs that init
   (its host pid comes from ``--info-fd``) and waits for bwrap to exit; ``--die-with-parent``
   covers plait itself dying.
-* rlimits are set by ``prlimit`` on bwrap and inherited by the whole tree.
+* rlimits are set by ``prlimit`` on bwrap and inherited by the whole tree. The memory-backed
+  mounts are size-capped tmpfs (``/tmp``: ``tmp_bytes``, ``/dev/shm``: ``shm_bytes``) and
+  ``/dev`` itself is made read-only, so no tmpfs takes memory past its cap; the workspace is
+  measured while the run goes (:mod:`plait.sandbox.quota`) and the tree killed past
+  ``workspace_bytes`` / ``workspace_files``.
+* Unless ``user_namespaces="on"``, the run cannot make a user namespace (which would give it
+  every capability inside): ``--unshare-user --disable-userns`` (bwrap >= 0.8), else the
+  seccomp rule of :func:`plait.sandbox.seccomp.build_filter`;
+  :attr:`BubblewrapSandbox.userns_guard` says which after ``check()``.
 
 ``check()`` runs the first-use probe (:mod:`plait.sandbox.probe`). Never falls back to running
 unsandboxed.
@@ -42,13 +50,17 @@ from pathlib import Path
 
 from plait.sandbox.base import SandboxCommand
 from plait.sandbox.errors import SandboxPolicyInvalid, SandboxUnavailable
-from plait.sandbox.policy import SandboxPolicy
+from plait.sandbox.policy import WORKSPACE_POLL_SECONDS, SandboxPolicy
 from plait.sandbox.probe import OPT_OUT, PROBE_TIMEOUT_SECONDS, probe, resolve_tools
 from plait.sandbox.process import Launch, ProcessSandbox, kill_group
-from plait.sandbox.seccomp import unix_socket_filter, write_filter
+from plait.sandbox.quota import WorkspaceWatch
+from plait.sandbox.seccomp import build_filter, write_filter
 
 __all__ = ["BubblewrapSandbox"]
 
+_BWRAP_GUARD = "bwrap --disable-userns"
+_SECCOMP_GUARD = "seccomp"
+_NO_GUARD = "none"
 _CHILD_PID = re.compile(rb'"child-pid"\s*:\s*(\d+)')
 _MEMORY_SIGNS = ("MemoryError", "Cannot allocate memory", "std::bad_alloc", "out of memory")
 
@@ -79,8 +91,9 @@ _MAX_LINKS = 40
 def _prefixes_under(program: str | None, hidden: list[str]) -> list[str]:
     """The folders to keep visible for ``program``: for it and each symlink it goes through
     (at most ``_MAX_LINKS``) that lives strictly inside one of the ``hidden`` folders (the
-    private ``/tmp``, a ``read_deny`` folder such as ``/root``), its prefix (the folder above
-    ``bin/``, else its folder)."""
+    private ``/tmp``, a ``read_deny`` folder such as ``~``), its prefix (the folder above
+    ``bin/``, else its folder); for a virtualenv's prefix, also that of the Python its
+    ``pyvenv.cfg`` names (``home =``: a venv made with ``--copies`` runs its base's stdlib)."""
     found: list[str] = []
     path = program
     for _ in range(_MAX_LINKS):
@@ -88,12 +101,27 @@ def _prefixes_under(program: str | None, hidden: list[str]) -> list[str]:
             break
         parts = Path(os.path.normpath(path))
         folder = parts.parent.parent if parts.parent.name == "bin" else parts.parent
-        if any(_inside(str(folder), root) for root in hidden) and str(folder) not in found:
-            found.append(str(folder))
+        for prefix in (str(folder), _venv_base(folder)):
+            if prefix and any(_inside(prefix, root) for root in hidden) and prefix not in found:
+                found.append(prefix)
         if not os.path.islink(path):
             break
         path = os.path.join(os.path.dirname(path), os.readlink(path))
     return found
+
+
+def _venv_base(prefix: Path) -> str | None:
+    """The prefix of the Python a virtualenv at ``prefix`` was made from, if it is one."""
+    try:
+        lines = (prefix / "pyvenv.cfg").read_text(errors="replace").splitlines()[:64]
+    except OSError:
+        return None
+    for line in lines:
+        key, _, value = line.partition("=")
+        if key.strip() == "home" and os.path.isabs(home := value.strip()):
+            base = Path(os.path.normpath(os.path.realpath(home)))
+            return str(base.parent if base.name == "bin" else base)
+    return None
 
 
 def _inside(path: str, folder: str) -> bool:
@@ -166,31 +194,69 @@ class BubblewrapSandbox(ProcessSandbox):
         self.mount_proc = mount_proc
         self.probe_timeout = probe_timeout
         self._tools: tuple[str, str] | None = None
-        self._filter = unix_socket_filter()
+        self._guard: str | None = None
+
+    @property
+    def userns_guard(self) -> str | None:
+        """What keeps a run from making a user namespace, once :meth:`check` passed:
+        ``"bwrap --disable-userns"``, ``"seccomp"`` (bwrap older than 0.8, or one that
+        cannot make a user namespace of its own here), or ``"none"`` when the policy allows
+        them (``user_namespaces="on"``); None before the check."""
+        return self._guard
 
     async def check(self) -> None:
         """Prove bwrap works here (once per command shape per process) or raise
         :class:`~plait.sandbox.errors.SandboxUnavailable` naming the cause and the fix;
-        :class:`~plait.sandbox.errors.SandboxPolicyInvalid` for a missing ``write_allow``."""
+        :class:`~plait.sandbox.errors.SandboxPolicyInvalid` for a missing ``write_allow``.
+        With ``user_namespaces="off"`` it tries ``--disable-userns`` first, then the seccomp
+        rule, and fails (cause ``userns-unblockable`` when neither exists) rather than run
+        without either."""
         if self._tools is not None:
             return
         self._writable()  # a missing write_allow path fails every time, cache or not
         tools = resolve_tools(self.bwrap, self.prlimit)
         policy = self.policy
-        if policy.unix_sockets == "off" and self._filter is None:
+        filters = build_filter(unix_sockets=False, user_namespaces=False) is not None
+        if policy.unix_sockets == "off" and not filters:
             raise SandboxUnavailable(
                 "seccomp-unsupported",
                 "The filter that keeps scripts away from host Unix sockets exists for x86_64 "
                 'and aarch64 only. Accept host Unix sockets with SandboxPolicy(unix_sockets="on")'
                 " if you must. " + OPT_OUT,
             )
-        flags = (self.mount_proc, policy.network, policy.unix_sockets, policy.private_tmp)
+        guards = [_NO_GUARD] if policy.user_namespaces == "on" else [_BWRAP_GUARD]
+        if policy.user_namespaces == "off" and filters:
+            guards.append(_SECCOMP_GUARD)
+        errors: list[SandboxUnavailable] = []
+        for guard in guards:
+            try:
+                await self._probe(tools, guard)
+            except SandboxUnavailable as error:
+                if error.cause == "probe-timeout":
+                    raise  # says nothing about the shape (a loaded machine): no fallback
+                errors.append(error)
+                continue
+            self._tools, self._guard = tools, guard
+            return
+        if guards == [_BWRAP_GUARD] and "disable-userns" in str(errors[0]):
+            raise SandboxUnavailable(
+                "userns-unblockable",
+                f"{tools[0]} is older than bubblewrap 0.8 (no --disable-userns) and the seccomp "
+                "fallback exists for x86_64 and aarch64 only, so a script could make a user "
+                "namespace (every capability inside it). Upgrade bubblewrap, or allow it with "
+                'SandboxPolicy(user_namespaces="on") if you must. ' + OPT_OUT,
+            )
+        raise errors[-1]
+
+    async def _probe(self, tools: tuple[str, str], guard: str) -> None:
+        policy = self.policy
+        flags = (self.mount_proc, policy.network, policy.unix_sockets, policy.private_tmp, guard)
         key = (*tools, *map(str, flags))
-        seccomp = self._seccomp_fd()
+        seccomp = self._seccomp_fd(guard)
         fds = () if seccomp is None else (seccomp,)
         try:
             await probe(
-                lambda ws, argv: self._argv(tools, ws, argv, None, seccomp),
+                lambda ws, argv: self._argv(tools, ws, argv, None, seccomp, guard),
                 key,
                 self.probe_timeout,
                 fds,
@@ -198,17 +264,18 @@ class BubblewrapSandbox(ProcessSandbox):
         finally:
             if seccomp is not None:
                 os.close(seccomp)
-        self._tools = tools
 
-    def _seccomp_fd(self) -> int | None:
-        if self.policy.unix_sockets == "on" or self._filter is None:
+    def _seccomp_fd(self, guard: str) -> int | None:
+        unix = self.policy.unix_sockets == "on"
+        program = build_filter(unix_sockets=unix, user_namespaces=guard != _SECCOMP_GUARD)
+        if program is None or (unix and guard != _SECCOMP_GUARD):
             return None
-        return write_filter(self._filter)
+        return write_filter(program)
 
     def launch(self, command: SandboxCommand) -> Launch:
-        assert self._tools is not None, "check() runs before launch()"
+        assert self._tools is not None and self._guard is not None, "check() runs first"
         info = _Info()
-        seccomp = self._seccomp_fd()
+        seccomp = self._seccomp_fd(self._guard)
 
         def cleanup() -> None:
             info.close()
@@ -216,7 +283,9 @@ class BubblewrapSandbox(ProcessSandbox):
                 os.close(seccomp)
 
         try:
-            argv = self._argv(self._tools, command.workspace, command.argv, info.write_fd, seccomp)
+            argv = self._argv(
+                self._tools, command.workspace, command.argv, info.write_fd, seccomp, self._guard
+            )
         except BaseException:
             cleanup()
             raise
@@ -230,7 +299,16 @@ class BubblewrapSandbox(ProcessSandbox):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(child, signal.SIGKILL)
 
-        return Launch(argv, kill_tree=kill_tree, pass_fds=fds, cleanup=cleanup)
+        limits = self.policy.limits
+        watch = WorkspaceWatch(command.workspace, limits.workspace_bytes, limits.workspace_files)
+        return Launch(
+            argv,
+            kill_tree=kill_tree,
+            pass_fds=fds,
+            cleanup=cleanup,
+            watch=watch,
+            watch_seconds=WORKSPACE_POLL_SECONDS,
+        )
 
     def _writable(self) -> list[str]:
         """The host paths of ``write_allow``; raise if one does not exist."""
@@ -246,6 +324,11 @@ class BubblewrapSandbox(ProcessSandbox):
         return paths
 
     def bwrap_args(self, workspace: Path, program: str | None = None) -> list[str]:
+        """The bwrap options for a run of ``program`` in ``workspace``; see :meth:`_args`
+        (``--disable-userns`` shows once :meth:`check` chose it)."""
+        return self._args(workspace, program, self._guard)
+
+    def _args(self, workspace: Path, program: str | None, guard: str | None) -> list[str]:
         """The bwrap options for a run of ``program`` in ``workspace`` (see the module).
 
         A ``read_deny`` folder that holds no writable path is hidden *before* the binds (an
@@ -261,7 +344,11 @@ class BubblewrapSandbox(ProcessSandbox):
         args += ["--unshare-uts", "--unshare-cgroup-try"]
         if policy.network == "off":
             args.append("--unshare-net")
+        if guard == _BWRAP_GUARD:
+            args += ["--unshare-user", "--disable-userns"]
+        limits = policy.limits
         args += ["--cap-drop", "ALL", "--ro-bind", "/", "/", "--dev", "/dev"]
+        args += ["--size", str(limits.shm_bytes), "--tmpfs", "/dev/shm"]
         if self.mount_proc:
             args += ["--proc", "/proc"]
         root = str(workspace.resolve())
@@ -269,7 +356,7 @@ class BubblewrapSandbox(ProcessSandbox):
         outer, inner, files = self._hidden(writable)
         covered = [*outer, "/tmp"] if policy.private_tmp else outer
         if policy.private_tmp:
-            args += ["--tmpfs", "/tmp"]
+            args += ["--size", str(limits.tmp_bytes), "--tmpfs", "/tmp"]
         for folder in outer:
             args += ["--tmpfs", folder]
         for prefix in _prefixes_under(program, covered):
@@ -286,7 +373,7 @@ class BubblewrapSandbox(ProcessSandbox):
             args += ["--ro-bind", _empty_file(), path]
         for folder in outer:
             args += ["--remount-ro", folder]
-        return [*args, "--chdir", root]
+        return [*args, "--remount-ro", "/dev", "--chdir", root]
 
     def _hidden(self, writable: list[str]) -> tuple[list[str], list[str], list[str]]:
         """The ``read_deny`` paths to hide, as (folders holding no writable path, folders
@@ -314,9 +401,10 @@ class BubblewrapSandbox(ProcessSandbox):
         argv: Sequence[str],
         info_fd: int | None,
         seccomp_fd: int | None,
+        guard: str,
     ) -> list[str]:
         bwrap, prlimit = tools
-        args = self.bwrap_args(workspace, argv[0] if argv else None)
+        args = self._args(workspace, argv[0] if argv else None, guard)
         if info_fd is not None:
             args += ["--info-fd", str(info_fd)]
         if seccomp_fd is not None:
@@ -338,6 +426,11 @@ class BubblewrapSandbox(ProcessSandbox):
             return f"file_size_bytes={limits.file_size_bytes} (file size limit reached, SIGXFSZ)"
         if any(sign in output for sign in _MEMORY_SIGNS):
             return f"memory_bytes={limits.memory_bytes} (memory limit reached)"
+        if "No space left on device" in output:
+            return (
+                f"tmp_bytes={limits.tmp_bytes} or shm_bytes={limits.shm_bytes} (/tmp or "
+                "/dev/shm is full)"
+            )
         if "Too many open files" in output:
             return f"open_files={limits.open_files} (open file limit reached)"
         return None

@@ -27,12 +27,17 @@ __all__ = [
     "HOME_SECRETS",
     "MAX_DENY_MATCHES",
     "MIB",
+    "WORKSPACE_POLL_SECONDS",
     "SandboxLimits",
     "SandboxPolicy",
 ]
 
 MIB = 1024 * 1024
 GIB = 1024 * MIB
+
+WORKSPACE_POLL_SECONDS = 0.2
+"""How often a running sandbox measures its workspace against ``SandboxLimits.workspace_bytes``
+and ``workspace_files`` (and once more when the run exits)."""
 
 HOME_SECRETS: tuple[str, ...] = (
     ".ssh",
@@ -53,18 +58,35 @@ HOME_SECRETS: tuple[str, ...] = (
     ".cargo/credentials.toml",
     ".password-store",
     ".local/share/keyrings",
+    # shell and REPL histories (passwords typed on command lines, tokens in curl calls)
+    ".bash_history",
+    ".zsh_history",
+    ".python_history",
+    ".psql_history",
+    ".mysql_history",
+    # plait's own data (the thread store: every conversation) and cache
+    ".local/share/plait",
+    ".cache/plait",
 )
-"""Credential stores inside a home folder (paths relative to it), denied in the agent user's
-home (``~``) and in every home folder under ``/home``."""
+"""Credential stores, histories and plait's own data inside a home folder (paths relative to
+it), denied in the agent user's home (``~``, itself hidden whole by default) and in every home
+folder under ``/home``."""
 
 MAX_DENY_MATCHES = 4_096
 """Paths one ``read_deny`` entry with a ``*`` component may match; more is a
 :class:`~plait.sandbox.errors.SandboxPolicyInvalid` (a host with more home folders than this
 should name them, or hide ``/home`` whole)."""
 
+
 DEFAULT_READ_DENY: tuple[str, ...] = (
-    # the agent user's credential stores
+    # the agent user's home, whole (the interpreter's prefix in it is bound back read-only)
+    "~",
+    # its credential stores, named too: still hidden when "~" is dropped from a policy
     *(f"~/{path}" for path in HOME_SECRETS),
+    # plait's data and cache folders when the environment moves them out of ~
+    "$PLAIT_HOME",
+    "$XDG_DATA_HOME/plait",
+    "$XDG_CACHE_HOME/plait",
     # every other user's (readable only when the agent runs as root, or when they are careless)
     *(f"/home/*/{path}" for path in HOME_SECRETS),
     # root-only secrets of the host: readable only when the agent runs as root (containers, CI)
@@ -82,14 +104,23 @@ DEFAULT_READ_DENY: tuple[str, ...] = (
     "/etc/ssh/ssh_host_dsa_key",
     "/etc/ssl/private",
     "/etc/krb5.keytab",
+    # secrets mounted for containers (Docker/Kubernetes) and the users' runtime folders
+    "/run/secrets",
+    "/run/user",
+    # the host's network interface names (the run's own network namespace has only lo)
+    "/sys/class/net",
+    "/sys/devices/virtual/net",
 )
-"""Paths hidden from every sandboxed process (they read as empty): the credential stores
-(:data:`HOME_SECRETS`) of the agent user and of every home folder under ``/home`` (the folders
-themselves stay visible), and the host's root-only secrets (password hashes, sudo rules, SSH
-host keys, TLS and Kerberos keys, root's home). Entries the agent's user cannot read are
-skipped, so other users' stores and the last group matter mostly when the agent runs as root;
-then ``/root`` is its home, and an interpreter installed there (pyenv, a virtualenv) stays
-visible: its prefix is bound back read-only."""
+"""Paths hidden from every sandboxed process (they read as empty): the agent user's home
+(``~``) whole, except the prefix of the interpreter a run starts (a virtualenv, pyenv or uv
+Python under ``~`` is bound back read-only); the credential stores, histories and plait data
+(:data:`HOME_SECRETS`) of every home folder under ``/home`` (the folders themselves stay
+visible); plait's data and cache folders wherever the environment put them; container secrets
+(``/run/secrets``) and runtime folders (``/run/user``); the host's root-only secrets (password
+hashes, sudo rules, SSH host keys, TLS and Kerberos keys, root's home); the host's network
+interface names under ``/sys``. Entries the agent's user cannot read are skipped, so other
+users' stores and the root-only group matter mostly when the agent runs as root; then
+``/root`` is its home."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,7 +139,17 @@ class SandboxLimits:
                               process of the user against it and exempts root, so it is not a
                               per-sandbox cap; the PID namespace and ``wall_seconds`` bound a
                               fork bomb's life instead.
+    workspace_bytes 512 MiB   the workspace holds more (sizes of its files, a sparse file at its
+                              full length): the tree is killed. Measured every
+                              :data:`WORKSPACE_POLL_SECONDS` and at exit, so a run can pass it
+                              by what it writes in one interval (see the README)
+    workspace_files 20,000    the workspace holds more entries (files, folders, links): killed
+    tmp_bytes       256 MiB   the private ``/tmp`` (a tmpfs: memory) is full (ENOSPC)
+    shm_bytes       64 MiB    ``/dev/shm`` (its own tmpfs) is full (ENOSPC)
     =============== ========= ==================================================================
+
+    tmpfs pages are not address space: a run may hold ``memory_bytes + tmp_bytes + shm_bytes``
+    of memory at most.
     """
 
     wall_seconds: float = 300.0
@@ -117,6 +158,10 @@ class SandboxLimits:
     open_files: int = 256
     file_size_bytes: int = 256 * MIB
     processes: int | None = None
+    workspace_bytes: int = 512 * MIB
+    workspace_files: int = 20_000
+    tmp_bytes: int = 256 * MIB
+    shm_bytes: int = 64 * MIB
 
     def check(self) -> None:
         """Raise :class:`SandboxPolicyInvalid` naming the first bad limit."""
@@ -127,7 +172,16 @@ class SandboxLimits:
             or not (math.isfinite(wall) and wall > 0)
         ):
             raise SandboxPolicyInvalid("SandboxLimits.wall_seconds must be a number > 0.")
-        for name in ("cpu_seconds", "memory_bytes", "open_files", "file_size_bytes"):
+        for name in (
+            "cpu_seconds",
+            "memory_bytes",
+            "open_files",
+            "file_size_bytes",
+            "workspace_bytes",
+            "workspace_files",
+            "tmp_bytes",
+            "shm_bytes",
+        ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise SandboxPolicyInvalid(f"SandboxLimits.{name} must be an integer >= 1.")
@@ -165,10 +219,11 @@ class SandboxPolicy:
     ================ ==========================================================================
     read_deny        paths that read as empty: a folder becomes an empty read-only tmpfs, a
                      file an empty read-only file; paths that are missing or that the agent's
-                     user cannot read are skipped (nothing to hide); a ``*`` path component
-                     matches every entry of its folder (``/home/*/.ssh``), hidden ones too,
-                     at most :data:`MAX_DENY_MATCHES` paths per entry (a ``*`` within a name
-                     is refused: it is no glob)
+                     user cannot read are skipped (nothing to hide); one may start with
+                     ``$VARIABLE`` (its value when a run starts; unset: skipped); a ``*``
+                     path component matches every entry of its folder (``/home/*/.ssh``),
+                     hidden ones too, at most :data:`MAX_DENY_MATCHES` paths per entry (a
+                     ``*`` within a name is refused: it is no glob)
     write_allow      host paths writable besides the run's workspace (each must exist)
     write_deny       paths kept read-only even inside a writable one
     network          ``"off"``: a private network namespace (its own loopback only);
@@ -176,7 +231,15 @@ class SandboxPolicy:
     unix_sockets     ``"off"``: ``socket(AF_UNIX)`` fails (seccomp), so host sockets on the
                      read-only file system (docker, D-Bus, ssh-agent) stay out of reach;
                      ``"on"``: allowed
-    private_tmp      ``/tmp`` is an empty tmpfs private to the run (never reaches the host)
+    private_tmp      ``/tmp`` is an empty tmpfs private to the run (never reaches the host),
+                     at most ``limits.tmp_bytes``
+    user_namespaces  ``"off"``: the run cannot make a user namespace of its own (one would give
+                     it every capability inside, and with them the kernel's namespaced attack
+                     surface): bwrap's ``--disable-userns``, or a seccomp rule where bwrap is
+                     older than 0.8; a host where neither works fails the first-use check
+                     (cause ``userns-unblockable``) rather than run weaker.
+                     ``BubblewrapSandbox.userns_guard`` says which one is in force.
+                     ``"on"``: allowed (rootless containers, some browsers' sandboxes)
     limits           :class:`SandboxLimits`
     ================ ==========================================================================
     """
@@ -187,12 +250,13 @@ class SandboxPolicy:
     network: Literal["off", "on"] = "off"
     unix_sockets: Literal["off", "on"] = "off"
     private_tmp: bool = True
+    user_namespaces: Literal["off", "on"] = "off"
     limits: SandboxLimits = field(default_factory=SandboxLimits)
 
     def check(self) -> None:
         """Raise :class:`SandboxPolicyInvalid` naming the first problem (paths are checked
         for shape here, for existence when a run starts)."""
-        for name in ("network", "unix_sockets"):
+        for name in ("network", "unix_sockets", "user_namespaces"):
             value = getattr(self, name)
             if value not in ("off", "on"):
                 raise SandboxPolicyInvalid(
@@ -228,9 +292,14 @@ class SandboxPolicy:
         found: dict[str, None] = {}
         listings: dict[str, list[str]] = {}  # each folder listed once per call
         for raw in self.read_deny:
-            expanded = os.path.normpath(os.path.expanduser(raw))
+            where = _expand(raw)
+            if where is None:
+                continue  # a variable that is not set (or not an absolute path): nothing
+            expanded = os.path.normpath(where)
             if "*" not in expanded.split("/"):
-                found[os.path.realpath(expanded)] = None
+                target = os.path.realpath(expanded)
+                if target != "/":  # '~' of a user whose home is '/': nothing to hide
+                    found[target] = None
                 continue
             matches = [("/", "/")]  # (path, the folder its last '*' matched)
             for part in expanded.split("/")[1:]:
@@ -254,6 +323,16 @@ def _check_entry(name: str, path: str) -> None:
     """Raise :class:`SandboxPolicyInvalid` when ``path`` of the ``name`` list is not absolute,
     names ``/``, or holds a ``*`` the policy would not expand (a whole ``*`` component, in
     ``read_deny`` only: any other would be taken literally and hide or protect nothing)."""
+    if path.startswith("$") and name == "read_deny":
+        variable, _, rest = path[1:].partition("/")
+        if not variable.isidentifier():
+            raise SandboxPolicyInvalid(
+                f"SandboxPolicy.read_deny entry {path!r}: '$' must start a variable's name "
+                "($XDG_DATA_HOME/plait)."
+            )
+        if not rest:
+            return
+        path = "/" + rest  # what follows the variable's value is checked as a path
     expanded = os.path.expanduser(path)
     if not os.path.isabs(expanded) or "\x00" in expanded:
         raise SandboxPolicyInvalid(
@@ -273,10 +352,23 @@ def _check_entry(name: str, path: str) -> None:
             "entry of its folder, as in /home/*/.ssh); any other '*' would be taken literally "
             "and hide nothing. Name the paths."
         )
-    if parts[1:] in ([""], ["*"]):
+    if parts[1:] in ([""], ["*"]) and not (name == "read_deny" and path.startswith("~")):
+        # (a home of '/', e.g. HOME=/ of a service user: '~' then hides nothing)
         raise SandboxPolicyInvalid(
             f"SandboxPolicy.{name} may not contain '/': name the folders instead."
         )
+
+
+def _expand(raw: str) -> str | None:
+    """``raw`` with ``~`` or a leading ``$VARIABLE`` expanded now; None when the variable is
+    unset or not an absolute path."""
+    if not raw.startswith("$"):
+        return os.path.expanduser(raw)
+    variable, _, rest = raw[1:].partition("/")
+    value = os.environ.get(variable, "")
+    if not os.path.isabs(value):
+        return None
+    return os.path.join(value, rest) if rest else value
 
 
 def _owned_target(path: str, matched: str) -> str | None:

@@ -11,7 +11,10 @@ Whatever ends it (deadline, cancellation,
 transport itself, so no transport is left for the garbage collector after the loop is gone
 (the "Exception ignored … Event loop is closed" at interpreter exit).
 
-Subclasses say how to build the argv and how to kill the tree (:class:`Launch`).
+Subclasses say how to build the argv and how to kill the tree (:class:`Launch`). A launch may
+carry a ``watch`` (the workspace quota, :mod:`plait.sandbox.quota`): it runs in a worker thread
+every ``watch_seconds`` while the process runs and once after it exits; the first limit it names
+kills the tree and becomes the run's ``limit``.
 """
 
 from __future__ import annotations
@@ -53,13 +56,16 @@ def _noop(pid: int) -> None:
 class Launch:
     """How one command is started: ``argv``, fds to pass, ``kill_tree(pid)`` (the tree is
     still running), ``after_exit(pid)`` (the process exited on its own: kill stragglers),
-    ``cleanup()`` (always called once, last)."""
+    ``cleanup()`` (always called once, last), ``watch()`` (polled every ``watch_seconds``
+    in a worker thread: the limit the run is over, which kills it, or None)."""
 
     argv: Sequence[str]
     kill_tree: Callable[[int], None] = kill_group
     after_exit: Callable[[int], None] = _noop
     pass_fds: tuple[int, ...] = ()
     cleanup: Callable[[], None] = field(default=lambda: None)
+    watch: Callable[[], str | None] | None = None
+    watch_seconds: float = 0.2
 
 
 class _Collector(asyncio.SubprocessProtocol):
@@ -69,6 +75,7 @@ class _Collector(asyncio.SubprocessProtocol):
         self.truncated = False
         self.eof = asyncio.Event()
         self.exited = asyncio.Event()
+        self.over: str | None = None  # the limit the launch's watch named
 
     def pipe_data_received(self, fd: int, data: bytes | bytearray) -> None:
         room = self.cap - len(self.data)
@@ -104,6 +111,25 @@ async def _uncancellable(work: Awaitable[None]) -> None:
     task.result()
     if cancelled:
         raise asyncio.CancelledError
+
+
+async def _watch(launch: Launch, collector: _Collector, kill: Callable[[], None]) -> None:
+    """Poll ``launch.watch`` until it names a limit (then kill the tree) or is cancelled."""
+    assert launch.watch is not None
+    while not collector.exited.is_set():
+        await asyncio.sleep(launch.watch_seconds)
+        found = await asyncio.to_thread(launch.watch)
+        if found is not None and collector.over is None:
+            collector.over = found
+            kill()
+            return
+
+
+async def _last_look(watch: Callable[[], str | None], collector: _Collector) -> None:
+    """The measure after the tree is gone (what it wrote since the last poll counts too)."""
+    found = await asyncio.to_thread(watch)
+    if collector.over is None:
+        collector.over = found
 
 
 def _check_command(command: SandboxCommand) -> None:
@@ -187,7 +213,10 @@ class ProcessSandbox:
         text = collector.data.decode("utf-8", errors="replace")
         if collector.truncated:
             text += TRUNCATION_MARKER
-        limit = self.limit_hit(code, text) if not timed_out else self._wall_hit(command)
+        if collector.over is not None:
+            limit: str | None = collector.over
+        else:
+            limit = self.limit_hit(code, text) if not timed_out else self._wall_hit(command)
         return SandboxRun(
             exit_code=code,
             output=text,
@@ -228,6 +257,9 @@ class ProcessSandbox:
         self._running.add(handle)
         timed_out = False
         clean = False
+        watcher = None
+        if launch.watch is not None:
+            watcher = asyncio.ensure_future(_watch(launch, collector, kill))
         try:
             if self._closed:  # aclose() ran while this one was starting
                 kill()
@@ -247,10 +279,16 @@ class ProcessSandbox:
         except TimeoutError:
             timed_out = True
         finally:
-            await _uncancellable(self._settle(transport, collector, launch, pid, clean))
-            self._running.discard(handle)
-            if on_end is not None:
-                on_end(handle)
+            if watcher is not None:
+                watcher.cancel()
+            try:
+                await _uncancellable(self._settle(transport, collector, launch, pid, clean))
+                if launch.watch is not None and collector.over is None:
+                    await _uncancellable(_last_look(launch.watch, collector))
+            finally:
+                self._running.discard(handle)
+                if on_end is not None:
+                    on_end(handle)
         code = transport.get_returncode()
         return collector, code if code is not None else -signal.SIGKILL, timed_out
 

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import os
 import re
 import shutil
@@ -51,6 +52,7 @@ from pathlib import Path, PurePosixPath
 from plait.errors import quoted
 from plait.paths import confine, normalize_virtual_path
 from plait.sandbox import (
+    GIB,
     TRUNCATION_MARKER,
     BubblewrapSandbox,
     RunningProcess,
@@ -58,6 +60,7 @@ from plait.sandbox import (
     SandboxCommand,
     SandboxError,
 )
+from plait.sandbox.quota import FolderUsage, folder_usage
 from plait.skills.errors import SkillFileTooLarge
 from plait.skills.managed.errors import (
     InvalidSkillsConfig,
@@ -69,6 +72,7 @@ from plait.skills.sources.base import SkillSource
 
 __all__ = [
     "DEFAULT_THREAD_WORKSPACES",
+    "DEFAULT_THREAD_WORKSPACE_BYTES",
     "DEFAULT_WORKSPACE_BYTES",
     "TRUNCATION_MARKER",
     "ScriptConfig",
@@ -84,6 +88,13 @@ DEFAULT_THREAD_WORKSPACES = 32
 """How many threads' copies of one loaded skill's workspace are kept (``ScriptConfig(
 thread_workspaces=...)``); past it the least recently used idle copy is removed (a thread that
 comes back gets a fresh copy)."""
+
+DEFAULT_THREAD_WORKSPACE_BYTES = 2 * GIB
+"""The most bytes one loaded skill's thread copies may hold together (``ScriptConfig(
+thread_workspace_bytes=...)``), measured when a run in a copy ends; past it the least recently
+used idle copies are removed, the one just used too if it alone holds more. With the default
+sandbox each copy is also capped by ``SandboxLimits.workspace_bytes`` (512 MiB) while a run
+goes."""
 
 
 _UNSAFE_NAME_CHARS = re.compile(r"[^A-Za-z0-9_-]")
@@ -101,7 +112,7 @@ class ScriptConfig:
     ``max_timeout``), in seconds. ``env`` is the whole environment a script gets.
     ``workspace_dir`` is where workspaces are created (default: the system temp folder); each
     thread gets its own copy of a skill's workspace, at most ``thread_workspaces`` per loaded
-    skill (see :class:`Workspace`).
+    skill holding at most ``thread_workspace_bytes`` together (see :class:`Workspace`).
     ``sandbox`` runs every script: :class:`~plait.sandbox.BubblewrapSandbox` with the default
     :class:`~plait.sandbox.SandboxPolicy` unless you pass another (``UnsandboxedRunner()`` only
     if you trust the skills)."""
@@ -115,6 +126,7 @@ class ScriptConfig:
     workspace_dir: str | None = None
     sandbox: Sandbox = field(default_factory=BubblewrapSandbox)
     thread_workspaces: int = DEFAULT_THREAD_WORKSPACES
+    thread_workspace_bytes: int = DEFAULT_THREAD_WORKSPACE_BYTES
 
     def check(self) -> None:
         """Raise :class:`InvalidSkillsConfig` naming the first problem."""
@@ -144,6 +156,11 @@ class ScriptConfig:
             raise InvalidSkillsConfig(
                 f"ScriptConfig.thread_workspaces must be an integer >= 1, not {count!r}."
             )
+        size = self.thread_workspace_bytes
+        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+            raise InvalidSkillsConfig(
+                f"ScriptConfig.thread_workspace_bytes must be an integer >= 1, not {size!r}."
+            )
         if not isinstance(self.sandbox, Sandbox):
             raise InvalidSkillsConfig(
                 "ScriptConfig.sandbox must be a plait.sandbox.Sandbox (BubblewrapSandbox() or, "
@@ -171,19 +188,22 @@ class Workspace:
     The workspace :func:`materialize` builds at load is the skill's *template*: scripts never
     run in it. Each conversation thread gets its own copy (:meth:`thread_copy`, made on the
     thread's first run), so files one thread's script leaves are never read by another's. At
-    most ``limit`` copies are kept, least recently used idle ones removed first (a copy a script
+    most ``limit`` copies holding ``max_bytes`` together are kept (sizes measured off the loop
+    when a run in a copy ends), least recently used idle ones removed first (a copy a script
     is running in is never removed; while every copy is busy a new one is added anyway, so the
-    count can pass ``limit`` by the number of runs in flight). Disposing the template disposes
+    count and the bytes can pass the bounds by the runs in flight). Disposing the template disposes
     every copy. Other threads' copies stay hidden from a sandboxed script only while they are
     outside what its sandbox shows: true for the default (workspaces in the system temp folder,
     which the default policy's private ``/tmp`` hides); not with ``private_tmp=False``, a
     ``workspace_dir`` elsewhere, or :class:`~plait.sandbox.UnsandboxedRunner`."""
 
-    __slots__ = ("_copies", "_users", "disposed", "root")
+    __slots__ = ("_copies", "_users", "disposed", "is_copy", "root", "size")
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, size: int = 0, *, is_copy: bool = False) -> None:
         self.root = root
         self.disposed = False
+        self.is_copy = is_copy  # a thread's copy (removed when a run leaves it over quota)
+        self.size = size  # bytes, as last measured (a copy: when made, then after each run)
         self._copies: OrderedDict[str, Workspace] = OrderedDict()
         self._users = 0
 
@@ -194,11 +214,15 @@ class Workspace:
 
     @contextlib.asynccontextmanager
     async def thread_copy(
-        self, thread_id: str, limit: int = DEFAULT_THREAD_WORKSPACES
+        self,
+        thread_id: str,
+        limit: int = DEFAULT_THREAD_WORKSPACES,
+        max_bytes: int = DEFAULT_THREAD_WORKSPACE_BYTES,
     ) -> AsyncIterator[Workspace]:
         """The copy of thread ``thread_id``, made now (off the event loop) if it has none,
-        held (never evicted) until the ``async with`` block ends. Raises ``OSError`` if the
-        copy fails, :class:`RuntimeError` once the template is disposed."""
+        held (never evicted) until the ``async with`` block ends; then it is measured and the
+        copies past ``limit`` or ``max_bytes`` are removed. Raises ``OSError`` if the copy
+        fails, :class:`RuntimeError` once the template is disposed."""
         if self.disposed:
             raise RuntimeError(f"the workspace {str(self.root)!r} was removed")
         copy = self._copies.get(thread_id)
@@ -214,10 +238,27 @@ class Workspace:
         self._copies.move_to_end(thread_id)
         copy._users += 1
         try:
-            self._evict(limit)
+            self._evict(limit, max_bytes)
             yield copy
         finally:
             copy._users -= 1
+            await self._measure(thread_id, copy, limit, max_bytes)
+
+    async def _measure(self, thread_id: str, copy: Workspace, limit: int, max_bytes: int) -> None:
+        """Measure ``copy`` off the loop, then evict; a caller cancelled meanwhile does not
+        stop either (the callback runs when the measure is done)."""
+        task = asyncio.ensure_future(asyncio.to_thread(folder_usage, copy.root))
+
+        def account(done: asyncio.Future[FolderUsage]) -> None:
+            if not done.cancelled() and done.exception() is None:
+                copy.size = done.result().size
+            if copy.disposed and self._copies.get(thread_id) is copy:
+                del self._copies[thread_id]  # reset by run_script (over its quota)
+            if not self.disposed:
+                self._evict(limit, max_bytes)
+
+        task.add_done_callback(account)
+        await asyncio.shield(task)
 
     async def _copy_off_loop(self) -> Workspace:
         """A new copy, made in a worker thread; a caller cancelled meanwhile leaves no copy
@@ -236,12 +277,19 @@ class Workspace:
         except BaseException:
             shutil.rmtree(root, ignore_errors=True)
             raise
-        return Workspace(root)
+        return Workspace(root, folder_usage(root).size, is_copy=True)
 
-    def _evict(self, limit: int) -> None:
-        idle = [key for key, copy in self._copies.items() if copy._users <= 0]
-        for key in idle[: max(0, len(self._copies) - limit)]:
-            self._copies.pop(key).dispose()
+    def _evict(self, limit: int, max_bytes: int = DEFAULT_THREAD_WORKSPACE_BYTES) -> None:
+        """Remove idle copies, least recently used first, until at most ``limit`` are left
+        holding at most ``max_bytes`` (or none idle is left)."""
+        count = len(self._copies)
+        total = sum(copy.size for copy in self._copies.values())
+        for key in [key for key, copy in self._copies.items() if copy._users <= 0]:
+            if count <= limit and total <= max_bytes:
+                break
+            gone = self._copies.pop(key)
+            count, total = count - 1, total - gone.size
+            gone.dispose()
 
     def dispose(self) -> None:
         if not self.disposed:
@@ -387,6 +435,14 @@ async def run_script(
         raise SkillScriptFailed(
             f"Script {script} could not start in the {sandbox.name} sandbox: {err}"
         ) from err
+    if workspace.is_copy and (done.limit or "").startswith("workspace_"):
+        # Left over its quota, the copy would get every later run killed at once: reset it.
+        workspace.dispose()
+        done = dataclasses.replace(
+            done,
+            limit=f"{done.limit}; the thread's workspace was reset: the next run starts from "
+            "a fresh copy of the skill's files",
+        )
     if done.timed_out:
         cut = f"its {limit:g}s timeout" if done.limit is None else f"the limit {done.limit}"
         raise SkillScriptTimeout(

@@ -139,7 +139,9 @@ def script_tool(record: LoadedSkill, path: str, config: ScriptConfig, name: str)
         async with contextlib.AsyncExitStack() as stack:
             try:
                 workspace = await stack.enter_async_context(
-                    template.thread_copy(ctx.turn.thread_id, config.thread_workspaces)
+                    template.thread_copy(
+                        ctx.turn.thread_id, config.thread_workspaces, config.thread_workspace_bytes
+                    )
                 )
             except (OSError, RuntimeError) as err:
                 raise SkillScriptFailed(
