@@ -53,12 +53,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, Self
 
-from plait.errors import ConfigurationError
-from plait.mcp.errors import McpConfigError, McpError, McpServerClosed
-from plait.mcp.events import McpServerSkipped
+from plait.mcp.errors import McpConfigError, McpError, McpServerClosed, McpToolRejected
+from plait.mcp.events import McpServerSkipped, McpToolsSkipped
 from plait.mcp.server import McpServer, McpTool
 from plait.middleware.base import Middleware, Next
 from plait.middleware.context import DispatchContext, EventSink, TurnContext
+from plait.tools import ToolRegistry
 
 __all__ = ["RECONNECT_SECONDS", "RETRY_FIRST_SECONDS", "RETRY_MAX_SECONDS", "McpToolset"]
 
@@ -165,18 +165,21 @@ class McpToolset(Middleware):
         return any(server.defer for server in self.servers)
 
     async def turn_input(self, ctx: TurnContext, next: Next) -> None:
-        """Register the reachable servers' tools on this turn's registry and report each
-        skipped server (see the module docstring)."""
+        """Register the reachable servers' tools on this turn's registry; report each skipped
+        server (:class:`McpServerSkipped`) and each tool left out (:class:`McpToolsSkipped`):
+        one its server rejected, one whose name an agent or middleware tool has (that tool is
+        kept), one whose name another server's tool has (both are left out)."""
         registry = ctx.registry
-        lists = await asyncio.gather(*(self._tools_of(s, ctx.emit) for s in self.servers))
-        for item in _check_unique(self.servers, lists):
-            existing = registry.get(item.name)
-            if existing is not None and not isinstance(existing, McpTool):
-                raise ConfigurationError(
-                    f"The MCP tool {item.name!r} (server {item.server.name!r}) has the name of "
-                    "an agent tool; give the server another prefix= or block the tool."
-                )
+        lists = await asyncio.gather(*(self._reachable(s, ctx.emit) for s in self.servers))
+        rejected: list[McpToolRejected] = []
+        for server, found in zip(self.servers, lists, strict=True):
+            if found is not None:  # listed this turn: what it left out is current
+                rejected += server.rejected_tools
+        for item in _kept([found or [] for found in lists], registry, rejected):
             registry.register(item, replace=True)
+        for problem in rejected:
+            reason = str(problem)
+            ctx.emit(McpToolsSkipped(server=problem.server, tools=problem.tools, reason=reason))
         await next()
 
     async def resolve(self, name: str, ctx: DispatchContext) -> McpTool | None:
@@ -203,11 +206,15 @@ class McpToolset(Middleware):
         return found
 
     async def _tools_of(self, server: McpServer, emit: EventSink = _discard) -> list[McpTool]:
-        """``server``'s tools, or ``[]`` (reported through ``emit``) while it is unreachable,
-        waiting for its next retry or reconnecting in the background. Only a server never
-        reached before is waited for here (up to its ``init_timeout``); one whose session ended
-        since, up to ``reconnect_seconds``. A configuration problem (too many tools, two tools
-        with one name, a closed server) still raises: skipping would hide it."""
+        """``server``'s tools, or ``[]`` while it is skipped (see :meth:`_reachable`)."""
+        return await self._reachable(server, emit) or []
+
+    async def _reachable(self, server: McpServer, emit: EventSink) -> list[McpTool] | None:
+        """``server``'s tools, or ``None`` (reported through ``emit``) while it is unreachable
+        or its tool list unusable (malformed, too long), waiting for its next retry or
+        reconnecting in the background. Only a server never reached before is waited for here
+        (up to its ``init_timeout``); one whose session ended since, up to
+        ``reconnect_seconds``. A closed server raises :class:`McpServerClosed`."""
         down = self._down.get(server.name)
         now = time.monotonic()
         if down is None and (lost := server.lost_session) is not None:
@@ -221,9 +228,9 @@ class McpToolset(Middleware):
         if down is None:
             try:
                 return await server.list_tools()
-            except (McpConfigError, McpServerClosed):
+            except McpServerClosed:
                 raise
-            except McpError as exc:  # cannot start, tools/list failed or timed out, gone
+            except Exception as exc:  # cannot start; tools/list failed, timed out, unusable
                 down = self._failed(server, exc, down, now)
         reason = down.reason
         if down.retry_at <= now:
@@ -237,14 +244,13 @@ class McpToolset(Middleware):
                 retry_in=round(max(0.0, down.retry_at - now), 3),
             )
         )
-        return []
+        return None
 
     async def _await_restart(self, server: McpServer, down: _Down, now: float) -> _Down | None:
         """``server``'s session ended since its last use: start it again in the background
         (:meth:`_retry`; turns arriving meanwhile share it) and wait for that until
         ``down.restart_until``: ``reconnect_seconds`` after the end was seen, for every turn.
-        ``None`` once it is back (or a configuration problem, raised next); else its failure,
-        or that it is still reconnecting."""
+        ``None`` once it is back; else its failure, or that it is still reconnecting."""
         task = self._retry_in_background(server)
         await asyncio.wait({task}, timeout=down.restart_until - now)
         found = self._down.get(server.name)
@@ -265,14 +271,12 @@ class McpToolset(Middleware):
         return task
 
     async def _retry(self, server: McpServer) -> None:
-        """One background retry: success (or a configuration problem, which the next turn then
-        raises) clears the server's failure; a failure pushes its next retry further."""
+        """One background retry: success clears the server's failure; a failure (an unusable
+        tool list too) pushes its next retry further."""
         try:
             await server.list_tools()
         except McpServerClosed:
             return
-        except McpConfigError:
-            self._down.pop(server.name, None)
         except Exception as exc:  # an McpError, or anything else the SDK let through
             self._failed(server, exc, self._down.get(server.name), time.monotonic())
         else:
@@ -314,6 +318,44 @@ class McpToolset(Middleware):
 
     def _servers_for(self, name: str) -> Sequence[McpServer]:
         return [s for s in self.servers if name.startswith(f"{s.prefix}_")]
+
+
+def _kept(
+    lists: Sequence[list[McpTool]],
+    registry: ToolRegistry,
+    rejected: list[McpToolRejected],
+) -> list[McpTool]:
+    """The tools of ``lists`` (one per server, in order) a turn can register; each left out
+    is added to ``rejected``: a name two servers' tools share (both: offering one would hide
+    the other), or a name the turn's registry has for a tool that is no MCP tool (the agent's
+    or a middleware's, which is kept)."""
+    owners: dict[str, list[McpTool]] = {}
+    for found in lists:
+        for item in found:
+            owners.setdefault(item.name, []).append(item)
+    kept: list[McpTool] = []
+    for name, items in owners.items():
+        existing = registry.get(name)
+        if len(items) > 1:
+            names = " and ".join(repr(i.server.name) for i in items)
+            for item in items:
+                reason = (
+                    f"its tool {item.remote.name!r} becomes {name!r}, a name MCP servers "
+                    f"{names} share; it is left out of each: change a prefix or block the tool "
+                    "in all but one."
+                )
+                rejected.append(McpToolRejected(item.server.name, [item.remote.name], reason))
+        elif existing is not None and not isinstance(existing, McpTool):
+            (item,) = items
+            reason = (
+                f"its tool {item.remote.name!r} becomes {name!r}, the name of an agent or "
+                "middleware tool (which is kept); give the server another prefix= or block "
+                "the tool."
+            )
+            rejected.append(McpToolRejected(item.server.name, [item.remote.name], reason))
+        else:
+            kept += items
+    return kept
 
 
 def _check_unique(servers: Sequence[McpServer], lists: Sequence[list[McpTool]]) -> list[McpTool]:
