@@ -1,6 +1,6 @@
 """A real MCP server (stdio) whose ``tools/list`` is hostile, for the MCP battery's tests.
 
-Run as ``python hostile_server.py CASE``. It speaks MCP's JSON-RPC itself, one message a line
+Run as ``python mcp_hostile_server.py CASE``. It speaks MCP's JSON-RPC itself, one message a line
 (no SDK: an SDK server would refuse to send these lists), answers ``initialize``, ``ping`` and
 ``tools/list``, and calls every tool as an echo of its ``text`` argument. Each case (see
 :data:`CASES`) lists ``echo`` beside its bad tools, except ``malformed`` and ``many``, whose
