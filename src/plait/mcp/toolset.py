@@ -4,9 +4,11 @@ Two ways to use the tools of a set of servers:
 
 * **As agent tools**: put the toolset in the agent's middleware. At the start of every turn it
   registers each server's (cached) tools on the turn's registry, so a list the server changed
-  shows up on the next turn. A name an agent tool (or other middleware) already has is a
-  :class:`~plait.errors.ConfigurationError` that aborts the turn before the model is called
-  (``TurnAborted`` with it as ``error``): prefixes exist so nothing is shadowed silently.
+  shows up on the next turn. A tool that cannot be offered is left out, and only it, reported by
+  an :class:`~plait.mcp.events.McpToolsSkipped` event on every turn: two tools of a server with
+  one name, an input schema over ``max_schema_chars`` (see :meth:`McpServer.list_tools`), a
+  name an agent tool or another middleware's tool has (that tool is kept: nothing is shadowed),
+  a name two servers' tools share (both are left out).
 * **Behind skills**: leave it out of the middleware and give its resolvers to the skills battery,
   so a skill's ``metadata.include_tools`` can name MCP tools (by prefixed name) and only a skill
   in use puts them in the request::
@@ -15,8 +17,8 @@ Two ways to use the tools of a set of servers:
       create_skill_manager(sources, skill_tools=toolset.skill_tools)  # managed mode
 
 **A server that cannot be reached** (it does not start, ``initialize`` or ``tools/list`` does
-not answer within ``init_timeout``, ``tools/list`` fails, its session ends) does not fail the
-turn: its tools are left out, an :class:`~plait.mcp.events.McpServerSkipped` event names it and
+not answer within ``init_timeout``, ``tools/list`` fails, is malformed or lists more than
+``max_tools``, its session ends) does not fail the turn: its tools are left out, an :class:`~plait.mcp.events.McpServerSkipped` event names it and
 the cause, and it is tried again on the first turn :data:`RETRY_FIRST_SECONDS` later, the wait
 doubling after each failure in a row up to :data:`RETRY_MAX_SECONDS`; a success resets it. Until
 then every turn skips it without waiting and reports it again. A retry runs in the background
@@ -38,8 +40,8 @@ the model finds them with ``search_tools`` (:class:`~plait.runtime.tool_search.T
 an :class:`~plait.runtime.Agent` adds by itself when a middleware has ``defers_tools``), so a
 server with many tools costs no request tokens until they are needed.
 
-Two servers with the same prefix, or two tools with one prefixed name, raise
-:class:`~plait.mcp.errors.McpConfigError`. The toolset closes its servers in :meth:`aclose`
+Two servers with the same prefix raise :class:`~plait.mcp.errors.McpConfigError` when the
+toolset is built. The toolset closes its servers in :meth:`aclose`
 (``async with``); an agent does not close middleware it was given.
 """
 
@@ -154,8 +156,10 @@ class McpToolset(Middleware):
 
     async def list_tools(self) -> list[McpTool]:
         """Every server's tools (cached per server), connecting servers as needed, all at
-        once. Raises :class:`McpConfigError` on a name two tools would share, and the first
-        server's connect error (:class:`~plait.mcp.errors.McpConnectError`)."""
+        once. Raises :class:`McpConfigError` on a name two servers' tools would share (the
+        tools a server rejects itself are left out: see :attr:`McpServer.rejected_tools`), and
+        the first server's error (:class:`~plait.mcp.errors.McpConnectError`,
+        :class:`~plait.mcp.errors.McpToolListError`, ...); a turn skips instead."""
         lists = await asyncio.gather(*(s.list_tools() for s in self.servers))
         return _check_unique(self.servers, lists)
 
