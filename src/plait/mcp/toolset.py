@@ -16,24 +16,24 @@ Two ways to use the tools of a set of servers:
       SkillsMiddleware(sources, tools=toolset.resolve)             # disclosure mode
       create_skill_manager(sources, skill_tools=toolset.skill_tools)  # managed mode
 
-**A server that cannot be reached** (it does not start, ``initialize`` or ``tools/list`` does
-not answer within ``init_timeout``, ``tools/list`` fails, is malformed or lists more than
-``max_tools``, its session ends) does not fail the turn: its tools are left out, an :class:`~plait.mcp.events.McpServerSkipped` event names it and
-the cause, and it is tried again on the first turn :data:`RETRY_FIRST_SECONDS` later, the wait
-doubling after each failure in a row up to :data:`RETRY_MAX_SECONDS`; a success resets it. Until
-then every turn skips it without waiting and reports it again. A retry runs in the background
-(one task per server, bounded by the server's ``init_timeout``): the turn that starts it, and
-every turn until it connects, goes on without the server (reported with "reconnecting in the
-background"); the first turn after it connected has its tools. :meth:`McpToolset.wait_for_retries`
-waits for the retries in flight. A server whose session ended since its last use (its process
-exited, its connection failed) is noticed at once, without a request: the turn starts it again in
-the background and waits up to ``reconnect_seconds`` (:data:`RECONNECT_SECONDS`) for it (turns
-that start meanwhile wait for the same restart, as long); a server back by then keeps its tools,
-one that is not is skipped ("its session ended: ...", reconnecting in the background), never
-holding the turn for its ``init_timeout``. (An HTTP session that ended without closing its
-stream is noticed by the first call that needs it, which fails and restarts it.) The same
-applies to :meth:`McpToolset.resolve` and :meth:`McpToolset.skill_tools` (a skipped server
-resolves no tool).
+**A server that cannot be reached** (it does not start, ``initialize`` or ``tools/list`` does not
+answer within ``init_timeout``, ``tools/list`` fails, is malformed or lists more than ``max_tools``,
+its session ends) does not fail the turn: its tools are left out, an
+:class:`~plait.mcp.events.McpServerSkipped` event names it and the cause, and it is tried again on
+the first turn :data:`RETRY_FIRST_SECONDS` later, the wait doubling after each failure in a row up
+to :data:`RETRY_MAX_SECONDS`; a success resets it. Until then every turn skips it without waiting
+and reports it again. A retry runs in the background (one task per server, bounded by the server's
+``init_timeout``): the turn that starts it, and every turn until it connects, goes on without the
+server (reported with "reconnecting in the background"); the first turn after it connected has its
+tools. :meth:`McpToolset.wait_for_retries` waits for the retries in flight. A server whose session
+ended since its last use (its process exited, its connection failed) is noticed at once, without a
+request: the turn starts it again in the background and waits up to ``reconnect_seconds``
+(:data:`RECONNECT_SECONDS`) for it (turns that start meanwhile wait for the same restart, as long);
+a server back by then keeps its tools, one that is not is skipped ("its session ended: ...",
+reconnecting in the background), never holding the turn for its ``init_timeout``. (An HTTP session
+that ended without closing its stream is noticed by the first call that needs it, which fails and
+restarts it.) The same applies to :meth:`McpToolset.resolve` and :meth:`McpToolset.skill_tools` (a
+skipped server resolves no tool).
 
 **Deferred servers** (``McpServer(defer=True)``) register their tools without advertising them:
 the model finds them with ``search_tools`` (:class:`~plait.runtime.tool_search.ToolSearch`, which
@@ -174,12 +174,10 @@ class McpToolset(Middleware):
         one its server rejected, one whose name an agent or middleware tool has (that tool is
         kept), one whose name another server's tool has (both are left out)."""
         registry = ctx.registry
-        lists = await asyncio.gather(*(self._reachable(s, ctx.emit) for s in self.servers))
-        rejected: list[McpToolRejected] = []
-        for server, found in zip(self.servers, lists, strict=True):
-            if found is not None:  # listed this turn: what it left out is current
-                rejected += server.rejected_tools
-        for item in _kept([found or [] for found in lists], registry, rejected):
+        found = await asyncio.gather(*(self._reachable(s, ctx.emit) for s in self.servers))
+        lists = [tools for tools, _ in filter(None, found)]
+        rejected = [problem for _, left_out in filter(None, found) for problem in left_out]
+        for item in _kept(lists, registry, rejected):
             registry.register(item, replace=True)
         for problem in rejected:
             reason = str(problem)
@@ -211,10 +209,14 @@ class McpToolset(Middleware):
 
     async def _tools_of(self, server: McpServer, emit: EventSink = _discard) -> list[McpTool]:
         """``server``'s tools, or ``[]`` while it is skipped (see :meth:`_reachable`)."""
-        return await self._reachable(server, emit) or []
+        found = await self._reachable(server, emit)
+        return [] if found is None else found[0]
 
-    async def _reachable(self, server: McpServer, emit: EventSink) -> list[McpTool] | None:
-        """``server``'s tools, or ``None`` (reported through ``emit``) while it is unreachable
+    async def _reachable(
+        self, server: McpServer, emit: EventSink
+    ) -> tuple[list[McpTool], list[McpToolRejected]] | None:
+        """``server``'s tools and the ones it left out (read together, so a list changed
+        meanwhile cannot mix them), or ``None`` (reported through ``emit``) while it is unreachable
         or its tool list unusable (malformed, too long), waiting for its next retry or
         reconnecting in the background. Only a server never reached before is waited for here
         (up to its ``init_timeout``); one whose session ended since, up to
@@ -231,7 +233,8 @@ class McpToolset(Middleware):
             raise McpServerClosed(server.name)
         if down is None:
             try:
-                return await server.list_tools()
+                tools = await server.list_tools()
+                return tools, server.rejected_tools
             except McpServerClosed:
                 raise
             except Exception as exc:  # cannot start; tools/list failed, timed out, unusable
