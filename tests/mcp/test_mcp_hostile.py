@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from mcp_hostile_server import COMMAND, LONG
+from mcp_hostile_server import COMMAND, LONG, serve_http
 from mcp_server import STDIO
 
 from plait import Agent, ScriptedModel, ToolCall, ToolMessage, tool
@@ -46,6 +46,8 @@ class Case:
 CASES = [
     Case("malformed", McpServerSkipped, "malformed result (tools: Input should be a valid list)",
          [], []),
+    Case("nameless", McpServerSkipped, "malformed result (tools.1.name: Field required)", [], []),
+    Case("pages", McpServerSkipped, "malformed result (its pages repeat a cursor)", [], []),
     Case("sanitize", McpToolsSkipped, "tools 'a.b', 'a b' both become 'bad_a_b'",
          ["a.b", "a b"], ["bad_echo"]),
     Case("cut", McpToolsSkipped, f"both become 'bad_{LONG[:60]}' (prefixed",
@@ -109,6 +111,25 @@ async def test_an_unusable_tool_list_is_a_typed_error_and_retried_like_an_unreac
     assert skipped.failures == 1 and mcp._down["bad"].failures == 2
     assert info.value.server == "bad" and str(info.value) == skipped.reason
     assert not isinstance(info.value, McpConfigError)  # the server is at fault, not the settings
+
+
+@pytest.mark.parametrize("case", ["malformed", "sanitize"])
+async def test_a_hostile_tool_list_over_http_is_left_out_the_same_way(case: str) -> None:
+    model = ScriptedModel([ToolCall("c1", "local", {"text": "a"}), "answered"])
+    with serve_http(case) as url:
+        async with McpToolset([McpServer("bad", url=url)]) as mcp:
+            result = await Agent(model, tools=[local], middleware=[mcp]).run("go")
+    assert result.output == "answered" and replies(result.new_messages) == {"c1": "local a"}
+    reports = [e for e in result.events if isinstance(e, McpServerSkipped | McpToolsSkipped)]
+    if case == "malformed":
+        assert tool_names(model.requests[0]) == ["local"]
+        assert [type(e) for e in reports] == [McpServerSkipped]
+        assert "malformed result (tools: Input should be a valid list)" in reports[0].reason
+    else:
+        assert tool_names(model.requests[0]) == ["bad_echo", "local"]
+        assert [(type(e), getattr(e, "tools", None)) for e in reports] == [
+            (McpToolsSkipped, ["a.b", "a b"])
+        ]
 
 
 async def test_the_limits_are_settings_raised_they_keep_the_tools() -> None:

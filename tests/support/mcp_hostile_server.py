@@ -1,21 +1,32 @@
 """A real MCP server (stdio) whose ``tools/list`` is hostile, for the MCP battery's tests.
 
-Run as ``python mcp_hostile_server.py CASE``. It speaks MCP's JSON-RPC itself, one message a line
-(no SDK: an SDK server would refuse to send these lists), answers ``initialize``, ``ping`` and
+Run as ``python mcp_hostile_server.py CASE`` (stdio) or ``... CASE http PORT`` (Streamable HTTP
+on 127.0.0.1, JSON responses, no session id). It speaks MCP's JSON-RPC itself (no SDK: an SDK
+server would refuse to send these lists): one message a line on stdio, one a POST over HTTP. It
+answers ``initialize``, ``ping`` and
 ``tools/list``, and calls every tool as an echo of its ``text`` argument. Each case (see
-:data:`CASES`) lists ``echo`` beside its bad tools, except ``malformed`` and ``many``, whose
-whole list is unusable.
+:data:`CASES`) lists ``echo`` beside its bad tools; the whole list of ``malformed``,
+``nameless``, ``pages`` and ``many`` is unusable.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import socket
+import subprocess
 import sys
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 COMMAND = [sys.executable, str(Path(__file__).resolve())]
 """The command that starts this server; append a case name."""
+
+HTTP_START_TIMEOUT = 30.0
+"""Seconds :func:`serve_http` waits for the HTTP server to answer."""
 
 TEXT_SCHEMA = {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}
 
@@ -35,6 +46,8 @@ HUGE_SCHEMA = {
 
 CASES: dict[str, Any] = {
     "malformed": {"tools": "notalist"},
+    "nameless": {"tools": [_tool("echo"), {"description": "no name", "inputSchema": TEXT_SCHEMA}]},
+    "pages": {"tools": [_tool("echo")], "nextCursor": "again"},  # the same page, for ever
     "sanitize": {"tools": [_tool("echo"), _tool("a.b"), _tool("a b")]},
     "cut": {"tools": [_tool("echo"), _tool(LONG + "_a"), _tool(LONG + "_b")]},
     "many": {"tools": [_tool(f"t{i}") for i in range(501)]},
@@ -67,10 +80,70 @@ def _answer(message: dict[str, Any], case: str) -> dict[str, Any] | None:
     return {"jsonrpc": "2.0", "id": ident, "result": result}
 
 
+def _http_handler(case: str) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            answer = _answer(json.loads(body), case)
+            if answer is None:
+                self.send_response(202)
+                self.end_headers()
+                return
+            data = json.dumps(answer).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self) -> None:  # no server-initiated stream
+            self.send_response(405)
+            self.end_headers()
+
+        def do_DELETE(self) -> None:
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, format: str, *args: Any) -> None:
+            return None
+
+    return Handler
+
+
+@contextlib.contextmanager
+def serve_http(case: str) -> Iterator[str]:
+    """Run the server for ``case`` over HTTP on a free port; yields its URL."""
+    import httpx
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    url = f"http://127.0.0.1:{port}/mcp"
+    process = subprocess.Popen([*COMMAND, case, "http", str(port)])
+    try:
+        deadline = time.monotonic() + HTTP_START_TIMEOUT
+        while True:
+            try:
+                httpx.get(url, timeout=1.0)  # 405: up
+                break
+            except httpx.TransportError:
+                if process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("the hostile MCP HTTP server did not start") from None
+                time.sleep(0.05)
+        yield url
+    finally:
+        process.kill()
+        process.wait(timeout=10)
+
+
 def main() -> None:
     case = sys.argv[1]
     if case not in CASES:
         raise SystemExit(f"unknown case {case!r}; one of {', '.join(CASES)}")
+    if sys.argv[2:3] == ["http"]:
+        address = ("127.0.0.1", int(sys.argv[3]))
+        ThreadingHTTPServer(address, _http_handler(case)).serve_forever()
+        return
     for line in sys.stdin:
         if not line.strip():
             continue
