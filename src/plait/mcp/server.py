@@ -311,7 +311,8 @@ class McpServer:
         for name, items in by_name.items():
             if len(items) > 1:
                 names = [i.name for i in items]
-                listed = ", ".join(repr(n) for n in names)
+                listed = ", ".join(repr(n) for n in names[:5])
+                listed += f" and {len(names) - 5} more" if len(names) > 5 else ""
                 every = "both" if len(names) == 2 else "all"
                 rejected.append(
                     McpToolRejected(
