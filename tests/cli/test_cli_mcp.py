@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from mcp_hostile_server import COMMAND as HOSTILE
 from mcp_server import STDIO
 from test_cli_run import FIXTURES, plait, sse_text
 from wire_server import Reply, WireServer
@@ -90,3 +91,18 @@ def test_a_server_that_cannot_start_is_skipped_with_a_warning_and_the_run_goes_o
     assert "tools" not in server.bodies()[0] or not any(
         t["function"]["name"].startswith("a_") for t in server.bodies()[0]["tools"]
     )
+
+
+def test_tools_a_server_lists_badly_are_left_out_with_a_warning_and_the_run_goes_on(
+    server: WireServer, tmp_path: Path
+) -> None:
+    server._replies.append(sse_text("Hello."))
+    model = f"openai-compatible:m@{server.url}/v1"
+    command = shlex.join([*HOSTILE, "sanitize"])
+    result = plait("run", "hi", "--model", model, "--mcp", f"bad={command}", home=tmp_path)
+    assert result.returncode == 0, result.stderr
+    shown = " ".join(result.stdout.split())
+    assert "! MCP tools of bad left out: MCP server 'bad': tools 'a.b', 'a b' both become" in shown
+    assert "Hello." in shown
+    sent = [t["function"]["name"] for t in server.bodies()[0]["tools"]]
+    assert [name for name in sent if name.startswith("bad_")] == ["bad_echo"]

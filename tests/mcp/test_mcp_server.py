@@ -12,7 +12,13 @@ import pytest
 from mcp_server import STDIO, HttpServerProcess
 
 from plait.errors import ToolError, ToolTimeoutError
-from plait.mcp import McpConfigError, McpConnectError, McpServer, McpServerClosed
+from plait.mcp import (
+    McpConfigError,
+    McpConnectError,
+    McpServer,
+    McpServerClosed,
+    McpToolRejected,
+)
 from plait.mcp.content import BinaryContent, CallOutcome, LinkContent
 from plait.mcp.results import plait_result
 
@@ -255,16 +261,18 @@ async def test_a_result_over_max_message_bytes_fails_the_call_and_the_next_call_
     assert server.restarts == 1
 
 
-async def test_an_input_schema_over_max_schema_chars_is_a_config_error_naming_the_tool() -> None:
-    async with McpServer("demo", command=STDIO, allow=["echo"], max_schema_chars=30) as server:
-        with pytest.raises(McpConfigError, match="tool 'echo' has an input schema of") as info:
-            await server.list_tools()
-    assert "more than max_schema_chars=30" in str(info.value) and "block the tool" in str(
-        info.value
-    )
+async def test_a_tool_whose_input_schema_is_over_max_schema_chars_is_left_out_naming_it() -> None:
+    async with McpServer(
+        "demo", command=STDIO, allow=["echo", "count"], max_schema_chars=80
+    ) as server:
+        assert [t.name for t in await server.list_tools()] == ["demo_count"]
+        (rejected,) = server.rejected_tools
+    assert isinstance(rejected, McpToolRejected) and isinstance(rejected, McpConfigError)
+    assert rejected.tools == ["echo"] and "tool 'echo' has an input schema of" in str(rejected)
+    assert "more than max_schema_chars=80" in str(rejected) and "block the tool" in str(rejected)
     async with McpServer("demo", command=STDIO, allow=["echo"]) as server:
         (echo,) = await server.list_tools()
-    assert echo.definition.parameters["required"] == ["text"]
+    assert echo.definition.parameters["required"] == ["text"] and not server.rejected_tools
 
 
 async def test_a_closed_server_refuses_every_use_naming_itself() -> None:

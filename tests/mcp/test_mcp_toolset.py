@@ -12,7 +12,6 @@ from mcp_server import NO_TOOLS, STDIO
 
 from plait import (
     Agent,
-    ConfigurationError,
     ScriptedModel,
     ToolCall,
     ToolMessage,
@@ -26,6 +25,7 @@ from plait.mcp import (
     McpServerClosed,
     McpServerSkipped,
     McpToolset,
+    McpToolsSkipped,
 )
 from plait.middleware.base import Middleware, Next
 from plait.middleware.context import TurnContext
@@ -69,18 +69,21 @@ async def test_an_mcp_error_result_reaches_the_model_as_an_error() -> None:
     assert message.is_error and "the disk is on fire" in message.text
 
 
-async def test_a_name_an_agent_tool_has_is_a_configuration_error() -> None:
+async def test_an_mcp_tool_named_like_an_agent_tool_is_left_out_and_the_agent_tool_kept() -> None:
     @tool
     def demo_echo(text: str) -> str:
         """An agent tool whose name the MCP server's echo would take."""
-        return text
+        return f"local {text}"
 
-    async with McpToolset([McpServer("demo", command=STDIO, allow=["echo"])]) as mcp:
-        agent = Agent(ScriptedModel(["never"]), tools=[demo_echo], middleware=[mcp])
-        with pytest.raises(TurnAborted) as info:
-            await agent.run("go")
-    assert isinstance(info.value.error, ConfigurationError)
-    assert "'demo_echo' (server 'demo') has the name of an agent tool" in str(info.value.error)
+    model = ScriptedModel([ToolCall("c1", "demo_echo", {"text": "hi"}), "done"])
+    async with McpToolset([McpServer("demo", command=STDIO, allow=["echo", "count"])]) as mcp:
+        result = await Agent(model, tools=[demo_echo], middleware=[mcp]).run("go")
+    (skipped,) = [e for e in result.events if isinstance(e, McpToolsSkipped)]
+    assert (skipped.server, skipped.tools, skipped.type) == ("demo", ["echo"], "mcp_tools_skipped")
+    assert "becomes 'demo_echo', the name of an agent or middleware tool" in skipped.reason
+    assert sorted(tool_names(model.requests[0])) == ["demo_count", "demo_echo"]
+    (reply,) = [m for m in result.new_messages if isinstance(m, ToolMessage)]
+    assert reply.data == "local hi" and result.output == "done"
 
 
 def test_two_servers_with_one_prefix_are_refused() -> None:

@@ -153,6 +153,10 @@ _LINES_BY_TYPE: dict[str, Callable[[Any], str | None]] = {
         + " "
         + _dim(f"(retry in {e.retry_in:.0f} s)")
     ),
+    "mcp_tools_skipped": lambda e: (
+        f"[yellow]! MCP tools of {escape(e.server)} left out:[/yellow] "
+        + escape(short(e.reason, 300))
+    ),
 }
 
 

@@ -11,8 +11,10 @@ from plait.mcp.errors import (
     McpError,
     McpServerClosed,
     McpServerGone,
+    McpToolListError,
+    McpToolRejected,
 )
-from plait.mcp.events import McpServerSkipped
+from plait.mcp.events import McpServerSkipped, McpToolsSkipped
 from plait.mcp.server import DEFAULT_CALL_TIMEOUT, DEFAULT_INIT_TIMEOUT, McpServer, McpTool
 from plait.mcp.toolset import (
     RECONNECT_SECONDS,
@@ -35,6 +37,9 @@ __all__ = [
     "McpServerGone",
     "McpServerSkipped",
     "McpTool",
+    "McpToolListError",
+    "McpToolRejected",
+    "McpToolsSkipped",
     "McpToolset",
     "parse_mcp_option",
     "servers_from_mapping",

@@ -35,7 +35,7 @@ from plait.mcp.content import (
     outcome_of,
     remote_tool_of,
 )
-from plait.mcp.errors import McpConnectError, McpServerGone
+from plait.mcp.errors import McpConnectError, McpServerGone, McpToolListError
 from plait.mcp.http import response_bound
 from plait.mcp.stdio import DEFAULT_MAX_MESSAGE_BYTES, open_stdio
 
@@ -172,17 +172,27 @@ class McpClient:
 
     async def list_tools(self, max_tools: int) -> list[RemoteTool]:
         """Every tool the server lists (following pagination), at most ``max_tools`` plus one
-        (so the caller can tell the list was cut)."""
+        (so the caller can tell the list was cut). A malformed answer (not a list of tools, a
+        tool without a name, a cursor that repeats) raises :class:`McpToolListError`."""
 
         async def op(session: ClientSession) -> list[RemoteTool]:
+            from pydantic import ValidationError
+
             found: list[RemoteTool] = []
             cursor: str | None = None
+            seen: set[str] = set()
             while len(found) <= max_tools:
-                page = await session.list_tools(cursor=cursor)
+                try:
+                    page = await session.list_tools(cursor=cursor)
+                except ValidationError as exc:  # the SDK checks the answer against its types
+                    raise McpToolListError(self.server, _malformed(_first_problem(exc))) from None
                 found += [remote_tool_of(t) for t in page.tools]
                 cursor = page.nextCursor
                 if not cursor:
                     break
+                if cursor in seen:
+                    raise McpToolListError(self.server, _malformed("its pages repeat a cursor"))
+                seen.add(cursor)
             return found[: max_tools + 1]
 
         result: list[RemoteTool] = await self._request(op, self.init_timeout)
@@ -413,6 +423,25 @@ def _first_error(exc: BaseException) -> str:
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
     return f"{type(exc).__name__}: {exc}" if not str(exc) else str(exc)
+
+
+def _malformed(problem: str) -> str:
+    return (
+        f"answered tools/list with a malformed result ({problem}); it does not follow the MCP "
+        "protocol: fix or update the server, or remove it from the configuration."
+    )
+
+
+def _first_problem(exc: Any) -> str:
+    """A pydantic ``ValidationError``'s first problem, as ``where: what`` (never the value,
+    which the server chose and may be huge), and how many more there are."""
+    errors = exc.errors(include_url=False, include_input=False)
+    if not errors:
+        return "it does not match the protocol's types"
+    first = errors[0]
+    where = ".".join(str(part) for part in first.get("loc", ())) or "the result"
+    more = f" and {len(errors) - 1} more" if len(errors) > 1 else ""
+    return f"{where}: {str(first.get('msg', 'invalid'))[:200]}{more}"
 
 
 def _gone_or(exc: Exception, server: str) -> Exception:

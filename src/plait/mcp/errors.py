@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from plait.errors import ConfigurationError, PlaitError
 
-__all__ = ["McpConfigError", "McpConnectError", "McpError", "McpServerClosed", "McpServerGone"]
+__all__ = [
+    "McpConfigError",
+    "McpConnectError",
+    "McpError",
+    "McpServerClosed",
+    "McpServerGone",
+    "McpToolListError",
+    "McpToolRejected",
+]
 
 
 class McpError(PlaitError):
@@ -26,6 +34,32 @@ class McpConnectError(McpError):
             f"MCP server {server!r} could not be connected: {reason}. Check its command or URL "
             "(run the command by hand to see its errors)."
         )
+
+
+class McpToolListError(McpError):
+    """A server's ``tools/list`` answer cannot be used as a whole: it is malformed (not what the
+    protocol says a list of tools is) or longer than the server's ``max_tools``. A toolset
+    leaves the server out of its turns, as it does an unreachable one
+    (:class:`~plait.mcp.events.McpServerSkipped`), and tries it again later."""
+
+    def __init__(self, server: str, reason: str) -> None:
+        self.server = server
+        self.reason = reason
+        super().__init__(f"MCP server {server!r} {reason}")
+
+
+class McpToolRejected(McpConfigError):
+    """Some of a server's tools cannot be offered: two of them end up with one name (once
+    prefixed, sanitized and cut to 64 characters), one's input schema is over
+    ``max_schema_chars``, or its name is taken (by an agent tool, a middleware's tool or another
+    server's tool). Only ``tools`` (the server's own names) are left out, reported by
+    :class:`~plait.mcp.events.McpToolsSkipped`; the server's other tools are offered."""
+
+    def __init__(self, server: str, tools: list[str], reason: str) -> None:
+        self.server = server
+        self.tools = list(tools)
+        self.reason = reason
+        super().__init__(f"MCP server {server!r}: {reason}")
 
 
 class McpServerGone(McpError):

@@ -28,7 +28,13 @@ from typing import Any, Self
 
 from plait.errors import ToolError, ToolTimeoutError
 from plait.mcp.client import CLOSE_TIMEOUT, HttpTransport, McpClient, RemoteTool, StdioTransport
-from plait.mcp.errors import McpConfigError, McpError, McpServerClosed
+from plait.mcp.errors import (
+    McpConfigError,
+    McpError,
+    McpServerClosed,
+    McpToolListError,
+    McpToolRejected,
+)
 from plait.mcp.results import DEFAULT_MAX_RESULT_CHARS, plait_result
 from plait.mcp.stdio import DEFAULT_MAX_MESSAGE_BYTES
 from plait.tools import Tool, ToolContext, ToolDefinition
@@ -50,7 +56,8 @@ DEFAULT_INIT_TIMEOUT = 30.0
 """Seconds starting a server plus ``initialize`` (or one ``tools/list``) may take."""
 
 DEFAULT_MAX_TOOLS = 500
-"""Tools one server may list; a longer list is a :class:`McpConfigError` (filter it)."""
+"""Tools one server may list (before ``allow``/``block``: the bound is on what is fetched); a
+longer list is a :class:`~plait.mcp.errors.McpToolListError` (a toolset skips the server)."""
 
 DEFAULT_MAX_DESCRIPTION_CHARS = 2_000
 """Characters of a tool's description sent to the model (a longer one is cut with a note): a
@@ -58,8 +65,9 @@ description rides along in every request, so one server cannot fill the context 
 
 DEFAULT_MAX_SCHEMA_CHARS = 20_000
 """Characters of a tool's input schema (as compact JSON) sent to the model: like a description it
-rides along in every request; a longer schema is a :class:`McpConfigError` naming the tool (a
-schema cannot be cut and stay valid: block the tool or raise ``max_schema_chars``)."""
+rides along in every request; a tool with a longer schema is left out (a
+:class:`~plait.mcp.errors.McpToolRejected` in :attr:`McpServer.rejected_tools`: a schema cannot be
+cut and stay valid, so block the tool or raise ``max_schema_chars``)."""
 
 _PREFIX = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,31}$")
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
@@ -78,11 +86,12 @@ class McpTool(Tool):
         schema = dict(remote.input_schema)
         size = len(json.dumps(schema, separators=(",", ":"), default=str))
         if size > server.max_schema_chars:
-            raise McpConfigError(
-                f"MCP server {server.name!r}: tool {remote.name!r} has an input schema of "
-                f"{size:,} characters, more than max_schema_chars={server.max_schema_chars:,} "
-                "(it would be sent with every request); block the tool or raise "
-                "max_schema_chars."
+            raise McpToolRejected(
+                server.name,
+                [remote.name],
+                f"tool {remote.name!r} has an input schema of {size:,} characters, more than "
+                f"max_schema_chars={server.max_schema_chars:,} (it would be sent with every "
+                "request); block the tool or raise max_schema_chars.",
             )
         super().__init__(ToolDefinition(name, description, schema, metadata))
         self.server = server
@@ -102,7 +111,7 @@ class McpServer:
     to an HTTP server. ``timeout`` bounds a tool call, ``init_timeout`` a (re)start and a
     ``tools/list``; ``max_tools`` bounds the list; ``max_result_chars`` the text of a result;
     ``max_description_chars`` each tool's description; ``max_schema_chars`` each tool's input
-    schema (a longer one is a :class:`McpConfigError` when the list is fetched);
+    schema (a tool with a longer one is left out, see :attr:`rejected_tools`);
     ``max_message_bytes`` one message from the server (a stdio line, an HTTP response or event; a
     longer one ends the session). Close it with :meth:`aclose` or ``async with``; an
     :class:`~plait.runtime.Agent` never closes servers it was given. A closed server stays
@@ -157,6 +166,7 @@ class McpServer:
         # references can be garbage collected mid-run) and awaited by aclose().
         self._retired: list[McpClient] = []
         self._tools: list[McpTool] | None = None
+        self._rejected: list[McpToolRejected] = []
         self._closed = False
         self.restarts = 0
         """How many times a dead session was started again."""
@@ -171,8 +181,10 @@ class McpServer:
 
     async def list_tools(self) -> list[McpTool]:
         """The server's tools after filtering, prefixed; cached until the server says its list
-        changed or the session restarts. Raises :class:`McpConfigError` if two tools would share
-        a prefixed name or the list is longer than ``max_tools``,
+        changed or the session restarts. Tools that cannot be offered (two that end up with one
+        name, an input schema over ``max_schema_chars``) are left out and described in
+        :attr:`rejected_tools`. Raises :class:`~plait.mcp.errors.McpToolListError` if the answer
+        is malformed or lists more than ``max_tools`` tools,
         :class:`~plait.mcp.errors.McpConnectError` if the server cannot be started, and
         :class:`McpError` naming the server if ``tools/list`` fails or takes longer than
         ``init_timeout``."""
@@ -180,12 +192,20 @@ class McpServer:
         if self._tools is None:
             remote = await self._list_remote(client)
             if len(remote) > self.max_tools:
-                raise McpConfigError(
-                    f"MCP server {self.name!r} lists more than {self.max_tools} tools; keep the "
-                    "ones you need with allow=[...] or raise max_tools."
+                raise McpToolListError(
+                    self.name,
+                    f"lists more than max_tools={self.max_tools} tools; raise max_tools (the "
+                    "bound is on the list as fetched; allow=[...] then keeps the ones you "
+                    "need).",
                 )
-            self._tools = self._wrap(remote)
+            self._tools, self._rejected = self._wrap(remote)
         return list(self._tools)
+
+    @property
+    def rejected_tools(self) -> list[McpToolRejected]:
+        """The tools the last :meth:`list_tools` left out, one error per cause (its ``tools``,
+        the server's own names, and its ``reason``); empty before the list is fetched."""
+        return list(self._rejected)
 
     async def _list_remote(self, client: McpClient) -> list[RemoteTool]:
         """``tools/list``, with its failures as plait errors naming the server."""
@@ -277,19 +297,38 @@ class McpServer:
     def _tools_changed(self) -> None:
         self._tools = None
 
-    def _wrap(self, remote: list[RemoteTool]) -> list[McpTool]:
-        tools: dict[str, McpTool] = {}
+    def _wrap(self, remote: list[RemoteTool]) -> tuple[list[McpTool], list[McpToolRejected]]:
+        """The kept tools as plait tools, and the ones left out: every tool of a name two of
+        them end up with (offering one would hide the other), and each oversized schema."""
+        by_name: dict[str, list[RemoteTool]] = {}
         for item in remote:
             if (self.allow is not None and item.name not in self.allow) or item.name in self.block:
                 continue
             name = _UNSAFE.sub("_", f"{self.prefix}_{item.name}")[:_MAX_NAME]
-            if name in tools:
-                raise McpConfigError(
-                    f"MCP server {self.name!r}: tools {tools[name].remote.name!r} and "
-                    f"{item.name!r} both become {name!r}; block one of them."
+            by_name.setdefault(name, []).append(item)
+        tools: list[McpTool] = []
+        rejected: list[McpToolRejected] = []
+        for name, items in by_name.items():
+            if len(items) > 1:
+                names = [i.name for i in items]
+                listed = ", ".join(repr(n) for n in names[:5])
+                listed += f" and {len(names) - 5} more" if len(names) > 5 else ""
+                every = "both" if len(names) == 2 else "all"
+                rejected.append(
+                    McpToolRejected(
+                        self.name,
+                        names,
+                        f"tools {listed} {every} become {name!r} (prefixed, characters other than "
+                        "letters, digits, '_' and '-' replaced, cut at 64); they are left out: "
+                        "block all but one of them.",
+                    )
                 )
-            tools[name] = McpTool(self, item, name)
-        return list(tools.values())
+                continue
+            try:
+                tools.append(McpTool(self, items[0], name))
+            except McpToolRejected as exc:
+                rejected.append(exc)
+        return tools, rejected
 
 
 def _require_sdk(server: str) -> None:

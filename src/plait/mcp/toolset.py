@@ -4,9 +4,11 @@ Two ways to use the tools of a set of servers:
 
 * **As agent tools**: put the toolset in the agent's middleware. At the start of every turn it
   registers each server's (cached) tools on the turn's registry, so a list the server changed
-  shows up on the next turn. A name an agent tool (or other middleware) already has is a
-  :class:`~plait.errors.ConfigurationError` that aborts the turn before the model is called
-  (``TurnAborted`` with it as ``error``): prefixes exist so nothing is shadowed silently.
+  shows up on the next turn. A tool that cannot be offered is left out, and only it, reported by
+  an :class:`~plait.mcp.events.McpToolsSkipped` event on every turn: two tools of a server with
+  one name, an input schema over ``max_schema_chars`` (see :meth:`McpServer.list_tools`), a
+  name an agent tool or another middleware's tool has (that tool is kept: nothing is shadowed),
+  a name two servers' tools share (both are left out).
 * **Behind skills**: leave it out of the middleware and give its resolvers to the skills battery,
   so a skill's ``metadata.include_tools`` can name MCP tools (by prefixed name) and only a skill
   in use puts them in the request::
@@ -14,32 +16,32 @@ Two ways to use the tools of a set of servers:
       SkillsMiddleware(sources, tools=toolset.resolve)             # disclosure mode
       create_skill_manager(sources, skill_tools=toolset.skill_tools)  # managed mode
 
-**A server that cannot be reached** (it does not start, ``initialize`` or ``tools/list`` does
-not answer within ``init_timeout``, ``tools/list`` fails, its session ends) does not fail the
-turn: its tools are left out, an :class:`~plait.mcp.events.McpServerSkipped` event names it and
-the cause, and it is tried again on the first turn :data:`RETRY_FIRST_SECONDS` later, the wait
-doubling after each failure in a row up to :data:`RETRY_MAX_SECONDS`; a success resets it. Until
-then every turn skips it without waiting and reports it again. A retry runs in the background
-(one task per server, bounded by the server's ``init_timeout``): the turn that starts it, and
-every turn until it connects, goes on without the server (reported with "reconnecting in the
-background"); the first turn after it connected has its tools. :meth:`McpToolset.wait_for_retries`
-waits for the retries in flight. A server whose session ended since its last use (its process
-exited, its connection failed) is noticed at once, without a request: the turn starts it again in
-the background and waits up to ``reconnect_seconds`` (:data:`RECONNECT_SECONDS`) for it (turns
-that start meanwhile wait for the same restart, as long); a server back by then keeps its tools,
-one that is not is skipped ("its session ended: ...", reconnecting in the background), never
-holding the turn for its ``init_timeout``. (An HTTP session that ended without closing its
-stream is noticed by the first call that needs it, which fails and restarts it.) The same
-applies to :meth:`McpToolset.resolve` and :meth:`McpToolset.skill_tools` (a skipped server
-resolves no tool).
+**A server that cannot be reached** (it does not start, ``initialize`` or ``tools/list`` does not
+answer within ``init_timeout``, ``tools/list`` fails, is malformed or lists more than ``max_tools``,
+its session ends) does not fail the turn: its tools are left out, an
+:class:`~plait.mcp.events.McpServerSkipped` event names it and the cause, and it is tried again on
+the first turn :data:`RETRY_FIRST_SECONDS` later, the wait doubling after each failure in a row up
+to :data:`RETRY_MAX_SECONDS`; a success resets it. Until then every turn skips it without waiting
+and reports it again. A retry runs in the background (one task per server, bounded by the server's
+``init_timeout``): the turn that starts it, and every turn until it connects, goes on without the
+server (reported with "reconnecting in the background"); the first turn after it connected has its
+tools. :meth:`McpToolset.wait_for_retries` waits for the retries in flight. A server whose session
+ended since its last use (its process exited, its connection failed) is noticed at once, without a
+request: the turn starts it again in the background and waits up to ``reconnect_seconds``
+(:data:`RECONNECT_SECONDS`) for it (turns that start meanwhile wait for the same restart, as long);
+a server back by then keeps its tools, one that is not is skipped ("its session ended: ...",
+reconnecting in the background), never holding the turn for its ``init_timeout``. (An HTTP session
+that ended without closing its stream is noticed by the first call that needs it, which fails and
+restarts it.) The same applies to :meth:`McpToolset.resolve` and :meth:`McpToolset.skill_tools` (a
+skipped server resolves no tool).
 
 **Deferred servers** (``McpServer(defer=True)``) register their tools without advertising them:
 the model finds them with ``search_tools`` (:class:`~plait.runtime.tool_search.ToolSearch`, which
 an :class:`~plait.runtime.Agent` adds by itself when a middleware has ``defers_tools``), so a
 server with many tools costs no request tokens until they are needed.
 
-Two servers with the same prefix, or two tools with one prefixed name, raise
-:class:`~plait.mcp.errors.McpConfigError`. The toolset closes its servers in :meth:`aclose`
+Two servers with the same prefix raise :class:`~plait.mcp.errors.McpConfigError` when the
+toolset is built. The toolset closes its servers in :meth:`aclose`
 (``async with``); an agent does not close middleware it was given.
 """
 
@@ -53,12 +55,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, Self
 
-from plait.errors import ConfigurationError
-from plait.mcp.errors import McpConfigError, McpError, McpServerClosed
-from plait.mcp.events import McpServerSkipped
+from plait.mcp.errors import McpConfigError, McpError, McpServerClosed, McpToolRejected
+from plait.mcp.events import McpServerSkipped, McpToolsSkipped
 from plait.mcp.server import McpServer, McpTool
 from plait.middleware.base import Middleware, Next
 from plait.middleware.context import DispatchContext, EventSink, TurnContext
+from plait.tools import ToolRegistry
 
 __all__ = ["RECONNECT_SECONDS", "RETRY_FIRST_SECONDS", "RETRY_MAX_SECONDS", "McpToolset"]
 
@@ -154,8 +156,10 @@ class McpToolset(Middleware):
 
     async def list_tools(self) -> list[McpTool]:
         """Every server's tools (cached per server), connecting servers as needed, all at
-        once. Raises :class:`McpConfigError` on a name two tools would share, and the first
-        server's connect error (:class:`~plait.mcp.errors.McpConnectError`)."""
+        once. Raises :class:`McpConfigError` on a name two servers' tools would share (the
+        tools a server rejects itself are left out: see :attr:`McpServer.rejected_tools`), and
+        the first server's error (:class:`~plait.mcp.errors.McpConnectError`,
+        :class:`~plait.mcp.errors.McpToolListError`, ...); a turn skips instead."""
         lists = await asyncio.gather(*(s.list_tools() for s in self.servers))
         return _check_unique(self.servers, lists)
 
@@ -165,18 +169,19 @@ class McpToolset(Middleware):
         return any(server.defer for server in self.servers)
 
     async def turn_input(self, ctx: TurnContext, next: Next) -> None:
-        """Register the reachable servers' tools on this turn's registry and report each
-        skipped server (see the module docstring)."""
+        """Register the reachable servers' tools on this turn's registry; report each skipped
+        server (:class:`McpServerSkipped`) and each tool left out (:class:`McpToolsSkipped`):
+        one its server rejected, one whose name an agent or middleware tool has (that tool is
+        kept), one whose name another server's tool has (both are left out)."""
         registry = ctx.registry
-        lists = await asyncio.gather(*(self._tools_of(s, ctx.emit) for s in self.servers))
-        for item in _check_unique(self.servers, lists):
-            existing = registry.get(item.name)
-            if existing is not None and not isinstance(existing, McpTool):
-                raise ConfigurationError(
-                    f"The MCP tool {item.name!r} (server {item.server.name!r}) has the name of "
-                    "an agent tool; give the server another prefix= or block the tool."
-                )
+        found = await asyncio.gather(*(self._reachable(s, ctx.emit) for s in self.servers))
+        lists = [tools for tools, _ in filter(None, found)]
+        rejected = [problem for _, left_out in filter(None, found) for problem in left_out]
+        for item in _kept(lists, registry, rejected):
             registry.register(item, replace=True)
+        for problem in rejected:
+            reason = str(problem)
+            ctx.emit(McpToolsSkipped(server=problem.server, tools=problem.tools, reason=reason))
         await next()
 
     async def resolve(self, name: str, ctx: DispatchContext) -> McpTool | None:
@@ -203,11 +208,19 @@ class McpToolset(Middleware):
         return found
 
     async def _tools_of(self, server: McpServer, emit: EventSink = _discard) -> list[McpTool]:
-        """``server``'s tools, or ``[]`` (reported through ``emit``) while it is unreachable,
-        waiting for its next retry or reconnecting in the background. Only a server never
-        reached before is waited for here (up to its ``init_timeout``); one whose session ended
-        since, up to ``reconnect_seconds``. A configuration problem (too many tools, two tools
-        with one name, a closed server) still raises: skipping would hide it."""
+        """``server``'s tools, or ``[]`` while it is skipped (see :meth:`_reachable`)."""
+        found = await self._reachable(server, emit)
+        return [] if found is None else found[0]
+
+    async def _reachable(
+        self, server: McpServer, emit: EventSink
+    ) -> tuple[list[McpTool], list[McpToolRejected]] | None:
+        """``server``'s tools and the ones it left out (read together, so a list changed
+        meanwhile cannot mix them), or ``None`` (reported through ``emit``) while it is unreachable
+        or its tool list unusable (malformed, too long), waiting for its next retry or
+        reconnecting in the background. Only a server never reached before is waited for here
+        (up to its ``init_timeout``); one whose session ended since, up to
+        ``reconnect_seconds``. A closed server raises :class:`McpServerClosed`."""
         down = self._down.get(server.name)
         now = time.monotonic()
         if down is None and (lost := server.lost_session) is not None:
@@ -220,10 +233,11 @@ class McpToolset(Middleware):
             raise McpServerClosed(server.name)
         if down is None:
             try:
-                return await server.list_tools()
-            except (McpConfigError, McpServerClosed):
+                tools = await server.list_tools()
+                return tools, server.rejected_tools
+            except McpServerClosed:
                 raise
-            except McpError as exc:  # cannot start, tools/list failed or timed out, gone
+            except Exception as exc:  # cannot start; tools/list failed, timed out, unusable
                 down = self._failed(server, exc, down, now)
         reason = down.reason
         if down.retry_at <= now:
@@ -237,14 +251,13 @@ class McpToolset(Middleware):
                 retry_in=round(max(0.0, down.retry_at - now), 3),
             )
         )
-        return []
+        return None
 
     async def _await_restart(self, server: McpServer, down: _Down, now: float) -> _Down | None:
         """``server``'s session ended since its last use: start it again in the background
         (:meth:`_retry`; turns arriving meanwhile share it) and wait for that until
         ``down.restart_until``: ``reconnect_seconds`` after the end was seen, for every turn.
-        ``None`` once it is back (or a configuration problem, raised next); else its failure,
-        or that it is still reconnecting."""
+        ``None`` once it is back; else its failure, or that it is still reconnecting."""
         task = self._retry_in_background(server)
         await asyncio.wait({task}, timeout=down.restart_until - now)
         found = self._down.get(server.name)
@@ -265,14 +278,12 @@ class McpToolset(Middleware):
         return task
 
     async def _retry(self, server: McpServer) -> None:
-        """One background retry: success (or a configuration problem, which the next turn then
-        raises) clears the server's failure; a failure pushes its next retry further."""
+        """One background retry: success clears the server's failure; a failure (an unusable
+        tool list too) pushes its next retry further."""
         try:
             await server.list_tools()
         except McpServerClosed:
             return
-        except McpConfigError:
-            self._down.pop(server.name, None)
         except Exception as exc:  # an McpError, or anything else the SDK let through
             self._failed(server, exc, self._down.get(server.name), time.monotonic())
         else:
@@ -314,6 +325,44 @@ class McpToolset(Middleware):
 
     def _servers_for(self, name: str) -> Sequence[McpServer]:
         return [s for s in self.servers if name.startswith(f"{s.prefix}_")]
+
+
+def _kept(
+    lists: Sequence[list[McpTool]],
+    registry: ToolRegistry,
+    rejected: list[McpToolRejected],
+) -> list[McpTool]:
+    """The tools of ``lists`` (one per server, in order) a turn can register; each left out
+    is added to ``rejected``: a name two servers' tools share (both: offering one would hide
+    the other), or a name the turn's registry has for a tool that is no MCP tool (the agent's
+    or a middleware's, which is kept)."""
+    owners: dict[str, list[McpTool]] = {}
+    for found in lists:
+        for item in found:
+            owners.setdefault(item.name, []).append(item)
+    kept: list[McpTool] = []
+    for name, items in owners.items():
+        existing = registry.get(name)
+        if len(items) > 1:
+            names = " and ".join(repr(i.server.name) for i in items)
+            for item in items:
+                reason = (
+                    f"its tool {item.remote.name!r} becomes {name!r}, a name MCP servers "
+                    f"{names} share; it is left out of each: change a prefix or block the tool "
+                    "in all but one."
+                )
+                rejected.append(McpToolRejected(item.server.name, [item.remote.name], reason))
+        elif existing is not None and not isinstance(existing, McpTool):
+            (item,) = items
+            reason = (
+                f"its tool {item.remote.name!r} becomes {name!r}, the name of an agent or "
+                "middleware tool (which is kept); give the server another prefix= or block "
+                "the tool."
+            )
+            rejected.append(McpToolRejected(item.server.name, [item.remote.name], reason))
+        else:
+            kept += items
+    return kept
 
 
 def _check_unique(servers: Sequence[McpServer], lists: Sequence[list[McpTool]]) -> list[McpTool]:
