@@ -32,6 +32,7 @@ from plait.middleware.stack import MiddlewareStack
 from plait.models.base import ModelRequest, ModelResponse, ResponseComplete, TextDelta
 from plait.models.retrying import RetryNotice, retry_listener
 from plait.models.timeouts import agent_deadline
+from plait.runtime import storing
 from plait.runtime.events import (
     DispatchFinished,
     ErrorOccurred,
@@ -43,7 +44,6 @@ from plait.runtime.events import (
     TurnStarted,
 )
 from plait.runtime.storing import (
-    SETTLE_TIMEOUT,
     append_storable,
     storable_input,
     storable_response,
@@ -179,7 +179,7 @@ class Turn:
         if self.lease_deadline is None:
             lease = thread_lease(store, thread_id)
         else:
-            lease = lease_within(store, thread_id, self.lease_deadline, SETTLE_TIMEOUT)
+            lease = lease_within(store, thread_id, self.lease_deadline, storing.SETTLE_TIMEOUT)
         try:
             async with lease:
                 return await self._run()
