@@ -246,24 +246,17 @@ async def test_after_aclose_at_any_event_the_lease_is_free(
         pass
 
 
-@pytest.mark.parametrize("kind", ["memory", "sqlite"])
 async def test_after_a_break_at_the_error_event_the_next_turn_starts_at_once(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, kind: str
+    monkeypatch: pytest.MonkeyPatch, fails_fast: ThreadStore
 ) -> None:
     class Fails(Middleware):
         async def turn_output(self, ctx: TurnContext, next: Next) -> None:
             raise RuntimeError("late failure")
 
     monkeypatch.setattr(storing, "SETTLE_TIMEOUT", 5.0)
-    store: ThreadStore = (
-        MemoryThreadStore(lease_wait=0)
-        if kind == "memory"
-        else SQLiteThreadStore(tmp_path / "t.db", lease_wait=0)
-    )
-    agent = Agent(ScriptedModel(["a", "b"]), middleware=[Fails()], store=store)
+    agent = Agent(ScriptedModel(["a", "b"]), middleware=[Fails()], store=fails_fast)
     async for event in agent.stream("hi", thread_id="t"):
         if isinstance(event, ErrorOccurred):
             break
     with pytest.raises(TurnAborted, match="late failure"):
         await agent.run("next", thread_id="t")  # the same failure, not ThreadBusyError
-    await store.aclose()
