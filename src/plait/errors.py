@@ -12,6 +12,7 @@ __all__ = [
     "ContextOverflowError",
     "DispatchRejected",
     "LimitExceeded",
+    "ModelResponseError",
     "ModelTimeoutError",
     "PlaitError",
     "ProviderError",
@@ -236,6 +237,21 @@ class ProviderError(PlaitError):
         self.status = status
         self.retryable = retryable
         super().__init__(message)
+
+
+class ModelResponseError(ProviderError):
+    """A model (your own :class:`~plait.models.Model`, or a ``wrap_model_call`` middleware in
+    front of it) returned something that is not a valid
+    :class:`~plait.models.ModelResponse`, e.g. ``Usage(input_tokens="12")``. ``model`` names
+    the model, ``field`` what is wrong (``"usage.input_tokens"``, ``"tool_calls[0].name"``;
+    ``""`` when the value is not a ``ModelResponse`` at all). Raised as the runtime receives the
+    response, before anything else uses it; not retryable (the same code answers the same way).
+    """
+
+    def __init__(self, message: str, *, model: str, field: str) -> None:
+        self.model = model
+        self.field = field
+        super().__init__(message, provider=model)
 
 
 class ModelTimeoutError(ProviderError):

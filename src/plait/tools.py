@@ -201,8 +201,20 @@ class FunctionTool(Tool):
         if self._is_async:
             return await self.fn(**args)
         if self.blocking:
-            return await asyncio.to_thread(self.fn, **args)
+            return await asyncio.to_thread(_in_thread, self.fn, args)
         return self.fn(**args)
+
+
+def _in_thread(fn: Callable[..., Any], args: dict[str, Any]) -> Any:
+    """``fn(**args)`` in a worker thread. A ``StopIteration`` or ``GeneratorExit`` it raises
+    leaves as a ``RuntimeError`` (``from`` it, the way Python carries a ``StopIteration`` out of
+    a coroutine, PEP 479): an asyncio future cannot hold a ``StopIteration`` (the call's await
+    would never end), and a ``GeneratorExit`` thrown back into the awaiting task closes every
+    coroutine on the way instead of reaching the code that turns it into the call's result."""
+    try:
+        return fn(**args)
+    except (StopIteration, GeneratorExit) as exc:
+        raise RuntimeError(f"function raised {type(exc).__name__}") from exc
 
 
 @overload

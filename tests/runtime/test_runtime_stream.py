@@ -7,19 +7,22 @@ import asyncio
 import contextlib
 import gc
 import logging
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
-import plait.runtime.agent as agent_module
-import plait.runtime.turn as turn_module
-from plait import Agent, Middleware, ScriptedModel, TurnContext
-from plait.errors import ConfigurationError, ThreadBusyError
+from plait import Agent, Middleware, ScriptedModel, ToolCall, TurnContext, tool
+from plait.errors import ConfigurationError, ThreadBusyError, TurnAborted
 from plait.middleware import Next
 from plait.middleware.context import Event
 from plait.models import FunctionModel
 from plait.models.base import ModelRequest
+from plait.runtime import storing
+from plait.runtime.agent import RunStream
 from plait.runtime.events import ErrorOccurred
+from plait.stores.base import ThreadStore
+from plait.stores.lease import thread_lease
 from plait.stores.memory import MemoryThreadStore
 from plait.stores.sqlite import SQLiteThreadStore
 
@@ -83,8 +86,7 @@ async def test_after_a_break_the_next_turn_waits_once_in_all_not_settle_then_lea
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, kind: str
 ) -> None:
     # Regression: the wait used to be SETTLE_TIMEOUT, then the store's lease_wait again.
-    monkeypatch.setattr(agent_module, "SETTLE_TIMEOUT", 0.2)
-    monkeypatch.setattr(turn_module, "SETTLE_TIMEOUT", 0.2)
+    monkeypatch.setattr(storing, "SETTLE_TIMEOUT", 0.2)  # the documented knob
     release, started = asyncio.Event(), asyncio.Event()
     # Both with lease_wait 30 s.
     store = MemoryThreadStore() if kind == "memory" else SQLiteThreadStore(tmp_path / "t.db")
@@ -120,3 +122,141 @@ async def test_a_stream_that_cannot_start_yields_the_error_event_then_raises() -
     busy.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await busy
+
+
+# Leaving a stream early, at every kind of event a turn yields, on every store: the lease is
+# released as the turn settles, so the next turn on the thread starts at once. Each store has
+# ``lease_wait=0``: a lease still held fails the next turn at once with ThreadBusyError.
+
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+@tool(timeout=0.05)
+async def stall() -> str:
+    """Never answers (timed out)."""
+    await asyncio.Event().wait()
+    return "never"
+
+
+def rich_turn() -> ScriptedModel:
+    """A turn yielding every kind of event in ``KINDS``: a good call, an unknown tool, arguments
+    repaired, a timed-out call; then a streamed answer (and the input needs a value replaced)."""
+    return ScriptedModel(
+        [
+            [
+                ToolCall("c1", "add", {"a": 1, "b": 2}),
+                ToolCall("c2", "nope", {}),
+                ToolCall("c3", "add", {}, '{"a": 1, "b": 2,}'),
+                ToolCall("c4", "stall", {}),
+            ],
+            "The answer is three.",
+        ]
+    )
+
+
+RICH_INPUT = "hi \ud800"
+KINDS = {  # each kind of event the rich turn yields, and how many times
+    "turn_started": 1,
+    "values_replaced": 1,
+    "model_request_sent": 2,
+    "tool_call_rejected": 1,
+    "tool_call_repaired": 1,
+    "model_response_received": 2,
+    "tool_call_started": 4,
+    "tool_timeout_reached": 1,
+    "tool_call_finished": 4,
+    "dispatch_finished": 2,
+    "text_delta_received": 4,
+    "turn_finished": 1,
+}
+BREAKS = [
+    *(pytest.param(kind, 1, id=f"{kind}-first") for kind, n in KINDS.items() if n > 1),
+    *(pytest.param(kind, n, id=f"{kind}-last") for kind, n in KINDS.items()),
+]
+
+
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
+async def fails_fast(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[ThreadStore]:
+    """Each store, with ``lease_wait=0``."""
+    if request.param == "memory":
+        yield MemoryThreadStore(lease_wait=0)
+    elif request.param == "sqlite":
+        sqlite_store = SQLiteThreadStore(tmp_path / "t.db", lease_wait=0)
+        yield sqlite_store
+        await sqlite_store.aclose()
+    else:
+        from postgres_server import fresh_schema, postgres_url
+
+        from plait.stores.postgres import PostgresThreadStore
+
+        async with fresh_schema(postgres_url()) as schema:
+            pg_store = PostgresThreadStore(postgres_url(), schema=schema, max_size=4, lease_wait=0)
+            await pg_store.setup()
+            yield pg_store
+            await pg_store.aclose()
+
+
+async def test_the_rich_turn_yields_each_kind_the_break_tests_break_at() -> None:
+    agent = Agent(rich_turn(), tools=[add, stall])
+    kinds = [event.type async for event in agent.stream(RICH_INPUT, thread_id="t")]
+    assert {kind: kinds.count(kind) for kind in kinds} == KINDS
+
+
+async def break_at(stream: RunStream, kind: str, nth: int) -> None:
+    """Iterate ``stream`` until its ``nth`` event of ``kind``, then ``break``."""
+    seen = 0
+    async for event in stream:
+        seen += event.type == kind
+        if seen == nth:
+            break
+    assert seen == nth, f"the turn yielded {seen} {kind} events, not {nth}"
+
+
+@pytest.mark.parametrize(("kind", "nth"), BREAKS)
+async def test_after_a_break_at_any_event_the_next_turn_starts_at_once(
+    monkeypatch: pytest.MonkeyPatch, fails_fast: ThreadStore, kind: str, nth: int
+) -> None:
+    # Regression: a break on turn_finished or the last dispatch_finished cancelled the turn while
+    # its end waited for the lease's renewals to stop, and the release never ran: on a table
+    # lease the next turn waited out the 30 s lease, then raised ThreadBusyError.
+    monkeypatch.setattr(storing, "SETTLE_TIMEOUT", 5.0)  # a short settle deadline
+    agent = Agent(rich_turn(), tools=[add, stall], store=fails_fast)
+    await break_at(agent.stream(RICH_INPUT, thread_id="t"), kind, nth)
+    # The iterator is dropped: the turn is cancelled and the next turn waits for it to settle.
+    agent.model = ScriptedModel(["done"])
+    assert (await agent.run("next", thread_id="t")).output == "done"
+    snapshot = await fails_fast.load("t")
+    assert snapshot.messages[-1].text == "done"
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+async def test_after_aclose_at_any_event_the_lease_is_free(
+    fails_fast: ThreadStore, kind: str
+) -> None:
+    agent = Agent(rich_turn(), tools=[add, stall], store=fails_fast)
+    stream = agent.stream(RICH_INPUT, thread_id="t")
+    async with contextlib.aclosing(stream):
+        await break_at(stream, kind, KINDS[kind])
+    # aclose() returned: the turn has settled and its lease is released, not left to expire.
+    async with thread_lease(fails_fast, "t"):
+        pass
+
+
+async def test_after_a_break_at_the_error_event_the_next_turn_starts_at_once(
+    monkeypatch: pytest.MonkeyPatch, fails_fast: ThreadStore
+) -> None:
+    class Fails(Middleware):
+        async def turn_output(self, ctx: TurnContext, next: Next) -> None:
+            raise RuntimeError("late failure")
+
+    monkeypatch.setattr(storing, "SETTLE_TIMEOUT", 5.0)
+    agent = Agent(ScriptedModel(["a", "b"]), middleware=[Fails()], store=fails_fast)
+    async for event in agent.stream("hi", thread_id="t"):
+        if isinstance(event, ErrorOccurred):
+            break
+    with pytest.raises(TurnAborted, match="late failure"):
+        await agent.run("next", thread_id="t")  # the same failure, not ThreadBusyError

@@ -20,10 +20,12 @@ from plait import (
     TurnAborted,
     tool,
 )
+from plait.errors import ToolExecutionError
 from plait.messages import ToolResult
 from plait.middleware import ToolHandler
 from plait.runtime import ErrorOccurred, ToolCallFinished
 from plait.stores.memory import MemoryThreadStore
+from plait.tools import Tool
 
 
 def _paired(messages: list[Message]) -> bool:
@@ -201,3 +203,85 @@ async def test_middleware_returning_non_json_data_does_not_lose_the_dispatch() -
     snap = await store.load("t")
     assert [m.role for m in snap.messages] == ["user", "assistant", "tool", "assistant"]
     assert _paired(snap.messages)
+
+
+def raising(kind: str, exc: type[BaseException]) -> Tool:
+    """A tool named ``t`` raising ``exc("boom")``: sync on the loop, sync in a worker thread
+    (``blocking``), async at once, or async after suspending."""
+    if kind == "sync":
+
+        def sync() -> str:
+            """Raise."""
+            raise exc("boom")
+
+        return tool(name="t")(sync)
+    if kind == "blocking":
+
+        def blocking() -> str:
+            """Raise in a worker thread."""
+            raise exc("boom")
+
+        return tool(name="t", blocking=True, timeout=60)(blocking)
+
+    async def run() -> str:
+        """Raise, maybe after suspending."""
+        if kind == "suspended":
+            await asyncio.sleep(0)
+        raise exc("boom")
+
+    return tool(name="t")(run)
+
+
+@pytest.mark.parametrize("exc", [GeneratorExit, StopIteration, StopAsyncIteration])
+@pytest.mark.parametrize("kind", ["sync", "blocking", "async", "suspended"])
+@pytest.mark.parametrize("parallel", [1, 2], ids=["alone", "two-calls"])
+async def test_a_tool_raising_a_generator_protocol_exception_gets_an_error_result(
+    exc: type[BaseException], kind: str, parallel: int
+) -> None:
+    # Regression: GeneratorExit ended the whole turn with GeneratorExit; StopIteration read
+    # "RuntimeError: coroutine raised StopIteration", and from a blocking tool it never reached
+    # the turn at all (asyncio cannot put it in a future): the call hung until its timeout.
+    store = MemoryThreadStore()
+    calls = [ToolCall(f"c{i}", "t", {}) for i in range(parallel)]
+    agent = Agent(ScriptedModel([calls, "done"]), tools=[raising(kind, exc)], store=store)
+    result = await agent.run("go", thread_id="t")
+    assert result.output == "done"
+    results = [m for m in result.new_messages if isinstance(m, ToolMessage)]
+    assert [m.text for m in results] == [f"Tool 't' failed: {exc.__name__}: boom"] * parallel
+    assert all(m.is_error for m in results)
+    errors = [e for e in result.events if isinstance(e, ErrorOccurred)]
+    assert all(isinstance(e.error, ToolExecutionError) for e in errors)
+    assert [type(e.error.error) for e in errors if isinstance(e.error, ToolExecutionError)] == [
+        exc
+    ] * parallel
+    assert _paired((await store.load("t")).messages)
+
+
+@pytest.mark.parametrize("exc", [GeneratorExit, StopIteration])
+async def test_tool_middleware_raising_a_generator_protocol_exception_gets_an_error_result(
+    exc: type[BaseException],
+) -> None:
+    class Raises(Middleware):
+        async def wrap_tool_call(
+            self, call: ToolCall, ctx: DispatchContext, handler: ToolHandler
+        ) -> ToolResult:
+            raise exc("boom")
+
+    agent = Agent(
+        ScriptedModel([ToolCall("c1", "fine"), "done"]), tools=[fine], middleware=[Raises()]
+    )
+    result = await agent.run("go")
+    message = next(m for m in result.new_messages if isinstance(m, ToolMessage))
+    assert message.is_error
+    assert message.text == f"Tool call failed in middleware: {exc.__name__}: boom"
+
+
+@pytest.mark.parametrize("exc", [KeyboardInterrupt, SystemExit])
+@pytest.mark.parametrize("kind", ["sync", "blocking", "async"])
+def test_keyboard_interrupt_and_system_exit_from_a_tool_end_the_turn(
+    exc: type[BaseException], kind: str
+) -> None:
+    # Documented in plait.runtime.tool_calls: the process is being asked to stop.
+    agent = Agent(ScriptedModel([ToolCall("c1", "t"), "done"]), tools=[raising(kind, exc)])
+    with pytest.raises(exc, match="boom"):
+        agent.run_sync("go")

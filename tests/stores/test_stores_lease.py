@@ -111,6 +111,50 @@ async def test_renewals_stop_when_the_turn_ends_even_if_a_renewal_swallowed_the_
     assert renewals_after_exit == []
 
 
+@pytest.mark.parametrize("where", ["stopping renewals", "releasing"])
+async def test_a_turn_cancelled_while_its_lease_ends_still_releases_it(where: str) -> None:
+    """A stream left with ``break`` right after its last event cancels the turn while its
+    ``held_lease`` exit is waiting: the release must still run (else a table lease is held
+    until it expires, 30 s), and the cancellation must still be raised."""
+    table = Table()
+    renewing, ending, go_on = asyncio.Event(), asyncio.Event(), asyncio.Event()
+
+    async def renew(thread: str, owner: str) -> bool:
+        renewing.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            if where == "stopping renewals":
+                ending.set()  # the lease's end now waits for this renewal to stop
+                await go_on.wait()
+            raise
+        return True
+
+    async def release(thread: str, owner: str, within: float) -> None:
+        if where == "releasing":
+            ending.set()
+            await go_on.wait()
+        await table.release(thread, owner, within)
+
+    async def turn() -> None:
+        async with held_lease(
+            "t", acquire=table.acquire, renew=renew, release=release, wait=0, ttl=0.3
+        ):
+            await renewing.wait()
+
+    task = asyncio.ensure_future(turn())
+    async with asyncio.timeout(LEASE_RELEASE_S):
+        await ending.wait()
+    task.cancel()
+    await asyncio.sleep(0)  # the cancellation lands
+    task.cancel()  # and a second one, in case the first was absorbed
+    go_on.set()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert table.owner is None
+    assert table.calls[-1] == "release"
+
+
 async def test_a_store_without_lease_gets_a_no_op() -> None:
     async with thread_lease(object(), "t") as held:
         assert held is None

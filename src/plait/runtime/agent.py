@@ -36,8 +36,8 @@ from plait.middleware.ordering import describe_order, resolve_order
 from plait.middleware.stack import MiddlewareStack
 from plait.models.base import Model
 from plait.models.timeouts import DEFAULT_MODEL_TIMEOUT
+from plait.runtime import storing
 from plait.runtime.repetition import RepetitionDetector
-from plait.runtime.storing import SETTLE_TIMEOUT
 from plait.runtime.tool_search import ToolSearch
 from plait.runtime.turn import RunResult, Turn
 from plait.runtime.validator import ToolCallValidator
@@ -212,8 +212,9 @@ class Agent:
         task = self._unsettled.get(thread_id)
         if task is None or task.done():
             return None
-        deadline = asyncio.get_running_loop().time() + SETTLE_TIMEOUT
-        await asyncio.wait({task}, timeout=SETTLE_TIMEOUT)
+        within = storing.SETTLE_TIMEOUT  # read at each call, so setting it takes effect
+        deadline = asyncio.get_running_loop().time() + within
+        await asyncio.wait({task}, timeout=within)
         return deadline
 
     async def run(
@@ -395,7 +396,7 @@ class _TurnEvents:
             return
         if not task.done():
             task.cancel()
-            await asyncio.wait({task}, timeout=SETTLE_TIMEOUT)
+            await asyncio.wait({task}, timeout=storing.SETTLE_TIMEOUT)
         if task.done():
             _retrieve(task)
 

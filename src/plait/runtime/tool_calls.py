@@ -13,17 +13,22 @@ unknown tool                    the standard unknown-tool error listing availabl
 arguments not a JSON object     the raw text and what to send instead
 arguments fail the schema       each failing field and why
 the tool raises ``ToolError``   its message, word for word
-the tool raises anything else   ``Tool '<name>' failed: <Type>: <message>``
+the tool raises anything else   ``Tool '<name>' failed: <Type>: <message>``, also for
+                                ``GeneratorExit``, ``StopIteration`` (not the ``RuntimeError``
+                                Python turns it into in a coroutine) and ``StopAsyncIteration``
 the tool runs past its timeout  ``Tool '<name>' timed out after <n> s and was cancelled. ...``
 the turn ended before it ran    ``Tool call not run: the turn was ended ...`` (is_error)
 ==============================  =========================================================
 
 A tool (or tool middleware) that raises ``CancelledError`` without its task being cancelled
-counts as raising an error, not as cancelling the turn. Result data a store cannot encode (from
-the tool or from middleware) is made storable (:mod:`plait.storable`: JSON-able types such as
-dataclasses, models and sets to JSON values, lone surrogates to U+FFFD, ``nan`` to ``"NaN"``,
-anything else to its ``str``) and a :class:`~plait.runtime.events.ValuesReplaced` event says
-what was replaced.
+counts as raising an error, not as cancelling the turn. Only ``KeyboardInterrupt`` and
+``SystemExit`` are not caught: the process is being asked to stop, so they end the turn and
+propagate out of ``agent.run`` (nothing of the dispatch is persisted, as for a crash).
+
+Result data a store cannot encode (from the tool or from middleware) is made storable
+(:mod:`plait.storable`: JSON-able types such as dataclasses, models and sets to JSON values,
+lone surrogates to U+FFFD, ``nan`` to ``"NaN"``, anything else to its ``str``) and a
+:class:`~plait.runtime.events.ValuesReplaced` event says what was replaced.
 
 Calls run concurrently (bounded by ``max_concurrency``) except around *sequential* tools
 (``metadata={"sequential": True}``, e.g. tools that load or unload other tools): such a call waits
@@ -69,6 +74,36 @@ def _cancelled_from_outside() -> bool:
     propagate), as opposed to code inside a tool raising one on its own."""
     task = asyncio.current_task()
     return task is not None and task.cancelling() > 0
+
+
+def _propagates(exc: BaseException) -> bool:
+    """Whether ``exc``, raised by a tool or tool middleware, ends the turn instead of becoming
+    the call's error result: ``KeyboardInterrupt`` and ``SystemExit``, and a ``CancelledError``
+    when the turn itself is being cancelled. Everything else (``GeneratorExit`` included) is the
+    call's failure."""
+    if isinstance(exc, Exception):
+        return False
+    if isinstance(exc, asyncio.CancelledError):
+        return _cancelled_from_outside()
+    return isinstance(exc, KeyboardInterrupt | SystemExit)
+
+
+_CARRIED = (StopIteration, StopAsyncIteration, GeneratorExit)
+
+
+def _raised(exc: BaseException) -> BaseException:
+    """What the tool raised: the ``StopIteration`` (or ``StopAsyncIteration``) behind the
+    ``RuntimeError`` Python raises in its place when one leaves a coroutine or generator
+    (PEP 479), or the one a blocking tool's thread carried out the same way (see
+    :class:`~plait.tools.FunctionTool`); else ``exc``."""
+    cause = exc.__cause__
+    if (
+        type(exc) is RuntimeError
+        and isinstance(cause, _CARRIED)
+        and str(exc).endswith(f"raised {type(cause).__name__}")
+    ):
+        return cause
+    return exc
 
 
 def _not_run(call: ToolCall, d: DispatchContext) -> ToolResult:
@@ -135,10 +170,10 @@ def _executor(d: DispatchContext, default_timeout: float) -> ToolHandler:
                 data = await pending
         except (ToolError, ToolTimeoutError) as exc:
             return ToolResult(call.id, str(exc), is_error=True)
-        except (Exception, asyncio.CancelledError) as exc:
-            if not isinstance(exc, Exception) and _cancelled_from_outside():
+        except BaseException as exc:
+            if _propagates(exc):
                 raise
-            error = ToolExecutionError(call.name, exc)
+            error = ToolExecutionError(call.name, _raised(exc))
             d.turn.emit(ErrorOccurred(error=error, where=f"tool:{call.name}"))
             return ToolResult(call.id, str(error), is_error=True)
         if type(data) is str:
@@ -179,9 +214,10 @@ async def _run_one(
             result = await handler(decided)
             if stack.has_after_tool_call:
                 result = await stack.run_after_tool_call(decided, result, d)
-    except (Exception, asyncio.CancelledError) as exc:
-        if not isinstance(exc, Exception) and _cancelled_from_outside():
+    except BaseException as exc:
+        if _propagates(exc):
             raise
+        exc = _raised(exc)
         emit(ErrorOccurred(error=exc, where=f"tool_middleware:{call.name}"))
         result = ToolResult(
             call.id, f"Tool call failed in middleware: {type(exc).__name__}: {exc}", is_error=True

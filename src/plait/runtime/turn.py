@@ -32,6 +32,7 @@ from plait.middleware.stack import MiddlewareStack
 from plait.models.base import ModelRequest, ModelResponse, ResponseComplete, TextDelta
 from plait.models.retrying import RetryNotice, retry_listener
 from plait.models.timeouts import agent_deadline
+from plait.runtime import storing
 from plait.runtime.events import (
     DispatchFinished,
     ErrorOccurred,
@@ -42,8 +43,8 @@ from plait.runtime.events import (
     TurnFinished,
     TurnStarted,
 )
+from plait.runtime.responses import checked_response, checking
 from plait.runtime.storing import (
-    SETTLE_TIMEOUT,
     append_storable,
     storable_input,
     storable_response,
@@ -97,32 +98,6 @@ def _with_unique_call_ids(response: ModelResponse) -> ModelResponse:
             fixed[i] = ToolCall(f"call_{new_id()[:24]}", call.name, call.args, call.raw_args)
         seen.add(fixed[i].id if fixed is not None else call.id)
     return response if fixed is None else response.replace(tool_calls=fixed)
-
-
-def _checked(response: object, ctx: TurnContext) -> ModelResponse:
-    """``response`` if it is a :class:`ModelResponse`; otherwise a :class:`ProviderError` naming
-    the model and what it returned (a custom model or ``wrap_model_call`` returning ``None``)."""
-    if (
-        isinstance(response, ModelResponse)
-        and isinstance(response.content, str)
-        and isinstance(response.tool_calls, list)
-    ):
-        for call in response.tool_calls:
-            if not isinstance(call, ToolCall):
-                break
-        else:
-            return response
-    name = getattr(ctx.model, "name", type(ctx.model).__name__)
-    what = (
-        "a ModelResponse whose content is not a str or whose tool_calls are not ToolCall objects"
-        if isinstance(response, ModelResponse)
-        else f"{type(response).__name__} instead of a ModelResponse"
-    )
-    raise ProviderError(
-        f"Model {name!r} returned {what}; check its generate()/stream() and every "
-        "wrap_model_call middleware.",
-        provider=str(name),
-    )
 
 
 def _report_retries(ctx: TurnContext) -> None:
@@ -179,7 +154,7 @@ class Turn:
         if self.lease_deadline is None:
             lease = thread_lease(store, thread_id)
         else:
-            lease = lease_within(store, thread_id, self.lease_deadline, SETTLE_TIMEOUT)
+            lease = lease_within(store, thread_id, self.lease_deadline, storing.SETTLE_TIMEOUT)
         try:
             async with lease:
                 return await self._run()
@@ -312,10 +287,10 @@ class Turn:
             self._check(d)
         d.request = request
         self.emit(ModelRequestSent(dispatch=d.index, request=request))
-        handler = self._model_handler(d)
-        if stack.has_wrap_model_call:
-            handler = stack.wrap_model(handler, d)
-        response = _checked(await handler(request), ctx)
+        handler, wrapped = self._model_handler(d), stack.has_wrap_model_call
+        if wrapped:  # what the model returned is checked before any middleware sees it
+            handler = stack.wrap_model(checking(handler, ctx.model), d)
+        response = checked_response(await handler(request), ctx.model, wrapped=wrapped)
         response = _with_unique_call_ids(response)
         if stack.has_after_model_call:
             response = await stack.run_after_model_call(response, request, d)

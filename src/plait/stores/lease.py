@@ -18,8 +18,9 @@ store                         what its lease is
 Both table leases last ``lease_ttl`` (default 30 s) and are renewed every ``lease_ttl / 3`` while
 the turn runs; a worker that dies (even ``kill -9``) stops renewing, and its threads free up when
 the lease expires. At the end of a turn, stopping the renewals and releasing take at most
-:data:`LEASE_RELEASE_S` (5 s) in all, even behind another process's write lock; a release that
-does not finish by then is dropped and the lease expires instead. A lease is a row, not a
+:data:`LEASE_RELEASE_S` (5 s) in all, even behind another process's write lock, and even when
+the turn is cancelled meanwhile (a stream left with ``break`` after its last event); a release
+that does not finish by then is dropped and the lease expires instead. A lease is a row, not a
 session lock, so it works through a transaction-mode pooler and survives a dropped connection.
 
 Leases save wasted work; correctness never depends on them. Every write still names the version
@@ -33,7 +34,7 @@ import asyncio
 import contextlib
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 
 from plait.errors import ConfigurationError, ThreadBusyError
@@ -119,6 +120,8 @@ async def held_lease(
     cancelled at it, and a store whose release cannot be cancelled promptly (a write in a worker
     thread) must itself finish within the ``within`` seconds it is given, as the SQLite store
     does. If the release fails or runs out of time the lease simply expires. A cancellation
+    that lands while the lease ends (stopping the renewals, releasing) does not cut the release
+    short: it is raised once the release is done, still within that deadline. A cancellation
     that lands while ``acquire`` runs also releases, since a store whose writes settle may have
     taken the lease by then.
     """
@@ -138,16 +141,10 @@ async def held_lease(
     finally:
         stopped.set()
         heartbeat.cancel()
-        loop = asyncio.get_running_loop()
-        stop_by = loop.time() + LEASE_RELEASE_S
-        # Bounded: a driver that turns the cancellation into its own error must not hold the
-        # turn here (the renewal loop also stops itself, see _keep_renewed).
-        await asyncio.wait([heartbeat], timeout=LEASE_RELEASE_S)
-        remaining = stop_by - loop.time()
-        if remaining > 0:
-            with contextlib.suppress(Exception):
-                async with asyncio.timeout_at(stop_by):
-                    await release(thread_id, owner, remaining)
+        # In a task of its own, waited for through cancellations: a turn cancelled while its end
+        # waits here (a stream left with ``break`` right after its last event) still frees the
+        # lease instead of leaving it to expire.
+        await _uninterrupted(_let_go(thread_id, owner, heartbeat, release))
 
 
 async def _take(
@@ -161,9 +158,68 @@ async def _take(
     try:
         return await acquire(thread_id, owner)
     except asyncio.CancelledError:
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(release(thread_id, owner, LEASE_RELEASE_S), LEASE_RELEASE_S)
+        await _uninterrupted(_bounded_release(thread_id, owner, release, LEASE_RELEASE_S))
         raise
+
+
+async def _let_go(
+    thread_id: str,
+    owner: str,
+    heartbeat: asyncio.Task[None],
+    release: Callable[[str, str, float], Awaitable[None]],
+) -> None:
+    """Wait for the (cancelled) renewal loop to stop, then release, all within
+    :data:`LEASE_RELEASE_S`."""
+    loop = asyncio.get_running_loop()
+    stop_by = loop.time() + LEASE_RELEASE_S
+    # Bounded: a driver that turns the cancellation into its own error must not hold the turn
+    # here (the renewal loop also stops itself, see _keep_renewed).
+    await asyncio.wait([heartbeat], timeout=LEASE_RELEASE_S)
+    remaining = stop_by - loop.time()
+    if remaining > 0:
+        await _bounded_release(thread_id, owner, release, remaining)
+
+
+async def _bounded_release(
+    thread_id: str,
+    owner: str,
+    release: Callable[[str, str, float], Awaitable[None]],
+    within: float,
+) -> None:
+    """``release``, cancelled after ``within`` seconds; a failure is dropped (the lease then
+    expires)."""
+    with contextlib.suppress(Exception):
+        async with asyncio.timeout(within):
+            await release(thread_id, owner, within)
+
+
+async def _uninterrupted(ending: Coroutine[object, object, None]) -> None:
+    """Run ``ending`` (itself bounded by :data:`LEASE_RELEASE_S`) to its end even if the caller
+    is cancelled meanwhile, however often; then re-raise the cancellation, if there was one.
+
+    The outer wait has a deadline too (a second past the release's own), after which
+    ``ending`` goes on unwatched and the caller moves on.
+    """
+    task = asyncio.ensure_future(ending)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + LEASE_RELEASE_S + 1.0
+    cancelled = False
+    while not task.done() and loop.time() < deadline:
+        try:
+            await asyncio.wait([task], timeout=deadline - loop.time())
+        except asyncio.CancelledError:
+            cancelled = True
+    if task.done():
+        _retrieve(task)
+    else:
+        task.add_done_callback(_retrieve)
+    if cancelled:
+        raise asyncio.CancelledError
+
+
+def _retrieve(task: asyncio.Task[None]) -> None:
+    if not task.cancelled():
+        task.exception()  # marked as seen: _bounded_release already dropped any failure
 
 
 async def _keep_renewed(
