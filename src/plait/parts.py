@@ -115,7 +115,7 @@ class Blob:
         self._data = data
         self._sha256: str | None = None
         self._base64: str | None = None
-        self._image_size: tuple[int, int] | None | bool = False  # False: not parsed yet
+        self._image_size: tuple[int, int] | bool | None = False  # False: not parsed yet
         self._pages: int | None = None
 
     @classmethod

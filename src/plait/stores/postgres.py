@@ -2,8 +2,8 @@
 
 Needs ``pip install 'plait[postgres]'``. Tables (created by :meth:`PostgresThreadStore.setup`,
 see :mod:`plait.backends.postgres_db` for the migrations): ``plait_threads(thread_id, version,
-state, write_token, written)``, ``plait_messages(thread_id, seq, id, json)``, ``plait_leases(thread_id, owner, expires_at)``,
-and the bytes of images and files apart (migration 3): ``plait_message_blobs(sha256, size,
+state, write_token, written)``, ``plait_messages(thread_id, seq, id, json)``,
+``plait_leases(thread_id, owner, expires_at)``, and the bytes of images and files apart (migration 3): ``plait_message_blobs(sha256, size,
 data)`` holds each blob once, content-addressed and shared by every thread that holds it, and
 ``plait_thread_blobs(thread_id, sha256)`` says which threads hold which. A message row holds
 only a blob's address; a load reads the thread's blobs in the same statement as its messages;
