@@ -305,9 +305,10 @@ def storable_message(message: Message) -> tuple[Message, list[Replacement]]:
     """
     found: list[Replacement] = []
     fields: dict[str, Any] = {}
-    tool = isinstance(message, ToolMessage)
-    field_name = "parts" if tool else "content"
-    parts = storable_parts(message.parts if tool else message.content, field_name, found)
+    if isinstance(message, ToolMessage):
+        field_name, parts = "parts", storable_parts(message.parts, "parts", found)
+    else:
+        field_name, parts = "content", storable_parts(message.content, "content", found)
     if parts is not None:
         fields[field_name] = parts
     metadata = _value(message.metadata, "metadata", found, 0)
@@ -334,9 +335,7 @@ def storable_message(message: Message) -> tuple[Message, list[Replacement]]:
     return _copy(message, fields), found
 
 
-def storable_parts(
-    parts: list[Part], where: str, found: list[Replacement]
-) -> list[Part] | None:
+def storable_parts(parts: list[Part], where: str, found: list[Replacement]) -> list[Part] | None:
     """``parts`` with their text, media types, file names and URLs made storable, or ``None``
     when none had to change. Bytes are never touched (a :class:`~plait.parts.Blob` is stored
     as it is), nor is a reasoning part's ``payload``: it is replayed to its provider verbatim,

@@ -3,14 +3,15 @@
 Needs ``pip install 'plait[postgres]'``. Tables (created by :meth:`PostgresThreadStore.setup`,
 see :mod:`plait.backends.postgres_db` for the migrations): ``plait_threads(thread_id, version,
 state, write_token, written)``, ``plait_messages(thread_id, seq, id, json)``,
-``plait_leases(thread_id, owner, expires_at)``, and the bytes of images and files apart (migration 3): ``plait_message_blobs(sha256, size,
-data)`` holds each blob once, content-addressed and shared by every thread that holds it, and
-``plait_thread_blobs(thread_id, sha256)`` says which threads hold which. A message row holds
-only a blob's address; a load reads the thread's blobs in the same statement as its messages;
-an append sends only the blobs the server lacks. Deleting a thread deletes the blobs no other
-thread holds (appends that add blobs and deletes serialise on a transaction-level advisory lock,
-shared by appends, so a delete never removes a blob an append is adding a hold on). Rows written
-before migration 3 (blobs inline as base64) load unchanged.
+``plait_leases(thread_id, owner, expires_at)``, and the bytes of images and files apart
+(migration 3): ``plait_message_blobs(sha256, size, data)`` holds each blob once,
+content-addressed and shared by every thread that holds it, and ``plait_thread_blobs(thread_id,
+sha256)`` says which threads hold which. A message row holds only a blob's address; a load
+reads the thread's blobs in the same statement as its messages; an append sends only the blobs
+the server lacks. Deleting a thread deletes the blobs no other thread holds (appends that add
+blobs and deletes serialise on a transaction-level advisory lock, shared by appends, so a
+delete never removes a blob an append is adding a hold on). Rows written before migration 3
+(blobs inline as base64) load unchanged.
 
 ``append`` is one transaction: ``SELECT … FOR UPDATE`` on the thread row (or an ``INSERT … ON
 CONFLICT DO NOTHING`` for a new thread) serialises writers on the row, so of two writers holding
