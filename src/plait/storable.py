@@ -358,15 +358,15 @@ def _part(part: Part, where: str, found: list[Replacement]) -> Part:
         # By identity, not by `found`: a split surrogate pair is joined unreported.
         return part if text is part.text else TextPart(text)
     if isinstance(part, ReasoningPart):
-        if not _plainly_storable(part.payload):
-            problems: list[Replacement] = []
-            _value(part.payload, f"{where}.payload", problems, 0)
-            first = problems[0] if problems else Replacement(f"{where}.payload", "not JSON")
+        at = ""
+        if type(part.payload) is not dict or not _plainly_storable(part.payload):
+            at, what = _not_json(part.payload, f"{where}.payload", 0)
+        if at:
             raise ContentError(
-                f"a {part.provider!r} reasoning part holds a value that cannot be stored at "
-                f"{first.where} ({first.problem}). Reasoning is replayed to the provider "
-                "verbatim, so plait does not rewrite it: keep the provider's payload exactly as "
-                "received (plain JSON), or drop the part."
+                f"a {part.provider!r} reasoning part holds {what} at {at}, which cannot be "
+                "stored. Reasoning is replayed to the provider verbatim, so plait does not "
+                "rewrite it: keep the provider's payload exactly as received (plain JSON), or "
+                "drop the part."
             )
         text = storable_text(part.text, f"{where}.text", found)
         provider = storable_text(part.provider, f"{where}.provider", found)
@@ -389,6 +389,29 @@ def _part(part: Part, where: str, found: list[Replacement]) -> Part:
                 changes["filename"] = name
         return replace(part, **changes) if changes else part
     return part
+
+
+def _not_json(value: Any, where: str, depth: int) -> tuple[str, str]:
+    """Where the first value plain JSON cannot hold sits in ``value``, and what it is."""
+    if depth > MAX_DEPTH:
+        return where, f"nesting deeper than {MAX_DEPTH} levels"
+    if type(value) is dict:
+        for key, item in value.items():
+            if type(key) is not str or _has_surrogate(key):
+                return f"{where}[{key!r}]", "a key that is not plain text"
+            found = _not_json(item, f"{where}[{key!r}]", depth + 1)
+            if found[0]:
+                return found
+        return "", ""
+    if type(value) is list:
+        for i, item in enumerate(value):
+            found = _not_json(item, f"{where}[{i}]", depth + 1)
+            if found[0]:
+                return found
+        return "", ""
+    if depth == 0 or not _plain_scalar(value):
+        return where, f"a {type(value).__name__} value"
+    return "", ""  # nothing found: a value the fast check doubted (a long digit run) is fine
 
 
 def storable_calls(calls: list[ToolCall], found: list[Replacement]) -> list[ToolCall]:
