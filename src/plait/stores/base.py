@@ -104,7 +104,8 @@ class ThreadStore(Protocol):
 
 # --- Errors and the JSON codec every store shares --------------------------------------------
 # Stores keep messages as the elements of a ``dump_messages`` array and the state as a JSON object,
-# so the memory and SQLite stores accept and reject exactly the same values.
+# so the memory and SQLite stores accept and reject exactly the same values. SQLite and Postgres
+# write the rows with blobs by reference (messages_to_rows) and keep the bytes apart, once.
 
 
 class StoreError(PlaitError):
