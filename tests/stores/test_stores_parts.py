@@ -335,3 +335,62 @@ async def test_a_postgres_schema_from_before_migration_3_loads_after_setup() -> 
         assert (await store.load("t")).messages == messages + more
         assert (await blob_table(store))[0] == 1
         await store.aclose()
+
+
+async def test_a_delete_racing_an_append_of_the_same_blob_never_loses_it(
+    sql_opener: Opener,
+) -> None:
+    import asyncio
+
+    store = await sql_opener()
+    blob = Blob(png(8, 8, seed=5))
+    for n in range(12):
+        await store.append(f"old{n}", [UserMessage([ImagePart(blob)])], expected_version=0)
+        new = [UserMessage([TextPart(str(n)), ImagePart(blob)])]
+        deleted, _ = await asyncio.gather(
+            store.delete(f"old{n}"), store.append(f"new{n}", new, expected_version=0)
+        )
+        assert deleted
+        assert (await store.load(f"new{n}")).messages == new
+    assert (await blob_table(store))[:2] == (1, blob.size)
+
+
+async def test_a_postgres_delete_waits_for_an_append_adding_a_hold_on_its_blob() -> None:
+    """The race the blob lock closes: an append in flight has found a blob present (so it does
+    not write it again) and is adding its hold while a delete of the last other holder runs.
+    The delete must wait for it and then keep the blob."""
+    import asyncio
+
+    import psycopg
+
+    from plait.stores.postgres import _BLOB_LOCK, PostgresThreadStore
+
+    blob = Blob(png(6, 6, seed=9))
+    async with fresh_schema(postgres_url()) as schema:
+        store = PostgresThreadStore(postgres_url(), schema=schema, max_size=2)
+        await store.setup()
+        await store.append("old", [UserMessage([ImagePart(blob)])], expected_version=0)
+        async with await psycopg.AsyncConnection.connect(postgres_url()) as append:
+            await append.execute("SELECT pg_advisory_xact_lock_shared(%s)", (_BLOB_LOCK,))
+            delete = asyncio.create_task(store.delete("old"))
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + 30
+            waiting = 0
+            while not waiting:  # until the delete waits for the lock the "append" holds
+                assert not delete.done(), "the delete did not wait for the append's lock"
+                assert loop.time() < deadline, "the delete never reached the blob lock"
+                cur = await append.execute(
+                    "SELECT COUNT(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted "
+                    "AND classid = %s AND objid = %s AND objsubid = 1",
+                    (_BLOB_LOCK >> 32, _BLOB_LOCK & 0xFFFFFFFF),
+                )
+                waiting = (await cur.fetchone() or (0,))[0]
+                await asyncio.sleep(0.01)
+            await append.execute(
+                f'INSERT INTO "{schema}".plait_thread_blobs VALUES (%s, %s)',  # type: ignore[arg-type]
+                ("new", blob.sha256),
+            )
+            await append.commit()
+        assert await asyncio.wait_for(delete, 30)
+        assert (await blob_table(store))[:2] == (1, blob.size)
+        await store.aclose()
