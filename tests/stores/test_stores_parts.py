@@ -387,7 +387,7 @@ async def test_a_postgres_delete_waits_for_an_append_adding_a_hold_on_its_blob()
                 waiting = (await cur.fetchone() or (0,))[0]
                 await asyncio.sleep(0.01)
             await append.execute(
-                f'INSERT INTO "{schema}".plait_thread_blobs VALUES (%s, %s)',  # type: ignore[arg-type]
+                f'INSERT INTO "{schema}".plait_thread_blobs VALUES (%s, %s)',
                 ("new", blob.sha256),
             )
             await append.commit()
