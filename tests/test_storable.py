@@ -282,6 +282,7 @@ def test_text_in_parts_is_made_storable_but_bytes_and_payloads_are_not_touched()
     payload = {"type": "thinking", "thinking": "x", "signature": "s"}
     reasoning = ReasoningPart("anthropic", "a\ud800", payload)
     fixed_reply, found = storable_message(AssistantMessage([reasoning]))
+    assert isinstance(fixed_reply, AssistantMessage)
     kept = fixed_reply.content[0]
     assert isinstance(kept, ReasoningPart)
     assert (kept.text, kept.payload) == ("a\ufffd", payload)
