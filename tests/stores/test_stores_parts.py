@@ -394,3 +394,17 @@ async def test_a_postgres_delete_waits_for_an_append_adding_a_hold_on_its_blob()
         assert await asyncio.wait_for(delete, 30)
         assert (await blob_table(store))[:2] == (1, blob.size)
         await store.aclose()
+
+
+async def test_a_row_naming_a_blob_the_table_lacks_is_a_store_error(tmp_path: Path) -> None:
+    from plait.stores import StoreError
+
+    store = SQLiteThreadStore(tmp_path / "t.db")
+    blob = Blob(png(4, 4))
+    await store.append("t", [UserMessage([ImagePart(blob)])], expected_version=0)
+    with sqlite3.connect(store.path) as conn:
+        conn.execute("DELETE FROM message_blobs")
+    conn.close()
+    with pytest.raises(StoreError, match=rf"(?s)sha256:{blob.sha256[:12]} is missing.*restore"):
+        await store.load("t")
+    await store.aclose()

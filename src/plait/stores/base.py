@@ -215,13 +215,11 @@ def messages_from_rows(
 
     Raises :class:`StoreError` if a row no longer parses or names a blob the store lacks.
     """
-    if not blobs:
-        return messages_from_json(thread_id, rows)
 
     def resolve(digest: str) -> bytes:
         data = blobs.get(digest)
         if data is None:
-            raise ValueError(f"blob sha256:{digest[:12]} is missing from the store")
+            raise ValueError(f"blob sha256:{digest[:12]} is missing from the store's blob table")
         return data
 
     try:
