@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from images import gif, jpeg, png
-from postgres_server import fresh_schema, postgres_url
+from postgres_server import fresh_schema, pgbouncer_url, postgres_url
 
 from plait.messages import (
     AssistantMessage,
@@ -58,9 +58,13 @@ async def reopening(kind: str, tmp_path: Path) -> AsyncIterator[Opener]:
         from plait.stores.postgres import PostgresThreadStore
 
         async with fresh_schema(postgres_url()) as schema:
+            bounced = kind == "postgres-pgbouncer"  # transaction mode, no prepared statements
+            url = pgbouncer_url() if bounced else postgres_url()
 
             async def reopen_postgres() -> ThreadStore:
-                store = PostgresThreadStore(postgres_url(), schema=schema, max_size=2)
+                store = PostgresThreadStore(
+                    url, schema=schema, max_size=2, prepared_statements=not bounced
+                )
                 await store.setup()
                 opened.append(store)
                 return store
@@ -74,13 +78,13 @@ async def reopening(kind: str, tmp_path: Path) -> AsyncIterator[Opener]:
         await store.aclose()
 
 
-@pytest.fixture(params=["memory", "sqlite", "postgres"])
+@pytest.fixture(params=["memory", "sqlite", "postgres", "postgres-pgbouncer"])
 async def opener(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Opener]:
     async with reopening(request.param, tmp_path) as reopen:
         yield reopen
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
+@pytest.fixture(params=["sqlite", "postgres", "postgres-pgbouncer"])
 async def sql_opener(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Opener]:
     """The stores with a blob table."""
     async with reopening(request.param, tmp_path) as reopen:
