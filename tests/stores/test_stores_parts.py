@@ -412,3 +412,17 @@ async def test_a_row_naming_a_blob_the_table_lacks_is_a_store_error(tmp_path: Pa
     with pytest.raises(StoreError, match=rf"(?s)sha256:{blob.sha256[:12]} is missing.*restore"):
         await store.load("t")
     await store.aclose()
+
+
+async def test_a_part_holding_text_utf8_cannot_encode_is_refused_by_every_store(
+    opener: Opener,
+) -> None:
+    from plait.stores import ThreadDataError
+
+    store = await opener()
+    named = FilePart(Blob(b"%PDF-1.4"), filename="r\udc80.pdf")
+    shot = ToolMessage("c", "t", "x", parts=[ImagePart(Blob(png(3, 3))), TextPart("a\ud800")])
+    for message in (UserMessage([named]), shot):
+        with pytest.raises(ThreadDataError, match="message 0"):
+            await store.append("t", [message], expected_version=0)
+    assert (await store.load("t")).version == 0
