@@ -245,3 +245,60 @@ def test_a_value_that_contains_itself_is_cut_where_it_loops() -> None:
         "data['state']['me']: refers to a value that contains it -> dropped",
     ]
     assert roundtrip(fixed) == fixed
+
+
+def test_message_parts_pass_through_as_the_same_objects() -> None:
+    from plait.messages import Blob, FilePart, ImagePart, ReasoningPart, TextPart
+
+    payload = {"type": "thinking", "thinking": "ü plan", "signature": "c2ln"}
+    reply = AssistantMessage(
+        [ReasoningPart("anthropic", "ü plan", payload), TextPart("ok")],
+        tool_calls=[ToolCall("c1", "shot", {})],
+    )
+    image = ImagePart(Blob(b"\x89PNG\r\n\x1a\n" + bytes(20)))
+    shot = ToolMessage(
+        "c1", "shot", "taken", parts=[image, FilePart("https://x.org/a.pdf", "application/pdf")]
+    )
+    for message in (reply, shot, UserMessage([TextPart("look"), image])):
+        fixed, found = storable_message(message)
+        assert fixed is message
+        assert found == []
+    assert reply.content[0].payload is payload  # type: ignore[union-attr]
+
+
+def test_text_in_parts_is_made_storable_but_bytes_and_payloads_are_not_touched() -> None:
+    from plait.messages import Blob, FilePart, ImagePart, ReasoningPart, TextPart
+
+    image = ImagePart(Blob(b"GIF89a" + bytes(20)))
+    report = FilePart(Blob(b"%PDF-1.4"), filename="r\udc80.pdf")
+    shot = ToolMessage("c1", "shot", "ok", parts=[TextPart("cap\ud800tion"), image, report])
+    fixed, found = storable_message(shot)
+    assert isinstance(fixed, ToolMessage)
+    assert fixed.parts[0] == TextPart("cap\ufffdtion")
+    assert fixed.parts[1] is image
+    assert isinstance(fixed.parts[2], FilePart) and fixed.parts[2].filename == "r\ufffd.pdf"
+    assert fixed.parts[2].source is report.source  # the bytes are shared, never copied
+    assert [r.where for r in found] == ["parts[0]", "parts[2].filename"]
+    payload = {"type": "thinking", "thinking": "x", "signature": "s"}
+    reasoning = ReasoningPart("anthropic", "a\ud800", payload)
+    fixed_reply, found = storable_message(AssistantMessage([reasoning]))
+    assert isinstance(fixed_reply, AssistantMessage)
+    kept = fixed_reply.content[0]
+    assert isinstance(kept, ReasoningPart)
+    assert (kept.text, kept.payload) == ("a\ufffd", payload)
+    assert kept.payload is payload
+    assert [r.where for r in found] == ["content[0].text"]
+
+
+def test_a_reasoning_payload_json_cannot_hold_is_refused_not_rewritten() -> None:
+    from plait.errors import ContentError
+    from plait.messages import ReasoningPart
+
+    with pytest.raises(ContentError, match="not plain JSON"):
+        ReasoningPart("anthropic", "x", {"type": "thinking", "budget": math.nan})
+    with pytest.raises(ContentError, match="a dict"):
+        ReasoningPart("anthropic", "x", ["not", "a", "dict"])  # type: ignore[arg-type]
+    part = ReasoningPart("anthropic", "x", {"type": "thinking", "signature": "s"})
+    part.payload["signature"] = {1, 2}  # a middleware edited it after the adapter built it
+    with pytest.raises(ContentError, match=r"content\[0\]\.payload\['signature'\].*verbatim"):
+        storable_message(AssistantMessage([part]))

@@ -128,3 +128,81 @@ def test_checkpoint_is_not_reused_for_a_different_list() -> None:
     a = [UserMessage("a" * 4000), shared]
     b = [UserMessage("b" * 40), shared]
     assert acc.request(a) > acc.request(b)
+
+
+# --- Images, files and reasoning: the providers' formulas, not the length of the bytes ---------
+
+
+@pytest.mark.parametrize(
+    ("size", "anthropic", "openai_high"),
+    [
+        ((200, 200), 54, 255),  # Anthropic's table: 200 x 200 is about 54 tokens
+        ((1000, 1000), 1334, 765),  # Anthropic's table: 1000 x 1000 is about 1,334
+        ((1092, 1092), 1590, 765),  # the largest square Anthropic sends unscaled
+        ((1024, 1024), 1399, 765),  # OpenAI's guide: 1024 x 1024 high detail is 765
+        # OpenAI's guide: 2048 x 4096 -> 768 x 1536, 6 tiles; Anthropic: at most ~1.19 MP
+        ((2048, 4096), 1590, 1105),
+        ((4000, 1000), 1568 * 392 // 750 + 1, 85 + 170 * 4),  # 1568 x 392; 2048 x 512
+        ((8000, 8000), 1590, 765),
+    ],
+)
+def test_image_tokens_follow_each_providers_formula(
+    size: tuple[int, int], anthropic: int, openai_high: int
+) -> None:
+    from plait.tokens import image_tokens
+
+    assert image_tokens(*size, provider="anthropic") == anthropic
+    assert image_tokens(*size, provider="openai", detail="high") == openai_high
+    assert image_tokens(*size, provider="openai-responses") == openai_high
+    assert image_tokens(*size, provider="openai", detail="low") == 85
+    assert image_tokens(*size) == max(anthropic, openai_high)
+
+
+def test_a_message_counts_its_images_by_their_pixels_not_their_bytes() -> None:
+    from images import jpeg, png
+
+    from plait.messages import Blob, ImagePart, TextPart
+    from plait.tokens import UNKNOWN_IMAGE_TOKENS, image_tokens, part_tokens
+
+    small_but_heavy = ImagePart(Blob(png(100, 100, seed=7) + bytes(1_000_000)))
+    assert part_tokens(small_but_heavy, provider="anthropic") == 14  # ceil(10,000 / 750)
+    big = ImagePart(Blob(jpeg(1000, 1000)))
+    text = message_tokens(UserMessage("look"))
+    with_images = UserMessage([TextPart("look"), big, small_but_heavy])
+    assert message_tokens(with_images, provider="anthropic") == text + 1334 + 14
+    assert message_tokens(with_images) == text + image_tokens(1000, 1000) + image_tokens(100, 100)
+    url = ImagePart("https://example.com/cat.png")
+    assert part_tokens(url) == UNKNOWN_IMAGE_TOKENS
+    low = ImagePart("https://example.com/cat.png", detail="low")
+    assert part_tokens(low, provider="openai") == 85
+    shot = ToolMessage("c1", "screenshot", "taken", parts=[big])
+    assert (
+        message_tokens(shot, provider="anthropic")
+        == message_tokens(ToolMessage("c1", "screenshot", "taken")) + 1334
+    )
+
+
+def test_files_count_by_pages_or_text_and_reasoning_by_text_and_payload() -> None:
+    from plait.messages import Blob, FilePart, ReasoningPart
+    from plait.tokens import PDF_PAGE_TOKENS, UNKNOWN_FILE_TOKENS, part_tokens
+
+    pages = b"".join(b"<</Type /Page>>\n" for _ in range(3))
+    pdf = FilePart(Blob(b"%PDF-1.4\n" + pages + bytes(500_000)), filename="r.pdf")
+    assert part_tokens(pdf) == 3 * PDF_PAGE_TOKENS
+    notes = FilePart(Blob(b"x" * 400), "text/plain", "notes.txt")
+    assert part_tokens(notes) == 100
+    assert part_tokens(FilePart("https://example.com/a.pdf", "application/pdf")) == (
+        UNKNOWN_FILE_TOKENS
+    )
+    assert part_tokens(FilePart(Blob(b"RIFF...."), "audio/wav")) == UNKNOWN_FILE_TOKENS
+    signature = "A" * 400
+    thinking = ReasoningPart(
+        "anthropic", "x" * 80, {"type": "thinking", "thinking": "x" * 80, "signature": signature}
+    )
+    assert part_tokens(thinking) == 20 + 75  # text, plus 300 signature bytes at 4 a token
+    encrypted = ReasoningPart(
+        "openai-responses", "", {"type": "reasoning", "id": "rs_1", "encrypted_content": "B" * 16}
+    )
+    assert part_tokens(encrypted) == 3
+    reply = AssistantMessage([thinking])
+    assert message_tokens(reply) == MESSAGE_OVERHEAD_TOKENS + 95

@@ -37,6 +37,7 @@ from __future__ import annotations
 import base64 as _b64
 import binascii
 import hashlib
+import json as _json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
@@ -101,7 +102,7 @@ class Blob:
     bytes are.
     """
 
-    __slots__ = ("_base64", "_data", "_data_url", "_sha256")
+    __slots__ = ("_base64", "_data", "_data_url", "_image_size", "_pages", "_sha256")
 
     def __init__(self, data: bytes | bytearray | memoryview) -> None:
         if not isinstance(data, bytes):
@@ -117,6 +118,8 @@ class Blob:
         self._sha256: str | None = None
         self._base64: str | None = None
         self._data_url: tuple[str, str] | None = None
+        self._image_size: tuple[int, int] | bool | None = False  # False: not parsed yet
+        self._pages: int | None = None
 
     @classmethod
     def from_base64(cls, text: str) -> Blob:
@@ -152,6 +155,29 @@ class Blob:
     def ref(self) -> str:
         """The content address, ``"sha256:<hex>"``."""
         return f"sha256:{self.sha256}"
+
+    @property
+    def image_size(self) -> tuple[int, int] | None:
+        """``(width, height)`` if the bytes are a PNG, JPEG, GIF or WebP whose header says so,
+        else ``None``; read from the header once, then cached (:func:`plait.images.image_size`)."""
+        size = self._image_size
+        if size is False:
+            from plait.images import image_size
+
+            size = self._image_size = image_size(self._data)
+        assert size is not True
+        return size
+
+    @property
+    def page_count(self) -> int:
+        """The pages of a PDF (:func:`plait.images.pdf_page_count`: at least 1, an estimate
+        when the page tree is compressed); counted once, then cached."""
+        pages = self._pages
+        if pages is None:
+            from plait.images import pdf_page_count
+
+            pages = self._pages = pdf_page_count(self._data)
+        return pages
 
     def base64(self) -> str:
         """The bytes as standard base64 text (encoded once, then cached)."""
@@ -391,6 +417,22 @@ class ReasoningPart:
     text: str = ""
     payload: dict[str, Any] = field(default_factory=dict)
     type: Literal["reasoning"] = "reasoning"
+
+    def __post_init__(self) -> None:
+        # The payload is replayed verbatim, so it is never rewritten to make it storable: a
+        # value JSON cannot hold is refused here, where the model adapter builds the part.
+        if type(self.payload) is not dict:
+            raise ContentError(
+                f"a ReasoningPart's payload is the provider's JSON object (a dict), "
+                f"got {type(self.payload).__name__}"
+            )
+        try:
+            _json.dumps(self.payload, ensure_ascii=False, allow_nan=False).encode()
+        except (TypeError, ValueError, RecursionError) as exc:
+            raise ContentError(
+                f"a {self.provider!r} ReasoningPart's payload is not plain JSON ({exc}); keep "
+                "the provider's block exactly as received (e.g. the SDK object's model_dump())"
+            ) from None
 
     @property
     def redacted(self) -> bool:

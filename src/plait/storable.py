@@ -29,6 +29,12 @@ any other object                         its JSON form (dataclasses, pydantic mo
 Tuples, sets and JSON-able objects become their JSON form silently (that is their JSON meaning,
 nothing is lost); everything in the table above except the split surrogate pair is reported as a
 :class:`Replacement`.
+
+Message parts pass through as they are, but for their text (:func:`storable_parts`): an image's
+or file's bytes are never copied or re-encoded, and a reasoning part's ``payload`` is never
+rewritten (the provider checks its signature on replay). A payload holding a value JSON cannot
+store is refused with :class:`~plait.errors.ContentError` instead: such a payload was not made
+by the provider, and a rewritten one would be rejected by it.
 """
 
 from __future__ import annotations
@@ -36,10 +42,21 @@ from __future__ import annotations
 import json
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from plait.messages import AssistantMessage, Message, Part, TextPart, ToolCall, ToolMessage
+from plait.errors import ContentError
+from plait.messages import (
+    AssistantMessage,
+    FilePart,
+    ImagePart,
+    Message,
+    Part,
+    ReasoningPart,
+    TextPart,
+    ToolCall,
+    ToolMessage,
+)
 
 __all__ = [
     "MAX_DEPTH",
@@ -48,6 +65,7 @@ __all__ = [
     "Replacement",
     "storable_calls",
     "storable_message",
+    "storable_parts",
     "storable_text",
     "storable_value",
 ]
@@ -287,20 +305,12 @@ def storable_message(message: Message) -> tuple[Message, list[Replacement]]:
     """
     found: list[Replacement] = []
     fields: dict[str, Any] = {}
-    if not isinstance(message, ToolMessage):
-        # Only text parts are rewritten: image and file parts hold bytes or a checked URL, and a
-        # reasoning part's payload is replayed verbatim (a changed signature is refused).
-        parts: list[Part] = []
-        changed = False
-        for i, p in enumerate(message.content):
-            if isinstance(p, TextPart):
-                text = storable_text(p.text, f"content[{i}]", found)
-                # By identity, not by `found`: a split surrogate pair is joined unreported.
-                if text is not p.text:
-                    p, changed = TextPart(text), True
-            parts.append(p)
-        if changed:
-            fields["content"] = parts
+    if isinstance(message, ToolMessage):
+        field_name, parts = "parts", storable_parts(message.parts, "parts", found)
+    else:
+        field_name, parts = "content", storable_parts(message.content, "content", found)
+    if parts is not None:
+        fields[field_name] = parts
     metadata = _value(message.metadata, "metadata", found, 0)
     if metadata is not message.metadata:
         fields["metadata"] = metadata
@@ -323,6 +333,85 @@ def storable_message(message: Message) -> tuple[Message, list[Replacement]]:
     if not fields:
         return message, found
     return _copy(message, fields), found
+
+
+def storable_parts(parts: list[Part], where: str, found: list[Replacement]) -> list[Part] | None:
+    """``parts`` with their text, media types, file names and URLs made storable, or ``None``
+    when none had to change. Bytes are never touched (a :class:`~plait.parts.Blob` is stored
+    as it is), nor is a reasoning part's ``payload``: it is replayed to its provider verbatim,
+    so one holding a value JSON cannot store (a NaN, an object, a lone surrogate) is refused
+    with :class:`~plait.errors.ContentError`; the model adapter that built it must keep the
+    provider's JSON as received."""
+    out: list[Part] | None = None
+    for i, part in enumerate(parts):
+        fixed = _part(part, f"{where}[{i}]", found)
+        if fixed is not part and out is None:
+            out = parts[:i]
+        if out is not None:
+            out.append(fixed)
+    return out
+
+
+def _part(part: Part, where: str, found: list[Replacement]) -> Part:
+    if isinstance(part, TextPart):
+        text = storable_text(part.text, where, found)
+        # By identity, not by `found`: a split surrogate pair is joined unreported.
+        return part if text is part.text else TextPart(text)
+    if isinstance(part, ReasoningPart):
+        at = ""
+        if type(part.payload) is not dict or not _plainly_storable(part.payload):
+            at, what = _not_json(part.payload, f"{where}.payload", 0)
+        if at:
+            raise ContentError(
+                f"a {part.provider!r} reasoning part holds {what} at {at}, which cannot be "
+                "stored. Reasoning is replayed to the provider verbatim, so plait does not "
+                "rewrite it: keep the provider's payload exactly as received (plain JSON), or "
+                "drop the part."
+            )
+        text = storable_text(part.text, f"{where}.text", found)
+        provider = storable_text(part.provider, f"{where}.provider", found)
+        if text is part.text and provider is part.provider:
+            return part
+        return replace(part, text=text, provider=provider)
+    if isinstance(part, ImagePart | FilePart):
+        changes: dict[str, Any] = {}
+        if isinstance(part.source, str):
+            url = storable_text(part.source, f"{where}.source", found)
+            if url is not part.source:
+                changes["source"] = url
+        if part.media_type is not None:
+            media = storable_text(part.media_type, f"{where}.media_type", found)
+            if media is not part.media_type:
+                changes["media_type"] = media
+        if isinstance(part, FilePart) and part.filename is not None:
+            name = storable_text(part.filename, f"{where}.filename", found)
+            if name is not part.filename:
+                changes["filename"] = name
+        return replace(part, **changes) if changes else part
+    return part
+
+
+def _not_json(value: Any, where: str, depth: int) -> tuple[str, str]:
+    """Where the first value plain JSON cannot hold sits in ``value``, and what it is."""
+    if depth > MAX_DEPTH:
+        return where, f"nesting deeper than {MAX_DEPTH} levels"
+    if type(value) is dict:
+        for key, item in value.items():
+            if type(key) is not str or _has_surrogate(key):
+                return f"{where}[{key!r}]", "a key that is not plain text"
+            found = _not_json(item, f"{where}[{key!r}]", depth + 1)
+            if found[0]:
+                return found
+        return "", ""
+    if type(value) is list:
+        for i, item in enumerate(value):
+            found = _not_json(item, f"{where}[{i}]", depth + 1)
+            if found[0]:
+                return found
+        return "", ""
+    if depth == 0 or not _plain_scalar(value):
+        return where, f"a {type(value).__name__} value"
+    return "", ""  # nothing found: a value the fast check doubted (a long digit run) is fine
 
 
 def storable_calls(calls: list[ToolCall], found: list[Replacement]) -> list[ToolCall]:
@@ -363,6 +452,4 @@ def _plain_call(call: ToolCall) -> bool:
 
 
 def _copy(message: Message, fields: dict[str, Any]) -> Message:
-    from dataclasses import replace
-
     return replace(message, **fields)

@@ -9,7 +9,23 @@ costs O(new messages) per model call.
 * :class:`TokenCounter` is the protocol for counting one text; :class:`CharEstimator` is the
   default, :class:`TiktokenCounter` the exact one (``pip install 'plait[tiktoken]'``).
 * :func:`message_tokens` / :func:`tool_tokens` estimate one message / tool schema, including a
-  small per-item overhead (role markers and separators a provider bills for).
+  small per-item overhead (role markers and separators a provider bills for). Images, files and
+  reasoning count by :func:`part_tokens`, never by the length of their bytes or base64:
+
+  - an image by its provider's published formula (:func:`image_tokens`) on the width and height
+    read from its header (:attr:`plait.parts.Blob.image_size`, parsed once per blob). Anthropic:
+    ``ceil(w * h / 750)`` after scaling to fit 1568 px on the long edge and about 1.15-1.19
+    megapixels (1092 x 1092, the largest square its table lists unscaled: 1,590 tokens).
+    OpenAI: ``detail="low"`` is 85; otherwise scale to fit 2048 x 2048, then the shortest side
+    to 768, and count ``85 + 170`` per 512 px tile. Without a provider (the default) the larger
+    of the two; a URL image, or bytes whose size cannot be read, is
+    :data:`UNKNOWN_IMAGE_TOKENS`;
+  - a PDF as :data:`PDF_PAGE_TOKENS` per page (Anthropic's guide: 1,500-3,000 text tokens a
+    page, plus each page as an image), a ``text/*`` file as its text, any other file (audio)
+    or a file URL as :data:`UNKNOWN_FILE_TOKENS`;
+  - a reasoning part as its text plus its opaque payload (``signature``, ``data``,
+    ``encrypted_content``: base64 of about as many bytes as the reasoning it stands for, so
+    ``len * 3 / 4`` bytes at :data:`CHARS_PER_TOKEN`).
 * :class:`TokenAccountant` estimates a whole request. It walks back from the newest message and
   stops at the first *anchor*: the last assistant message whose provider reported
   ``usage.input_tokens`` (the size of the request that produced it, system prompt and tools
@@ -22,6 +38,7 @@ from __future__ import annotations
 import functools
 import importlib
 import json
+import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Protocol, runtime_checkable
@@ -33,6 +50,7 @@ from plait.messages import (
     ImagePart,
     Message,
     Part,
+    ReasoningPart,
     TextPart,
     ToolDefinition,
     ToolMessage,
@@ -41,14 +59,17 @@ from plait.messages import (
 __all__ = [
     "CHARS_PER_TOKEN",
     "CHARS_PER_TOKEN_STATE_KEY",
-    "IMAGE_TOKENS",
     "MESSAGE_OVERHEAD_TOKENS",
+    "PDF_PAGE_TOKENS",
+    "UNKNOWN_FILE_TOKENS",
+    "UNKNOWN_IMAGE_TOKENS",
     "CharEstimator",
     "PrefixTotals",
     "TiktokenCounter",
     "TokenAccountant",
     "TokenCounter",
     "TokenizerUnavailable",
+    "image_tokens",
     "measure_chars_per_token",
     "message_text",
     "message_tokens",
@@ -63,6 +84,24 @@ CHARS_PER_TOKEN: Final = 4
 
 MESSAGE_OVERHEAD_TOKENS: Final = 4
 """Tokens added per message or tool schema for role markers and separators."""
+
+UNKNOWN_IMAGE_TOKENS: Final = 1_600
+"""Tokens of an image whose size is unknown (a URL, an unreadable header): about the most an
+Anthropic image costs (1092 x 1092 is 1,590) and more than a 1024 x 1024 OpenAI
+image (765)."""
+
+PDF_PAGE_TOKENS: Final = 3_000
+"""Tokens per PDF page: Anthropic's guide gives 1,500-3,000 text tokens a page, and each page is
+also sent as an image (about 1,500 more); 1,500 + 1,500."""
+
+UNKNOWN_FILE_TOKENS: Final = 5 * PDF_PAGE_TOKENS
+"""Tokens of a file whose size is unknown (a URL) or not text (audio): five PDF pages."""
+
+ANTHROPIC_MAX_EDGE: Final = 1568
+ANTHROPIC_MAX_PIXELS: Final = 1_192_464  # 1092 x 1092, the largest square sent unscaled
+ANTHROPIC_PIXELS_PER_TOKEN: Final = 750
+OPENAI_LOW_DETAIL_TOKENS: Final = 85
+OPENAI_TILE_TOKENS: Final = 170
 
 CHARS_PER_TOKEN_STATE_KEY: Final = "plait.tokens.chars_per_token"
 """Thread-state key of the thread's measured characters per token (a float)."""
@@ -145,12 +184,89 @@ def message_text(message: Message) -> str:
     return text
 
 
-def message_tokens(message: Message, counter: TokenCounter = DEFAULT_COUNTER) -> int:
-    """Estimated tokens of one message, overhead included."""
+def message_tokens(
+    message: Message, counter: TokenCounter = DEFAULT_COUNTER, *, provider: str | None = None
+) -> int:
+    """Estimated tokens of one message, overhead included; images, files and reasoning by
+    :func:`part_tokens` for ``provider`` (``"anthropic"``, ``"openai…"``; ``None``: the larger
+    estimate)."""
     extra = 0
     if isinstance(message, ToolMessage):
         extra = counter.count(message.name) + counter.count(message.tool_call_id)
+        parts = message.parts
+    else:
+        parts = message.content
+    for part in parts:
+        if type(part) is not TextPart:  # text parts are in message_text
+            extra += part_tokens(part, counter, provider=provider)
     return counter.count(message_text(message)) + extra + MESSAGE_OVERHEAD_TOKENS
+
+
+def part_tokens(
+    part: Part, counter: TokenCounter = DEFAULT_COUNTER, *, provider: str | None = None
+) -> int:
+    """Estimated tokens of one content part (see the module docstring)."""
+    if isinstance(part, ImagePart):
+        blob = part.blob
+        size = None if blob is None else blob.image_size
+        if size is None:
+            low = part.detail == "low" and provider is not None and provider.startswith("openai")
+            return OPENAI_LOW_DETAIL_TOKENS if low else UNKNOWN_IMAGE_TOKENS
+        return image_tokens(*size, provider=provider, detail=part.detail)
+    if isinstance(part, FilePart):
+        blob = part.blob
+        if blob is None:
+            return UNKNOWN_FILE_TOKENS
+        if part.media_type == "application/pdf":
+            return blob.page_count * PDF_PAGE_TOKENS
+        if part.media_type.startswith("text/"):
+            return int(-(-blob.size // CHARS_PER_TOKEN))
+        return UNKNOWN_FILE_TOKENS
+    if isinstance(part, ReasoningPart):
+        payload = part.payload
+        opaque = 0
+        for key in ("signature", "data", "encrypted_content"):
+            value = payload.get(key) if isinstance(payload, dict) else None
+            if isinstance(value, str):
+                opaque += len(value)
+        return counter.count(part.text) + -(-(opaque * 3 // 4) // CHARS_PER_TOKEN)
+    if isinstance(part, TextPart):
+        return counter.count(part.text)
+    return 0
+
+
+def image_tokens(
+    width: int, height: int, *, provider: str | None = None, detail: str | None = None
+) -> int:
+    """Tokens a provider bills for a ``width`` x ``height`` image (formulas in the module
+    docstring); ``provider=None`` gives the larger of Anthropic's and OpenAI's."""
+    if provider is None:
+        return max(_anthropic_image(width, height), _openai_image(width, height, detail))
+    if provider.startswith("openai"):
+        return _openai_image(width, height, detail)
+    return _anthropic_image(width, height)
+
+
+def _anthropic_image(width: int, height: int) -> int:
+    scale = min(
+        1.0,
+        ANTHROPIC_MAX_EDGE / max(width, height),
+        math.sqrt(ANTHROPIC_MAX_PIXELS / (width * height)),
+    )
+    w, h = max(1, int(width * scale)), max(1, int(height * scale))
+    return -(-(w * h) // ANTHROPIC_PIXELS_PER_TOKEN)
+
+
+def _openai_image(width: int, height: int, detail: str | None) -> int:
+    if detail == "low":
+        return OPENAI_LOW_DETAIL_TOKENS
+    w, h = float(width), float(height)
+    if max(w, h) > 2048:
+        w, h = w * 2048 / max(w, h), h * 2048 / max(w, h)
+    if min(w, h) > 768:
+        w, h = w * 768 / min(w, h), h * 768 / min(w, h)
+    tiles = math.ceil(int(w) / 512) * math.ceil(int(h) / 512)
+    return OPENAI_LOW_DETAIL_TOKENS + OPENAI_TILE_TOKENS * max(1, tiles)
 
 
 def tool_tokens(definition: ToolDefinition, counter: TokenCounter = DEFAULT_COUNTER) -> int:
@@ -353,20 +469,3 @@ def thread_counter(state: dict[str, Any], configured: TokenCounter | None) -> To
 @functools.lru_cache(maxsize=256)
 def _estimator(ratio: float) -> CharEstimator:
     return CharEstimator(ratio)
-
-
-def part_tokens(part: Part) -> int:
-    """Estimated tokens of one content part. Text counts its characters; an image a fixed
-    :data:`IMAGE_TOKENS`; a file its bytes at :data:`CHARS_PER_TOKEN`; reasoning its text."""
-    if isinstance(part, TextPart):
-        return DEFAULT_COUNTER.count(part.text)
-    if isinstance(part, ImagePart):
-        return IMAGE_TOKENS
-    if isinstance(part, FilePart):
-        blob = part.blob
-        return IMAGE_TOKENS if blob is None else blob.size // CHARS_PER_TOKEN
-    return DEFAULT_COUNTER.count(part.text)
-
-
-IMAGE_TOKENS = 1600
-"""An image's estimated tokens (Anthropic's ceiling for an image scaled to 1.15 megapixels)."""

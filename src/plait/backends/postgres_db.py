@@ -130,6 +130,20 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE TABLE {s}.plait_trace_blobs (hash text COLLATE "C" PRIMARY KEY, text text NOT NULL);
     """,
+    # 3: message blobs (images, files) stored once, by address (plait.stores.postgres).
+    """
+    CREATE TABLE {s}.plait_message_blobs (
+        sha256 text COLLATE "C" PRIMARY KEY,
+        size bigint NOT NULL,
+        data bytea NOT NULL
+    );
+    CREATE TABLE {s}.plait_thread_blobs (
+        thread_id text COLLATE "C" NOT NULL,
+        sha256 text COLLATE "C" NOT NULL,
+        PRIMARY KEY (thread_id, sha256)
+    );
+    CREATE INDEX plait_thread_blobs_by_blob ON {s}.plait_thread_blobs (sha256);
+    """,
 )
 
 DEFAULT_POOL_TIMEOUT_S = 30.0

@@ -14,6 +14,13 @@ SQLite and Postgres keep JSON (``dump_messages`` rows and a JSON state object); 
 keeps private copies and uses the same codec for anything that is not plain JSON, so a value one
 store refuses the others refuse too, with a :class:`ThreadDataError` naming it, and all give
 back the same values.
+
+Images and files are kept by content: SQLite and Postgres write each blob's bytes once, in a blob
+table keyed by its sha256 and shared by the threads holding it, and the message rows hold only
+its address (:func:`plait.stores.base.messages_to_rows`); deleting a thread deletes the blobs no
+other thread holds (in the same transaction; there is no separate ``gc``). The memory store
+shares the immutable :class:`~plait.parts.Blob` objects. Every part kind round-trips exactly,
+bytes and reasoning payloads included.
 """
 
 from __future__ import annotations

@@ -16,7 +16,16 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from plait.errors import PlaitError
-from plait.messages import Message, dump_messages, load_messages
+from plait.messages import (
+    FilePart,
+    ImagePart,
+    Message,
+    ToolMessage,
+    _messages_adapter,
+    dump_messages,
+    load_messages,
+)
+from plait.parts import BLOBS_BY_REFERENCE, Blob
 from plait.storable import MAX_DEPTH, storable_message
 
 __all__ = [
@@ -24,8 +33,11 @@ __all__ = [
     "ThreadDataError",
     "ThreadSnapshot",
     "ThreadStore",
+    "message_blobs",
     "messages_from_json",
+    "messages_from_rows",
     "messages_to_json",
+    "messages_to_rows",
     "state_from_json",
     "state_to_json",
 ]
@@ -92,7 +104,8 @@ class ThreadStore(Protocol):
 
 # --- Errors and the JSON codec every store shares --------------------------------------------
 # Stores keep messages as the elements of a ``dump_messages`` array and the state as a JSON object,
-# so the memory and SQLite stores accept and reject exactly the same values.
+# so the memory and SQLite stores accept and reject exactly the same values. SQLite and Postgres
+# write the rows with blobs by reference (messages_to_rows) and keep the bytes apart, once.
 
 
 class StoreError(PlaitError):
@@ -142,23 +155,79 @@ def messages_to_json(thread_id: str, messages: Sequence[Message]) -> list[str]:
 
     Raises :class:`ThreadDataError` naming the message whose data cannot be serialised.
     """
+    return [_row(thread_id, index, message, None) for index, message in enumerate(messages)]
+
+
+def _row(thread_id: str, index: int, message: Message, context: dict[str, Any] | None) -> str:
     from pydantic_core import PydanticSerializationError  # loaded by dump_messages anyway
 
-    rows: list[str] = []
-    for index, message in enumerate(messages):
-        where = f"message {index} (id {message.id!r})"
-        try:
+    where = f"message {index} (id {message.id!r})"
+    try:
+        if context is None:
             row = dump_messages([message])[1:-1]
-        except PydanticSerializationError as exc:
-            raise ThreadDataError(thread_id, where, str(exc)) from exc
-        if row.count("[") + row.count("{") > MAX_DEPTH or _LONG_DIGITS.search(row) is not None:
-            # Maybe nesting or an int that JSON readers refuse: it would write but never read
-            # back. Only then walk the message to be sure (brackets and digits in text are fine).
-            _, found = storable_message(message)
-            if found:
-                raise ThreadDataError(thread_id, f"{where} {found[0].where}", found[0].problem)
-        rows.append(row)
-    return rows
+        else:
+            row = _messages_adapter().dump_json([message], context=context).decode()[1:-1]
+    except PydanticSerializationError as exc:
+        raise ThreadDataError(thread_id, where, str(exc)) from exc
+    if row.count("[") + row.count("{") > MAX_DEPTH or _LONG_DIGITS.search(row) is not None:
+        # Maybe nesting or an int that JSON readers refuse: it would write but never read
+        # back. Only then walk the message to be sure (brackets and digits in text are fine).
+        _, found = storable_message(message)
+        if found:
+            raise ThreadDataError(thread_id, f"{where} {found[0].where}", found[0].problem)
+    return row
+
+
+def message_blobs(messages: Sequence[Message]) -> dict[str, Blob]:
+    """Every :class:`~plait.parts.Blob` the messages' image and file parts hold, by sha256."""
+    blobs: dict[str, Blob] = {}
+    for message in messages:
+        parts = message.parts if isinstance(message, ToolMessage) else message.content
+        for part in parts:
+            if isinstance(part, ImagePart | FilePart):
+                blob = part.source
+                if isinstance(blob, Blob):
+                    blobs.setdefault(blob.sha256, blob)
+    return blobs
+
+
+def messages_to_rows(
+    thread_id: str, messages: Sequence[Message]
+) -> tuple[list[str], dict[str, Blob]]:
+    """The rows of :func:`messages_to_json` with every blob written by reference
+    (``{"sha256", "size"}``), and those blobs by sha256: a store keeps each blob's bytes once,
+    in its blob table, and the rows hold only the address. A message without blobs gives the
+    same row as :func:`messages_to_json`.
+    """
+    blobs = message_blobs(messages)
+    if not blobs:
+        return messages_to_json(thread_id, messages), blobs
+    context = {BLOBS_BY_REFERENCE: True}
+    return [_row(thread_id, i, m, context) for i, m in enumerate(messages)], blobs
+
+
+def messages_from_rows(
+    thread_id: str, rows: Sequence[str], blobs: Mapping[str, bytes]
+) -> list[Message]:
+    """The messages written by :func:`messages_to_rows`, each blob reference resolved from
+    ``blobs`` (sha256 -> bytes, the thread's blob rows read in one query). Rows written before
+    blobs were stored apart (inline base64) load unchanged.
+
+    Raises :class:`StoreError` if a row no longer parses or names a blob the store lacks.
+    """
+
+    def resolve(digest: str) -> bytes:
+        data = blobs.get(digest)
+        if data is None:
+            raise ValueError(f"blob sha256:{digest[:12]} is missing from the store's blob table")
+        return data
+
+    try:
+        return _messages_adapter().validate_json(
+            "[" + ",".join(rows) + "]", context={BLOBS_BY_REFERENCE: resolve}
+        )
+    except ValueError as exc:
+        raise _unreadable(thread_id, exc) from exc
 
 
 def messages_from_json(thread_id: str, rows: Sequence[str]) -> list[Message]:
@@ -169,10 +238,14 @@ def messages_from_json(thread_id: str, rows: Sequence[str]) -> list[Message]:
     try:
         return load_messages("[" + ",".join(rows) + "]")
     except ValueError as exc:
-        raise StoreError(
-            f"Thread {thread_id!r} holds a message that cannot be read back ({exc}). The store "
-            "was changed outside plait or is damaged; delete the thread or restore a backup."
-        ) from exc
+        raise _unreadable(thread_id, exc) from exc
+
+
+def _unreadable(thread_id: str, exc: ValueError) -> StoreError:
+    return StoreError(
+        f"Thread {thread_id!r} holds a message that cannot be read back ({exc}). The store "
+        "was changed outside plait or is damaged; delete the thread or restore a backup."
+    )
 
 
 def _check_json(thread_id: str, value: object, where: str) -> None:

@@ -22,7 +22,7 @@ import math
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from copy import deepcopy
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from plait.errors import ThreadConflictError
@@ -278,7 +278,13 @@ def _copy_message(message: Message) -> Message:
     return result
 
 
+_DETAILS = (None, "auto", "low", "high")
+
+
 def _content(parts: Any) -> list[Part]:
+    """Copies of the parts. An image's or file's :class:`Blob` is immutable, so it is shared,
+    never copied (nor re-hashed, re-encoded or re-sniffed: the copy is built field by field,
+    its checks having passed when the original was built)."""
     if type(parts) is not list:
         raise _NotPlain
     copies: list[Part] = []
@@ -286,17 +292,40 @@ def _content(parts: Any) -> list[Part]:
         kind = type(part)
         if kind is TextPart and part.type == "text":
             copies.append(TextPart(_text(part.text)))
-        elif kind is ImagePart or kind is FilePart:
-            if not isinstance(part.source, Blob | str):
+        elif kind is ImagePart and part.type == "image":
+            image = _new(ImagePart)
+            image.source = _source(part.source)
+            image.media_type = None if part.media_type is None else _text(part.media_type)
+            if part.detail not in _DETAILS:
                 raise _NotPlain
-            copies.append(replace(part))  # the Blob is immutable: shared, never copied
-        elif kind is ReasoningPart:
-            copies.append(
-                ReasoningPart(_text(part.provider), _text(part.text), _plain(part.payload))
-            )
+            image.detail = part.detail
+            image.type = "image"
+            copies.append(image)
+        elif kind is FilePart and part.type == "file":
+            file = _new(FilePart)
+            file.source = _source(part.source)
+            file.media_type = _text(part.media_type)
+            file.filename = None if part.filename is None else _text(part.filename)
+            file.type = "file"
+            copies.append(file)
+        elif kind is ReasoningPart and part.type == "reasoning":
+            if type(part.payload) is not dict:
+                raise _NotPlain
+            reasoning = _new(ReasoningPart)
+            reasoning.provider = _text(part.provider)
+            reasoning.text = _text(part.text)
+            reasoning.payload = _plain(part.payload)
+            reasoning.type = "reasoning"
+            copies.append(reasoning)
         else:
             raise _NotPlain
     return copies
+
+
+def _source(source: Any) -> Blob | str:
+    if type(source) is Blob:
+        return source  # immutable: shared
+    return _text(source)
 
 
 def _copy_call(call: Any) -> ToolCall:

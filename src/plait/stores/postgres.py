@@ -2,8 +2,16 @@
 
 Needs ``pip install 'plait[postgres]'``. Tables (created by :meth:`PostgresThreadStore.setup`,
 see :mod:`plait.backends.postgres_db` for the migrations): ``plait_threads(thread_id, version,
-state, write_token, written)``, ``plait_messages(thread_id, seq, id, json)`` and
-``plait_leases(thread_id, owner, expires_at)``.
+state, write_token, written)``, ``plait_messages(thread_id, seq, id, json)``,
+``plait_leases(thread_id, owner, expires_at)``, and the bytes of images and files apart
+(migration 3): ``plait_message_blobs(sha256, size, data)`` holds each blob once,
+content-addressed and shared by every thread that holds it, and ``plait_thread_blobs(thread_id,
+sha256)`` says which threads hold which. A message row holds only a blob's address; a load
+reads the thread's blobs in the same statement as its messages; an append sends only the blobs
+the server lacks. Deleting a thread deletes the blobs no other thread holds (appends that add
+blobs and deletes serialise on a transaction-level advisory lock, shared by appends, so a
+delete never removes a blob an append is adding a hold on). Rows written before migration 3
+(blobs inline as base64) load unchanged.
 
 ``append`` is one transaction: ``SELECT … FOR UPDATE`` on the thread row (or an ``INSERT … ON
 CONFLICT DO NOTHING`` for a new thread) serialises writers on the row, so of two writers holding
@@ -35,11 +43,12 @@ from typing import TYPE_CHECKING, Any, Unpack
 from plait.backends.postgres_db import PostgresDatabase, PostgresOptions
 from plait.errors import ThreadConflictError
 from plait.messages import Message, new_id
+from plait.parts import Blob
 from plait.stores.base import (
     StoreError,
     ThreadSnapshot,
-    messages_from_json,
-    messages_to_json,
+    messages_from_rows,
+    messages_to_rows,
     state_from_json,
     state_to_json,
 )
@@ -57,6 +66,8 @@ if TYPE_CHECKING:
 __all__ = ["SETTLE_TIMEOUT_S", "PostgresThreadStore"]
 
 SETTLE_TIMEOUT_S = 30.0
+
+_BLOB_LOCK = 0x706C616963  # appends adding blobs hold it shared, a delete exclusively
 
 
 class PostgresThreadStore:
@@ -91,8 +102,24 @@ class PostgresThreadStore:
         # One statement, so one snapshot: the messages always match the version read.
         self._q_load = s(
             "SELECT version, state, ARRAY(SELECT json FROM {s}.plait_messages m "
-            "WHERE m.thread_id = t.thread_id ORDER BY seq) FROM {s}.plait_threads t "
-            "WHERE thread_id = %s"
+            "WHERE m.thread_id = t.thread_id ORDER BY seq), "
+            "ARRAY(SELECT r.sha256 FROM {s}.plait_thread_blobs r "
+            "WHERE r.thread_id = t.thread_id ORDER BY r.sha256), "
+            "ARRAY(SELECT b.data FROM {s}.plait_thread_blobs r JOIN {s}.plait_message_blobs b "
+            "ON b.sha256 = r.sha256 WHERE r.thread_id = t.thread_id ORDER BY r.sha256) "
+            "FROM {s}.plait_threads t WHERE thread_id = %s"
+        )
+        self._q_blobs_present = s(
+            "SELECT sha256 FROM {s}.plait_message_blobs WHERE sha256 = ANY(%s::text[])"
+        )
+        self._q_blobs = s(
+            "INSERT INTO {s}.plait_message_blobs (sha256, size, data) "
+            "SELECT * FROM unnest(%s::text[], %s::bigint[], %s::bytea[]) "
+            "ON CONFLICT (sha256) DO NOTHING"
+        )
+        self._q_holds = s(
+            "INSERT INTO {s}.plait_thread_blobs (thread_id, sha256) "
+            "SELECT %s, unnest(%s::text[]) ON CONFLICT DO NOTHING"
         )
         self._q_lock = s(
             "SELECT version, write_token, (SELECT COALESCE(MAX(seq) + 1, 0) "
@@ -133,9 +160,10 @@ class PostgresThreadStore:
             head = await (await conn.execute(self._q_load, (thread_id,))).fetchone()
             if head is None:
                 return ThreadSnapshot(thread_id)
+            blobs = dict(zip(head[3], head[4], strict=True))
             return ThreadSnapshot(
                 thread_id,
-                messages_from_json(thread_id, head[2]),
+                messages_from_rows(thread_id, head[2], blobs),
                 state_from_json(head[1]),
                 int(head[0]),
             )
@@ -150,7 +178,7 @@ class PostgresThreadStore:
         expected_version: int,
         state: Mapping[str, Any] | None = None,
     ) -> int:
-        rows = messages_to_json(thread_id, messages)
+        rows, blobs = messages_to_rows(thread_id, messages)
         state_json = None if state is None else state_to_json(thread_id, state)
         token = new_id()
         ids = [message.id for message in messages]
@@ -161,6 +189,8 @@ class PostgresThreadStore:
                 if created.rowcount == 1:
                     if rows:
                         await conn.execute(self._q_insert, (thread_id, ids, rows))
+                    if blobs:
+                        await self._insert_blobs(conn, thread_id, blobs)
                     return 1
             head = await (await conn.execute(self._q_lock, (thread_id, thread_id))).fetchone()
             version = 0 if head is None else int(head[0])
@@ -171,6 +201,8 @@ class PostgresThreadStore:
             await conn.execute(
                 self._q_bump, (state_json, token, thread_id, int(head[2]), ids, rows)
             )
+            if blobs:
+                await self._insert_blobs(conn, thread_id, blobs)
             return version + 1
 
         # Cancellation settles (the ThreadStore.append contract): a cancelled caller gets its
@@ -204,6 +236,23 @@ class PostgresThreadStore:
                 ],
             )
 
+    async def _insert_blobs(
+        self, conn: AsyncConnection[Any], thread_id: str, blobs: Mapping[str, Blob]
+    ) -> None:
+        """Each blob's bytes once (only those the server lacks are sent) and the thread's hold
+        on every one, under the shared blob lock (see :meth:`delete`)."""
+        await conn.execute("SELECT pg_advisory_xact_lock_shared(%s)", (_BLOB_LOCK,))
+        digests = list(blobs)
+        cur = await conn.execute(self._q_blobs_present, (digests,))
+        present = {row[0] for row in await cur.fetchall()}
+        missing = [blobs[d] for d in digests if d not in present]
+        if missing:
+            await conn.execute(
+                self._q_blobs,
+                ([b.sha256 for b in missing], [b.size for b in missing], [b.data for b in missing]),
+            )
+        await conn.execute(self._q_holds, (thread_id, digests))
+
     async def list_threads(self) -> list[str]:
         query = self.db.sql("SELECT thread_id FROM {s}.plait_threads ORDER BY written DESC")
 
@@ -216,8 +265,24 @@ class PostgresThreadStore:
         s = self.db.sql
 
         async def remove(conn: AsyncConnection[Any]) -> bool:
+            # The thread row, then the blob lock: the order an append takes them in. The
+            # blobs only this thread held go too; the exclusive lock waits for the appends
+            # adding holds (they take it shared), so the check below sees their holds.
+            await conn.execute(
+                s("SELECT 1 FROM {s}.plait_threads WHERE thread_id = %s FOR UPDATE"), (thread_id,)
+            )
+            await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_BLOB_LOCK,))
             await conn.execute(
                 s("DELETE FROM {s}.plait_messages WHERE thread_id = %s"), (thread_id,)
+            )
+            await conn.execute(
+                s(
+                    "WITH held AS (DELETE FROM {s}.plait_thread_blobs WHERE thread_id = %s "
+                    "RETURNING sha256) DELETE FROM {s}.plait_message_blobs b USING held "
+                    "WHERE b.sha256 = held.sha256 AND NOT EXISTS (SELECT 1 FROM "
+                    "{s}.plait_thread_blobs r WHERE r.sha256 = b.sha256 AND r.thread_id <> %s)"
+                ),
+                (thread_id, thread_id),
             )
             cur = await conn.execute(
                 s("DELETE FROM {s}.plait_threads WHERE thread_id = %s"), (thread_id,)

@@ -1,7 +1,13 @@
 """``SQLiteThreadStore``: threads in one SQLite file (WAL mode), the embedded default.
 
-Two tables: ``threads(thread_id, version, state, updated_at)`` and
-``messages(thread_id, seq, id, json)``, one row per message in order. ``append`` is one
+Tables: ``threads(thread_id, version, state, updated_at)``, ``messages(thread_id, seq, id,
+json)``, one row per message in order, and the bytes of images and files apart:
+``message_blobs(sha256, size, data)`` holds each blob once (content-addressed, shared by every
+thread that holds it) and ``thread_blobs(thread_id, sha256)`` says which threads hold which, so a
+message row holds only the blob's address and a load reads a thread's blobs in one query.
+Deleting a thread deletes the blobs no other thread holds. Files from before the blob tables
+(message rows with inline base64 blobs) load unchanged: the tables are created when the file
+is opened, and old rows are read as they are. ``append`` is one
 ``BEGIN IMMEDIATE`` transaction: it takes the database's write lock *before* reading the version,
 so of two writers holding the same version — two coroutines, two store instances, two processes —
 exactly one commits and the other sees the new version and raises
@@ -24,11 +30,12 @@ from typing import Any
 from plait.backends.sqlite import SQLITE_MAX_VALUE_BYTES, SQLiteFile
 from plait.errors import ThreadConflictError
 from plait.messages import Message
+from plait.parts import Blob
 from plait.stores.base import (
     StoreError,
     ThreadSnapshot,
-    messages_from_json,
-    messages_to_json,
+    messages_from_rows,
+    messages_to_rows,
     state_from_json,
     state_to_json,
 )
@@ -56,6 +63,17 @@ CREATE TABLE IF NOT EXISTS messages (
     json TEXT NOT NULL,
     PRIMARY KEY (thread_id, seq)
 );
+CREATE TABLE IF NOT EXISTS message_blobs (
+    sha256 TEXT PRIMARY KEY,
+    size INTEGER NOT NULL,
+    data BLOB NOT NULL
+);
+CREATE TABLE IF NOT EXISTS thread_blobs (
+    thread_id TEXT NOT NULL,
+    sha256 TEXT NOT NULL,
+    PRIMARY KEY (thread_id, sha256)
+);
+CREATE INDEX IF NOT EXISTS thread_blobs_by_blob ON thread_blobs (sha256);
 CREATE TABLE IF NOT EXISTS leases (
     thread_id TEXT PRIMARY KEY,
     owner TEXT NOT NULL,
@@ -113,9 +131,16 @@ class SQLiteThreadStore:
             rows = conn.execute(
                 "SELECT json FROM messages WHERE thread_id = ? ORDER BY seq", (thread_id,)
             ).fetchall()
+            blobs = conn.execute(
+                "SELECT b.sha256, b.data FROM thread_blobs r JOIN message_blobs b "
+                "ON b.sha256 = r.sha256 WHERE r.thread_id = ?",
+                (thread_id,),
+            ).fetchall()
             return ThreadSnapshot(
                 thread_id,
-                messages_from_json(thread_id, [str(row[0]) for row in rows]),
+                messages_from_rows(
+                    thread_id, [str(row[0]) for row in rows], {str(d): bytes(b) for d, b in blobs}
+                ),
                 state_from_json(str(head[1])),
                 int(head[0]),
             )
@@ -130,7 +155,7 @@ class SQLiteThreadStore:
         expected_version: int,
         state: Mapping[str, Any] | None = None,
     ) -> int:
-        rows = messages_to_json(thread_id, messages)
+        rows, blobs = messages_to_rows(thread_id, messages)
         state_json = None if state is None else state_to_json(thread_id, state)
 
         def insert(conn: sqlite3.Connection) -> int:
@@ -151,6 +176,8 @@ class SQLiteThreadStore:
                     for i, (message, row) in enumerate(zip(messages, rows, strict=True))
                 ],
             )
+            if blobs:
+                _insert_blobs(conn, thread_id, blobs)
             updated_at = _recency(conn)
             if head is None:
                 conn.execute(
@@ -178,6 +205,14 @@ class SQLiteThreadStore:
     async def delete(self, thread_id: str) -> bool:
         def remove(conn: sqlite3.Connection) -> bool:
             conn.execute("DELETE FROM messages WHERE thread_id = ?", (thread_id,))
+            held = conn.execute(
+                "DELETE FROM thread_blobs WHERE thread_id = ? RETURNING sha256", (thread_id,)
+            ).fetchall()
+            conn.executemany(
+                "DELETE FROM message_blobs WHERE sha256 = ?1 AND NOT EXISTS "
+                "(SELECT 1 FROM thread_blobs WHERE sha256 = ?1)",
+                held,
+            )
             deleted = conn.execute("DELETE FROM threads WHERE thread_id = ?", (thread_id,))
             return deleted.rowcount > 0
 
@@ -228,6 +263,28 @@ class SQLiteThreadStore:
             thread_id, acquire=acquire, renew=renew, release=release, wait=self.lease_wait, ttl=ttl
         ):
             yield
+
+
+def _insert_blobs(conn: sqlite3.Connection, thread_id: str, blobs: Mapping[str, Blob]) -> None:
+    """Each blob's bytes once (only those the file lacks are sent to SQLite), and the thread's
+    hold on every one of them."""
+    digests = list(blobs)
+    marks = ",".join("?" * len(digests))
+    present = {
+        str(row[0])
+        for row in conn.execute(
+            f"SELECT sha256 FROM message_blobs WHERE sha256 IN ({marks})", digests
+        )
+    }
+    conn.executemany(
+        "INSERT INTO message_blobs (sha256, size, data) VALUES (?, ?, ?) "
+        "ON CONFLICT (sha256) DO NOTHING",
+        [(d, b.size, b.data) for d, b in blobs.items() if d not in present],
+    )
+    conn.executemany(
+        "INSERT INTO thread_blobs (thread_id, sha256) VALUES (?, ?) ON CONFLICT DO NOTHING",
+        [(thread_id, d) for d in digests],
+    )
 
 
 def _recency(conn: sqlite3.Connection) -> float:
