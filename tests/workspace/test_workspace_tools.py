@@ -343,3 +343,18 @@ async def test_a_skill_path_outside_the_workspace_reads_through_the_skills_read_
     assert not skill.is_error and "name: pdf-text" in skill.data
     assert outside.is_error and "not in a skill folder either" in outside.data
     model.assert_complete()
+
+
+async def test_shell_runs_in_a_workspace_larger_than_a_skill_scripts_quota(ws: Path) -> None:
+    from plait.sandbox.policy import SandboxLimits
+
+    many = SandboxLimits().workspace_files or 0
+    folder = ws / "many"
+    folder.mkdir()
+    for i in range(many + 10):
+        (folder / f"f{i}").touch()
+    workspace = Workspace(str(ws), allow=["shell"])
+    result = await call(workspace, "shell", {"command": "ls many | wc -l"})
+    assert not result.is_error, result.data
+    assert result.data.splitlines()[1].strip() == str(many + 10)
+    await workspace.aclose()

@@ -300,7 +300,13 @@ class BubblewrapSandbox(ProcessSandbox):
                 os.kill(child, signal.SIGKILL)
 
         limits = self.policy.limits
-        watch = WorkspaceWatch(command.workspace, limits.workspace_bytes, limits.workspace_files)
+        watch: WorkspaceWatch | None = None
+        if limits.workspace_bytes is not None or limits.workspace_files is not None:
+            watch = WorkspaceWatch(
+                command.workspace,
+                limits.workspace_bytes if limits.workspace_bytes is not None else 1 << 62,
+                limits.workspace_files if limits.workspace_files is not None else 1 << 62,
+            )
         return Launch(
             argv,
             kill_tree=kill_tree,

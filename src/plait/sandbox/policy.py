@@ -143,7 +143,9 @@ class SandboxLimits:
                               full length): the tree is killed. Measured every
                               :data:`WORKSPACE_POLL_SECONDS` and at exit, so a run can pass it
                               by what it writes in one interval (see the README)
-    workspace_files 20,000    the workspace holds more entries (files, folders, links): killed
+    workspace_files 20,000    the workspace holds more entries (files, folders, links): killed;
+                              ``None`` for either turns that measure off (the workspace tools'
+                              ``shell`` runs in the user's own folder, which may hold more)
     tmp_bytes       256 MiB   the private ``/tmp`` (a tmpfs: memory) is full (ENOSPC)
     shm_bytes       64 MiB    ``/dev/shm`` (its own tmpfs) is full (ENOSPC)
     =============== ========= ==================================================================
@@ -158,8 +160,8 @@ class SandboxLimits:
     open_files: int = 256
     file_size_bytes: int = 256 * MIB
     processes: int | None = None
-    workspace_bytes: int = 512 * MIB
-    workspace_files: int = 20_000
+    workspace_bytes: int | None = 512 * MIB
+    workspace_files: int | None = 20_000
     tmp_bytes: int = 256 * MIB
     shm_bytes: int = 64 * MIB
 
@@ -183,6 +185,8 @@ class SandboxLimits:
             "shm_bytes",
         ):
             value = getattr(self, name)
+            if value is None and name.startswith("workspace_"):
+                continue
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise SandboxPolicyInvalid(f"SandboxLimits.{name} must be an integer >= 1.")
         if self.memory_bytes < 64 * MIB:

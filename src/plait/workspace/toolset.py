@@ -114,10 +114,16 @@ class Workspace:
         """The sandbox ``shell`` runs in (created on first use)."""
         if self._sandbox is None:
             from plait.sandbox.bubblewrap import BubblewrapSandbox
-            from plait.sandbox.policy import SandboxPolicy
+            from plait.sandbox.policy import SandboxLimits, SandboxPolicy
 
+            # The workspace is the user's own folder: no quota on what it already holds (a
+            # repository may hold more than a skill's scratch folder may), and the wall limit
+            # is the longest deadline a call may ask for.
+            limits = SandboxLimits(
+                wall_seconds=self.max_shell_timeout, workspace_bytes=None, workspace_files=None
+            )
             self._sandbox = BubblewrapSandbox(
-                SandboxPolicy(network="on" if self.network else "off")
+                SandboxPolicy(network="on" if self.network else "off", limits=limits)
             )
         return self._sandbox
 
