@@ -232,3 +232,41 @@ async def test_a_provider_sending_escaped_surrogates_and_huge_numbers_is_persist
     assert roles(snap.messages) == ["user", "assistant", "tool", "assistant"]
     assert len(replaced(result.events)["model_response"]) == 3
     assert snap.messages[-1].text == "done \ufffd"
+
+
+async def test_a_retry_of_a_turn_that_failed_unanswered_stores_its_question_once(
+    store: ThreadStore,
+) -> None:
+    from plait.errors import ProviderError
+    from plait.models import FunctionModel
+    from plait.models.base import ModelRequest
+
+    failing = [True]
+    seen: list[list[str]] = []
+
+    async def flaky(request: ModelRequest) -> ModelResponse:
+        seen.append([m.role for m in request.messages])
+        if failing[0]:
+            raise ProviderError("the provider is down")
+        return ModelResponse(content="answered")
+
+    agent = Agent(FunctionModel(flaky), store=store)
+    with pytest.raises(ProviderError):
+        await agent.run("What is the capital of France?", thread_id="t")
+    failing[0] = False
+    result = await agent.run("What is the capital of France?", thread_id="t")
+    stored = (await store.load("t")).messages
+    assert [(m.role, getattr(m, "text", "")) for m in stored] == [
+        ("user", "What is the capital of France?"),
+        ("assistant", "answered"),
+    ]
+    assert seen[-1] == ["user"]  # the model saw the question once
+    assert result.new_messages[0] is not None and result.new_messages[0].id == stored[0].id
+    # a different question after a failure is stored as asked
+    failing[0] = True
+    with pytest.raises(ProviderError):
+        await agent.run("And of Spain?", thread_id="t")
+    failing[0] = False
+    await agent.run("And of Italy?", thread_id="t")
+    texts = [getattr(m, "text", "") for m in (await store.load("t")).messages]
+    assert texts[2:] == ["And of Spain?", "And of Italy?", "answered"]

@@ -21,7 +21,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from plait.messages import Message
+from plait.messages import Message, UserMessage
 from plait.middleware.context import EventSink
 from plait.models.base import ModelResponse
 from plait.runtime.events import ValuesReplaced
@@ -40,6 +40,7 @@ __all__ = [
     "storable_input",
     "storable_response",
     "swap_written",
+    "unanswered_repeat",
 ]
 
 SETTLE_TIMEOUT = 30.0
@@ -169,3 +170,20 @@ async def append_storable(
         thread_id, fixed, expected_version=expected_version, state=fixed_state
     )
     return version, fixed
+
+
+def unanswered_repeat(stored: Sequence[Message], input: Sequence[Message]) -> list[Message] | None:
+    """The stored messages a new turn's ``input`` repeats, when the thread ends with user
+    messages of exactly that content and nothing after them: the turn that stored them failed
+    before any answer, and this is its retry (``plait run -c`` again). The turn then goes on from
+    them instead of storing a second copy; otherwise ``None``."""
+    count = len(input)
+    if not count or len(stored) < count:
+        return None
+    tail = stored[len(stored) - count :]
+    for old, new in zip(tail, input, strict=True):
+        if type(new) is not UserMessage or type(old) is not UserMessage:
+            return None
+        if old.content != new.content or old.metadata != new.metadata:
+            return None
+    return list(tail)

@@ -49,6 +49,7 @@ from plait.runtime.storing import (
     storable_input,
     storable_response,
     swap_written,
+    unanswered_repeat,
 )
 from plait.runtime.tool_calls import results_after_cancel, run_tool_calls
 from plait.storable import storable_text
@@ -213,7 +214,15 @@ class Turn:
         state = snapshot.state
         state.update(self.state_update)
         self.version = snapshot.version
-        self.input = await self._append(self.input, state)
+        history = snapshot.messages
+        repeated = unanswered_repeat(history, self.input)
+        if repeated is None:
+            self.input = await self._append(self.input, state)
+        else:  # a retry of a turn that failed unanswered: its input is stored already
+            history = history[: len(history) - len(repeated)]
+            self.input = repeated
+            if self.state_update:
+                await self._append([], state)
         self.new_messages = list(self.input)
         registry = ToolRegistry(self.agent.tools)
         for m in self.stack:
@@ -224,7 +233,7 @@ class Turn:
             thread_id=self.thread_id,
             registry=registry,
             model=self.agent.model,
-            messages=History([*snapshot.messages, *self.input]),
+            messages=History([*history, *self.input]),
             state=state,
             system_prompt=self.agent.system_prompt,
             input=self.input,
