@@ -13,7 +13,14 @@ from anthropic_server import AnthropicServer
 
 from plait import Agent, DispatchContext, Middleware, tool
 from plait.errors import ConfigurationError, ProviderError
-from plait.messages import AssistantMessage, ReasoningPart, TextPart, ToolCall, UserMessage
+from plait.messages import (
+    AssistantMessage,
+    Message,
+    ReasoningPart,
+    TextPart,
+    ToolCall,
+    UserMessage,
+)
 from plait.models.anthropic import AnthropicModel
 from plait.models.base import (
     ModelRequest,
@@ -337,7 +344,7 @@ async def test_foreign_reasoning_is_dropped_from_the_request_and_reported(
     server: AnthropicServer, model: AnthropicModel
 ) -> None:
     foreign = ReasoningPart("openai-responses", "hmm", {"type": "reasoning", "id": "rs_1"})
-    history = [
+    history: list[Message] = [
         UserMessage("Earlier."),
         AssistantMessage([foreign, TextPart("Earlier answer.")]),
     ]
@@ -375,5 +382,6 @@ def test_tool_calls_with_ids_are_replayed_after_reasoning() -> None:
 
     _, [sent] = to_anthropic_messages(ModelRequest(messages=[message]))
 
-    assert [b["type"] for b in sent["content"]] == ["thinking", "text", "tool_use"]
-    assert sent["content"][0] is thought.payload  # verbatim: the very dict, not a rebuilt one
+    content: list[Any] = list(sent["content"])
+    assert [b["type"] for b in content] == ["thinking", "text", "tool_use"]
+    assert content[0] is thought.payload  # verbatim: the very dict, not a rebuilt one
