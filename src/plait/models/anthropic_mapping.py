@@ -294,15 +294,16 @@ def to_anthropic_headers(request: ModelRequest) -> dict[str, str]:
 def reasoning_part(block: Any) -> ReasoningPart | None:
     """A ``thinking`` or ``redacted_thinking`` block (an SDK object or a dict) as a
     :class:`ReasoningPart` whose payload is the block as the API sent it; else ``None``."""
-    fields: dict[str, Any] = block if isinstance(block, dict) else vars(block)
-    kind, get = fields.get("type"), fields.get
-    if kind == "thinking":
-        text = get("thinking") or ""
-        payload = {"type": "thinking", "thinking": text, "signature": get("signature") or ""}
-        return ReasoningPart(PROVIDER, text, payload)
+    kind = block.get("type") if isinstance(block, dict) else getattr(block, "type", None)
+    if kind not in ("thinking", "redacted_thinking"):
+        return None
+    # Every field the API sent, as it sent it (SDK objects keep unknown fields too).
+    payload: dict[str, Any] = dict(block) if isinstance(block, dict) else block.to_dict()
     if kind == "redacted_thinking":
-        return ReasoningPart(PROVIDER, "", {"type": "redacted_thinking", "data": get("data")})
-    return None
+        return ReasoningPart(PROVIDER, "", payload)
+    payload.setdefault("thinking", "")
+    payload.setdefault("signature", "")
+    return ReasoningPart(PROVIDER, payload["thinking"], payload)
 
 
 def _finish_reason(reason: str | None) -> str:
