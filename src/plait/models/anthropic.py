@@ -18,8 +18,10 @@ from typing import TYPE_CHECKING
 
 from plait.errors import ConfigurationError
 from plait.models.anthropic_mapping import (
+    PROVIDER,
     AnthropicStreamAssembler,
     from_anthropic_message,
+    to_anthropic_headers,
     to_anthropic_messages,
     to_anthropic_request,
     to_anthropic_tool_choice,
@@ -40,6 +42,7 @@ __all__ = [
     "AnthropicStreamAssembler",
     "classify_anthropic_error",
     "from_anthropic_message",
+    "to_anthropic_headers",
     "to_anthropic_messages",
     "to_anthropic_request",
     "to_anthropic_tool_choice",
@@ -58,9 +61,17 @@ class AnthropicModel:
     ``max_tokens`` wins. ``client`` reuses an existing ``AsyncAnthropic`` (its own retries are
     turned off, its timeouts replaced by ``timeouts``). Retries follow
     :mod:`plait.models.retrying`: up to ``max_retries``, waits from ``backoff``.
+
+    A request's ``reasoning`` turns extended thinking on (:mod:`plait.models.anthropic_thinking`);
+    thinking blocks come back as reasoning parts and are replayed verbatim. Settings the API
+    refuses raise :class:`~plait.errors.ConfigurationError` and images or files over its limits
+    :class:`~plait.errors.ContentError`, both before anything is sent.
     """
 
     provider_label = "anthropic"
+    reasoning_provider = PROVIDER
+    """The ``provider`` of the reasoning parts this model makes and replays (others are
+    dropped from its requests; the runtime reports them with ``ReasoningDropped``)."""
     api_key_env = "ANTHROPIC_API_KEY"
 
     def __init__(
@@ -134,9 +145,12 @@ class AnthropicModel:
         from anthropic.types import Message as MessageType
 
         params, extra = self.request_body(request)
+        headers = to_anthropic_headers(request) or None
         deadline = self.timeouts.start(self.name)
         message: Message = await call_with_retries(
-            lambda: self._client.messages.create(**params, extra_body=extra or None, stream=False),
+            lambda: self._client.messages.create(
+                **params, extra_body=extra or None, extra_headers=headers, stream=False
+            ),
             self._classify,
             max_retries=self.max_retries,
             backoff=self.backoff,
@@ -156,9 +170,12 @@ class AnthropicModel:
         import anthropic
 
         params, extra = self.request_body(request)
+        headers = to_anthropic_headers(request) or None
         deadline = self.timeouts.start(self.name)
         events = await call_with_retries(
-            lambda: self._client.messages.create(**params, extra_body=extra or None, stream=True),
+            lambda: self._client.messages.create(
+                **params, extra_body=extra or None, extra_headers=headers, stream=True
+            ),
             self._classify,
             max_retries=self.max_retries,
             backoff=self.backoff,

@@ -59,6 +59,11 @@ class WrappedModel:
         :func:`~plait.models.timeouts.agent_deadline`)."""
         return getattr(self.inner, "timeouts", None)
 
+    @property
+    def reasoning_provider(self) -> str | None:
+        """The wrapped model's ``reasoning_provider`` (whose reasoning parts it replays)."""
+        return getattr(self.inner, "reasoning_provider", None)
+
     async def generate(self, request: ModelRequest) -> ModelResponse:
         request = await self.middleware.transform_params(request, "generate")
 

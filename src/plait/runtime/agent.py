@@ -34,7 +34,7 @@ from plait.middleware.context import Event
 from plait.middleware.model_hooks import ModelHook, as_middleware
 from plait.middleware.ordering import describe_order, resolve_order
 from plait.middleware.stack import MiddlewareStack
-from plait.models.base import Model
+from plait.models.base import Model, ModelSettings
 from plait.models.timeouts import DEFAULT_MODEL_TIMEOUT
 from plait.runtime import storing
 from plait.runtime.repetition import RepetitionDetector
@@ -103,6 +103,11 @@ class Agent:
     :class:`~plait.runtime.repetition.RepetitionDetector`) run before them unless
     ``default_guards=False``.
 
+    ``model_settings`` (:class:`~plait.models.ModelSettings`: temperature, max_tokens,
+    reasoning, provider extras) go into every request; they win over ``temperature`` and
+    ``max_tokens`` given on their own, and a run's ``model_settings=`` wins over both
+    (:mod:`plait.runtime.model_settings`).
+
     The middleware list is resolved once, here: pinned middleware move to their ends and every
     declared constraint is checked (:mod:`plait.middleware.ordering`); a broken one raises
     :class:`~plait.errors.ConfigurationError`. :meth:`describe` shows the result.
@@ -125,6 +130,7 @@ class Agent:
         max_tokens: int | None = None,
         model_hooks: Iterable[ModelHook | Middleware] = (),
         default_guards: bool = True,
+        model_settings: ModelSettings | None = None,
     ) -> None:
         # What the agent creates it owns and closes in aclose(); what it is given, the caller does.
         self._owned: list[Model | ThreadStore] = []
@@ -169,6 +175,7 @@ class Agent:
         self.model_name = model_name
         self.temperature = temperature
         self.max_tokens = max_tokens
+        self.model_settings = model_settings
         self._unsettled: dict[str, asyncio.Task[Any]] = {}
 
     def describe(self) -> str:
@@ -223,11 +230,13 @@ class Agent:
         *,
         thread_id: str | None = None,
         state: Mapping[str, Any] | None = None,
+        model_settings: ModelSettings | None = None,
     ) -> RunResult:
         """Run one turn and return its :class:`RunResult`.
 
         ``state`` updates the thread state before the turn starts (e.g. ``{"skills_metadata":
-        None}`` to reload skills). Raises the turn's error (``TurnAborted``,
+        None}`` to reload skills). ``model_settings`` go on top of the agent's for this turn's
+        requests (:meth:`ModelSettings.merged`). Raises the turn's error (``TurnAborted``,
         ``DispatchRejected``, ``LimitExceeded``, a provider error, …) after persisting
         everything that completed. If the run is cancelled, the cancellation propagates once
         the turn's in-flight store write has settled (see :mod:`plait.runtime.storing`).
@@ -242,6 +251,7 @@ class Agent:
             dict(state or {}),
             events.append,
             streaming=False,
+            model_settings=model_settings,
         )
         turn.lease_deadline = deadline
         result = await turn.run()
@@ -254,9 +264,13 @@ class Agent:
         *,
         thread_id: str | None = None,
         state: Mapping[str, Any] | None = None,
+        model_settings: ModelSettings | None = None,
     ) -> RunStream:
-        """Run one turn, yielding its events live (text deltas included); see :class:`RunStream`."""
-        return RunStream(self, _as_messages(input), thread_id or new_id(), dict(state or {}))
+        """Run one turn, yielding its events live (text and reasoning deltas included); see
+        :class:`RunStream`. ``model_settings`` as for :meth:`run`."""
+        return RunStream(
+            self, _as_messages(input), thread_id or new_id(), dict(state or {}), model_settings
+        )
 
     def run_sync(
         self,
@@ -264,12 +278,14 @@ class Agent:
         *,
         thread_id: str | None = None,
         state: Mapping[str, Any] | None = None,
+        model_settings: ModelSettings | None = None,
     ) -> RunResult:
         """:meth:`run` for synchronous code (starts an event loop; not for use inside one)."""
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            return asyncio.run(self.run(input, thread_id=thread_id, state=state))
+            run = self.run(input, thread_id=thread_id, state=state, model_settings=model_settings)
+            return asyncio.run(run)
         raise ConfigurationError(
             "run_sync() was called inside a running event loop; use 'await agent.run(...)'."
         )
@@ -298,9 +314,14 @@ class RunStream:
     """
 
     def __init__(
-        self, agent: Agent, input: list[Message], thread_id: str, state: dict[str, Any]
+        self,
+        agent: Agent,
+        input: list[Message],
+        thread_id: str,
+        state: dict[str, Any],
+        model_settings: ModelSettings | None = None,
     ) -> None:
-        self._turn_args = (agent, thread_id, input, state)
+        self._turn_args = (agent, thread_id, input, state, model_settings)
         self._iterated = False
         self._events: weakref.ref[_TurnEvents] | None = None
         self.thread_id = thread_id
@@ -355,12 +376,21 @@ class _TurnEvents:
         thread_id: str,
         input: list[Message],
         state: dict[str, Any],
+        model_settings: ModelSettings | None,
     ) -> None:
         self._stream = stream
         self._agent = agent
         self._thread_id = thread_id
         self._queue: asyncio.Queue[Event | None] = asyncio.Queue()
-        self._turn = Turn(agent, thread_id, input, state, self._queue.put_nowait, streaming=True)
+        self._turn = Turn(
+            agent,
+            thread_id,
+            input,
+            state,
+            self._queue.put_nowait,
+            streaming=True,
+            model_settings=model_settings,
+        )
         self._task: asyncio.Task[RunResult] | None = None
         self._events: list[Event] = []
         self._finished = False

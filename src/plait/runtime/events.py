@@ -24,6 +24,8 @@ __all__ = [
     "ModelCallRetried",
     "ModelRequestSent",
     "ModelResponseReceived",
+    "ReasoningDeltaReceived",
+    "ReasoningDropped",
     "RepetitionDetected",
     "TextDeltaReceived",
     "ToolCallFinished",
@@ -60,6 +62,30 @@ class TextDeltaReceived(Event):
     dispatch: int
     text: str
     type: str = "text_delta_received"
+
+
+@dataclass(slots=True, kw_only=True)
+class ReasoningDeltaReceived(Event):
+    """A chunk of the model's readable reasoning as it streams (Anthropic thinking, an OpenAI
+    reasoning summary; ``agent.stream`` only). ``index`` tells a response's reasoning parts
+    apart. The whole reasoning arrives with the answer, as reasoning parts of its message."""
+
+    dispatch: int
+    text: str
+    index: int = 0
+    type: str = "reasoning_delta_received"
+
+
+@dataclass(slots=True, kw_only=True)
+class ReasoningDropped(Event):
+    """The request of dispatch ``dispatch`` carried ``count`` reasoning parts made by
+    ``provider``, which the model (of another provider) cannot take: they were left out of what
+    it was sent, the text of their messages kept (a thread that switched models)."""
+
+    dispatch: int
+    provider: str
+    count: int
+    type: str = "reasoning_dropped"
 
 
 @dataclass(slots=True, kw_only=True)
@@ -197,6 +223,7 @@ RUNTIME_EVENTS = frozenset(
         "turn_started",
         "model_request_sent",
         "text_delta_received",
+        "reasoning_delta_received",
         "model_response_received",
         "tool_call_started",
         "tool_call_finished",

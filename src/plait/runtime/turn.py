@@ -29,7 +29,14 @@ from plait.history import History, request_messages
 from plait.messages import Message, ToolCall, ToolMessage, Usage, new_id
 from plait.middleware.context import DispatchContext, Event, EventSink, TurnContext
 from plait.middleware.stack import MiddlewareStack
-from plait.models.base import ModelRequest, ModelResponse, ResponseComplete, TextDelta
+from plait.models.base import (
+    ModelRequest,
+    ModelResponse,
+    ModelSettings,
+    ReasoningDelta,
+    ResponseComplete,
+    TextDelta,
+)
 from plait.models.retrying import RetryNotice, retry_listener
 from plait.models.timeouts import agent_deadline
 from plait.runtime import storing
@@ -39,10 +46,12 @@ from plait.runtime.events import (
     ModelCallRetried,
     ModelRequestSent,
     ModelResponseReceived,
+    ReasoningDeltaReceived,
     TextDeltaReceived,
     TurnFinished,
     TurnStarted,
 )
+from plait.runtime.model_settings import dropped_reasoning, turn_settings
 from plait.runtime.responses import checked_response, checking
 from plait.runtime.storing import (
     append_storable,
@@ -132,8 +141,13 @@ class Turn:
         state: dict[str, Any] | None,
         emit: EventSink,
         streaming: bool,
+        model_settings: ModelSettings | None = None,
     ) -> None:
         self.agent = agent
+        # What every request of the turn carries (see plait.runtime.model_settings).
+        self.settings = turn_settings(
+            agent.temperature, agent.max_tokens, agent.model_settings, model_settings
+        )
         self.stack: MiddlewareStack = agent.middleware
         self.thread_id = thread_id
         # What the input needed replaced is reported right after TurnStarted.
@@ -273,16 +287,18 @@ class Turn:
             raise error if isinstance(error, TurnAborted) else DispatchRejected(error, d.index)
 
     def build_request(self, ctx: TurnContext) -> ModelRequest:
-        agent = self.agent
+        settings = self.settings
         return ModelRequest(
             # O(1): a snapshot of the history, not a copy (see plait.history)
             messages=request_messages(ctx.messages, ctx.ephemeral),
             tools=ctx.registry.definitions(),
             system_prompt=ctx.system_prompt,
-            model=agent.model_name,
-            temperature=agent.temperature,
-            max_tokens=agent.max_tokens,
+            model=self.agent.model_name,
+            temperature=settings.temperature,
+            max_tokens=settings.max_tokens,
             call_class="agent",
+            reasoning=settings.reasoning,
+            extra=settings.extra,
         )
 
     async def _dispatch(self, d: DispatchContext) -> ModelResponse:
@@ -296,6 +312,9 @@ class Turn:
             self._check(d)
         d.request = request
         self.emit(ModelRequestSent(dispatch=d.index, request=request))
+        if (provider := getattr(ctx.model, "reasoning_provider", None)) is not None:
+            for dropped in dropped_reasoning(request, provider, d.index):
+                self.emit(dropped)
         handler, wrapped = self._model_handler(d), stack.has_wrap_model_call
         if wrapped:  # what the model returned is checked before any middleware sees it
             handler = stack.wrap_model(checking(handler, ctx.model), d)
@@ -395,6 +414,9 @@ class Turn:
                     # final response reports the replacement.
                     text = storable_text(event.text)
                     self.emit(TextDeltaReceived(dispatch=d.index, text=text))
+                elif isinstance(event, ReasoningDelta):
+                    text, index = storable_text(event.text), event.index
+                    self.emit(ReasoningDeltaReceived(dispatch=d.index, text=text, index=index))
                 elif isinstance(event, ResponseComplete):
                     final = event.response
             if final is None:
