@@ -21,9 +21,9 @@ relative to that file's folder; ``~`` is expanded. Unknown keys and wrong types 
 :class:`ConfigFileError` naming the file and the key, and so is a file tomllib cannot parse for
 any reason (arrays nested thousands deep included: a cloned repository cannot break the CLI).
 Timeouts (``timeout``, ``limits.tool_timeout``, ``$PLAIT_MODEL_TIMEOUT``, ``--timeout``) follow
-one rule, :func:`~plait.models.timeouts.parse_timeout`: seconds > 0, ``inf`` for no deadline. A file is read only up to
-:data:`MAX_CONFIG_BYTES`; the walk up for the project file stops at the filesystem root or after
-:data:`MAX_PARENT_LEVELS` folders.
+one rule, :func:`~plait.models.timeouts.parse_timeout`: seconds > 0, ``inf`` for no deadline.
+A file is read only up to :data:`MAX_CONFIG_BYTES`; the walk up for the project file stops at
+the filesystem root or after :data:`MAX_PARENT_LEVELS` folders.
 """
 
 from __future__ import annotations

@@ -4,11 +4,16 @@
 store of the thread store (:func:`open_trace_store`): for a SQLite thread store, a SQLite file
 beside it (:func:`trace_path`); for a Postgres one, the same database (its ``plait_trace_*``
 tables, created by ``plait db upgrade``). They print the page's address for the turn.
+
+``plait ui`` asks for a token (:mod:`plait.trace.access`): a new one per start, or
+``$PLAIT_UI_TOKEN``; it prints, and opens, ``http://127.0.0.1:PORT/?token=...``. ``--no-token``
+turns the check off, for a machine with one user.
 """
 
 from __future__ import annotations
 
 import importlib
+import os
 import re
 import webbrowser
 from pathlib import Path
@@ -91,10 +96,20 @@ def ui(
     no_browser: Annotated[
         bool, typer.Option("--no-browser", help="Do not open a browser window.")
     ] = False,
+    no_token: Annotated[
+        bool,
+        typer.Option(
+            "--no-token",
+            help="Serve without a token: any user of this machine can then read the traces "
+            "(only for a single-user machine). Default: a new token per start, or "
+            "$PLAIT_UI_TOKEN; the address printed carries it.",
+        ),
+    ] = False,
 ) -> None:
     """Open the local trace page: runs, waterfalls, context diffs, tokens and costs."""
     if traces is not None:
         _refuse_non_sqlite(traces)
+    token = None if no_token else _token()
     try:
         from plait.trace import SQLiteTraceStore, create_app, serve
         from plait.trace.server import allowed_hosts, free_port
@@ -104,16 +119,30 @@ def ui(
         if not postgres and not path.exists():
             fail(f"No traces at {path} yet: run 'plait demo' or 'plait run ...' first.", 2)
         trace_store = open_trace_store(store) if postgres else SQLiteTraceStore(path)
-        app = create_app(trace_store, prices=_prices(), hosts=allowed_hosts(host))
+        app = create_app(trace_store, token=token, prices=_prices(), hosts=allowed_hosts(host))
     except ImportError as exc:  # pragma: no cover - the ui extra is in dev
         fail(f"plait ui needs its extra: pip install 'plait[ui]' ({exc})", 2)
     port = port or free_port(host)
-    url = f"http://{host}:{port}/"
+    url = f"http://{host}:{port}/" + (f"?token={token}" if token else "")
     where = f"the traces in {store_description(store)}" if postgres else str(path)
     typer.echo(f"plait ui: serving {where} at {url} (Ctrl-C to stop)")
     if not no_browser:
         webbrowser.open(url)
     serve(app, host=host, port=port)
+
+
+def _token() -> str:
+    """``$PLAIT_UI_TOKEN`` when set (checked), else a new random token."""
+    from plait.errors import ConfigurationError
+    from plait.trace.access import TOKEN_ENV, check_token, new_token
+
+    fixed = os.environ.get(TOKEN_ENV)
+    if not fixed:
+        return new_token()
+    try:
+        return check_token(fixed)
+    except ConfigurationError as exc:
+        fail(str(exc), 2)
 
 
 _RATES = ("input", "output", "cache_read", "cache_write")
