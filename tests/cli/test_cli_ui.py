@@ -38,11 +38,15 @@ def test_ui_without_traces_says_how_to_make_some(tmp_path: Path) -> None:
     assert "plait demo" in result.stdout + result.stderr
 
 
-def _start_ui(env: dict[str, str], *flags: str) -> tuple[subprocess.Popen[str], str]:
-    """``plait ui --no-browser`` on a free port, and the address it printed."""
+def _start_ui(
+    env: dict[str, str], *flags: str, browser: bool = False
+) -> tuple[subprocess.Popen[str], str]:
+    """``plait ui --no-browser`` (unless ``browser``) on a free port, and the address it
+    printed."""
     port = free_port()
+    no_browser = [] if browser else ["--no-browser"]
     server = subprocess.Popen(
-        [sys.executable, "-m", "plait", "ui", "--no-browser", "--port", str(port), *flags],
+        [sys.executable, "-m", "plait", "ui", *no_browser, "--port", str(port), *flags],
         env=env,
         stdout=subprocess.PIPE,
         text=True,
@@ -98,6 +102,36 @@ def test_ui_takes_a_fixed_token_from_the_environment_or_none_with_no_token(
     finally:
         server.terminate()
         server.wait(timeout=20)
+
+
+def test_ui_opens_the_browser_on_a_private_page_keeping_the_token_off_its_command_line(
+    tmp_path: Path,
+) -> None:
+    # A browser started with the token'd address shows the token to every local user (ps).
+    (tmp_path / DEMO_TRACES).write_bytes(b"")
+    seen = tmp_path / "browser-saw.txt"
+    recorder = tmp_path / "browser.py"
+    recorder.write_text(
+        "import pathlib, stat, sys, urllib.parse\n"
+        "page = pathlib.Path(urllib.parse.urlparse(sys.argv[1]).path)\n"
+        "mode = oct(stat.S_IMODE(page.stat().st_mode))\n"
+        f"pathlib.Path({str(seen)!r}).write_text(sys.argv[1] + '\\n' + mode + '\\n'"
+        " + page.read_text())\n"
+    )
+    env = {**_env(tmp_path), "BROWSER": f"{sys.executable} {recorder} %s"}
+    server, url = _start_ui(env, browser=True)
+    try:
+        deadline = time.monotonic() + 20
+        while not seen.exists():
+            assert time.monotonic() < deadline, "the browser was not started within 20 s"
+            time.sleep(0.05)
+        argument, mode, page = seen.read_text().split("\n", 2)
+        assert argument.startswith("file://") and "token" not in argument
+        assert mode == "0o600" and f'url={url}"' in page
+    finally:
+        server.terminate()
+        server.wait(timeout=20)
+    assert not Path(argument.removeprefix("file://")).exists()  # removed when the server stops
 
 
 def test_ui_refuses_a_fixed_token_too_short_to_guard_anything(tmp_path: Path) -> None:

@@ -6,8 +6,10 @@ beside it (:func:`trace_path`); for a Postgres one, the same database (its ``pla
 tables, created by ``plait db upgrade``). They print the page's address for the turn.
 
 ``plait ui`` asks for a token (:mod:`plait.trace.access`): a new one per start, or
-``$PLAIT_UI_TOKEN``; it prints, and opens, ``http://127.0.0.1:PORT/?token=...``. ``--no-token``
-turns the check off, for a machine with one user.
+``$PLAIT_UI_TOKEN``; it prints ``http://127.0.0.1:PORT/?token=...`` and opens it through a
+private file (mode 0600, removed when the server stops), so the token never sits on a browser's
+command line for other users' ``ps`` to see. ``--no-token`` turns the check off, for a machine
+with one user.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from __future__ import annotations
 import importlib
 import os
 import re
+import signal
+import threading
 import webbrowser
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -126,9 +130,40 @@ def ui(
     url = f"http://{host}:{port}/" + (f"?token={token}" if token else "")
     where = f"the traces in {store_description(store)}" if postgres else str(path)
     typer.echo(f"plait ui: serving {where} at {url} (Ctrl-C to stop)")
-    if not no_browser:
-        webbrowser.open(url)
-    serve(app, host=host, port=port)
+    opener = None if no_browser else _open_in_browser(url)
+    try:
+        if opener is not None and threading.current_thread() is threading.main_thread():
+            # uvicorn re-raises the SIGTERM it stopped on: exit through this `finally`
+            signal.signal(signal.SIGTERM, _exit_on_sigterm)
+        serve(app, host=host, port=port)
+    finally:
+        if opener is not None:
+            opener.unlink(missing_ok=True)
+
+
+def _exit_on_sigterm(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
+def _open_in_browser(url: str) -> Path:
+    """Open ``url`` through a page only this user can read, as Jupyter does: a browser started
+    with the token'd address would show the token to every local user (``ps``, ``/proc``). The
+    page, a private temporary file (mode 0600) that forwards to ``url``, is removed when the
+    server stops; returns its path."""
+    import html
+    import tempfile
+
+    fd, name = tempfile.mkstemp(prefix="plait-ui-", suffix=".html")
+    target = html.escape(url, quote=True)
+    with os.fdopen(fd, "w", encoding="utf-8") as page:
+        page.write(
+            '<!doctype html><meta charset="utf-8">'
+            f'<meta http-equiv="refresh" content="0;url={target}">'
+            f'<title>plait ui</title><p><a href="{target}">Open the plait trace page</a></p>\n'
+        )
+    path = Path(name)
+    webbrowser.open(path.as_uri())
+    return path
 
 
 def _token() -> str:
