@@ -42,7 +42,8 @@ def _start_ui(
     env: dict[str, str], *flags: str, browser: bool = False
 ) -> tuple[subprocess.Popen[str], str]:
     """``plait ui --no-browser`` (unless ``browser``) on a free port, and the address it
-    printed."""
+    printed (its first line, checked for the store it names when ``PLAIT_STORE`` is a
+    Postgres URL)."""
     port = free_port()
     no_browser = [] if browser else ["--no-browser"]
     server = subprocess.Popen(
@@ -54,7 +55,8 @@ def _start_ui(
     assert server.stdout is not None
     first = server.stdout.readline()
     found = re.search(rf"http://127\.0\.0\.1:{port}/\S*", first)
-    if found is None:
+    postgres = env.get("PLAIT_STORE", "").startswith("postgresql://")
+    if found is None or (postgres and "the traces in postgresql://" not in first):
         server.terminate()
         server.wait(timeout=20)
         raise AssertionError(first)
