@@ -130,26 +130,27 @@ def ui(
     url = f"http://{host}:{port}/" + (f"?token={token}" if token else "")
     where = f"the traces in {store_description(store)}" if postgres else str(path)
     typer.echo(f"plait ui: serving {where} at {url} (Ctrl-C to stop)")
-    opener = None if no_browser else _open_in_browser(url)
+    if not no_browser and threading.current_thread() is threading.main_thread():
+        # uvicorn re-raises the SIGTERM it stopped on: exit through the `finally` below
+        signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    forward = None if no_browser else _forwarding_page(url)
     try:
-        if opener is not None and threading.current_thread() is threading.main_thread():
-            # uvicorn re-raises the SIGTERM it stopped on: exit through this `finally`
-            signal.signal(signal.SIGTERM, _exit_on_sigterm)
+        if forward is not None:
+            webbrowser.open(forward.as_uri())
         serve(app, host=host, port=port)
     finally:
-        if opener is not None:
-            opener.unlink(missing_ok=True)
+        if forward is not None:
+            forward.unlink(missing_ok=True)
 
 
 def _exit_on_sigterm(signum: int, frame: object) -> None:
     raise SystemExit(128 + signum)
 
 
-def _open_in_browser(url: str) -> Path:
-    """Open ``url`` through a page only this user can read, as Jupyter does: a browser started
-    with the token'd address would show the token to every local user (``ps``, ``/proc``). The
-    page, a private temporary file (mode 0600) that forwards to ``url``, is removed when the
-    server stops; returns its path."""
+def _forwarding_page(url: str) -> Path:
+    """A private temporary page (mode 0600) that forwards to ``url``: the browser is opened on
+    it, as Jupyter does, since a browser started with the token'd address would show the token
+    to every local user (``ps``, ``/proc``). Removed when the server stops."""
     import html
     import tempfile
 
@@ -161,9 +162,7 @@ def _open_in_browser(url: str) -> Path:
             f'<meta http-equiv="refresh" content="0;url={target}">'
             f'<title>plait ui</title><p><a href="{target}">Open the plait trace page</a></p>\n'
         )
-    path = Path(name)
-    webbrowser.open(path.as_uri())
-    return path
+    return Path(name)
 
 
 def _token() -> str:
