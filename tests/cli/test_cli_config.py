@@ -4,17 +4,24 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
+import os
+import subprocess
+import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import typer
-from cli_inprocess import empty_home
+from cli_inprocess import empty_home, run_plait
 from typer.testing import CliRunner
 
 from plait.cli.agents import Mode, SandboxChoice
 from plait.cli.app import app
 from plait.cli.config import MAX_CONFIG_BYTES, ConfigFileError, load_settings
 from plait.cli.options import Flags, agent_options, merged_settings
+from plait.models.openai import OpenAIChatModel
+from plait.models.registry import resolve_model
 from plait.models.scripted import ScriptedModel
 
 
@@ -106,7 +113,7 @@ def test_store_url_is_kept_as_written(home: Path) -> None:
     [
         ('modle = "openai:gpt-4o"\n', ["unknown key 'modle' (known here: model, mode,"]),
         ("[limits]\nturns = 1\n", ["known here: model_calls_per_turn, tool_timeout"]),
-        ("[limits]\ntool_timeout = -1\n", ["key 'limits.tool_timeout'", "greater than 0"]),
+        ("[limits]\ntool_timeout = -1\n", ["key 'limits.tool_timeout'", "seconds > 0"]),
         ('mode = "fast"\n', ["key 'mode'", "disclosure", "managed"]),
         ("[mcp.files]\nenv = {}\n", ["key 'mcp.files'", "exactly one of 'command'"]),
         ('[mcp.files]\ncommand = "x"\nmax_tools = 0\n', ["key 'mcp.files.max_tools'"]),
@@ -281,3 +288,89 @@ def test_an_oversized_pyproject_with_tool_plait_is_still_an_error(home: Path) ->
     write(home / "pyproject.toml", "[tool.plait]\n# " + "x" * MAX_CONFIG_BYTES + "\n")
     with pytest.raises(ConfigFileError, match="larger than"):
         load_settings(home)
+
+
+def _plait(*args: str, cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    """The console script in a fresh interpreter (its own recursion limit and stack)."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("PLAIT_", "OPENAI_"))}
+    clean.update({"COLUMNS": "200", "NO_COLOR": "1", **env})
+    return subprocess.run(
+        [sys.executable, "-c", "from plait.cli import main; main()", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=clean,
+        timeout=60,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize("depth", [500, 5000])
+@pytest.mark.parametrize(
+    ("where", "nested"),
+    [
+        ("plait.toml", "skills = {a}"),
+        ("plait-home/config.toml", "model = {a}"),
+        ("pyproject.toml", "[tool.plait]\nmodel = {a}"),
+        ("plait.toml", "[mcp.x]\nenv = {t}"),
+    ],
+)
+def test_a_config_nested_hundreds_deep_is_a_diagnostic_naming_the_file(
+    tmp_path: Path, where: str, nested: str, depth: int
+) -> None:
+    # Before: tomllib's RecursionError was a traceback in every command run in that folder.
+    arrays, tables = "[" * depth + "]" * depth, "{a = " * depth + "1" + "}" * depth
+    path = write(tmp_path / where, nested.format(a=arrays, t=tables) + "\n")
+    (tmp_path / "plait-home").mkdir(exist_ok=True)
+    commands = [["config", "show"], ["run", "hi", "--model", "openai-compatible:m@http://x/v1"]]
+    for command in commands:
+        result = _plait(*command, cwd=tmp_path, PLAIT_HOME=str(tmp_path / "plait-home"))
+        output = " ".join((result.stdout + result.stderr).split())
+        assert result.returncode == 2, output
+        assert f"{path}: nests arrays or inline tables too deeply" in output
+        assert "Traceback" not in output
+
+
+@pytest.mark.parametrize(
+    ("source", "key"),
+    [("flag", "timeout"), ("file", "timeout"), ("env", "timeout"), ("limits", "tool_timeout")],
+)
+def test_a_timeout_follows_one_rule_wherever_it_is_set(
+    home: Path, source: str, key: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before: --timeout 1e400 and timeout = inf meant no deadline, $PLAIT_MODEL_TIMEOUT=inf was
+    # refused, --timeout nan was accepted, and each source had its own message.
+    def show(value: str) -> Any:
+        args, env = ["config", "show", "--format", "json"], {}
+        if source == "flag":
+            args += ["--timeout", value]
+        elif source == "env":
+            env["PLAIT_MODEL_TIMEOUT"] = value
+        else:
+            section = "[limits]\n" if source == "limits" else ""
+            write(home / "project" / "plait.toml", f"{section}{key} = {value}\n")
+        result = run_plait(*args, home=home / "plait-home", env=env)
+        if result.returncode == 0:
+            return json.loads(result.stdout)["settings"]
+        assert result.returncode == 2
+        return " ".join((result.stdout + result.stderr).split())
+
+    name = "limits.tool_timeout" if source == "limits" else "timeout"
+    for endless in ("inf", "1e400"):
+        assert show(endless)[name]["value"] == math.inf
+    assert show("90")[name]["value"] == 90
+    for bad in ("nan", "-1", "0"):
+        refused = show(bad)
+        assert isinstance(refused, str), refused
+        assert "is not a number of seconds > 0; give e.g. 120, or inf for no deadline" in refused
+
+
+def test_an_endless_timeout_reaches_the_model_as_no_deadline(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PLAIT_MODEL_TIMEOUT", "inf")
+    settings = merged_settings(Flags(model="openai-compatible:m@http://127.0.0.1:9/v1"))
+    model = agent_options(settings).options.model
+    direct = resolve_model("openai-compatible:m@http://127.0.0.1:9/v1")
+    for built in (model, direct):
+        assert isinstance(built, OpenAIChatModel) and built.timeouts.total == math.inf

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -15,12 +13,12 @@ from postgres_server import postgres_url
 from test_cli_run import FIXTURES, sse_text
 from test_cli_ui import _env as ui_env
 from test_cli_ui import _get_with_retry as get_with_retry
+from test_cli_ui import _start_ui as start_ui
 from wire_server import WireServer
 
 from plait.backends.postgres import PostgresBackend
 from plait.messages import UserMessage
 from plait.stores.postgres import PostgresThreadStore
-from plait.trace.server import free_port
 
 
 def plait(*args: str, home: Path, store: str | None = None) -> Completed:
@@ -124,18 +122,10 @@ def _run_twice(database: str, server: WireServer, tmp_path: Path) -> None:
 
 def _ui_reads_postgres(database: str, home: Path) -> None:
     """``plait ui`` with a Postgres store serves that database's traces."""
-    port = free_port()
-    server = subprocess.Popen(
-        [sys.executable, "-m", "plait", "ui", "--no-browser", "--port", str(port)],
-        env={**ui_env(home), "PLAIT_STORE": database},
-        stdout=subprocess.PIPE,
-        text=True,
-    )
+    server, url = start_ui({**ui_env(home), "PLAIT_STORE": database})
     try:
-        assert server.stdout is not None
-        first = server.stdout.readline()
-        assert "the traces in postgresql://" in first and f":{port}/" in first
-        runs = get_with_retry(f"http://127.0.0.1:{port}/api/runs")
+        base, _, token = url.partition("?token=")
+        runs = get_with_retry(f"{base}api/runs?token={token}")
         assert [r["input"] for r in runs] == ["second", "first"]
     finally:
         server.terminate()

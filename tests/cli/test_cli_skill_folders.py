@@ -9,7 +9,12 @@ import pytest
 from typer.testing import CliRunner
 
 from plait.cli.app import app
-from plait.cli.skill_folders import skill_folders, standard_skill_folders
+from plait.cli.skill_folders import (
+    SkillFolderError,
+    check_skill_path,
+    skill_folders,
+    standard_skill_folders,
+)
 
 
 @pytest.fixture
@@ -148,3 +153,39 @@ def test_skills_show_finds_a_skill_in_the_standard_folders(dirs: tuple[Path, Pat
     assert result.exit_code == 0, result.output
     assert "description: Reads CSV files. Use for tables." in result.output
     assert "source: ~/.claude/skills" in result.output
+
+
+def test_a_skills_folder_that_is_a_symlink_loop_is_named_with_its_loop(
+    dirs: tuple[Path, Path, Path],
+) -> None:
+    # Before: a RuntimeError traceback ("Symlink loop from ...") from every command given it,
+    # or "Skill folder 'None' does not exist".
+    project = dirs[0]
+    (project / "a").symlink_to("b")
+    (project / "b").symlink_to("a")
+    (project / "self").symlink_to("self")
+    loop = f"{project / 'a'} → {project / 'b'} → {project / 'a'}"
+    commands = [
+        ["skills", "list", "a"],
+        ["config", "show", "--skills", "a"],
+        ["run", "hi", "--skills", "a", "--model", "openai-compatible:m@http://127.0.0.1:9/v1"],
+    ]
+    for command in commands:
+        result = CliRunner().invoke(app, command)
+        assert result.exit_code == 2, result.output
+        assert f"Skills folder 'a' is a symlink loop ({loop})" in " ".join(result.output.split())
+    (project / "plait.toml").write_text('skills = ["self"]\n', encoding="utf-8")
+    result = CliRunner().invoke(app, ["config", "show"])
+    assert result.exit_code == 2
+    assert f"is a symlink loop ({project / 'self'} → {project / 'self'})" in result.output
+
+
+def test_a_loop_in_a_parent_folder_is_the_loop_named() -> None:
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        (root / "x").symlink_to("x")
+        with pytest.raises(SkillFolderError, match=r"symlink loop \(.*/x → .*/x\)"):
+            check_skill_path(root / "x" / "skills")
+        check_skill_path(root / "missing")  # a missing folder is reported where it is loaded

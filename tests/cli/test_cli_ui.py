@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
+
+import pytest
 
 from plait.trace.server import free_port
 
@@ -34,38 +38,128 @@ def test_ui_without_traces_says_how_to_make_some(tmp_path: Path) -> None:
     assert "plait demo" in result.stdout + result.stderr
 
 
-def test_ui_serves_the_demo_trace_locally(tmp_path: Path) -> None:
+def _start_ui(
+    env: dict[str, str], *flags: str, browser: bool = False
+) -> tuple[subprocess.Popen[str], str]:
+    """``plait ui --no-browser`` (unless ``browser``) on a free port, and the address it
+    printed (its first line, checked for the store it names when ``PLAIT_STORE`` is a
+    Postgres URL)."""
+    port = free_port()
+    no_browser = [] if browser else ["--no-browser"]
+    server = subprocess.Popen(
+        [sys.executable, "-m", "plait", "ui", *no_browser, "--port", str(port), *flags],
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert server.stdout is not None
+    first = server.stdout.readline()
+    found = re.search(rf"http://127\.0\.0\.1:{port}/\S*", first)
+    postgres = env.get("PLAIT_STORE", "").startswith("postgresql://")
+    if found is None or (postgres and "the traces in postgresql://" not in first):
+        server.terminate()
+        server.wait(timeout=20)
+        raise AssertionError(first)
+    return server, found.group()
+
+
+def test_ui_serves_the_demo_trace_locally_to_the_address_it_printed(tmp_path: Path) -> None:
     env = _env(tmp_path)
     demo = subprocess.run(
         [sys.executable, "-m", "plait", "demo"], env=env, capture_output=True, timeout=120
     )
     assert demo.returncode == 0 and (tmp_path / DEMO_TRACES).is_file()
-    port = free_port()
-    server = subprocess.Popen(
-        [sys.executable, "-m", "plait", "ui", "--no-browser", "--port", str(port)],
-        env=env,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
+    server, url = _start_ui(env)
     try:
-        assert server.stdout is not None
-        first = server.stdout.readline()
-        assert f"http://127.0.0.1:{port}/" in first
-        runs = _get_with_retry(f"http://127.0.0.1:{port}/api/runs")
+        base, _, token = url.partition("?token=")
+        assert len(token) == 43  # secrets.token_urlsafe(32), new at each start
+        runs = _get_with_retry(f"{base}api/runs?token={token}")
         assert [r["input"] for r in runs][-1] == "What is in sales.csv?"
         assert all(r["agent"] == "plait demo" and r["status"] == "ok" for r in runs)
+        for path in (f"{base}api/runs", f"{base}api/runs?token={token[::-1]}", base):
+            with pytest.raises(urllib.error.HTTPError) as refused:
+                urllib.request.urlopen(path, timeout=5)
+            assert refused.value.code in (401, 403)
     finally:
         server.terminate()
         server.wait(timeout=20)
 
 
+def test_ui_takes_a_fixed_token_from_the_environment_or_none_with_no_token(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / DEMO_TRACES).write_bytes(b"")  # an empty file is a new SQLite database
+    fixed = "a-fixed-token-for-this-box"
+    server, url = _start_ui({**_env(tmp_path), "PLAIT_UI_TOKEN": fixed})
+    try:
+        assert url.endswith(f"/?token={fixed}")
+        assert _get_with_retry(url.replace("/?", "/api/runs?")) == []
+    finally:
+        server.terminate()
+        server.wait(timeout=20)
+    server, url = _start_ui({**_env(tmp_path), "PLAIT_UI_TOKEN": fixed}, "--no-token")
+    try:
+        assert "token" not in url
+        assert _get_with_retry(url + "api/runs") == []
+    finally:
+        server.terminate()
+        server.wait(timeout=20)
+
+
+def test_ui_opens_the_browser_on_a_private_page_keeping_the_token_off_its_command_line(
+    tmp_path: Path,
+) -> None:
+    # A browser started with the token'd address shows the token to every local user (ps).
+    (tmp_path / DEMO_TRACES).write_bytes(b"")
+    seen = tmp_path / "browser-saw.txt"
+    recorder = tmp_path / "browser.py"
+    recorder.write_text(
+        "import pathlib, stat, sys, urllib.parse\n"
+        "page = pathlib.Path(urllib.parse.urlparse(sys.argv[1]).path)\n"
+        "mode = oct(stat.S_IMODE(page.stat().st_mode))\n"
+        f"pathlib.Path({str(seen)!r}).write_text(sys.argv[1] + '\\n' + mode + '\\n'"
+        " + page.read_text())\n"
+    )
+    env = {**_env(tmp_path), "BROWSER": f"{sys.executable} {recorder} %s"}
+    server, url = _start_ui(env, browser=True)
+    try:
+        deadline = time.monotonic() + 20
+        while not seen.exists():
+            assert time.monotonic() < deadline, "the browser was not started within 20 s"
+            time.sleep(0.05)
+        argument, mode, page = seen.read_text().split("\n", 2)
+        assert argument.startswith("file://") and "token" not in argument
+        assert mode == "0o600" and f'url={url}"' in page
+    finally:
+        server.terminate()
+        server.wait(timeout=20)
+    assert not Path(argument.removeprefix("file://")).exists()  # removed when the server stops
+
+
+def test_ui_refuses_a_fixed_token_too_short_to_guard_anything(tmp_path: Path) -> None:
+    (tmp_path / DEMO_TRACES).write_bytes(b"")
+    result = subprocess.run(
+        [sys.executable, "-m", "plait", "ui", "--no-browser"],
+        capture_output=True,
+        text=True,
+        env={**_env(tmp_path), "PLAIT_UI_TOKEN": "1234"},
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert "$PLAIT_UI_TOKEN must be at least 16 characters" in result.stdout + result.stderr
+
+
 def _get_with_retry(url: str) -> list[dict[str, object]]:
     """uvicorn prints nothing when ready: retry the first request for up to 20 s."""
     last: OSError | None = None
-    for _ in range(200):
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
         try:
             with urllib.request.urlopen(url, timeout=5) as response:
                 return list(json.loads(response.read()))
+        except urllib.error.HTTPError:
+            raise
         except OSError as exc:
             last = exc
             time.sleep(0.1)

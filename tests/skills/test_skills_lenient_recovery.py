@@ -151,3 +151,25 @@ def test_first_paragraph_skips_headings_fences_and_comments() -> None:
 def test_first_paragraph_is_cut_at_a_word_to_the_limit() -> None:
     text = first_paragraph("word " * 400, limit=100)
     assert len(text) <= 100 and text.endswith("...")
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        "**Name**: sample-text-processor **Tier**: BASIC **Version**: 1.0",
+        "**Name**: sample-text-processor\n**Tier**: BASIC",
+        "__Version:__ 1.0",
+        "**Name:** sample-text-processor **Tier:** BASIC",
+    ],
+)
+def test_first_paragraph_skips_a_field_list_of_bold_labels(fields: str) -> None:
+    # Before: the field list itself became the inferred description.
+    body = f"# Sample\n\n{fields}\n\nProcesses sample text files.\n"
+    assert first_paragraph(body) == "Processes sample text files."
+    check = lenient(body, folder="sample-text-processor")
+    assert check.meta is not None and check.meta.description == "Processes sample text files."
+    assert first_paragraph(fields) == " ".join(fields.split())  # nothing else: better than ""
+
+
+def test_one_bold_label_before_a_sentence_is_prose() -> None:
+    assert first_paragraph("**Note**: merges PDFs.\n\nMore.\n") == "**Note**: merges PDFs."

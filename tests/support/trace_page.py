@@ -1,12 +1,15 @@
-"""What the trace page tests share: the Chromium binary and flags, the demo's price table, and
-the objects the fixtures in ``tests/trace/conftest.py`` yield, and :func:`serve` (a page app on
-127.0.0.1 in a uvicorn thread)."""
+"""What the trace page tests share: the Chromium binary and flags, the demo's price table, the
+token the served pages ask for (:data:`TOKEN`), the objects the fixtures in
+``tests/trace/conftest.py`` yield, and :func:`serve` (a page app on 127.0.0.1 in a uvicorn
+thread)."""
 
 from __future__ import annotations
 
 import contextlib
+import json
 import threading
 import time
+import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
@@ -14,6 +17,7 @@ import uvicorn
 from starlette.types import ASGIApp
 
 from plait.trace import SQLiteTraceStore
+from plait.trace.access import new_token
 from plait.trace.server import free_port
 
 CHROMIUM = "/usr/bin/chromium"
@@ -28,12 +32,27 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 DEMO_PRICES = {"scripted-demo": {"input": 2.0, "output": 8.0, "cache_read": 0.5}}
+TOKEN = new_token()
+"""The token of the apps the trace tests serve (``create_app(..., token=TOKEN)``)."""
+
+
+def read(url: str) -> bytes:
+    """``GET url`` with the test token as ``Authorization: Bearer``; the body."""
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {TOKEN}"})
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return bytes(response.read())
+
+
+def read_json(url: str) -> Any:
+    return json.loads(read(url))
 
 
 class Served:
     def __init__(self, url: str, store: SQLiteTraceStore) -> None:
         self.url = url
         self.store = store
+        self.page_url = f"{url}/?token={TOKEN}"
+        """The page's address as plait ui prints it (the token in the query)."""
 
 
 @contextlib.contextmanager
@@ -62,6 +81,8 @@ class Browser:
     Module-scoped: Playwright's sync API keeps an event loop running in this thread while it is
     open, which would stop later async tests from starting theirs."""
 
-    def __init__(self, page: Any, requests: list[str]) -> None:
+    def __init__(self, page: Any, requests: list[str], console: list[str]) -> None:
         self.page = page
         self.requests = requests
+        self.console = console
+        """Every console message of the page (a CSP violation is one)."""

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from rich.console import Console
-from trace_page import CHROMIUM, CHROMIUM_ARGS, DEMO_PRICES, Browser, Served, serve
+from trace_page import CHROMIUM, CHROMIUM_ARGS, DEMO_PRICES, TOKEN, Browser, Served, serve
 
 from plait.cli.demo import bundled_skills
 from plait.cli.demo_script import run_demo
@@ -42,7 +42,7 @@ def demo_traces(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def served(demo_traces: Path) -> Iterator[Served]:
     store = SQLiteTraceStore(demo_traces)
-    with serve(create_app(store, prices=DEMO_PRICES), store) as served:
+    with serve(create_app(store, token=TOKEN, prices=DEMO_PRICES), store) as served:
         yield served
 
 
@@ -63,8 +63,10 @@ def browser(served: Served, tmp_path_factory: pytest.TempPathFactory) -> Iterato
         context.on("request", lambda r: requests.append(r.url))
         page = context.new_page()
         page.set_default_timeout(15_000)
+        console: list[str] = []
+        page.on("console", lambda m: console.append(f"{m.type}: {m.text}"))
         try:
-            yield Browser(page, requests)
+            yield Browser(page, requests, console)
         finally:
             with contextlib.suppress(Exception):
                 context.close()

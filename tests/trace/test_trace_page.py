@@ -10,19 +10,17 @@ from __future__ import annotations
 import json
 import os
 import re
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 import pytest
-from trace_page import DEMO_PRICES, Browser, Served
+from trace_page import DEMO_PRICES, Browser, Served, read, read_json
 
 DOCS = Path(__file__).parents[2] / "docs"
 
 
 def _get(url: str) -> Any:
-    with urllib.request.urlopen(url, timeout=10) as response:
-        return json.loads(response.read())
+    return read_json(url)
 
 
 def _number(text: str) -> int:
@@ -40,7 +38,7 @@ def _shot(browser: Browser, selector: str, name: str, tmp_path: Path) -> None:
 
 @pytest.fixture(scope="module")
 def page(browser: Browser, served: Served) -> Browser:
-    browser.page.goto(served.url + "/")
+    browser.page.goto(served.page_url)
     browser.page.wait_for_selector("body[data-ready='1']")
     return browser
 
@@ -61,10 +59,10 @@ def test_run_list_is_newest_first_and_searchable(page: Browser, tmp_path: Path) 
     assert page.page.locator(".thread").all_inner_texts() == ["THREAD DEMO"]
     _shot(page, "#side", "1-runs", tmp_path)
     page.page.fill("#search", "most units")
-    page.page.wait_for_function("document.querySelectorAll('.run-item').length === 1")
+    page.page.wait_for_function("() => document.querySelectorAll('.run-item').length === 1")
     assert items.all_inner_texts() == ["Which region sold the most units?"]
     page.page.fill("#search", "")
-    page.page.wait_for_function("document.querySelectorAll('.run-item').length === 3")
+    page.page.wait_for_function("() => document.querySelectorAll('.run-item').length === 3")
 
 
 def test_waterfall_badges_sum_their_children(page: Browser, served: Served, tmp_path: Path) -> None:
@@ -206,8 +204,7 @@ def test_tool_call_with_evicted_result_and_full_text(
     assert '"_evicted": true' in page.page.locator("#tool-model-saw").inner_text()
     href = page.page.locator("a.full-text").get_attribute("href")
     assert href is not None
-    with urllib.request.urlopen(served.url + href, timeout=10) as response:
-        full = response.read().decode()
+    full = read(served.url + href).decode()
     assert full.startswith("date,region") and len(full.splitlines()) == 1_201
     _shot(page, "#detail", "6-tool", tmp_path)
 
@@ -231,7 +228,8 @@ def test_usage_and_cost_with_an_editable_price_table(page: Browser, tmp_path: Pa
     page.page.locator(".price[data-model='scripted-demo'][data-k='input']").dispatch_event("change")
     doubled = (tokens_in * 4 + tokens_out * price["output"]) / 1e6
     page.page.wait_for_function(
-        f"document.querySelector('#usage-table .usage-total .cost').innerText === '${doubled:.6f}'"
+        "(want) => document.querySelector('#usage-table .usage-total .cost').innerText === want",
+        arg=f"${doubled:.6f}",
     )
     page.page.fill(".price[data-model='scripted-demo'][data-k='input']", "2")
     page.page.locator(".price[data-model='scripted-demo'][data-k='input']").dispatch_event("change")
@@ -258,3 +256,5 @@ def test_no_request_leaves_the_local_server(page: Browser, served: Served) -> No
     assert page.requests, "the browser made no request at all"
     foreign = [u for u in page.requests if not u.startswith(served.url + "/")]
     assert foreign == []
+    # and the page ran under its Content-Security-Policy without breaking one of its rules
+    assert [m for m in page.console if "Content Security Policy" in m] == []

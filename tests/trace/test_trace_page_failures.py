@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from trace_page import Browser, Served, serve
+from trace_page import TOKEN, Browser, Served, serve
 from wire_server import WireServer
 
 from plait import Agent, Limits, ScriptedModel, ToolCall
@@ -89,13 +89,13 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     path = tmp_path_factory.mktemp("failures") / "traces.sqlite3"
     _record(path)
     store = SQLiteTraceStore(path)
-    with serve(create_app(store), store) as served:
+    with serve(create_app(store, token=TOKEN), store) as served:
         yield served
 
 
 @pytest.fixture(scope="module")
 def page(browser: Browser, served: Served) -> Browser:
-    browser.page.goto(served.url + "/")
+    browser.page.goto(served.page_url)
     browser.page.wait_for_selector("body[data-ready='1']")
     return browser
 

@@ -196,7 +196,7 @@ async def test_the_page_api_answers_the_same_from_sqlite_and_postgres(tmp_path: 
         await recorder.drain()
         answers = []
         for store in (lite, pg):
-            app = create_app(store)
+            app = create_app(store, token=None)
             transport = httpx.ASGITransport(app=app)
             async with httpx.AsyncClient(
                 transport=transport, base_url="http://127.0.0.1:7600"
@@ -220,7 +220,7 @@ async def test_the_page_api_answers_the_same_from_sqlite_and_postgres(tmp_path: 
 async def test_the_page_api_says_what_to_do_when_the_store_cannot_be_read() -> None:
     async with fresh_schema(postgres_url()) as schema:
         store = PostgresTraceStore(postgres_url(), schema=schema)  # setup() never ran
-        transport = httpx.ASGITransport(app=create_app(store))
+        transport = httpx.ASGITransport(app=create_app(store, token=None))
         async with httpx.AsyncClient(
             transport=transport, base_url="http://127.0.0.1:7600"
         ) as client:
@@ -259,7 +259,7 @@ async def test_the_page_refuses_a_foreign_host_name(tmp_path: Path) -> None:
     # DNS rebinding: a page at evil.example whose name now resolves to 127.0.0.1 sends its own
     # Host; the app answers only the loopback names unless told to serve the network.
     store = SQLiteTraceStore(tmp_path / "traces.sqlite3")
-    transport = httpx.ASGITransport(app=create_app(store))
+    transport = httpx.ASGITransport(app=create_app(store, token=None))
     async with httpx.AsyncClient(transport=transport, base_url="http://evil.example") as client:
         assert (await client.get("/api/runs")).status_code == 400
         for host in ("127.0.0.1:7600", "localhost:7600"):
@@ -268,7 +268,7 @@ async def test_the_page_refuses_a_foreign_host_name(tmp_path: Path) -> None:
     assert allowed_hosts("127.0.0.1") == ["127.0.0.1", "localhost"]
     assert allowed_hosts("127.0.0.2") == ["127.0.0.1", "localhost", "127.0.0.2"]
     assert allowed_hosts("0.0.0.0") == ["*"] and allowed_hosts("192.168.1.5") == ["*"]
-    exposed = httpx.ASGITransport(app=create_app(store, hosts=allowed_hosts("0.0.0.0")))
+    exposed = httpx.ASGITransport(app=create_app(store, token=None, hosts=allowed_hosts("0.0.0.0")))
     async with httpx.AsyncClient(transport=exposed, base_url="http://box.lan") as client:
         assert (await client.get("/api/runs")).status_code == 200
     await store.aclose()

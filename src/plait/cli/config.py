@@ -18,9 +18,12 @@ command line               the flags of ``plait run`` / ``plait chat``
 ``[limits]``, ``[mcp.<name>]`` and ``[prices.<model>]`` merge key by key too; ``skills`` folders
 add up (project first, then user: earlier folders win name clashes). Relative paths in a file are
 relative to that file's folder; ``~`` is expanded. Unknown keys and wrong types are a
-:class:`ConfigFileError` naming the file and the key. A file is read only up to
-:data:`MAX_CONFIG_BYTES`; the walk up for the project file stops at the filesystem root or after
-:data:`MAX_PARENT_LEVELS` folders.
+:class:`ConfigFileError` naming the file and the key, and so is a file tomllib cannot parse for
+any reason (arrays nested thousands deep included: a cloned repository cannot break the CLI).
+Timeouts (``timeout``, ``limits.tool_timeout``, ``$PLAIT_MODEL_TIMEOUT``, ``--timeout``) follow
+one rule, :func:`~plait.models.timeouts.parse_timeout`: seconds > 0, ``inf`` for no deadline.
+A file is read only up to :data:`MAX_CONFIG_BYTES`; the walk up for the project file stops at
+the filesystem root or after :data:`MAX_PARENT_LEVELS` folders.
 """
 
 from __future__ import annotations
@@ -31,9 +34,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainValidator,
+    ValidationError,
+    ValidationInfo,
+    model_validator,
+)
 
 from plait.errors import ConfigurationError
+from plait.models.timeouts import parse_timeout
 
 __all__ = [
     "MAX_CONFIG_BYTES",
@@ -58,6 +70,18 @@ PositiveFloat = Annotated[float, Field(gt=0)]
 PositiveInt = Annotated[int, Field(gt=0)]
 
 
+def _timeout(value: Any, info: ValidationInfo) -> float:
+    try:
+        return parse_timeout(value, info.field_name or "timeout")
+    except ConfigurationError as exc:
+        raise ValueError(str(exc)) from None
+
+
+Timeout = Annotated[float, PlainValidator(_timeout)]
+"""Seconds > 0, ``inf`` for no deadline: the rule of :func:`~plait.models.timeouts.parse_timeout`
+(``--timeout`` and ``$PLAIT_MODEL_TIMEOUT`` follow it too)."""
+
+
 class ConfigFileError(ConfigurationError):
     """A config file cannot be read or holds a bad value; the message names file and key."""
 
@@ -75,8 +99,8 @@ class LimitsConfig(_Strict):
 
     model_calls_per_turn: PositiveInt | None = None
     """Model calls one turn may make (the library's default when unset)."""
-    tool_timeout: PositiveFloat | None = None
-    """Seconds one tool call may run (the library's default when unset)."""
+    tool_timeout: Timeout | None = None
+    """Seconds one tool call may run (the library's default when unset; ``inf``: no limit)."""
     max_input_tokens: PositiveInt | None = None
     """History beyond this many tokens is summarized (CLI default 100,000)."""
 
@@ -137,8 +161,8 @@ class ConfigFile(_Strict):
     """``false``: skip the standard skill folders (as ``--no-default-skills``)."""
     store: str | None = None
     """A SQLite file or ``postgresql://`` URL for threads."""
-    timeout: PositiveFloat | None = None
-    """Seconds one model call may take, retries included."""
+    timeout: Timeout | None = None
+    """Seconds one model call may take, retries included (``inf``: no deadline)."""
     sandbox: Literal["bwrap", "none"] | None = None
     allow_scripts: bool | None = None
     system_prompt: str | None = None
@@ -244,14 +268,24 @@ def read_config_file(path: Path, *, pyproject: bool = False) -> ConfigFile:
 
     Raises :class:`ConfigFileError` naming the file, and the key for a bad value.
     """
+    data = _read_bytes(path)
     try:
-        document = tomllib.loads(_read_bytes(path).decode("utf-8"))
+        document = tomllib.loads(data.decode("utf-8"))
     except UnicodeDecodeError:
         raise ConfigFileError(path, "is not UTF-8 text.") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigFileError(path, f"is not valid TOML: {exc}.") from None
+    except RecursionError:
+        raise ConfigFileError(
+            path, "nests arrays or inline tables too deeply to be read; flatten it."
+        ) from None
+    except Exception as exc:  # hostile input (a cloned repository) must not break the CLI
+        raise ConfigFileError(
+            path, f"cannot be parsed as TOML ({type(exc).__name__}: {exc}); fix or remove it."
+        ) from None
     if pyproject:
-        table = document.get("tool", {}).get("plait", {})
+        tool = document.get("tool", {})
+        table = tool.get("plait", {}) if isinstance(tool, dict) else None
         if not isinstance(table, dict):
             raise ConfigFileError(path, "[tool.plait] must be a table.")
         document = table
@@ -270,7 +304,8 @@ def _validation_message(exc: ValidationError, pyproject: bool) -> str:
             known = ", ".join(_known_keys(error["loc"][:-1]))
             problems.append(f"unknown key {key!r} (known here: {known})")
         else:
-            problems.append(f"key {key!r}: {error['msg']}")
+            message = error["msg"].removeprefix("Value error, ").rstrip(".")
+            problems.append(f"key {key!r}: {message}")
     more = len(exc.errors()) - len(problems)
     return "; ".join(problems) + (f"; and {more} more" if more > 0 else "") + "."
 
@@ -339,20 +374,6 @@ def load_settings(cwd: Path | None = None) -> Settings:
             settings.values["timeout"], "$PLAIT_MODEL_TIMEOUT"
         )
     return settings
-
-
-def parse_timeout(value: str, origin: str) -> float:
-    """``value`` as seconds > 0; a :class:`~plait.errors.ConfigurationError` naming ``origin``
-    otherwise."""
-    try:
-        seconds = float(value)
-    except ValueError:
-        seconds = float("nan")
-    if not 0 < seconds < float("inf"):
-        raise ConfigurationError(
-            f"{origin}={value!r} is not a number of seconds > 0; give e.g. 120."
-        )
-    return seconds
 
 
 _DEFAULTS: dict[str, Any] = {

@@ -66,9 +66,9 @@ def show(
     the default. Flags given here override as they would for plait run."""
     try:
         settings = merged_settings(flags)
+        rows = describe(settings)
     except ConfigurationError as exc:
         fail(str(exc), 2)
-    rows = describe(settings)
     if output is ShowFormat.JSON:
         document = {
             "files": [str(path) for path in settings.files],

@@ -29,6 +29,8 @@ from plait.cli.config import Settings, load_settings
 from plait.cli.console import report_note
 from plait.cli.db import STORE_HELP
 from plait.cli.skill_folders import SkillFolder, skill_folders
+from plait.errors import ConfigurationError
+from plait.models.timeouts import parse_timeout
 from plait.pricing import PRICES, Price, price_for
 
 if TYPE_CHECKING:
@@ -134,12 +136,24 @@ SystemOption = Annotated[
     str | None,
     typer.Option("--system-prompt", help="The agent's system prompt (default: a generic one)."),
 ]
+
+
+def _timeout_flag(value: float | None) -> float | None:
+    """``--timeout`` by the rule of every timeout setting (:func:`parse_timeout`)."""
+    if value is None:
+        return None
+    try:
+        return parse_timeout(value, "--timeout")
+    except ConfigurationError as exc:
+        raise typer.BadParameter(str(exc)) from None
+
+
 TimeoutOption = Annotated[
     float | None,
     typer.Option(
         "--timeout",
-        min=0.001,
-        help="Seconds one model call may take, retries included (default: 600).",
+        callback=_timeout_flag,
+        help="Seconds one model call may take, retries included (default: 600; inf: no deadline).",
     ),
 ]
 PlainOption = Annotated[

@@ -237,17 +237,19 @@ def list_skills(
 
 def _list_sources(paths: list[Path] | None, no_default: bool) -> tuple[list[Path], list[str]]:
     """PATHS as given, else the folders ``plait run`` would use, with their labels."""
-    if paths:
-        return paths, [str(p) for p in paths]
     from plait.cli.config import load_settings
-    from plait.cli.skill_folders import skill_folders
+    from plait.cli.skill_folders import check_skill_path, skill_folders
 
     try:
+        if paths:
+            for path in paths:
+                check_skill_path(path)
+            return paths, [str(p) for p in paths]
         settings = load_settings()
+        use_standard = bool(settings.get("default_skills")) and not no_default
+        folders = skill_folders([], settings.get("skills", []), use_standard=use_standard)
     except PlaitError as exc:
         fail(str(exc), 2)
-    use_standard = bool(settings.get("default_skills")) and not no_default
-    folders = skill_folders([], settings.get("skills", []), use_standard=use_standard)
     if not folders:
         fail(
             "No skills folder found: none of ./.agents/skills, ./.claude/skills, "

@@ -4,12 +4,21 @@
 store of the thread store (:func:`open_trace_store`): for a SQLite thread store, a SQLite file
 beside it (:func:`trace_path`); for a Postgres one, the same database (its ``plait_trace_*``
 tables, created by ``plait db upgrade``). They print the page's address for the turn.
+
+``plait ui`` asks for a token (:mod:`plait.trace.access`): a new one per start, or
+``$PLAIT_UI_TOKEN``; it prints ``http://127.0.0.1:PORT/?token=...`` and opens it through a
+private file (mode 0600, removed when the server stops), so the token never sits on a browser's
+command line for other users' ``ps`` to see. ``--no-token`` turns the check off, for a machine
+with one user.
 """
 
 from __future__ import annotations
 
 import importlib
+import os
 import re
+import signal
+import threading
 import webbrowser
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -91,10 +100,20 @@ def ui(
     no_browser: Annotated[
         bool, typer.Option("--no-browser", help="Do not open a browser window.")
     ] = False,
+    no_token: Annotated[
+        bool,
+        typer.Option(
+            "--no-token",
+            help="Serve without a token: any user of this machine can then read the traces "
+            "(only for a single-user machine). Default: a new token per start, or "
+            "$PLAIT_UI_TOKEN; the address printed carries it.",
+        ),
+    ] = False,
 ) -> None:
     """Open the local trace page: runs, waterfalls, context diffs, tokens and costs."""
     if traces is not None:
         _refuse_non_sqlite(traces)
+    token = None if no_token else _token()
     try:
         from plait.trace import SQLiteTraceStore, create_app, serve
         from plait.trace.server import allowed_hosts, free_port
@@ -104,16 +123,60 @@ def ui(
         if not postgres and not path.exists():
             fail(f"No traces at {path} yet: run 'plait demo' or 'plait run ...' first.", 2)
         trace_store = open_trace_store(store) if postgres else SQLiteTraceStore(path)
-        app = create_app(trace_store, prices=_prices(), hosts=allowed_hosts(host))
+        app = create_app(trace_store, token=token, prices=_prices(), hosts=allowed_hosts(host))
     except ImportError as exc:  # pragma: no cover - the ui extra is in dev
         fail(f"plait ui needs its extra: pip install 'plait[ui]' ({exc})", 2)
     port = port or free_port(host)
-    url = f"http://{host}:{port}/"
+    url = f"http://{host}:{port}/" + (f"?token={token}" if token else "")
     where = f"the traces in {store_description(store)}" if postgres else str(path)
     typer.echo(f"plait ui: serving {where} at {url} (Ctrl-C to stop)")
-    if not no_browser:
-        webbrowser.open(url)
-    serve(app, host=host, port=port)
+    if not no_browser and threading.current_thread() is threading.main_thread():
+        # uvicorn re-raises the SIGTERM it stopped on: exit through the `finally` below
+        signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    forward = None if no_browser else _forwarding_page(url)
+    try:
+        if forward is not None:
+            webbrowser.open(forward.as_uri())
+        serve(app, host=host, port=port)
+    finally:
+        if forward is not None:
+            forward.unlink(missing_ok=True)
+
+
+def _exit_on_sigterm(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
+def _forwarding_page(url: str) -> Path:
+    """A private temporary page (mode 0600) that forwards to ``url``: the browser is opened on
+    it, as Jupyter does, since a browser started with the token'd address would show the token
+    to every local user (``ps``, ``/proc``). Removed when the server stops."""
+    import html
+    import tempfile
+
+    fd, name = tempfile.mkstemp(prefix="plait-ui-", suffix=".html")
+    target = html.escape(url, quote=True)
+    with os.fdopen(fd, "w", encoding="utf-8") as page:
+        page.write(
+            '<!doctype html><meta charset="utf-8">'
+            f'<meta http-equiv="refresh" content="0;url={target}">'
+            f'<title>plait ui</title><p><a href="{target}">Open the plait trace page</a></p>\n'
+        )
+    return Path(name)
+
+
+def _token() -> str:
+    """``$PLAIT_UI_TOKEN`` when set (checked), else a new random token."""
+    from plait.errors import ConfigurationError
+    from plait.trace.access import TOKEN_ENV, check_token, new_token
+
+    fixed = os.environ.get(TOKEN_ENV)
+    if not fixed:
+        return new_token()
+    try:
+        return check_token(fixed)
+    except ConfigurationError as exc:
+        fail(str(exc), 2)
 
 
 _RATES = ("input", "output", "cache_read", "cache_write")

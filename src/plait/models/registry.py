@@ -30,7 +30,7 @@ import re
 
 from plait.errors import ConfigurationError
 from plait.models.base import Model
-from plait.models.timeouts import ModelTimeouts
+from plait.models.timeouts import ModelTimeouts, parse_timeout
 
 __all__ = ["MODEL_SPEC_FORMS", "MODEL_TIMEOUT_ENV", "resolve_model"]
 
@@ -68,17 +68,7 @@ def _timeouts_from_env() -> ModelTimeouts:
     value = os.environ.get(MODEL_TIMEOUT_ENV)
     if not value:
         return ModelTimeouts()
-    try:
-        total = float(value)
-    except ValueError:
-        total = float("nan")
-    try:
-        return ModelTimeouts(total=total)
-    except ConfigurationError:
-        raise ConfigurationError(
-            f"{MODEL_TIMEOUT_ENV}={value!r} is not a number of seconds > 0; "
-            f"set it to e.g. 120, or unset it for the default ({ModelTimeouts().total:g} s)."
-        ) from None
+    return ModelTimeouts(total=parse_timeout(value, f"${MODEL_TIMEOUT_ENV}"))
 
 
 def resolve_model(spec: str | Model, *, timeouts: ModelTimeouts | None = None) -> Model:

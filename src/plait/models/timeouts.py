@@ -27,6 +27,7 @@ deadline from the agent: ``Agent(limits=Limits(model_timeout=...))``, default
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable, Coroutine, Generator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar, cast
@@ -36,7 +37,13 @@ from plait.errors import ConfigurationError, ModelTimeoutError
 if TYPE_CHECKING:
     from plait.models.base import ModelRequest, ModelResponse
 
-__all__ = ["DEFAULT_MODEL_TIMEOUT", "CallDeadline", "ModelTimeouts", "agent_deadline"]
+__all__ = [
+    "DEFAULT_MODEL_TIMEOUT",
+    "CallDeadline",
+    "ModelTimeouts",
+    "agent_deadline",
+    "parse_timeout",
+]
 
 T = TypeVar("T")
 
@@ -75,6 +82,28 @@ class ModelTimeouts:
     def start(self, model: str) -> CallDeadline:
         """The deadline of one call of ``model`` starting now (inside a running event loop)."""
         return CallDeadline(self, model)
+
+
+def parse_timeout(value: str | float, origin: str) -> float:
+    """``value`` (a setting's text, or a number already parsed) as a timeout in seconds: a
+    number > 0, where ``inf`` (``math.inf``, ``"inf"``, ``1e400``) means no deadline. NaN, zero,
+    a negative number or text that is no number raise :class:`~plait.errors.ConfigurationError`
+    naming ``origin`` (``$PLAIT_MODEL_TIMEOUT``, ``--timeout``, a config key), with one message
+    wherever the value came from. The CLI's ``--timeout``, its config files'
+    ``timeout``/``limits.tool_timeout`` and ``$PLAIT_MODEL_TIMEOUT`` all go through here."""
+    seconds = float("nan")
+    if isinstance(value, str):
+        with contextlib.suppress(ValueError):
+            seconds = float(value.strip())
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        seconds = float(value)
+    if not seconds > 0:
+        shown = repr(value) if isinstance(value, str) else str(value)
+        raise ConfigurationError(
+            f"{origin}={shown} is not a number of seconds > 0; give e.g. 120, or inf for no "
+            "deadline."
+        )
+    return seconds
 
 
 def _finite(seconds: float) -> float | None:

@@ -2,8 +2,11 @@
 
 :func:`first_paragraph` returns the first *prose* paragraph of the Markdown body. It skips
 headings, code fences, HTML comments and tags, horizontal rules (``---``, ``***``, ``___``),
-tables, badge lines and lines that hold only links or images; a paragraph that is only a list
-(or sits under a heading such as "Prerequisites") is used only when the body has no prose at all.
+tables, badge lines and lines that hold only links or images; a paragraph that is only a list,
+a field list of bold labels (``**Name**: pdf-tools **Tier**: BASIC``, one field a line or
+several on one), or sits under a heading such as "Prerequisites", is used only when the body has
+no prose at all. One bold label before a sentence (``**Note**: this skill merges PDFs.``) is
+prose.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ _FENCE = re.compile(r"^(```|~~~)")
 _RULE = re.compile(r"^([-*_])(\s*\1){2,}\s*$")
 _LIST_ITEM = re.compile(r"^([-*+]|\d+[.)])\s+")
 _LINK_OR_IMAGE = re.compile(r"!?\[(?:[^\[\]]|\[[^\]]*\])*\]\([^)]*\)|<[^>]+>|\s+")
+_FIELD_LABEL = re.compile(r"(\*\*|__)([^*_\n]{1,40}?)(:\s*\1|\1\s*:)\s*")
+"""A bold label with its colon inside or after the bold (``**Name**:``, ``__Tier:__``)."""
 _SETUP_HEADING = re.compile(
     r"^#+\s*(prerequisites?|requirements?|installation|install|setup|dependencies|"
     r"table of contents|contents|toc)\b",
@@ -30,6 +35,17 @@ def _is_noise(line: str) -> bool:
     if _RULE.match(line) or line.startswith("|") or line.startswith("<!--"):
         return True
     return not _LINK_OR_IMAGE.sub("", line)
+
+
+def _is_field_list(lines: list[str]) -> bool:
+    """Every line starts with a bold label, and there are two labels or more, or the one label's
+    value is a single word (``**Version**: 1.0``)."""
+    if not all(_FIELD_LABEL.match(line) for line in lines):
+        return False
+    labels = [m for line in lines for m in _FIELD_LABEL.finditer(line)]
+    if len(labels) > 1:
+        return True
+    return len(lines[0][labels[0].end() :].split()) <= 1
 
 
 def _paragraphs(body: str) -> list[tuple[list[str], bool]]:
@@ -71,7 +87,9 @@ def first_paragraph(body: str, limit: int = MAX_DESCRIPTION_LENGTH) -> str:
     prose = [
         lines
         for lines, setup in paragraphs
-        if not setup and not all(_LIST_ITEM.match(line) for line in lines)
+        if not setup
+        and not all(_LIST_ITEM.match(line) for line in lines)
+        and not _is_field_list(lines)
     ]
     chosen = prose[0] if prose else (paragraphs[0][0] if paragraphs else [])
     text = " ".join(" ".join(chosen).split())

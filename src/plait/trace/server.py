@@ -18,7 +18,13 @@ route                                 answers
 Unknown ids answer 404 with a JSON ``{"error": ...}`` saying what to do. A request whose
 ``Host`` is not one of the app's ``allowed_hosts`` (by default the loopback names,
 :data:`LOCAL_HOSTS`) answers 400: a web page the user visits cannot read the traces through DNS
-rebinding (a name of its own resolving to 127.0.0.1).
+rebinding (a name of its own resolving to 127.0.0.1). With a ``token`` (what ``plait ui`` does
+unless ``--no-token``), every route answers only a request carrying it: 401 without, 403 with a
+wrong one (:mod:`plait.trace.access`: the URL's ``?token=``, the cookie it sets, or
+``Authorization: Bearer``). Every answer carries a Content-Security-Policy allowing only the
+page's own inline script and style (by hash), ``X-Frame-Options: DENY``,
+``X-Content-Type-Options: nosniff``, ``Referrer-Policy: no-referrer`` and
+``Cache-Control: no-store``.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 from plait.errors import ConfigurationError
+from plait.trace.access import SecurityHeaders, TokenGate, check_token, page_policy
 from plait.trace.store import TraceStore, TraceStoreError
 from plait.trace.views import call_view, run_view
 
@@ -92,15 +99,20 @@ def allowed_hosts(host: str) -> list[str]:
 def create_app(
     store: TraceStore,
     *,
+    token: str | None,
     prices: Mapping[str, Mapping[str, float]] | None = None,
     hosts: Sequence[str] = LOCAL_HOSTS,
 ) -> Starlette:
-    """The ASGI app serving ``store``. ``prices`` is the default price table the page starts
-    from (model name to ``{"input", "output", "cache_read", "cache_write"}`` in USD per million
-    tokens); the user edits it in the page (kept in the browser's local storage). A store that
-    cannot be read (Postgres down, migrations not run) answers 503 with its error's message,
-    which the page shows. ``hosts`` are the ``Host`` names answered (``"*"``: any; see
-    :func:`allowed_hosts`); any other answers 400."""
+    """The ASGI app serving ``store``. ``token`` is what every request must carry
+    (:class:`~plait.trace.access.TokenGate`; make one with
+    :func:`~plait.trace.access.new_token` and give the user
+    ``http://HOST:PORT/?token=TOKEN``); ``None`` lets any request that reaches the port read the
+    traces, which is only right on a machine with one user. ``prices`` is the default price
+    table the page starts from (model name to ``{"input", "output", "cache_read",
+    "cache_write"}`` in USD per million tokens); the user edits it in the page (kept in the
+    browser's local storage). A store that cannot be read (Postgres down, migrations not run)
+    answers 503 with its error's message, which the page shows. ``hosts`` are the ``Host`` names
+    answered (``"*"``: any; see :func:`allowed_hosts`); any other answers 400."""
     applications = _starlette()
     from starlette.middleware import Middleware
     from starlette.middleware.trustedhost import TrustedHostMiddleware
@@ -141,9 +153,15 @@ def create_app(
     async def store_failed(request: Request, exc: Exception) -> Response:
         return JSONResponse({"error": str(exc)}, status_code=503)
 
+    middleware = [
+        Middleware(SecurityHeaders, policy=page_policy(html)),
+        Middleware(TrustedHostMiddleware, allowed_hosts=list(hosts)),
+    ]
+    if token is not None:
+        middleware.append(Middleware(TokenGate, token=check_token(token, "token")))
     app: Starlette = applications.Starlette(
         exception_handlers={TraceStoreError: store_failed},
-        middleware=[Middleware(TrustedHostMiddleware, allowed_hosts=list(hosts))],
+        middleware=middleware,
         routes=[
             Route("/", index),
             Route("/api/runs", runs),
