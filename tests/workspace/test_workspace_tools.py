@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import subprocess
 import uuid
 from pathlib import Path
 from typing import Any
@@ -241,16 +240,28 @@ async def test_shell_runs_in_the_sandbox_with_the_workspace_writable(
     await workspace.aclose()
 
 
+def processes_named(marker: str) -> list[str]:
+    """The command lines in /proc that hold ``marker``."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as handle:
+                line = handle.read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if marker in line:
+            found.append(f"{pid}: {line}")
+    return found
+
+
 async def test_a_shell_command_that_forks_and_outlives_its_deadline_is_killed(ws: Path) -> None:
     marker = f"plait-outlive-{uuid.uuid4().hex[:8]}"
     workspace = Workspace(str(ws), allow=["shell"])
     command = f"(exec -a {marker} sleep 300 &) ; exec -a {marker} sleep 300"
     result = await call(workspace, "shell", {"command": command, "timeout": 1})
     assert result.is_error and "killed after 1 s" in result.data
-    left = await asyncio.to_thread(
-        subprocess.run, ["pgrep", "-f", marker], capture_output=True, text=True, check=False
-    )
-    assert left.stdout == "", f"processes left: {left.stdout}"
+    left = await asyncio.to_thread(processes_named, marker)
+    assert left == [], f"processes left: {left}"
     await workspace.aclose()
 
 
