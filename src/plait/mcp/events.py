@@ -1,7 +1,7 @@
 """Typed events of the MCP battery, emitted through ``TurnContext.emit``.
 
 They reach a streaming caller live and a ``run`` caller in ``RunResult.events``; ``plait run``
-and ``plait chat`` print them as a warning line.
+and ``plait chat`` print the ``Skipped`` ones as a warning line.
 """
 
 from __future__ import annotations
