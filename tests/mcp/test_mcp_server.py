@@ -1,10 +1,9 @@
 """McpServer against a real FastMCP server over stdio and Streamable HTTP: listing, prefixes,
-filters, results of every content kind, timeouts, crashes and restarts."""
+filters, results (their content kinds: test_mcp_results.py), timeouts, crashes and restarts."""
 
 from __future__ import annotations
 
 import asyncio
-import json
 import sys
 from typing import Any
 
@@ -19,8 +18,6 @@ from plait.mcp import (
     McpServerClosed,
     McpToolRejected,
 )
-from plait.mcp.content import BinaryContent, CallOutcome, LinkContent
-from plait.mcp.results import plait_result
 
 
 async def _call(server: McpServer, name: str, **args: Any) -> Any:
@@ -78,15 +75,6 @@ async def test_a_caller_cancelled_mid_call_leaves_the_session_usable() -> None:
             await waiting
         assert (await _call(server, "count")).startswith("2 in pid")
         assert server.restarts == 0
-
-
-async def test_images_and_resources_are_described_not_inlined() -> None:
-    async with McpServer("demo", command=STDIO) as server:
-        parts = await _call(server, "picture")
-    assert parts[0]["type"] == "image" and parts[0]["mime_type"] == "image/png"
-    assert parts[0]["bytes"] > 0 and "data" not in parts[0]
-    assert parts[1] == {"type": "text", "text": "a one-pixel picture"}
-    assert parts[2] == {"type": "resource", "uri": "file:///notes.txt", "text": "notes"}
 
 
 async def test_long_text_is_cut_with_a_note() -> None:
@@ -208,21 +196,6 @@ def test_without_the_sdk_a_server_is_a_config_error_naming_the_extra(
     monkeypatch.setitem(sys.modules, "mcp", None)  # what an environment without the extra sees
     with pytest.raises(McpConfigError, match=r"pip install 'plait\[mcp\]'"):
         McpServer("s", command=STDIO)
-
-
-def test_many_links_and_images_stay_within_max_result_chars() -> None:
-    # A result of many non-text blocks (or one with a huge URI) is bounded like text is: the
-    # parts count against max_result_chars and the rest are cut with a note.
-    links = [LinkContent(f"file:///{i}", "n" * 1000) for i in range(1000)]
-    images = [BinaryContent("image", "image/png", 10, uri="u" * 100_000) for _ in range(1000)]
-    for blocks in (links, images):
-        parts = plait_result(
-            CallOutcome(content=tuple(blocks), structured=None, is_error=False),
-            tool="demo_many",
-            max_chars=5_000,
-        )
-        assert len(json.dumps(parts)) < 3 * 5_000
-        assert parts[-1]["type"] == "text" and "more content blocks cut" in parts[-1]["text"]
 
 
 async def test_a_long_tool_description_is_cut_with_a_note() -> None:

@@ -18,8 +18,12 @@ import anyio
 import httpx
 from mcp.server.fastmcp import Context, FastMCP, Image
 from mcp.types import (
+    AudioContent,
+    BlobResourceContents,
+    ContentBlock,
     EmbeddedResource,
     ImageContent,
+    ResourceLink,
     TextContent,
     TextResourceContents,
     Tool,
@@ -35,6 +39,17 @@ NO_TOOLS = [sys.executable, __file__, "no-tools"]
 PNG = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
 )
+
+WAV = b"RIFF\x26\x00\x00\x00WAVEfmt \x10\x00\x00\x00\x01\x00\x01\x00\x40\x1f\x00\x00"
+WAV += b"\x40\x1f\x00\x00\x01\x00\x08\x00data\x02\x00\x00\x00\x80\x80"
+"""A two-sample 8 kHz mono WAV clip."""
+
+PDF = b"%PDF-1.4\n1 0 obj << /Type /Catalog >> endobj\ntrailer << /Root 1 0 R >>\n%%EOF\n"
+"""A (minimal) PDF document."""
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
 
 
 class PromiseBreaker(FastMCP):
@@ -120,6 +135,56 @@ def picture() -> list[ImageContent | TextContent | EmbeddedResource]:
                 uri=AnyUrl("file:///notes.txt"), text="notes", mimeType="text/plain"
             ),
         ),
+    ]
+
+
+@server.tool(structured_output=False)
+def media() -> list[ContentBlock]:
+    """Return text, an image, an audio clip, two embedded blob resources (a PDF and a PNG)
+    and a resource link."""
+    return [
+        TextContent(type="text", text="here is everything"),
+        ImageContent(type="image", data=_b64(PNG), mimeType="image/png"),
+        AudioContent(type="audio", data=_b64(WAV), mimeType="audio/wav"),
+        EmbeddedResource(
+            type="resource",
+            resource=BlobResourceContents(
+                uri=AnyUrl("file:///docs/q3%20report.pdf"),
+                blob=_b64(PDF),
+                mimeType="application/pdf",
+            ),
+        ),
+        EmbeddedResource(
+            type="resource",
+            resource=BlobResourceContents(
+                uri=AnyUrl("https://example.com/img/logo.png"), blob=_b64(PNG), mimeType="image/png"
+            ),
+        ),
+        ResourceLink(
+            type="resource_link",
+            uri=AnyUrl("file:///data/big.csv"),
+            name="big dataset",
+            mimeType="text/csv",
+        ),
+    ]
+
+
+@server.tool(structured_output=False)
+def bad_media() -> list[ContentBlock]:
+    """Return text, then images that cannot be parts (GIF bytes called PNG, base64 that is not
+    base64, a TIFF, a "PDF" that is not one), then one good PNG."""
+    return [
+        TextContent(type="text", text="still here"),
+        ImageContent(type="image", data=_b64(b"GIF89a\x01\x00\x01\x00"), mimeType="image/png"),
+        ImageContent(type="image", data="not base64 at all!", mimeType="image/png"),
+        ImageContent(type="image", data=_b64(b"II*\x00\x08\x00\x00\x00"), mimeType="image/tiff"),
+        EmbeddedResource(
+            type="resource",
+            resource=BlobResourceContents(
+                uri=AnyUrl("file:///fake.pdf"), blob=_b64(b"hello"), mimeType="application/pdf"
+            ),
+        ),
+        ImageContent(type="image", data=_b64(PNG), mimeType="image/png"),
     ]
 
 

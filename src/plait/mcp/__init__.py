@@ -14,7 +14,7 @@ from plait.mcp.errors import (
     McpToolListError,
     McpToolRejected,
 )
-from plait.mcp.events import McpServerSkipped, McpToolsSkipped
+from plait.mcp.events import McpContentDropped, McpServerSkipped, McpToolsSkipped
 from plait.mcp.server import DEFAULT_CALL_TIMEOUT, DEFAULT_INIT_TIMEOUT, McpServer, McpTool
 from plait.mcp.toolset import (
     RECONNECT_SECONDS,
@@ -31,6 +31,7 @@ __all__ = [
     "RETRY_MAX_SECONDS",
     "McpConfigError",
     "McpConnectError",
+    "McpContentDropped",
     "McpError",
     "McpServer",
     "McpServerClosed",

@@ -8,8 +8,6 @@ change stays in the conversions here and in the client.
 
 from __future__ import annotations
 
-import base64
-import binascii
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, TypeAlias
@@ -46,13 +44,22 @@ class TextContent:
 
 @dataclass(frozen=True, slots=True)
 class BinaryContent:
-    """An image, audio clip or binary resource: its kind, MIME type and decoded size in bytes
-    (the data itself is dropped: plait tool results carry text and JSON only)."""
+    """An image, audio clip or binary resource (``kind`` ``"image"``, ``"audio"`` or
+    ``"resource"``): its MIME type (``None`` when a resource gives none) and its data as the
+    server sent it, base64 text (not decoded here: :mod:`plait.mcp.results` decodes and checks
+    it, and a block that fails becomes a note instead of failing the call); ``uri`` is set for
+    an embedded resource."""
 
     kind: str
-    mime_type: str
-    size: int
+    mime_type: str | None
+    data: str
     uri: str | None = None
+
+    @property
+    def size(self) -> int:
+        """The decoded size in bytes, as the base64 text announces it (not decoded)."""
+        text = self.data.rstrip("=\n\r ")
+        return len(text) * 3 // 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,24 +108,12 @@ def _content(block: Any) -> Content:
     if isinstance(block, types.TextContent):
         return TextContent(block.text)
     if isinstance(block, types.ImageContent | types.AudioContent):
-        return BinaryContent(block.type, block.mimeType, _decoded_size(block.data))
+        return BinaryContent(block.type, block.mimeType, block.data)
     if isinstance(block, types.ResourceLink):
         return LinkContent(str(block.uri), block.name, block.mimeType)
     if isinstance(block, types.EmbeddedResource):
         resource = block.resource
         if isinstance(resource, types.TextResourceContents):
             return TextContent(resource.text, uri=str(resource.uri))
-        return BinaryContent(
-            "resource",
-            resource.mimeType or "application/octet-stream",
-            _decoded_size(resource.blob),
-            uri=str(resource.uri),
-        )
+        return BinaryContent("resource", resource.mimeType, resource.blob, uri=str(resource.uri))
     return TextContent(f"[unsupported content block {getattr(block, 'type', '?')!r}]")
-
-
-def _decoded_size(data: str) -> int:
-    try:
-        return len(base64.b64decode(data, validate=False))
-    except (binascii.Error, ValueError):
-        return len(data)

@@ -1,7 +1,7 @@
 """Typed events of the MCP battery, emitted through ``TurnContext.emit``.
 
 They reach a streaming caller live and a ``run`` caller in ``RunResult.events``; ``plait run``
-and ``plait chat`` print them as a warning line.
+and ``plait chat`` print the ``Skipped`` ones as a warning line.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from plait.middleware.context import Event
 
-__all__ = ["McpServerSkipped", "McpToolsSkipped"]
+__all__ = ["McpContentDropped", "McpServerSkipped", "McpToolsSkipped"]
 
 
 @dataclass(slots=True, kw_only=True)
@@ -48,3 +48,23 @@ class McpToolsSkipped(Event):
     tools: list[str] = field(default_factory=list)
     reason: str
     type: str = "mcp_tools_skipped"
+
+
+@dataclass(slots=True, kw_only=True)
+class McpContentDropped(Event):
+    """Blocks of an MCP tool result that could not become image or file parts were left out;
+    the rest of the result reached the model.
+
+    ``server`` and ``tool`` (the plait name) name the call, ``call_id`` its tool call; ``notes``
+    are the lines the model reads instead of each block, each naming it (kind, URI, MIME type,
+    size) and why: base64 that does not decode, bytes that are not their MIME type, an image
+    type no provider takes, a part over :data:`~plait.parts.MAX_PART_BYTES`, or more blocks
+    than :data:`~plait.mcp.results.MAX_RESULT_PARTS`. Fix the server, or expect the model to
+    work from the text.
+    """
+
+    server: str
+    tool: str
+    call_id: str
+    notes: list[str] = field(default_factory=list)
+    type: str = "mcp_content_dropped"

@@ -23,7 +23,7 @@ import asyncio
 import json
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Self
 
 from plait.errors import ToolError, ToolTimeoutError
@@ -35,6 +35,7 @@ from plait.mcp.errors import (
     McpToolListError,
     McpToolRejected,
 )
+from plait.mcp.events import McpContentDropped
 from plait.mcp.results import DEFAULT_MAX_RESULT_CHARS, plait_result
 from plait.mcp.stdio import DEFAULT_MAX_MESSAGE_BYTES
 from plait.tools import Tool, ToolContext, ToolDefinition
@@ -100,7 +101,15 @@ class McpTool(Tool):
         self.timeout = server.timeout + server.init_timeout + 5.0
 
     async def invoke(self, args: dict[str, Any], ctx: ToolContext) -> Any:
-        return await self.server.call(self.remote.name, args, tool=self.name)
+        notes: list[str] = []
+        remote = self.remote.name
+        result = await self.server.call(remote, args, tool=self.name, on_drop=notes.append)
+        if notes:
+            event = McpContentDropped(
+                server=self.server.name, tool=self.name, call_id=ctx.call.id, notes=notes
+            )
+            ctx.turn.emit(event)
+        return result
 
 
 class McpServer:
@@ -228,10 +237,18 @@ class McpServer:
                 ) from exc
             raise
 
-    async def call(self, remote_name: str, args: Mapping[str, Any], *, tool: str) -> Any:
+    async def call(
+        self,
+        remote_name: str,
+        args: Mapping[str, Any],
+        *,
+        tool: str,
+        on_drop: Callable[[str], None] | None = None,
+    ) -> Any:
         """Call the server's tool ``remote_name``; the plait result (see
-        :mod:`plait.mcp.results`). Every failure raises a :class:`ToolError` the model can read
-        (a timeout a :class:`ToolTimeoutError`)."""
+        :mod:`plait.mcp.results`: text, or ``[text, *parts]``). Every failure raises a
+        :class:`ToolError` the model can read (a timeout a :class:`ToolTimeoutError`);
+        ``on_drop`` gets the note for each block that could not become a part."""
         try:
             outcome = await self._live_client().call_tool(remote_name, args, self.timeout)
         except TimeoutError:
@@ -246,7 +263,7 @@ class McpServer:
             if isinstance(exc, SdkError):
                 raise ToolError(f"Tool {tool!r} failed on the server: {exc}") from exc
             raise
-        return plait_result(outcome, tool=tool, max_chars=self.max_result_chars)
+        return plait_result(outcome, tool=tool, max_chars=self.max_result_chars, on_drop=on_drop)
 
     @property
     def lost_session(self) -> str | None:
