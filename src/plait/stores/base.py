@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from plait.errors import PlaitError
+from plait.errors import StoreError
 from plait.messages import Message, dump_messages, load_messages
 from plait.storable import MAX_DEPTH, storable_message
 
@@ -93,10 +93,6 @@ class ThreadStore(Protocol):
 # --- Errors and the JSON codec every store shares --------------------------------------------
 # Stores keep messages as the elements of a ``dump_messages`` array and the state as a JSON object,
 # so the memory and SQLite stores accept and reject exactly the same values.
-
-
-class StoreError(PlaitError):
-    """A thread store could not read or write; the message names the store and what to do."""
 
 
 class ThreadDataError(StoreError, TypeError):
