@@ -193,8 +193,9 @@ class StoreTimeoutError(StoreError):
     ``operation`` names the call (``"append"``, ``"load"``, ``"lease acquire"``, …),
     ``deadline`` its seconds. Abandoning never waits on the server: the call's statement is sent
     a bounded cancel request and its connection is closed (a frozen server never answers
-    either), so the error arrives at the deadline. A write abandoned this way was rolled back,
-    unless its commit reached the server just before; the next load shows which. The Postgres
+    either), so the error arrives at the deadline. A transaction abandoned this way rolls
+    back, unless its commit had reached the server; a single statement the server had received
+    may still take effect if it resumes. The next load shows which. The Postgres
     backend and trace store raise their own subclasses, which are also a
     :class:`~plait.backends.base.BackendError` or a ``TraceStoreError``.
     """

@@ -100,17 +100,12 @@ class ThrowawayCluster:
         subprocess.run([str(_SCRIPT), "stop", str(self.directory)], check=False, timeout=120)
 
     def processes(self) -> list[int]:
-        """The postmaster and every process it started (backends, background workers)."""
+        """The postmaster and every process it started (backends, background workers), read
+        from the postmaster's own ``children`` list: scanning every ``/proc/*/stat`` can block
+        on a process elsewhere on the machine."""
         postmaster = int((self.directory / "data" / "postmaster.pid").read_text().split()[0])
-        children = []
-        for stat in Path("/proc").glob("[0-9]*/stat"):
-            try:
-                fields = stat.read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue  # the process ended meanwhile
-            if int(fields[1]) == postmaster:
-                children.append(int(stat.parent.name))
-        return [postmaster, *children]
+        children = Path(f"/proc/{postmaster}/task/{postmaster}/children").read_text().split()
+        return [postmaster, *map(int, children)]
 
     def freeze(self) -> None:
         """``SIGSTOP`` the postmaster first (so it starts no new backend), then its children."""

@@ -18,20 +18,48 @@ Behind a transaction-mode pooler (PgBouncer) pass ``prepared_statements=False``:
 never prepares a statement on the server (``prepare_threshold=None``), which such a pooler cannot
 route ("prepared statement "_pg3_0" does not exist").
 
-Deadlines (the table is in ``src/plait/stores/README.md``): every call runs under one
-client-side deadline, ``timeout`` (default 30 s), covering the wait for a connection, the pool's
-check of it, the statements and a retry; past it the call is abandoned without waiting on the
-server (:mod:`plait.backends.postgres_deadline`) and a
-:class:`~plait.errors.StoreTimeoutError` (the backend's and trace store's subclasses) names the
-call, the deadline and how to change it. The server is told the same deadline as
-``statement_timeout``, ``lock_timeout`` and ``idle_in_transaction_session_timeout``: as startup
-options on the connections of a pool built here, or with ``SET LOCAL`` at the start of each
-transaction behind a pooler (``prepared_statements=False``: a transaction-mode pooler drops or
-refuses startup options) or on an application's pool. A server that ends a statement at one of
-them is a ``StoreTimeoutError`` too. Connections of a pool built here also get TCP keepalives
-(``keepalives_idle=10``, ``keepalives_interval=5``, ``keepalives_count=3``),
-``tcp_user_timeout=30000`` (ms) and ``connect_timeout=10`` unless the URL sets them
-(``?keepalives_idle=30``).
+Deadlines. A server that stops answering (a frozen host, a network partition) sends no error
+either, so every call runs under one client-side deadline covering all of it (the wait for a
+connection, the pool's check of it, the statements, a retry) and is abandoned past it without
+waiting on the server (:mod:`plait.backends.postgres_deadline`). The thread store, the backend
+and the trace store share these (they take the same ``timeout=`` option):
+
+=====================================  ==================================  =======================
+what                                   default                             set with
+=====================================  ==================================  =======================
+one call, all of it                    30 s, then ``StoreTimeoutError``    ``timeout=`` (> 0;
+                                       (``BackendTimeoutError``,           ``math.inf``: none)
+                                       ``TraceStoreTimeoutError``) naming
+                                       the call and the deadline
+its wait for a free connection         30 s (within the call's deadline)   ``pool_timeout=``
+server side: ``statement_timeout``,    the call's deadline; a statement    ``timeout=``
+``lock_timeout``,                      the server ends at one is a
+``idle_in_transaction_session_         ``StoreTimeoutError`` too
+timeout``
+a cancelled call                       about 1 s: a cancel request         ``CANCEL_TIMEOUT_S``,
+                                       (0.5 s, none behind a pooler), its  ``UNWIND_TIMEOUT_S`` in
+                                       connection shut, 0.5 s to unwind    ``postgres_deadline``
+a cancelled ``append``                 settles first: at most 30 s and     ``SETTLE_TIMEOUT_S``
+                                       never past its deadline
+``setup()``, each step                 the call's deadline + 120 s for     ``timeout=``,
+                                       another worker's migration lock     ``MIGRATION_LOCK_
+                                                                           TIMEOUT_S``
+a silent peer (libpq, pools built      keepalives after 10 s idle, 5 s     the URL:
+here)                                  apart, 3 probes;                    ``?keepalives_idle=30``
+                                       ``tcp_user_timeout`` 30 s;          (the URL's own win)
+                                       ``connect_timeout`` 10 s
+=====================================  ==================================  =======================
+
+The server-side timeouts go in the startup options of the connections of a pool built here, or,
+behind a pooler (``prepared_statements=False``: a transaction-mode pooler drops or refuses
+startup options, and a session ``SET`` would leak to its other clients) and on an application's
+pool, are set with ``SET LOCAL`` as each transaction starts; a one-statement call there keeps
+the server's own settings (``ALTER ROLE … SET statement_timeout``, PgBouncer's
+``query_timeout``), the client-side deadline still bounds it. An abandoned call's transaction
+rolls back; a single statement the server had already received (a lease, a blob) may still take
+effect if the server resumes. An application's pool should be built with
+``check=PostgresDatabase.check_connection``, or a frozen server can hold a call in the pool's
+check past its deadline by psycopg's cancellation wait (up to 10 s).
 
 Migrations are numbered and run only by :meth:`PostgresDatabase.setup` (``plait db upgrade``).
 Each runs in its own transaction after ``pg_advisory_xact_lock`` (waited for at most 120 s), so

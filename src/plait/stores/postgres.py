@@ -11,10 +11,10 @@ the same version exactly one commits and the other raises
 :class:`~plait.errors.ThreadConflictError` with nothing written. The store never reloads and
 carries on: a stale write is always the caller's to handle.
 
-Every call has one deadline, ``timeout`` (default 30 s; the table is in
-``src/plait/stores/README.md``): past it the call is abandoned without waiting on the server (a
-frozen server never answers) and raises :class:`~plait.errors.StoreTimeoutError` naming the call
-(``append``, ``load``, ``lease acquire``, …), the deadline and how to change it.
+Every call has one deadline, ``timeout`` (default 30 s; the table of every Postgres deadline
+is in :mod:`plait.backends.postgres_db`): past it the call is abandoned without waiting on the
+server (a frozen server never answers) and raises :class:`~plait.errors.StoreTimeoutError`
+naming the call (``append``, ``load``, ``lease acquire``, …), the deadline and how to change it.
 
 A cancelled ``append`` raises ``CancelledError`` only after its write has committed or rolled
 back (waiting at most ``SETTLE_TIMEOUT_S``, 30 s, and never past its deadline), never with the
