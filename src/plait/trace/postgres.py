@@ -11,6 +11,10 @@ closed by the thread store) or on its own URL or pool. A write is one transactio
 spans are upserted by id, messages and blobs inserted once (``ON CONFLICT DO NOTHING``), each
 table with one ``executemany`` (psycopg sends them in one pipeline). Reads are one transaction
 each, so a request is replayed from one snapshot.
+
+Every call has the database's deadline (``timeout``, default 30 s; the table is in
+:mod:`plait.backends.postgres_db`): a frozen server makes it a :class:`TraceStoreTimeoutError`
+(a ``TraceStoreError``: the recorder reports it as a non-fatal ``ErrorOccurred``) at the deadline.
 """
 
 from __future__ import annotations
