@@ -208,6 +208,13 @@ async def test_the_server_is_told_the_deadline_on_a_direct_connection(single: bo
         await store.aclose()
 
 
+async def test_a_server_setting_in_the_url_options_wins_over_the_deadline() -> None:
+    url = postgres_url() + "?options=-c%20statement_timeout%3D5000"
+    store = PostgresThreadStore(url, timeout=7)
+    assert await store.db.run(_show_timeouts, error=StoreError, single=True) == ["5s", "7s", "7s"]
+    await store.aclose()
+
+
 async def test_behind_pgbouncer_each_transaction_sets_the_deadline_locally() -> None:
     """PgBouncer (transaction mode) drops startup options and a session SET would leak to other
     clients, so a transaction starts with SET LOCAL; the session keeps the server's defaults."""

@@ -290,7 +290,8 @@ class PostgresDatabase:
         settings = {k: v for k, v in _CONNECTION_DEFAULTS.items() if k not in given}
         if self._session_timeouts:
             ours = " ".join(f"-c {k}={v}" for k, v in self._timeout_settings.items())
-            settings["options"] = f"{given.get('options', '')} {ours}".strip()
+            # The URL's own -c settings come last, so they win.
+            settings["options"] = f"{ours} {given.get('options', '')}".strip()
         return settings
 
     @staticmethod
