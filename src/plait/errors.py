@@ -16,6 +16,8 @@ __all__ = [
     "ModelTimeoutError",
     "PlaitError",
     "ProviderError",
+    "StoreError",
+    "StoreTimeoutError",
     "ThreadBusyError",
     "ThreadConflictError",
     "ToolArgumentsError",
@@ -185,6 +187,44 @@ class LimitExceeded(TurnAborted):
         self.limit = limit
         self.error = self
         PlaitError.__init__(self, message)
+
+
+class StoreError(PlaitError):
+    """A thread store could not read or write; the message names the store and what to do.
+
+    Defined here, beside :class:`StoreTimeoutError`; ``plait.stores.StoreError`` is the same
+    class."""
+
+
+class StoreTimeoutError(StoreError):
+    """A store call got no answer within its deadline and was abandoned.
+
+    ``operation`` names the call (``"append"``, ``"load"``, ``"lease acquire"``, …),
+    ``deadline`` its seconds. Abandoning never waits on the server: the call's statement is sent
+    a bounded cancel request and its connection is closed (a frozen server never answers
+    either), so the error arrives at the deadline. A transaction abandoned this way rolls
+    back, unless its commit had reached the server; a single statement the server had received
+    may still take effect if it resumes. The next load shows which. The Postgres
+    backend and trace store raise their own subclasses, which are also a
+    :class:`~plait.backends.base.BackendError` or a ``TraceStoreError``.
+    """
+
+    def __init__(
+        self,
+        operation: str,
+        deadline: float,
+        where: str,
+        *,
+        cause: str = "the server is stalled or unreachable: a frozen host, a network partition",
+        remedy: str = "timeout=... on the store (or on the PostgresDatabase it shares)",
+    ) -> None:
+        self.operation = operation
+        self.deadline = deadline
+        super().__init__(
+            f"{where} gave no answer to {operation} within its {deadline:g} s deadline "
+            f"({cause}). The call was abandoned and its connection closed. Check that the "
+            f"server is up and reachable, or raise the deadline: {remedy}."
+        )
 
 
 class ThreadConflictError(PlaitError):

@@ -24,7 +24,13 @@ from plait.lazy import lazy_exports
 TYPE_CHECKING = False  # not typing's: importing this package must not import typing
 
 if TYPE_CHECKING:
-    from plait.backends.base import Backend, BackendError, BackendReadSurface, BackendWriteSurface
+    from plait.backends.base import (
+        Backend,
+        BackendError,
+        BackendReadSurface,
+        BackendTimeoutError,
+        BackendWriteSurface,
+    )
     from plait.backends.fsspec import FsspecBackend
     from plait.backends.local import LocalBackend
     from plait.backends.memory import MemoryBackend
@@ -35,6 +41,7 @@ __all__ = [
     "Backend",
     "BackendError",
     "BackendReadSurface",
+    "BackendTimeoutError",
     "BackendWriteSurface",
     "FsspecBackend",
     "LocalBackend",
@@ -52,6 +59,7 @@ if not TYPE_CHECKING:
                 "Backend",
                 "BackendError",
                 "BackendReadSurface",
+                "BackendTimeoutError",
                 "BackendWriteSurface",
             ),
             "plait.backends.fsspec": ("FsspecBackend",),

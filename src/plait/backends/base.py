@@ -12,13 +12,24 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
-__all__ = ["Backend", "BackendError", "BackendReadSurface", "BackendWriteSurface"]
+__all__ = [
+    "Backend",
+    "BackendError",
+    "BackendReadSurface",
+    "BackendTimeoutError",
+    "BackendWriteSurface",
+]
 
-from plait.errors import PlaitError
+from plait.errors import PlaitError, StoreTimeoutError
 
 
 class BackendError(PlaitError):
     """A backend could not read or write; the message names the path and the cause."""
+
+
+class BackendTimeoutError(StoreTimeoutError, BackendError):
+    """A backend call got no answer within its deadline and was abandoned (see
+    :class:`~plait.errors.StoreTimeoutError`); caught as a :class:`BackendError` too."""
 
 
 @runtime_checkable

@@ -14,9 +14,10 @@ third of a page).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Unpack
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, TypeVar, Unpack
 
-from plait.backends.base import BackendError
+from plait.backends.base import BackendError, BackendTimeoutError
 from plait.backends.memory import check_page, encode_text, virtual_prefix
 from plait.backends.postgres_db import PostgresDatabase, PostgresOptions
 from plait.paths import normalize_virtual_path
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
 __all__ = ["PostgresBackend"]
 
 MAX_KEY_BYTES = 2000
+T = TypeVar("T")
 
 
 def _key(path: str) -> str:
@@ -57,8 +59,9 @@ class PostgresBackend:
     ``target`` is a ``postgresql://`` URL, an application-owned ``AsyncConnectionPool``, or a
     :class:`PostgresDatabase` shared with a thread store; the keyword ``options`` are the
     :class:`~plait.backends.postgres_db.PostgresOptions` (schema, prepared statements, pool size
-    and wait). Call :meth:`setup` once before use. Paths are plain keys: ``a`` and ``a/b`` can
-    both hold text.
+    and wait, ``timeout``: each call's deadline, default 30 s, past which it raises
+    :class:`~plait.backends.base.BackendTimeoutError`). Call :meth:`setup` once before use.
+    Paths are plain keys: ``a`` and ``a/b`` can both hold text.
     """
 
     def __init__(
@@ -70,7 +73,7 @@ class PostgresBackend:
 
     async def setup(self) -> list[int]:
         """Apply the schema migrations not yet applied; returns their numbers."""
-        return await self.db.setup(error=BackendError)
+        return await self.db.setup(error=BackendError, timeout_error=BackendTimeoutError)
 
     async def aclose(self) -> None:
         """Close the pool if it was built from a URL."""
@@ -90,7 +93,7 @@ class PostgresBackend:
         async def upsert(conn: AsyncConnection[Any]) -> None:
             await conn.execute(query, (key, text, raw))
 
-        await self.db.run(upsert, error=BackendError, single=True)
+        await self._run(upsert, "backend write")
         return key
 
     async def read(self, path: str, offset: int = 0, limit: int | None = None) -> str:
@@ -111,7 +114,7 @@ class PostgresBackend:
             row = await (await conn.execute(query, params)).fetchone()
             return None if row is None else (row[0], row[1])
 
-        found = await self.db.run(select, error=BackendError, single=True)
+        found = await self._run(select, "backend read")
         if found is None:
             raise FileNotFoundError(f"No blob at {key!r} in the Postgres backend.")
         text, raw = found
@@ -127,7 +130,7 @@ class PostgresBackend:
         async def select(conn: AsyncConnection[Any]) -> bool:
             return await (await conn.execute(query, (key,))).fetchone() is not None
 
-        return await self.db.run(select, error=BackendError, single=True)
+        return await self._run(select, "backend exists")
 
     async def ls(self, prefix: str = "") -> list[str]:
         root = virtual_prefix(prefix)
@@ -143,7 +146,7 @@ class PostgresBackend:
             cur = await conn.execute(query, (root, root, root + "/", root + "0"))
             return sorted(row[0] for row in await cur.fetchall())
 
-        return await self.db.run(select, error=BackendError, single=True)
+        return await self._run(select, "backend ls")
 
     async def delete(self, path: str) -> bool:
         key = _key(path)
@@ -152,4 +155,17 @@ class PostgresBackend:
         async def remove(conn: AsyncConnection[Any]) -> bool:
             return (await conn.execute(query, (key,))).rowcount > 0
 
-        return await self.db.run(remove, error=BackendError, single=True)
+        return await self._run(remove, "backend delete")
+
+    def _run(
+        self, fn: Callable[[AsyncConnection[Any]], Awaitable[T]], operation: str
+    ) -> Awaitable[T]:
+        """One statement under the database's deadline (a :class:`BackendTimeoutError` past
+        it)."""
+        return self.db.run(
+            fn,
+            error=BackendError,
+            timeout_error=BackendTimeoutError,
+            operation=operation,
+            single=True,
+        )

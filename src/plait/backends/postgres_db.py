@@ -18,6 +18,49 @@ Behind a transaction-mode pooler (PgBouncer) pass ``prepared_statements=False``:
 never prepares a statement on the server (``prepare_threshold=None``), which such a pooler cannot
 route ("prepared statement "_pg3_0" does not exist").
 
+Deadlines. A server that stops answering (a frozen host, a network partition) sends no error
+either, so every call runs under one client-side deadline covering all of it (the wait for a
+connection, the pool's check of it, the statements, a retry) and is abandoned past it without
+waiting on the server (:mod:`plait.backends.postgres_deadline`). The thread store, the backend
+and the trace store share these (they take the same ``timeout=`` option):
+
+=====================================  ==================================  =======================
+what                                   default                             set with
+=====================================  ==================================  =======================
+one call, all of it                    30 s, then ``StoreTimeoutError``    ``timeout=`` (> 0;
+                                       (``BackendTimeoutError``,           ``math.inf``: none)
+                                       ``TraceStoreTimeoutError``) naming
+                                       the call and the deadline
+its wait for a free connection         30 s (within the call's deadline)   ``pool_timeout=``
+server side: ``statement_timeout``,    the call's deadline; a statement    ``timeout=``
+``lock_timeout``,                      the server ends at one is a
+``idle_in_transaction_session_         ``StoreTimeoutError`` too
+timeout``
+a cancelled call                       about 1 s: a cancel request         ``CANCEL_TIMEOUT_S``,
+                                       (0.5 s, none behind a pooler), its  ``UNWIND_TIMEOUT_S`` in
+                                       connection shut, 0.5 s to unwind    ``postgres_deadline``
+a cancelled ``append``                 settles first: at most 30 s and     ``SETTLE_TIMEOUT_S``
+                                       never past its deadline
+``setup()``, each step                 the call's deadline + 120 s for     ``timeout=``,
+                                       another worker's migration lock     ``MIGRATION_LOCK_
+                                                                           TIMEOUT_S``
+a silent peer (libpq, pools built      keepalives after 10 s idle, 5 s     the URL:
+here)                                  apart, 3 probes;                    ``?keepalives_idle=30``
+                                       ``tcp_user_timeout`` 30 s;          (the URL's own win)
+                                       ``connect_timeout`` 10 s
+=====================================  ==================================  =======================
+
+The server-side timeouts go in the startup options of the connections of a pool built here, or,
+behind a pooler (``prepared_statements=False``: a transaction-mode pooler drops or refuses
+startup options, and a session ``SET`` would leak to its other clients) and on an application's
+pool, are set with ``SET LOCAL`` as each transaction starts; a one-statement call there keeps
+the server's own settings (``ALTER ROLE … SET statement_timeout``, PgBouncer's
+``query_timeout``), the client-side deadline still bounds it. An abandoned call's transaction
+rolls back; a single statement the server had already received (a lease, a blob) may still take
+effect if the server resumes. An application's pool should be built with
+``check=PostgresDatabase.check_connection``, or a frozen server can hold a call in the pool's
+check past its deadline by psycopg's cancellation wait (up to 10 s).
+
 Migrations are numbered and run only by :meth:`PostgresDatabase.setup` (``plait db upgrade``).
 Each runs in its own transaction after ``pg_advisory_xact_lock`` (waited for at most 120 s), so
 several workers calling ``setup()`` at once apply each migration exactly once; a
@@ -34,7 +77,9 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, TypedDict, TypeVar, Unpack
 
-from plait.errors import ConfigurationError, PlaitError
+from plait.backends.postgres_deadline import CURRENT_CALL, bounded
+from plait.backends.postgres_schema import MIGRATIONS
+from plait.errors import ConfigurationError, PlaitError, StoreTimeoutError
 
 if TYPE_CHECKING:
     from psycopg import AsyncConnection
@@ -47,106 +92,19 @@ T = TypeVar("T")
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 _MIGRATION_LOCK = 0x706C616974  # "plait": the advisory lock every setup() serialises on.
 
-# Each entry is one migration; its number is its position + 1. Never edit a released entry,
-# append a new one. "{s}" is the schema. No CREATE INDEX CONCURRENTLY (see the module docstring).
-MIGRATIONS: tuple[str, ...] = (
-    """
-    CREATE SEQUENCE {s}.plait_thread_writes;
-    CREATE TABLE {s}.plait_threads (
-        thread_id text COLLATE "C" PRIMARY KEY,
-        version bigint NOT NULL,
-        state text NOT NULL,
-        write_token text NOT NULL,
-        written bigint NOT NULL DEFAULT nextval('{s}.plait_thread_writes'),
-        updated_at timestamptz NOT NULL DEFAULT clock_timestamp()
-    );
-    CREATE INDEX plait_threads_by_recency ON {s}.plait_threads (written);
-    CREATE TABLE {s}.plait_messages (
-        thread_id text COLLATE "C" NOT NULL,
-        seq integer NOT NULL,
-        id text NOT NULL,
-        json text NOT NULL,
-        PRIMARY KEY (thread_id, seq)
-    );
-    CREATE TABLE {s}.plait_leases (
-        thread_id text COLLATE "C" PRIMARY KEY,
-        owner text NOT NULL,
-        expires_at timestamptz NOT NULL
-    );
-    CREATE TABLE {s}.plait_blobs (
-        path text COLLATE "C" PRIMARY KEY,
-        content text,
-        raw bytea,
-        updated_at timestamptz NOT NULL DEFAULT clock_timestamp(),
-        CHECK ((content IS NULL) <> (raw IS NULL))
-    );
-    """,
-    # 2: the trace store (plait.trace.postgres.PostgresTraceStore).
-    """
-    CREATE TABLE {s}.plait_trace_runs (
-        id text COLLATE "C" PRIMARY KEY,
-        thread_id text COLLATE "C" NOT NULL,
-        agent text NOT NULL,
-        started double precision NOT NULL,
-        finished double precision,
-        status text NOT NULL,
-        error text,
-        input text NOT NULL,
-        output text
-    );
-    CREATE INDEX plait_trace_runs_by_start ON {s}.plait_trace_runs (started);
-    CREATE TABLE {s}.plait_trace_spans (
-        n bigserial,
-        id text COLLATE "C" PRIMARY KEY,
-        run_id text COLLATE "C" NOT NULL,
-        kind text NOT NULL,
-        name text NOT NULL,
-        dispatch integer NOT NULL,
-        started double precision NOT NULL,
-        finished double precision NOT NULL,
-        data text NOT NULL
-    );
-    CREATE INDEX plait_trace_spans_by_run ON {s}.plait_trace_spans (run_id, started, n);
-    CREATE TABLE {s}.plait_trace_requests (
-        span_id text COLLATE "C" PRIMARY KEY,
-        thread_id text COLLATE "C" NOT NULL,
-        seq integer NOT NULL,
-        "full" boolean NOT NULL,
-        removed text NOT NULL,
-        added text NOT NULL,
-        system_hash text NOT NULL,
-        tools_hash text NOT NULL,
-        base_prompt_hash text NOT NULL,
-        UNIQUE (thread_id, seq)
-    );
-    CREATE TABLE {s}.plait_trace_messages (
-        thread_id text COLLATE "C" NOT NULL,
-        key text COLLATE "C" NOT NULL,
-        role text NOT NULL,
-        tokens integer NOT NULL,
-        kind text NOT NULL,
-        body text,
-        PRIMARY KEY (thread_id, key)
-    );
-    CREATE TABLE {s}.plait_trace_blobs (hash text COLLATE "C" PRIMARY KEY, text text NOT NULL);
-    """,
-    # 3: message blobs (images, files) stored once, by address (plait.stores.postgres).
-    """
-    CREATE TABLE {s}.plait_message_blobs (
-        sha256 text COLLATE "C" PRIMARY KEY,
-        size bigint NOT NULL,
-        data bytea NOT NULL
-    );
-    CREATE TABLE {s}.plait_thread_blobs (
-        thread_id text COLLATE "C" NOT NULL,
-        sha256 text COLLATE "C" NOT NULL,
-        PRIMARY KEY (thread_id, sha256)
-    );
-    CREATE INDEX plait_thread_blobs_by_blob ON {s}.plait_thread_blobs (sha256);
-    """,
-)
-
 DEFAULT_POOL_TIMEOUT_S = 30.0
+DEFAULT_TIMEOUT_S = 30.0
+# libpq settings for the connections of a pool built from a URL, unless the URL sets them: a peer
+# gone silent is noticed on an idle connection in about 25 s, on a busy one in 30 s.
+_CONNECTION_DEFAULTS = {
+    "keepalives": "1",
+    "keepalives_idle": "10",
+    "keepalives_interval": "5",
+    "keepalives_count": "3",
+    "tcp_user_timeout": "30000",
+    "connect_timeout": "10",
+}
+_SERVER_TIMEOUTS = ("statement_timeout", "lock_timeout", "idle_in_transaction_session_timeout")
 MIGRATION_LOCK_TIMEOUT_S = 120.0
 DEFAULT_MAX_SIZE = 10
 
@@ -155,13 +113,15 @@ class PostgresOptions(TypedDict, total=False):
     """The connection options of :class:`PostgresDatabase`, which the Postgres thread store,
     backend and trace store take as keywords beside their ``target`` and pass on: ``schema``
     (default ``"public"``), ``prepared_statements`` (default ``True``; ``False`` behind
-    PgBouncer in transaction mode), ``max_size`` (default 10) and ``pool_timeout`` (default
-    30 s). A ``target`` that is already a :class:`PostgresDatabase` keeps its own."""
+    PgBouncer in transaction mode), ``max_size`` (default 10), ``pool_timeout`` (default
+    30 s) and ``timeout`` (default 30 s, the deadline of each call). A ``target`` that is
+    already a :class:`PostgresDatabase` keeps its own."""
 
     schema: str
     prepared_statements: bool
     max_size: int
     pool_timeout: float
+    timeout: float
 
 
 class PostgresDatabase:
@@ -169,10 +129,15 @@ class PostgresDatabase:
 
     ``target`` is a ``postgresql://`` URL or an ``AsyncConnectionPool`` the application owns.
     ``schema`` (default ``"public"``) holds plait's tables; it must be a plain lower-case SQL
-    name and is created by :meth:`setup` if missing. ``pool_timeout`` bounds the wait for a free
-    connection (default 30 s; > 0). ``max_size`` bounds the pool built from a URL (default 10;
-    >= 1). A value outside these is a :class:`~plait.errors.ConfigurationError` here.
-    The pool opens on first use, in the running event loop.
+    name and is created by :meth:`setup` if missing. ``timeout`` is the deadline of each call,
+    all of it (default 30 s; > 0, ``math.inf`` for none): past it the call is abandoned and
+    raises :class:`~plait.errors.StoreTimeoutError` (see the module docstring).
+    ``pool_timeout`` bounds the part of it spent waiting for a free connection (default 30 s;
+    > 0). ``max_size`` bounds the pool built from a URL (default 10; >= 1). A value outside
+    these is a :class:`~plait.errors.ConfigurationError` here. The pool opens on first use, in
+    the running event loop. An application's pool should be built with
+    ``check=PostgresDatabase.check_connection`` so that a frozen server cannot hold a call in
+    the pool's check past its deadline.
     """
 
     def __init__(
@@ -183,6 +148,7 @@ class PostgresDatabase:
         prepared_statements: bool = True,
         max_size: int = DEFAULT_MAX_SIZE,
         pool_timeout: float = DEFAULT_POOL_TIMEOUT_S,
+        timeout: float = DEFAULT_TIMEOUT_S,
     ) -> None:
         if not _SCHEMA_NAME.match(schema):
             raise ConfigurationError(
@@ -199,6 +165,11 @@ class PostgresDatabase:
                 f"Invalid Postgres pool_timeout {pool_timeout!r}: use a number of seconds "
                 f"> 0 (default {DEFAULT_POOL_TIMEOUT_S:g})."
             )
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
+            raise ConfigurationError(
+                f"Invalid Postgres timeout {timeout!r}: use a number of seconds > 0 "
+                f"(default {DEFAULT_TIMEOUT_S:g}; math.inf for no deadline)."
+            )
         if isinstance(target, str) and not target.startswith(("postgresql://", "postgres://")):
             raise ConfigurationError(
                 f"Not a Postgres URL: {target!r}. Use postgresql://user@host:port/dbname."
@@ -210,6 +181,12 @@ class PostgresDatabase:
         self._pool: AsyncConnectionPool[Any] | None = None if isinstance(target, str) else target
         self._max_size = max_size
         self._timeout = pool_timeout
+        self.timeout = float(timeout)
+        # Server-side timeouts go in the startup options where plait builds the connections and
+        # nothing between drops them; elsewhere each transaction sets them with SET LOCAL.
+        self._session_timeouts = self._owned and prepared_statements
+        ms = 0 if math.isinf(self.timeout) else max(1, math.ceil(self.timeout * 1000))
+        self._timeout_settings = {name: ms for name in _SERVER_TIMEOUTS}
         self._opening = asyncio.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -266,7 +243,12 @@ class PostgresDatabase:
             self._pool, self._loop, self._opening = None, loop, asyncio.Lock()
         async with self._opening:
             if self._pool is None:
-                self._pool = await self._open()
+                # The pool's background workers copy this context: not the call that opens it.
+                outside = CURRENT_CALL.set(None)
+                try:
+                    self._pool = await self._open()
+                finally:
+                    CURRENT_CALL.reset(outside)
         return self._pool
 
     async def _open(self) -> AsyncConnectionPool[Any]:
@@ -284,8 +266,9 @@ class PostgresDatabase:
             kwargs={
                 "autocommit": True,
                 "prepare_threshold": 5 if self.prepared_statements else None,
+                **self._connection_settings(self._target),
             },
-            check=AsyncConnectionPool.check_connection,
+            check=PostgresDatabase.check_connection,
             max_idle=300.0,
             max_lifetime=1800.0,
             timeout=self._timeout,
@@ -298,6 +281,42 @@ class PostgresDatabase:
             raise
         return pool
 
+    def _connection_settings(self, url: str) -> dict[str, str]:
+        """libpq keepalives and timeouts the URL does not set, and (on a direct connection)
+        the server-side timeouts as startup options."""
+        from psycopg.conninfo import conninfo_to_dict
+
+        given = conninfo_to_dict(url)
+        settings = {k: v for k, v in _CONNECTION_DEFAULTS.items() if k not in given}
+        if self._session_timeouts:
+            ours = " ".join(f"-c {k}={v}" for k, v in self._timeout_settings.items())
+            # The URL's own -c settings come last, so they win.
+            settings["options"] = f"{ours} {given.get('options', '')}".strip()
+        return settings
+
+    @staticmethod
+    async def check_connection(conn: AsyncConnection[Any]) -> None:
+        """psycopg_pool's ``check_connection`` (one empty statement), with ``conn`` registered
+        to the call waiting for it, so that a frozen server cannot hold the call in the check
+        past its deadline. Pools built here use it; pass it as ``check=`` to your own."""
+        from psycopg_pool import AsyncConnectionPool
+
+        call = CURRENT_CALL.get()
+        if call is None:
+            await AsyncConnectionPool.check_connection(conn)
+            return
+        call.hold(conn)
+        try:
+            await AsyncConnectionPool.check_connection(conn)
+        except Exception:
+            if call.abandoned:
+                # The pool would take the next connection and check it again until its own
+                # timeout; the call is over, so stop it here.
+                raise asyncio.CancelledError from None
+            raise
+        finally:
+            call.drop(conn)
+
     async def aclose(self) -> None:
         """Close the pool if plait built it; an application's pool is left open. A pool whose
         event loop has ended is only dropped (its connections went with that loop)."""
@@ -308,21 +327,42 @@ class PostgresDatabase:
 
     @asynccontextmanager
     async def connection(self) -> AsyncIterator[AsyncConnection[Any]]:
+        """A connection from the pool, registered to the running call (if any) until it is
+        back in the pool, so that abandoning the call shuts it instead of waiting on it."""
         pool = await self.pool()
-        async with pool.connection(timeout=self._timeout) as conn:
-            yield conn
+        call = CURRENT_CALL.get()
+        taken: AsyncConnection[Any] | None = None
+        try:
+            async with pool.connection(timeout=self._timeout) as conn:
+                taken = conn
+                if call is not None:
+                    call.hold(conn)
+                yield conn
+        finally:
+            if call is not None and taken is not None:
+                call.drop(taken)
 
     async def run(
         self,
         fn: Callable[[AsyncConnection[Any]], Awaitable[T]],
         *,
         error: type[PlaitError],
+        timeout_error: type[StoreTimeoutError] = StoreTimeoutError,
+        operation: str = "a call",
         retry: bool = True,
         single: bool = False,
+        settle: float = 0.0,
+        deadline: float | None = None,
     ) -> T:
         """``fn(conn)`` inside one transaction, committed if it returns, rolled back if it raises.
         With ``single=True``, ``fn`` runs exactly one statement, which autocommit makes atomic on
         its own: no ``BEGIN``/``COMMIT`` round trips.
+
+        All of it runs within ``deadline`` seconds (default: the database's ``timeout``); past
+        them the call is abandoned without waiting on the server and ``timeout_error`` names
+        ``operation``. A cancelled caller gets its ``CancelledError`` within about a second;
+        with ``settle``, only after the call finished (at most ``settle`` seconds, within its
+        deadline), so a cancelled write has committed or rolled back when it raises.
 
         A ``PlaitError`` from ``fn`` passes through unchanged; every psycopg or pool failure
         becomes ``error(message)`` saying what to do: the server unreachable or gone, the pool
@@ -332,9 +372,36 @@ class PostgresDatabase:
         connection: the server rolled the failed transaction back, so ``fn`` must only be safe
         to run again after a rollback (every caller's is; ``append`` checks its write token).
         """
+        seconds = self.timeout if deadline is None else deadline
+        where = f"Postgres at {self.description}"
+
+        def expired() -> StoreTimeoutError:
+            return timeout_error(operation, seconds, where)
+
+        async def attempts() -> T:
+            return await self._attempts(
+                fn, error, timeout_error, operation, seconds, retry=retry, single=single
+            )
+
+        return await bounded(
+            attempts, seconds, expired, settle=settle, cancel=self.prepared_statements
+        )
+
+    async def _attempts(
+        self,
+        fn: Callable[[AsyncConnection[Any]], Awaitable[T]],
+        error: type[PlaitError],
+        timeout_error: type[StoreTimeoutError],
+        operation: str,
+        seconds: float,
+        *,
+        retry: bool,
+        single: bool,
+    ) -> T:
         import psycopg
         from psycopg_pool import PoolTimeout
 
+        call = CURRENT_CALL.get()
         attempts = 2 if retry else 1
         for attempt in range(attempts):
             try:
@@ -342,6 +409,8 @@ class PostgresDatabase:
                     if single and conn.autocommit:
                         return await fn(conn)
                     async with conn.transaction():
+                        if not self._session_timeouts:
+                            await conn.execute(self._set_local_timeouts())
                         return await fn(conn)
             except PlaitError:
                 raise
@@ -353,11 +422,25 @@ class PostgresDatabase:
                     "max_size / pool_timeout."
                 ) from exc
             except psycopg.Error as exc:
+                setting = _server_deadline(exc)
+                if setting is not None:
+                    raise timeout_error(
+                        operation,
+                        seconds,
+                        f"Postgres at {self.description}",
+                        cause=f"the server ended it at its {setting}",
+                    ) from exc
                 lost = _connection_lost(exc)
-                if lost and attempt + 1 < attempts:
+                if lost and attempt + 1 < attempts and not (call and call.abandoned):
                     continue
                 raise self._failure(exc, lost, error) from exc
         raise AssertionError("unreachable")
+
+    def _set_local_timeouts(self, ms: int | None = None) -> bytes:
+        """``SET LOCAL`` of the server-side timeouts (``ms``, default the database's), one
+        round trip (no parameters: psycopg sends it as a simple query)."""
+        values = self._timeout_settings if ms is None else dict.fromkeys(_SERVER_TIMEOUTS, ms)
+        return "; ".join(f"SET LOCAL {k} = {v}" for k, v in values.items()).encode()
 
     def _failure(self, exc: BaseException, lost: bool, error: type[PlaitError]) -> PlaitError:
         import psycopg
@@ -375,23 +458,48 @@ class PostgresDatabase:
             )
         return error(f"{where} failed ({type(exc).__name__}: {exc}).")
 
-    async def setup(self, *, error: type[PlaitError]) -> list[int]:
+    async def setup(
+        self,
+        *,
+        error: type[PlaitError],
+        timeout_error: type[StoreTimeoutError] = StoreTimeoutError,
+    ) -> list[int]:
         """Create the schema and apply every migration not yet applied; return their numbers.
 
         Safe to call from several workers at once (each migration runs once) and again later
-        (nothing to do returns ``[]``).
+        (nothing to do returns ``[]``). Each step's deadline is ``timeout`` plus the
+        ``MIGRATION_LOCK_TIMEOUT_S`` (120 s) it may wait for another worker's migration.
         """
         applied: list[int] = []
         s = self.sql
+        within = MIGRATION_LOCK_TIMEOUT_S + self.timeout
+        settings = self._set_local_timeouts(0 if math.isinf(within) else math.ceil(within * 1000))
+
+        def step(fn: Callable[[AsyncConnection[Any]], Awaitable[T]]) -> Awaitable[T]:
+            return self.run(
+                fn,
+                error=error,
+                timeout_error=timeout_error,
+                operation="setup (the schema migrations)",
+                deadline=within,
+            )
+
+        async def take_migration_lock(conn: AsyncConnection[Any]) -> None:
+            # The statements may wait for another worker's migration: past the session's
+            # statement_timeout, up to MIGRATION_LOCK_TIMEOUT_S (a lock timeout is then a
+            # StoreTimeoutError naming the server's lock_timeout).
+            await conn.execute(settings)
+            await conn.execute(f"SET LOCAL lock_timeout = '{MIGRATION_LOCK_TIMEOUT_S:g}s'")
+            await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
 
         async def bootstrap(conn: AsyncConnection[Any]) -> None:
-            await _take_migration_lock(conn)
+            await take_migration_lock(conn)
             await conn.execute(s("CREATE SCHEMA IF NOT EXISTS {s}"))
             await conn.execute(
                 s("CREATE TABLE IF NOT EXISTS {s}.plait_migrations (v integer PRIMARY KEY)")
             )
 
-        await self.run(bootstrap, error=error)
+        await step(bootstrap)
         for number, statement in enumerate(MIGRATIONS, start=1):
             if "CONCURRENTLY" in statement.upper():
                 raise ConfigurationError(
@@ -402,7 +510,7 @@ class PostgresDatabase:
             async def apply(
                 conn: AsyncConnection[Any], n: int = number, body: str = statement
             ) -> bool:
-                await _take_migration_lock(conn)
+                await take_migration_lock(conn)
                 cur = await conn.execute(s("SELECT 1 FROM {s}.plait_migrations WHERE v = %s"), (n,))
                 if await cur.fetchone() is not None:
                     return False
@@ -410,7 +518,7 @@ class PostgresDatabase:
                 await conn.execute(s("INSERT INTO {s}.plait_migrations (v) VALUES (%s)"), (n,))
                 return True
 
-            if await self.run(apply, error=error):
+            if await step(apply):
                 applied.append(number)
         return applied
 
@@ -430,14 +538,20 @@ class PostgresDatabase:
             row = await cur.fetchone()
             return int(row[0]) if row else 0
 
-        return await self.run(select, error=error)
+        return await self.run(select, error=error, operation="schema version")
 
 
-async def _take_migration_lock(conn: AsyncConnection[Any]) -> None:
-    """The lock every ``setup()`` serialises on, waited for at most ``MIGRATION_LOCK_TIMEOUT_S``
-    (a lock timeout is then a ``StoreError``/``BackendError`` naming the server)."""
-    await conn.execute(f"SET LOCAL lock_timeout = '{MIGRATION_LOCK_TIMEOUT_S:g}s'")
-    await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+def _server_deadline(exc: BaseException) -> str | None:
+    """The server-side timeout that ended a statement, if one did."""
+    import psycopg
+
+    if isinstance(exc, psycopg.errors.QueryCanceled) and "statement timeout" in str(exc):
+        return "statement_timeout"
+    if isinstance(exc, psycopg.errors.LockNotAvailable) and "lock timeout" in str(exc):
+        return "lock_timeout"
+    if isinstance(exc, psycopg.errors.IdleInTransactionSessionTimeout):
+        return "idle_in_transaction_session_timeout"
+    return None
 
 
 def _connection_lost(exc: BaseException) -> bool:

@@ -22,6 +22,7 @@ from plait.errors import (
     DispatchRejected,
     LimitExceeded,
     ProviderError,
+    StoreTimeoutError,
     ThreadConflictError,
     TurnAborted,
 )
@@ -215,8 +216,8 @@ class Turn:
         Messages of the failed dispatch are not written (pairs stay intact); the state is, so
         bookkeeping such as a consumed ``pinned_skills`` or a model-call count is not replayed.
         """
-        if isinstance(error, ThreadConflictError):
-            return
+        if isinstance(error, ThreadConflictError | StoreTimeoutError):
+            return  # a stale version, or a store that just gave no answer: no second wait
         try:
             await self._append([], ctx.state)
         except Exception as exc:

@@ -30,6 +30,7 @@ from plait.lazy import lazy_exports
 TYPE_CHECKING = False  # not typing's: importing this package must not import typing
 
 if TYPE_CHECKING:
+    from plait.errors import StoreTimeoutError
     from plait.stores.base import StoreError, ThreadDataError, ThreadSnapshot, ThreadStore
     from plait.stores.memory import MemoryThreadStore
     from plait.stores.postgres import PostgresThreadStore
@@ -40,6 +41,7 @@ __all__ = [
     "PostgresThreadStore",
     "SQLiteThreadStore",
     "StoreError",
+    "StoreTimeoutError",
     "ThreadDataError",
     "ThreadSnapshot",
     "ThreadStore",
@@ -50,6 +52,7 @@ if not TYPE_CHECKING:
     __getattr__, __dir__ = lazy_exports(
         __name__,
         {
+            "plait.errors": ("StoreTimeoutError",),
             "plait.stores.base": (
                 "StoreError",
                 "ThreadDataError",

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from plait.errors import PlaitError
+from plait.errors import StoreError
 from plait.messages import (
     FilePart,
     ImagePart,
@@ -106,10 +106,6 @@ class ThreadStore(Protocol):
 # Stores keep messages as the elements of a ``dump_messages`` array and the state as a JSON object,
 # so the memory and SQLite stores accept and reject exactly the same values. SQLite and Postgres
 # write the rows with blobs by reference (messages_to_rows) and keep the bytes apart, once.
-
-
-class StoreError(PlaitError):
-    """A thread store could not read or write; the message names the store and what to do."""
 
 
 class ThreadDataError(StoreError, TypeError):

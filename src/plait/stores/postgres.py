@@ -19,8 +19,16 @@ the same version exactly one commits and the other raises
 :class:`~plait.errors.ThreadConflictError` with nothing written. The store never reloads and
 carries on: a stale write is always the caller's to handle.
 
+Every call has one deadline, ``timeout`` (default 30 s; the table of every Postgres deadline
+is in :mod:`plait.backends.postgres_db`): past it the call is abandoned without waiting on the
+server (a frozen server never answers) and raises :class:`~plait.errors.StoreTimeoutError`
+naming the call (``append``, ``load``, ``lease acquire``, …), the deadline and how to change it.
+
 A cancelled ``append`` raises ``CancelledError`` only after its write has committed or rolled
-back (waiting at most ``SETTLE_TIMEOUT_S``, 30 s), never with the write still in flight.
+back (waiting at most ``SETTLE_TIMEOUT_S``, 30 s, and never past its deadline), never with the
+write still in flight; a server that stops answering meanwhile has its connection closed (the
+transaction then rolls back, unless its commit had reached the server). Any other cancelled call
+returns within about a second, its connection closed rather than waited on.
 
 A connection the server drops mid-call is retried once on a fresh connection. For ``append``
 that is safe because each write carries a random ``write_token``: if the first attempt committed
@@ -35,7 +43,6 @@ transaction-mode pooler and survives a dropped connection.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, Unpack
@@ -80,7 +87,9 @@ class PostgresThreadStore:
     ``options`` are the :class:`~plait.backends.postgres_db.PostgresOptions`: ``schema`` names
     the Postgres schema for plait's tables (default ``"public"``), ``prepared_statements=False``
     is for transaction-mode poolers such as PgBouncer, ``max_size`` bounds the pool built from a
-    URL (default 10) and ``pool_timeout`` (default 30 s) the wait for a connection.
+    URL (default 10), ``pool_timeout`` (default 30 s) the wait for a connection and ``timeout``
+    (default 30 s) each call, all of it: past it the call raises
+    :class:`~plait.errors.StoreTimeoutError`.
 
     Call :meth:`setup` once (any worker, any number of times) before use; until then every call
     raises :class:`~plait.stores.base.StoreError` saying so. :meth:`aclose` closes the pool.
@@ -168,7 +177,7 @@ class PostgresThreadStore:
                 int(head[0]),
             )
 
-        return await self.db.run(select, error=StoreError, single=True)
+        return await self.db.run(select, error=StoreError, operation="load", single=True)
 
     async def append(
         self,
@@ -207,15 +216,10 @@ class PostgresThreadStore:
 
         # Cancellation settles (the ThreadStore.append contract): a cancelled caller gets its
         # CancelledError only once the write has committed or rolled back, so its next write
-        # sees it; the wait is bounded by SETTLE_TIMEOUT_S.
-        work = asyncio.ensure_future(self.db.run(insert, error=StoreError))
-        try:
-            return await asyncio.shield(work)
-        except asyncio.CancelledError:
-            await asyncio.wait([work], timeout=SETTLE_TIMEOUT_S)
-            if work.done() and not work.cancelled():
-                work.exception()  # retrieved: the caller was cancelled, its result is moot
-            raise
+        # sees it; the wait is bounded by SETTLE_TIMEOUT_S and the call's deadline.
+        return await self.db.run(
+            insert, error=StoreError, operation="append", settle=SETTLE_TIMEOUT_S
+        )
 
     async def _insert_rows(
         self,
@@ -259,7 +263,7 @@ class PostgresThreadStore:
         async def select(conn: AsyncConnection[Any]) -> list[str]:
             return [row[0] for row in await (await conn.execute(query)).fetchall()]
 
-        return await self.db.run(select, error=StoreError, single=True)
+        return await self.db.run(select, error=StoreError, operation="list threads", single=True)
 
     async def delete(self, thread_id: str) -> bool:
         s = self.db.sql
@@ -289,7 +293,7 @@ class PostgresThreadStore:
             )
             return cur.rowcount > 0
 
-        return await self.db.run(remove, error=StoreError)
+        return await self.db.run(remove, error=StoreError, operation="delete")
 
     @asynccontextmanager
     async def lease(self, thread_id: str) -> AsyncIterator[None]:
@@ -318,21 +322,21 @@ class PostgresThreadStore:
                 row = await (await conn.execute(q_take, (thread, owner, ttl))).fetchone()
                 return row is not None
 
-            return await self.db.run(take, error=StoreError, single=True)
+            return await self.db.run(take, error=StoreError, operation="lease acquire", single=True)
 
         async def renew(thread: str, owner: str) -> bool:
             async def extend(conn: AsyncConnection[Any]) -> bool:
                 return (await conn.execute(q_renew, (ttl, thread, owner))).rowcount == 1
 
-            return await self.db.run(extend, error=StoreError, single=True)
+            return await self.db.run(extend, error=StoreError, operation="lease renew", single=True)
 
         async def release(thread: str, owner: str, within: float) -> None:
             # ``within`` is not needed: held_lease cancels this at its deadline, and a cancelled
-            # Postgres call returns at once.
+            # Postgres call returns within about a second (its connection shut, not waited on).
             async def free(conn: AsyncConnection[Any]) -> None:
                 await conn.execute(q_free, (thread, owner))
 
-            await self.db.run(free, error=StoreError, single=True)
+            await self.db.run(free, error=StoreError, operation="lease release", single=True)
 
         async with held_lease(
             thread_id,

@@ -15,7 +15,7 @@ from __future__ import annotations
 from plait.trace.postgres import PostgresTraceStore
 from plait.trace.recorder import TraceRecorder
 from plait.trace.server import create_app, serve
-from plait.trace.store import SQLiteTraceStore, TraceStore, TraceStoreError
+from plait.trace.store import SQLiteTraceStore, TraceStore, TraceStoreError, TraceStoreTimeoutError
 from plait.trace.views import call_view, run_view
 
 __all__ = [
@@ -24,6 +24,7 @@ __all__ = [
     "TraceRecorder",
     "TraceStore",
     "TraceStoreError",
+    "TraceStoreTimeoutError",
     "call_view",
     "create_app",
     "run_view",

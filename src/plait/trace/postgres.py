@@ -11,6 +11,10 @@ closed by the thread store) or on its own URL or pool. A write is one transactio
 spans are upserted by id, messages and blobs inserted once (``ON CONFLICT DO NOTHING``), each
 table with one ``executemany`` (psycopg sends them in one pipeline). Reads are one transaction
 each, so a request is replayed from one snapshot.
+
+Every call has the database's deadline (``timeout``, default 30 s; the table is in
+:mod:`plait.backends.postgres_db`): a frozen server makes it a :class:`TraceStoreTimeoutError`
+(a ``TraceStoreError``: the recorder reports it as a non-fatal ``ErrorOccurred``) at the deadline.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from plait.trace.store import (
     RequestRow,
     TraceBatch,
     TraceStoreError,
+    TraceStoreTimeoutError,
     escape_like,
     replay,
     request_row,
@@ -89,7 +94,7 @@ class PostgresTraceStore:
 
     async def setup(self) -> list[int]:
         """Apply the migrations not yet applied (the thread store's, these tables among them)."""
-        return await self.db.setup(error=TraceStoreError)
+        return await self.db.setup(error=TraceStoreError, timeout_error=TraceStoreTimeoutError)
 
     async def aclose(self) -> None:
         """Close the pool, unless the database is shared with a thread store (it closes it)."""
@@ -118,7 +123,12 @@ class PostgresTraceStore:
                 if batch.blobs:
                     await cur.executemany(self._q_blob, list(batch.blobs.items()))
 
-        await self.db.run(insert, error=TraceStoreError)
+        await self.db.run(
+            insert,
+            error=TraceStoreError,
+            timeout_error=TraceStoreTimeoutError,
+            operation="trace write",
+        )
 
     async def runs(self, query: str = "", limit: int = MAX_RUNS_LISTED) -> list[dict[str, Any]]:
         """Runs newest first; ``query`` filters (case-insensitive) on thread id, run id, input
@@ -135,7 +145,13 @@ class PostgresTraceStore:
             rows = await (await conn.execute(statement, (like, limit))).fetchall()
             return [run_dict(tuple(row)) for row in rows]
 
-        return await self.db.run(select, error=TraceStoreError, single=True)
+        return await self.db.run(
+            select,
+            error=TraceStoreError,
+            timeout_error=TraceStoreTimeoutError,
+            operation="trace runs",
+            single=True,
+        )
 
     async def run(self, run_id: str) -> tuple[dict[str, Any], list[dict[str, Any]]] | None:
         """A run and its spans in start order, or ``None`` if unknown."""
@@ -162,12 +178,22 @@ class PostgresTraceStore:
             ).fetchall()
             return run_dict(tuple(row)), [span_dict(tuple(x)) for x in spans]
 
-        return await self.db.run(select, error=TraceStoreError)
+        return await self.db.run(
+            select,
+            error=TraceStoreError,
+            timeout_error=TraceStoreTimeoutError,
+            operation="trace run",
+        )
 
     async def request(self, span_id: str) -> tuple[RequestRow, list[str], RequestRow | None] | None:
         """The request of model call ``span_id``: its row, its message keys (replayed from the
         last whole row), and the row of the thread's previous request (``None`` for the first)."""
-        return await self.db.run(lambda conn: self._request(conn, span_id), error=TraceStoreError)
+        return await self.db.run(
+            lambda conn: self._request(conn, span_id),
+            error=TraceStoreError,
+            timeout_error=TraceStoreTimeoutError,
+            operation="trace request",
+        )
 
     async def _request(
         self, conn: AsyncConnection[Any], span_id: str
@@ -233,7 +259,13 @@ class PostgresTraceStore:
                 for key, role, tokens, kind, body in rows
             }
 
-        return await self.db.run(select, error=TraceStoreError, single=True)
+        return await self.db.run(
+            select,
+            error=TraceStoreError,
+            timeout_error=TraceStoreTimeoutError,
+            operation="trace messages",
+            single=True,
+        )
 
     async def blob(self, digest: str) -> str | None:
         """The text stored under ``digest``, or ``None``."""
@@ -243,7 +275,13 @@ class PostgresTraceStore:
             row = await (await conn.execute(statement, (digest,))).fetchone()
             return None if row is None else str(row[0])
 
-        return await self.db.run(select, error=TraceStoreError, single=True)
+        return await self.db.run(
+            select,
+            error=TraceStoreError,
+            timeout_error=TraceStoreTimeoutError,
+            operation="trace blob",
+            single=True,
+        )
 
     async def last_request(self, thread_id: str) -> tuple[int, list[str]] | None:
         """The sequence number and message keys of the thread's newest request, or ``None``."""
@@ -259,7 +297,12 @@ class PostgresTraceStore:
             found = await self._request(conn, str(row[0]))
             return None if found is None else (found[0].seq, found[1])
 
-        return await self.db.run(select, error=TraceStoreError)
+        return await self.db.run(
+            select,
+            error=TraceStoreError,
+            timeout_error=TraceStoreTimeoutError,
+            operation="trace last request",
+        )
 
 
 def _request_values(r: RequestRow) -> tuple[Any, ...]:

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from plait.backends.sqlite import SQLiteFile
-from plait.errors import PlaitError
+from plait.errors import PlaitError, StoreTimeoutError
 
 __all__ = [
     "CHECKPOINT_EVERY",
@@ -43,6 +43,7 @@ __all__ = [
     "TraceBatch",
     "TraceStore",
     "TraceStoreError",
+    "TraceStoreTimeoutError",
     "storable_batch",
 ]
 
@@ -79,6 +80,12 @@ CREATE TABLE IF NOT EXISTS trace_blobs (hash TEXT PRIMARY KEY, text TEXT NOT NUL
 
 class TraceStoreError(PlaitError):
     """The trace store's file cannot be used (damaged, foreign, unwritable)."""
+
+
+class TraceStoreTimeoutError(StoreTimeoutError, TraceStoreError):
+    """A trace store call got no answer within its deadline and was abandoned (see
+    :class:`~plait.errors.StoreTimeoutError`); caught as a :class:`TraceStoreError` too (the
+    recorder reports it and the turn goes on)."""
 
 
 @dataclass(slots=True)
