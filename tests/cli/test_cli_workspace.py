@@ -172,3 +172,23 @@ def test_a_skill_script_runs_through_shell_in_the_sandbox_and_writes_into_the_wo
     events = [json.loads(line) for line in result.stdout.splitlines()]
     finished = [e["call"]["name"] for e in events if e["type"] == "tool_call_finished"]
     assert finished == ["read_file", "shell"]
+
+
+def test_run_help_documents_the_workspace_stdin_and_pipes() -> None:
+    result = CliRunner().invoke(app, ["run", "--help"], env={"COLUMNS": "100"})
+    assert result.exit_code == 0
+    text = " ".join(result.output.split())
+    for needle in (
+        "--yes",
+        "-y",
+        "--no-workspace",
+        'allow = ["write", "shell"] under [workspace] in plait.toml',
+        "network = true under [workspace]",
+        "echo TASK | plait run",
+        "At most 1 MiB",
+        "gets the answer only",
+        "--attach",
+        "--thinking",
+        "--no-thinking",
+    ):
+        assert needle in text, needle

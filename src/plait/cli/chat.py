@@ -62,7 +62,7 @@ def chat(
     """An interactive session. Ctrl-C cancels the running turn; Ctrl-D or /exit ends the session.
 
     Workspace writes and shell commands are asked about at the prompt (y/N) unless --yes or
-    [workspace] allow in plait.toml allows them.
+    allow under \\[workspace] in plait.toml allows them.
     """
     from plait.cli.display import TurnDisplay, info_console, make_console
 

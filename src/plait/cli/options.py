@@ -159,7 +159,7 @@ YesOption = Annotated[
         "--yes",
         "-y",
         help="Let the workspace tools write files and run shell commands without asking "
-        '(as [workspace] allow = ["write", "shell"]). Without it, chat asks at the '
+        '(as allow = \\["write", "shell"] under \\[workspace]). Without it, chat asks at the '
         "terminal and a run with no terminal refuses them.",
     ),
 ]

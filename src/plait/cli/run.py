@@ -302,10 +302,18 @@ def run(
 ) -> None:
     """Run one turn: stream the answer and show tool calls, skills and context events.
 
-    The agent works on the current folder with the workspace tools (ls, read_file, glob, grep;
-    write_file, edit_file and shell once allowed: --yes, [workspace] allow in plait.toml, or a
-    y at the prompt when a terminal is on standard input). When standard output is not a
-    terminal it gets the answer only; everything else goes to standard error.
+    The agent works on the current folder with the workspace tools: ls, read_file, glob and
+    grep freely; write_file, edit_file and shell (sandboxed in bubblewrap, no network unless
+    network = true under \\[workspace]) only once allowed: --yes, allow = \\["write", "shell"]
+    under \\[workspace] in plait.toml, or a y at the prompt when a terminal is on standard input
+    (with none, they are refused and the model is told how to ask). AGENTS.md and CLAUDE.md
+    of the folder and its parents join the system prompt. --no-workspace turns all this off.
+
+    The task: the argument, or standard input when piped (echo TASK | plait run, or plait run -);
+    piped text is added after a task argument. At most 1 MiB is read from standard input.
+
+    When standard output is not a terminal it gets the answer only (plait run TASK >
+    answer.txt); usage, tool, thread and trace lines go to standard error.
     """
     from plait.cli.display import TurnDisplay, info_console, make_console
 
