@@ -13,8 +13,10 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from anthropic_server import AnthropicServer
 from chat_completions import sse_answer
 from test_cli_mcp import sse_tool_call
 from test_cli_terminal import ANSI, plait_process
@@ -57,9 +59,9 @@ def test_a_task_argument_with_dev_null_as_stdin_is_the_whole_task(
     env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
     env.update(PLAIT_HOME=str(tmp_path), NO_COLOR="1")
     env.pop("PLAIT_MODEL", None)
+    command = [sys.executable, "-c", "from plait.cli import main; main()"]
     result = subprocess.run(
-        [sys.executable, "-c", "from plait.cli import main; main()", "run", "hello"]
-        + ["--model", spec(server), "--no-trace"],
+        [*command, "run", "hello", "--model", spec(server), "--no-trace"],
         stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,
@@ -75,8 +77,11 @@ def test_a_task_argument_with_dev_null_as_stdin_is_the_whole_task(
 class Terminal:
     """A spawned ``plait`` whose stdin, stdout and stderr are one pseudo-terminal."""
 
-    def __init__(self, *args: str, home: Path, cwd: Path) -> None:
+    def __init__(
+        self, *args: str, home: Path, cwd: Path, extra_env: dict[str, str] | None = None
+    ) -> None:
         env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+        env.update(extra_env or {})
         env.update(HOME=str(home), PLAIT_HOME=str(home / "plait"), COLUMNS="120", TERM="xterm")
         env.pop("PLAIT_MODEL", None)
         env.pop("NO_COLOR", None)
@@ -153,3 +158,34 @@ def test_chat_asks_before_a_write_and_no_is_the_default(server: WireServer, tmp_
     assert not (project / "b.txt").exists()
     declined = [m for m in server.bodies()[3]["messages"] if m["role"] == "tool"][-1]
     assert "The user declined this write_file call" in declined["content"]
+
+
+def test_thinking_on_a_terminal_is_one_folded_dim_line_before_the_answer(tmp_path: Path) -> None:
+    thought = "First I consider the question.\nThen I answer it."
+
+    def brain(body: dict[str, Any]) -> list[dict[str, Any]]:
+        return [{"type": "thinking", "thinking": thought}, {"type": "text", "text": "Answer."}]
+
+    with AnthropicServer(brain) as claude:
+        run = Terminal(
+            "run",
+            "q?",
+            "-m",
+            "anthropic:claude-sonnet-4-5",
+            "--thinking",
+            "1024",
+            "--no-trace",
+            home=tmp_path,
+            cwd=tmp_path,
+            extra_env={"ANTHROPIC_API_KEY": "sk-ant-x", "ANTHROPIC_BASE_URL": claude.url},
+        )
+        try:
+            seen = run.expect("thread: ")
+        except BaseException:
+            run.close(kill=True)
+            raise
+        assert run.close() == 0
+    folded = f"thinking: First I consider the question. ({len(thought)} characters)"
+    assert folded in seen
+    assert seen.index(folded) < seen.index("Answer.")
+    assert "Then I answer it." not in seen
