@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import pty
 import select
+import signal
 import subprocess
 import sys
 import time
@@ -189,3 +190,31 @@ def test_thinking_on_a_terminal_is_one_folded_dim_line_before_the_answer(tmp_pat
     assert folded in seen
     assert seen.index(folded) < seen.index("Answer.")
     assert "Then I answer it." not in seen
+
+
+def test_ctrl_c_at_the_question_cancels_the_turn_and_the_next_line_is_a_message(
+    server: WireServer, tmp_path: Path
+) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    server._replies.append(sse_tool_call("shell", {"command": "touch ran"}))
+    server._replies.append(sse_answer("Next answer."))
+    chat = Terminal("chat", "--model", spec(server), "--no-trace", home=tmp_path, cwd=project)
+    try:
+        chat.expect("you> ")
+        chat.send("run something\n")
+        chat.expect("? the agent wants to run: touch ran")
+        chat.expect("allow? [y/N]")
+        chat.process.send_signal(signal.SIGINT)
+        chat.expect("turn cancelled")
+        chat.expect("you> ")
+        chat.send("and now?\n")
+        chat.expect("Next answer.")
+        chat.expect("you> ")
+        chat.send("\x04")
+    except BaseException:
+        chat.close(kill=True)
+        raise
+    assert chat.close() == 0, chat.seen[-2000:]
+    assert not (project / "ran").exists()
+    assert server.bodies()[-1]["messages"][-1]["content"] == "and now?"

@@ -5,12 +5,13 @@
 ``shell`` call that ``--yes`` or ``[workspace] allow`` does not cover stops the spinner, shows
 what the model wants to do and waits for ``y``. Anything else, an empty line (the default) or the
 end of input, is no; the model reads that the user declined. Calls made at once are asked one at
-a time.
+a time. Ctrl-C at the question cancels the turn, as anywhere else in it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 from collections.abc import Callable
 from typing import IO, Any
@@ -20,7 +21,34 @@ from rich.text import Text
 
 from plait.cli.console import short
 
-__all__ = ["TerminalApprover", "describe_call"]
+__all__ = ["TerminalApprover", "describe_call", "read_line"]
+
+
+async def read_line(stream: IO[str]) -> str:
+    """One line typed at ``stream`` (``""`` at the end of input), read without blocking the
+    event loop. On a terminal it waits on the file descriptor in the loop, so a cancelled turn
+    (Ctrl-C) stops waiting and leaves no reader behind to take the next line typed; a stream
+    with no descriptor is read in a worker thread."""
+    try:
+        fd = stream.fileno()
+    except (OSError, ValueError, AttributeError):
+        return await asyncio.to_thread(stream.readline)
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[bytes] = loop.create_future()
+
+    def readable() -> None:
+        try:
+            data = os.read(fd, 4096)  # a terminal in line mode hands over one line
+        except OSError:
+            data = b""
+        if not done.done():
+            done.set_result(data)
+
+    loop.add_reader(fd, readable)
+    try:
+        return (await done).decode("utf-8", "replace")
+    finally:
+        loop.remove_reader(fd)
 
 
 def describe_call(tool: str, args: dict[str, Any]) -> str:
@@ -58,8 +86,7 @@ class TerminalApprover:
                 soft_wrap=True,
             )
             self.console.print(Text("  allow? [y/N] ", style="bold yellow"), end="")
-            stream = self.stdin or sys.stdin
-            line = await asyncio.to_thread(stream.readline)
+            line = await read_line(self.stdin or sys.stdin)
             if not line:
                 self.console.print()
             return line.strip().lower() in ("y", "yes")
