@@ -20,8 +20,9 @@ async def test_disclosure_mode_agent_shows_the_catalog_and_reads_skills(tmp_path
     await agent.run("hi", thread_id="t")
     assert "**csv-insights**" in model.requests[0].system_prompt
     assert "read_file" in [t.name for t in model.requests[0].tools]
-    # drain the history offload; close the model, the results db and the store
-    assert len(closers) == 4
+    # drain the history offload, close the workspace's sandbox, the model, the results db and
+    # the store
+    assert len(closers) == 5
     for close in closers:
         await close()
     assert (tmp_path / "t.sqlite3").exists()  # the blob backend opens on first write
@@ -37,7 +38,7 @@ async def test_managed_mode_agent_loads_a_skill_and_closes_the_manager(tmp_path:
     loaded = [m for m in result.new_messages if isinstance(m, ToolMessage)]
     assert not loaded[0].is_error and "csv-insights" in loaded[0].text
     assert "load_skill" in [t.name for t in model.requests[0].tools]
-    assert len(closers) == 5  # + close the skill manager
+    assert len(closers) == 6  # + close the skill manager
     for close in closers:
         await close()
 

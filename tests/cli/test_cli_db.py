@@ -96,7 +96,7 @@ def _run_twice(database: str, server: WireServer, tmp_path: Path) -> None:
     server._replies.append(sse_text("Stored in Postgres."))
     first = plait("run", "first", "--model", spec, home=tmp_path, store=database)
     assert first.returncode == 0, first.stdout + first.stderr
-    thread = first.stdout.split("thread: ")[1].split()[0]
+    thread = first.stderr.split("thread: ")[1].split()[0]
     assert not (tmp_path / "threads.sqlite3").exists()
     server._replies.append(sse_text("Continued."))
     second = plait(
@@ -111,7 +111,7 @@ def _run_twice(database: str, server: WireServer, tmp_path: Path) -> None:
     ]
     # The traces went to the same database, and the hint names the store (no password).
     assert not list(tmp_path.glob("*traces*"))
-    assert f"plait ui --store {database}" in second.stdout
+    assert f"plait ui --store {database}" in second.stderr
     with psycopg.connect(database) as conn:
         rows = conn.execute(
             "SELECT thread_id, input, status FROM plait_trace_runs ORDER BY started"

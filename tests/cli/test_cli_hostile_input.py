@@ -47,7 +47,7 @@ def test_an_argument_that_is_not_utf8_is_kept_with_a_replacement(
     assert result.returncode == 0, result.stdout + result.stderr
     sent = server.bodies()[0]["messages"]
     assert sent[-1] == {"role": "user", "content": "summarise caf\ufffd.txt"}
-    thread = result.stdout.decode().split("thread: ")[1].split()[0]
+    thread = result.stderr.decode().split("thread: ")[1].split()[0]
     shown = plait("threads", "show", thread, home=tmp_path)
     assert shown.returncode == 0 and "Summarised." in shown.stdout.decode()
 

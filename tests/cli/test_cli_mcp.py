@@ -85,7 +85,7 @@ def test_a_server_that_cannot_start_is_skipped_with_a_warning_and_the_run_goes_o
     model = f"openai-compatible:m@{server.url}/v1"
     result = plait("run", "hi", "--model", model, "--mcp", "a=/nonexistent/srv", home=tmp_path)
     assert result.returncode == 0, result.stderr
-    shown = " ".join(result.stdout.split())
+    shown = " ".join((result.stdout + result.stderr).split())
     assert "! MCP server a skipped, its tools are left out: MCP server 'a' could not be" in shown
     assert "Hello." in shown
     assert "tools" not in server.bodies()[0] or not any(
@@ -101,7 +101,7 @@ def test_tools_a_server_lists_badly_are_left_out_with_a_warning_and_the_run_goes
     command = shlex.join([*HOSTILE, "sanitize"])
     result = plait("run", "hi", "--model", model, "--mcp", f"bad={command}", home=tmp_path)
     assert result.returncode == 0, result.stderr
-    shown = " ".join(result.stdout.split())
+    shown = " ".join((result.stdout + result.stderr).split())
     assert "! MCP tools of bad left out: MCP server 'bad': tools 'a.b', 'a b' both become" in shown
     assert "Hello." in shown
     sent = [t["function"]["name"] for t in server.bodies()[0]["tools"]]

@@ -83,7 +83,7 @@ def test_run_streams_the_answer_and_thread_continues_across_processes(
     first = plait("run", "first question", "--model", spec, home=tmp_path)
     assert first.returncode == 0, first.stdout + first.stderr
     assert "Hello from the wire." in first.stdout
-    thread = first.stdout.split("thread: ")[1].split()[0]
+    thread = first.stderr.split("thread: ")[1].split()[0]
     assert (tmp_path / "threads.sqlite3").exists()
 
     server._replies.append(sse_text("Second answer."))
@@ -130,7 +130,7 @@ def test_threads_list_and_show_what_run_kept(server: WireServer, tmp_path: Path)
     first = plait(
         "run", "remember this", "--model", f"openai-compatible:m@{server.url}/v1", home=tmp_path
     )
-    thread = first.stdout.split("thread: ")[1].split()[0]
+    thread = first.stderr.split("thread: ")[1].split()[0]
     listed = plait("threads", "list", home=tmp_path)
     assert listed.returncode == 0 and thread in listed.stdout and "remember this" in listed.stdout
     shown = plait("threads", "show", thread, home=tmp_path)
@@ -151,7 +151,7 @@ def test_threads_delete_removes_the_thread_and_its_offloaded_files(
     first = plait(
         "run", "temporary", "--model", f"openai-compatible:m@{server.url}/v1", home=tmp_path
     )
-    thread = first.stdout.split("thread: ")[1].split()[0]
+    thread = first.stderr.split("thread: ")[1].split()[0]
     blobs = SQLiteBackend(tmp_path / "threads-blobs.sqlite3")
     asyncio.run(blobs.write(f"large_tool_results/{thread}/1-abc-call", "big"))
     asyncio.run(blobs.write("large_tool_results/other/1-abc-call", "keep"))
@@ -199,7 +199,7 @@ def test_run_verbose_prints_the_resolved_middleware_order(
     server._replies.append(sse_text("Ordered."))
     result = plait("run", "hi", "--model", spec, "-v", home=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
-    order = result.stdout.split("middleware, in order:")[1]
+    order = result.stderr.split("middleware, in order:")[1]
     names = [line.split(". ")[1].split(" ")[0].rstrip(":") for line in order.splitlines()[1:7]]
     assert names == [
         "RepetitionDetector",
@@ -222,8 +222,8 @@ def test_run_keeps_the_thread_id_whole_on_a_narrow_terminal(
     server._replies.append(sse_text("Short answer."))
     result = plait("run", "hi", "--model", _spec(server), home=tmp_path, columns=30)
     assert result.returncode == 0, result.stdout + result.stderr
-    ids = re.findall(r"--thread ([0-9a-f]+)", result.stdout)
-    assert ids and len(ids[0]) == 32, result.stdout
+    ids = re.findall(r"--thread ([0-9a-f]+)", result.stderr)
+    assert ids and len(ids[0]) == 32, result.stderr
 
 
 def test_run_with_an_unknown_thread_says_so_and_sends_nothing(
@@ -321,7 +321,8 @@ def test_run_prints_the_trace_line_once(server: WireServer, tmp_path: Path) -> N
     server._replies.append(sse_text("ok"))
     result = plait("run", "hi", "--model", _spec(server), home=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert result.stdout.count("trace: plait ui") == 1, result.stdout
+    assert result.stderr.count("trace: plait ui") == 1, result.stderr
+    assert result.stdout == "ok\n"  # piped: the answer only
 
 
 def test_run_takes_a_system_prompt(server: WireServer, tmp_path: Path) -> None:

@@ -1,8 +1,9 @@
 """Assembling the agent that ``plait run`` / ``plait chat`` drive.
 
 The CLI's agent is an ordinary :class:`~plait.Agent`: the chosen model, the skills battery in the
-chosen mode, and context management (overflow recovery, summarization, result eviction) writing
-to the same data directory as the thread store.
+chosen mode, the workspace toolset on the current folder with its project instructions
+(``AGENTS.md``, ``CLAUDE.md``), and context management (overflow recovery, summarization, result
+eviction) writing to the same data directory as the thread store.
 """
 
 from __future__ import annotations
@@ -19,10 +20,12 @@ from plait.models.registry import MODEL_SPEC_FORMS
 
 if TYPE_CHECKING:
     from plait.middleware.base import Middleware
-    from plait.models.base import Model
+    from plait.models.base import Model, ModelSettings
     from plait.runtime.agent import Agent, Limits
     from plait.skills import FilesystemSource
     from plait.skills.managed import ScriptConfig
+    from plait.tools import Tool
+    from plait.workspace import Approver
 
 __all__ = [
     "AgentOptions",
@@ -82,6 +85,19 @@ class AgentOptions:
     """MCP servers, ``{name: settings}`` (see :func:`plait.mcp.servers_from_mapping`)."""
     leading_middleware: list[Middleware] = field(default_factory=list)
     """Placed before every other middleware (the trace recorder, so it sees each call whole)."""
+    workspace: bool = True
+    """The workspace toolset (:mod:`plait.workspace`) on ``workspace_root`` and the project's
+    ``AGENTS.md`` / ``CLAUDE.md`` in the system prompt (``--no-workspace``: neither)."""
+    workspace_root: Path | None = None
+    """Default: the current folder."""
+    workspace_allow: frozenset[str] = frozenset()
+    """Gated actions allowed without asking (``--yes``: ``{"write", "shell"}``)."""
+    workspace_approve: Approver | None = None
+    """Asked for a gated call ``workspace_allow`` does not cover; ``None``: such calls are
+    refused (a run with no terminal to ask at)."""
+    workspace_network: bool = False
+    model_settings: ModelSettings | None = None
+    """The agent's model settings (``--temperature``, ``--max-tokens``, ``--thinking``)."""
 
 
 Closer = Callable[[], Awaitable[None]]
@@ -137,13 +153,18 @@ async def _assemble(options: AgentOptions, store: Any, backend: Any) -> tuple[Ag
         aclose = getattr(leading, "aclose", None)
         if aclose is not None:
             closers.append(aclose)
+    tools: list[Tool] = []
     try:
         sources = [FilesystemSource(Path(p)) for p in options.skills]
+        skills_middleware: list[Middleware] = []
         if sources:
             skills_middleware, close_skills = await _skills(options, sources)
-            middleware.extend(skills_middleware)
             if close_skills is not None:
                 closers.append(close_skills)
+        if options.workspace:
+            tools, project = _workspace(options, skills_middleware, closers)
+            middleware.append(project)
+        middleware.extend(skills_middleware)
         middleware.extend(options.extra_middleware)
         if options.mcp:
             from plait.mcp import McpToolset, servers_from_mapping
@@ -153,15 +174,39 @@ async def _assemble(options: AgentOptions, store: Any, backend: Any) -> tuple[Ag
             closers.append(toolset.aclose)
         agent = Agent(
             options.model,
+            tools=tools,
             middleware=middleware,
             system_prompt=options.system_prompt,
             store=store,
             limits=options.limits,
+            model_settings=options.model_settings,
         )
     except BaseException:
         await _close_quietly(closers)
         raise
     return agent, closers
+
+
+def _workspace(
+    options: AgentOptions, skills: list[Middleware], closers: list[Closer]
+) -> tuple[list[Tool], Middleware]:
+    """The workspace tools and the project-context middleware. In disclosure mode the
+    workspace's ``read_file`` falls back to the skills middleware's, so a skill path and a
+    workspace path are read through one tool name."""
+    from plait.skills.disclosure import SkillsMiddleware
+    from plait.workspace import ProjectContext, Workspace
+
+    root = options.workspace_root or Path.cwd()
+    fallback = next((m.read_tool for m in skills if isinstance(m, SkillsMiddleware)), None)
+    workspace = Workspace(
+        str(root),
+        allow=options.workspace_allow,
+        approve=options.workspace_approve,
+        network=options.workspace_network,
+        read_fallback=fallback,
+    )
+    closers.append(workspace.aclose)
+    return workspace.tools(), ProjectContext(root)
 
 
 async def _close_quietly(closers: list[Closer]) -> None:

@@ -8,11 +8,12 @@ import sys
 import typer
 
 from plait.__about__ import __version__
+from plait.cli.chat import chat
 from plait.cli.config_command import config_app
 from plait.cli.db import db_app
 from plait.cli.demo import demo
 from plait.cli.root import HELP
-from plait.cli.run import MODEL_EPILOG, chat, run
+from plait.cli.run import MODEL_EPILOG, run
 from plait.cli.skills import skills_app
 from plait.cli.threads import threads_app
 from plait.cli.ui import ui

@@ -15,15 +15,15 @@ environment                ``PLAIT_MODEL``, ``PLAIT_STORE``, ``PLAIT_MODEL_TIMEO
 command line               the flags of ``plait run`` / ``plait chat``
 =========================  ===================================================================
 
-``[limits]``, ``[mcp.<name>]`` and ``[prices.<model>]`` merge key by key too; ``skills`` folders
-add up (project first, then user: earlier folders win name clashes). Relative paths in a file are
-relative to that file's folder; ``~`` is expanded. Unknown keys and wrong types are a
-:class:`ConfigFileError` naming the file and the key, and so is a file tomllib cannot parse for
-any reason (arrays nested thousands deep included: a cloned repository cannot break the CLI).
-Timeouts (``timeout``, ``limits.tool_timeout``, ``$PLAIT_MODEL_TIMEOUT``, ``--timeout``) follow
-one rule, :func:`~plait.models.timeouts.parse_timeout`: seconds > 0, ``inf`` for no deadline.
-A file is read only up to :data:`MAX_CONFIG_BYTES`; the walk up for the project file stops at
-the filesystem root or after :data:`MAX_PARENT_LEVELS` folders.
+``[limits]``, ``[workspace]``, ``[mcp.<name>]`` and ``[prices.<model>]`` merge key by key too;
+``skills`` folders add up (project first, then user: earlier folders win name clashes). Relative
+paths in a file are relative to that file's folder; ``~`` is expanded. Unknown keys and wrong
+types are a :class:`ConfigFileError` naming the file and the key, and so is a file tomllib cannot
+parse for any reason (arrays nested thousands deep included: a cloned repository cannot break
+the CLI). Timeouts (``timeout``, ``limits.tool_timeout``, ``$PLAIT_MODEL_TIMEOUT``,
+``--timeout``) follow one rule, :func:`~plait.models.timeouts.parse_timeout`: seconds > 0,
+``inf`` for no deadline. A file is read only up to :data:`MAX_CONFIG_BYTES`; the walk up for the
+project file stops at the filesystem root or after :data:`MAX_PARENT_LEVELS` folders.
 """
 
 from __future__ import annotations
@@ -56,6 +56,7 @@ __all__ = [
     "McpServerConfig",
     "PriceConfig",
     "Settings",
+    "WorkspaceConfig",
     "config_home",
     "load_settings",
 ]
@@ -140,6 +141,18 @@ class McpServerConfig(_Strict):
         return self
 
 
+class WorkspaceConfig(_Strict):
+    """``[workspace]``: the file and shell tools of ``plait run`` / ``plait chat``
+    (:mod:`plait.workspace`)."""
+
+    enabled: bool | None = None
+    """``false``: no workspace tools (as ``--no-workspace``)."""
+    allow: list[Literal["write", "shell"]] | None = None
+    """Gated actions allowed without asking: ``"write"`` (write_file, edit_file), ``"shell"``."""
+    network: bool | None = None
+    """``true``: ``shell`` commands may use the network (default: none)."""
+
+
 class PriceConfig(_Strict):
     """``[prices.<model>]``: US dollars per million tokens (see :mod:`plait.pricing`)."""
 
@@ -169,6 +182,7 @@ class ConfigFile(_Strict):
     plain: bool | None = None
     """``true``: never render answers as Markdown."""
     limits: LimitsConfig | None = None
+    workspace: WorkspaceConfig | None = None
     mcp: dict[str, McpServerConfig] | None = None
     prices: dict[str, PriceConfig] | None = None
 
@@ -316,6 +330,7 @@ def _known_keys(parent: tuple[int | str, ...]) -> list[str]:
     model: type[BaseModel] = ConfigFile
     sections: dict[str, type[BaseModel]] = {
         "limits": LimitsConfig,
+        "workspace": WorkspaceConfig,
         "mcp": McpServerConfig,
         "prices": PriceConfig,
     }
@@ -327,7 +342,9 @@ def _known_keys(parent: tuple[int | str, ...]) -> list[str]:
 def _apply_file(settings: Settings, config: ConfigFile, path: Path) -> None:
     origin = str(path)
     base = path.parent
-    data = config.model_dump(exclude_none=True, exclude={"skills", "limits", "mcp", "prices"})
+    data = config.model_dump(
+        exclude_none=True, exclude={"skills", "limits", "workspace", "mcp", "prices"}
+    )
     for key, value in data.items():
         if key in _PATH_KEYS and "://" not in value:
             value = str(base / Path(value).expanduser())
@@ -335,6 +352,9 @@ def _apply_file(settings: Settings, config: ConfigFile, path: Path) -> None:
     if config.limits is not None:
         for key, value in config.limits.model_dump(exclude_none=True).items():
             settings.set(f"limits.{key}", value, origin)
+    if config.workspace is not None:
+        for key, value in config.workspace.model_dump(exclude_none=True).items():
+            settings.set(f"workspace.{key}", value, origin)
     for name, server in (config.mcp or {}).items():
         settings.set(f"mcp.{name}", server, origin)
     for name, price in (config.prices or {}).items():
@@ -383,6 +403,9 @@ _DEFAULTS: dict[str, Any] = {
     "allow_scripts": False,
     "plain": False,
     "limits.max_input_tokens": 100_000,
+    "workspace.enabled": True,
+    "workspace.allow": [],
+    "workspace.network": False,
 }
 
 _ENVIRONMENT = {"model": "PLAIT_MODEL", "store": "PLAIT_STORE", "timeout": "PLAIT_MODEL_TIMEOUT"}

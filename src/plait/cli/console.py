@@ -102,6 +102,7 @@ def _battery_lines() -> dict[type[Event], Callable[[Any], str | None]]:
         SkillToolsWithdrawn,
     )
     from plait.skills.managed import SkillLoaded, SkillUnloaded
+    from plait.workspace.events import ProjectContextLoaded
 
     return {
         SkillCatalogLoaded: lambda e: _dim(
@@ -113,6 +114,7 @@ def _battery_lines() -> dict[type[Event], Callable[[Any], str | None]]:
             + escape(f"{e.skill or e.source_id}: {e.diagnostic.message}")
         ),
         SkillPinned: lambda e: _dim(f"◆ pinned skill {e.name}"),
+        ProjectContextLoaded: _project_line,
         SkillToolsDisclosed: lambda e: (
             f"[magenta]+ tools unlocked:[/magenta] {escape(_names([*e.tools, *e.deferred]))}"
         ),
@@ -144,6 +146,22 @@ def _battery_lines() -> dict[type[Event], Callable[[Any], str | None]]:
     }
 
 
+def _verbose_only() -> tuple[type[Event], ...]:
+    """Events shown only with ``-v`` (every turn has one; the trace keeps them too)."""
+    from plait.workspace.events import ProjectContextLoaded
+
+    return (ProjectContextLoaded,)
+
+
+def _project_line(event: Any) -> str:
+    if not event.files:
+        return _dim("◆ project instructions: none (no AGENTS.md or CLAUDE.md)")
+    names = ", ".join(
+        f"{f.path} ({f.chars:,} chars{', cut' if f.cut else ''})" for f in event.files
+    )
+    return _dim(f"◆ project instructions: {names}")
+
+
 # Matched by ``type``: importing the event class would load plait.mcp for every run and chat,
 # and the event only comes from servers that --mcp or the config file named.
 _LINES_BY_TYPE: dict[str, Callable[[Any], str | None]] = {
@@ -161,10 +179,15 @@ _LINES_BY_TYPE: dict[str, Callable[[Any], str | None]] = {
 
 
 class EventPrinter:
-    """Print events to ``console``; call it with each event of ``agent.stream(...)``."""
+    """Print events; call it with each event of ``agent.stream(...)``. Answer text goes to
+    ``console``, every other line to ``info`` (default: ``console``; standard error when the
+    answer is piped, so the pipe holds the answer only)."""
 
-    def __init__(self, console: Console, *, verbose: bool = False) -> None:
+    def __init__(
+        self, console: Console, *, verbose: bool = False, info: Console | None = None
+    ) -> None:
         self.console = console
+        self.info = console if info is None else info
         self.verbose = verbose
         self._in_text = False
         from plait.runtime import events
@@ -176,11 +199,17 @@ class EventPrinter:
             events.ModelResponseReceived,
             events.DispatchFinished,
             events.TurnFinished,
+            *_verbose_only(),
         )
         self._special: dict[type[Event], Callable[[Any], str | None]] = {
             events.ToolCallStarted: self._tool_call,
             events.ToolCallFinished: self._tool_result,
             events.ErrorOccurred: self._error,
+            events.ReasoningDeltaReceived: lambda e: None,  # the turn display folds these
+            events.ReasoningDropped: lambda e: (
+                f"[yellow]note:[/yellow] {e.count} reasoning part(s) from {escape(e.provider)} "
+                "left out: this model cannot take another provider's reasoning"
+            ),
             **_battery_lines(),
         }
 
@@ -195,10 +224,8 @@ class EventPrinter:
         line = handler(event) if handler else f"[dim]• {event.type}[/dim] {escape(_fields(event))}"
         if line is None:
             return
-        if self._in_text:
-            self.console.print()
-            self._in_text = False
-        self.console.print(line, highlight=False)
+        self.finish()
+        self.info.print(line, highlight=False)
 
     def finish(self) -> None:
         """End the current line of answer text, if any."""
@@ -235,12 +262,18 @@ class JsonEventWriter:
     are written as strings.
     """
 
-    def __init__(self, write: Callable[[str], object] | None = None) -> None:
+    def __init__(
+        self, write: Callable[[str], object] | None = None, *, skip_reasoning: bool = False
+    ) -> None:
         self._write = write or (lambda line: print(line, flush=True))
+        self.skip_reasoning = skip_reasoning
+        """``True`` (``--no-thinking``): no ``reasoning_delta_received`` lines."""
 
     def __call__(self, event: Event) -> None:
         from plait.runtime.events import ModelCallRetried
 
+        if self.skip_reasoning and event.type == "reasoning_delta_received":
+            return
         if isinstance(event, ModelCallRetried):
             self.retry(event)
             return

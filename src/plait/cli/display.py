@@ -6,6 +6,12 @@
 * The answer as Markdown on a terminal; as the model wrote it when piped or with ``--plain``.
 * After each turn, its tokens (``in 1,234 · out 56 · cached 1,000``) and, when the model's price
   is known (:mod:`plait.pricing`), what they cost.
+* The model's thinking (``ReasoningDeltaReceived``), folded: the spinner counts it
+  (``thinking… 1,234 characters``), then one dim line holds its first line and its length; with
+  ``-v`` it streams dimmed as it comes; ``--no-thinking`` hides it.
+
+Only the answer goes to ``console``; every other line goes to ``info``, which is standard error
+when standard output is not a terminal (``plait run ... > answer.txt`` holds the answer only).
 
 Everything else (tool calls, skills, context events) is :class:`~plait.cli.console.EventPrinter`'s.
 Text from models and servers is never read as rich markup or emoji codes.
@@ -28,6 +34,7 @@ from plait.runtime.events import (
     ModelCallRetried,
     ModelRequestSent,
     ModelResponseReceived,
+    ReasoningDeltaReceived,
     TextDeltaReceived,
     TurnFinished,
 )
@@ -36,12 +43,18 @@ if TYPE_CHECKING:
     from plait.middleware.context import Event
     from plait.models.retrying import RetryNotice
 
-__all__ = ["TurnDisplay", "make_console", "retry_line", "usage_line"]
+__all__ = ["TurnDisplay", "info_console", "make_console", "retry_line", "usage_line"]
 
 
 def make_console(*, stderr: bool = False) -> Console:
     """A console that never turns text into markup highlights or emoji (``:x:`` stays ``:x:``)."""
     return Console(stderr=stderr, highlight=False, emoji=False)
+
+
+def info_console(console: Console) -> Console:
+    """Where everything but the answer goes: ``console`` itself on a terminal, else standard
+    error (so a pipe or a file gets the answer only)."""
+    return console if console.is_terminal else make_console(stderr=True)
 
 
 def usage_line(usage: Usage, price: Price | None = None) -> str:
@@ -76,13 +89,26 @@ def retry_line(notice: RetryNotice | ModelCallRetried) -> str:
 
 
 class _Waiting:
-    """``waiting for the model… 12 s``: rendered afresh on every refresh of the spinner."""
+    """``waiting for the model… 12 s`` (``thinking… 1,234 characters · 12 s`` while the model
+    thinks): rendered afresh on every refresh of the spinner."""
 
     def __init__(self) -> None:
         self.started = time.monotonic()
+        self.thinking = 0
 
     def __rich__(self) -> Text:
-        return Text(f"waiting for the model… {time.monotonic() - self.started:.0f} s")
+        seconds = f"{time.monotonic() - self.started:.0f} s"
+        if self.thinking:
+            return Text(f"thinking… {self.thinking:,} characters · {seconds}", style="dim")
+        return Text(f"waiting for the model… {seconds}")
+
+
+def thinking_line(text: str) -> str:
+    """``thinking: First line of it… (1,234 characters)``: a folded thought."""
+    first = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    if len(first) > 100:
+        first = first[:99] + "…"
+    return f"thinking: {first} ({len(text):,} characters)"
 
 
 class TurnDisplay:
@@ -97,17 +123,29 @@ class TurnDisplay:
         verbose: bool = False,
         markdown: bool | None = None,
         price: Price | None = None,
+        info: Console | None = None,
+        thinking: bool = True,
     ) -> None:
         self.console = console
-        self.printer = EventPrinter(console, verbose=verbose)
+        self.info = console if info is None else info
+        self.printer = EventPrinter(console, verbose=verbose, info=self.info)
         self.live = console.is_terminal
         self.markdown = self.live if markdown is None else markdown
         self.price = price
+        self.thinking = thinking
+        """``False`` (``--no-thinking``): the model's thinking is not shown."""
+        self._thought: list[str] = []
+        self._thinking_streamed = False
+        self._waiting: _Waiting | None = None
         self._status: Status | None = None
         self._answer: Live | None = None
         self._view = _MarkdownView()
 
     def __call__(self, event: Event) -> None:
+        if isinstance(event, ReasoningDeltaReceived):
+            self._think(event.text)
+            return
+        self._end_thought()
         if isinstance(event, ModelCallRetried):
             self.retry(event)
             return
@@ -133,7 +171,7 @@ class TurnDisplay:
         if isinstance(event, TurnFinished):
             self._end_answer()
             self.printer.finish()
-            self.console.print(Text(usage_line(event.usage, self.price), style="dim"))
+            self.info.print(Text(usage_line(event.usage, self.price), style="dim"))
 
     @property
     def spinning(self) -> bool:
@@ -147,25 +185,63 @@ class TurnDisplay:
         self._stop_spinner()
         self._end_answer()
         self.printer.finish()
-        self.console.print(Text(retry_line(notice), style="yellow"))
+        self.info.print(Text(retry_line(notice), style="yellow"))
         if spinning:
             self._spin()
 
     def finish(self) -> None:
         """Stop the spinner and end the answer (also after an error or Ctrl-C)."""
+        self._end_thought()
         self._stop_spinner()
         self._end_answer()
         self.printer.finish()
 
+    def pause(self) -> None:
+        """Clear the terminal for a question to the person (an approval prompt): stop the
+        spinner, end the thought and the answer so far."""
+        self.finish()
+
+    def _think(self, text: str) -> None:
+        if not self.thinking or not text:
+            return
+        self._thought.append(text)
+        if self.printer.verbose:
+            self._stop_spinner()
+            self._end_answer()
+            self.printer.finish()
+            self.info.print(Text(text, style="dim"), end="", soft_wrap=True)
+            self._thinking_streamed = True
+        elif self._waiting is not None:
+            self._waiting.thinking += len(text)
+
+    def _end_thought(self) -> None:
+        """After the last thinking delta of a run of them: the folded line (or, with ``-v``,
+        the end of the streamed thought)."""
+        if not self._thought:
+            return
+        text = "".join(self._thought)
+        self._thought = []
+        if self._thinking_streamed:
+            self._thinking_streamed = False
+            self.info.print()
+            return
+        spinning = self._status is not None
+        self._stop_spinner()
+        self.info.print(Text(thinking_line(text), style="dim"), soft_wrap=True)
+        if spinning:
+            self._spin()
+
     def _spin(self) -> None:
-        if self.live and self._status is None:
-            self._status = self.console.status(_Waiting(), spinner="dots")
+        if self.info.is_terminal and self._status is None:
+            self._waiting = _Waiting()
+            self._status = self.info.status(self._waiting, spinner="dots")
             self._status.start()
 
     def _stop_spinner(self) -> None:
         if self._status is not None:
             self._status.stop()
             self._status = None
+            self._waiting = None
 
     @property
     def markdown_parses(self) -> int:

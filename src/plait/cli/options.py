@@ -34,7 +34,7 @@ from plait.models.timeouts import parse_timeout
 from plait.pricing import PRICES, Price, price_for
 
 if TYPE_CHECKING:
-    from plait.models.base import Model
+    from plait.models.base import Model, ModelSettings, Reasoning
     from plait.models.retrying import RetryNotice
     from plait.runtime.agent import Limits
 
@@ -56,6 +56,11 @@ class Flags:
     system_prompt: str | None = None
     timeout: float | None = None
     plain: bool | None = None
+    yes: bool = False
+    no_workspace: bool = False
+    temperature: float | None = None
+    max_tokens: int | None = None
+    thinking: str | None = None
 
     def apply(self, settings: Settings) -> None:
         """Lay these flags over ``settings`` (a flag given wins over every other source)."""
@@ -72,6 +77,12 @@ class Flags:
         settings.set(
             "default_skills", False if self.no_default_skills else None, "--no-default-skills"
         )
+        settings.set("workspace.enabled", False if self.no_workspace else None, "--no-workspace")
+        if self.yes:
+            settings.set("workspace.allow", ["write", "shell"], "--yes")
+        settings.set("temperature", self.temperature, "--temperature")
+        settings.set("max_tokens", self.max_tokens, "--max-tokens")
+        settings.set("thinking", self.thinking, "--thinking")
         if self.skills:
             configured = settings.get("skills", [])
             origin = settings.origins.get("skills")
@@ -99,6 +110,7 @@ ModelOption = Annotated[
     str | None,
     typer.Option(
         "--model",
+        "-m",
         help="The model: a spec, in one of the forms listed below. Default: model in plait.toml, "
         "$PLAIT_MODEL, else whichever of OPENAI_API_KEY / ANTHROPIC_API_KEY is set.",
     ),
@@ -134,7 +146,47 @@ TokensOption = Annotated[
 ]
 SystemOption = Annotated[
     str | None,
-    typer.Option("--system-prompt", help="The agent's system prompt (default: a generic one)."),
+    typer.Option(
+        "--system-prompt",
+        "--system",
+        "-s",
+        help="The agent's system prompt (default: a generic one).",
+    ),
+]
+YesOption = Annotated[
+    bool,
+    typer.Option(
+        "--yes",
+        "-y",
+        help="Let the workspace tools write files and run shell commands without asking "
+        '(as allow = \\["write", "shell"] under \\[workspace]). Without it, chat asks at the '
+        "terminal and a run with no terminal refuses them.",
+    ),
+]
+NoWorkspaceOption = Annotated[
+    bool,
+    typer.Option(
+        "--no-workspace",
+        help="No file and shell tools (ls, read_file, write_file, edit_file, glob, grep, shell "
+        "on the current folder).",
+    ),
+]
+TemperatureOption = Annotated[
+    float | None,
+    typer.Option("--temperature", min=0.0, help="Sampling temperature (default: the model's)."),
+]
+MaxTokensOption = Annotated[
+    int | None,
+    typer.Option("--max-tokens", min=1, help="Most tokens one answer may have."),
+]
+ThinkingOption = Annotated[
+    str | None,
+    typer.Option(
+        "--thinking",
+        "--reasoning",
+        help="How much the model thinks: a token budget (Anthropic, e.g. 4096), low, medium, "
+        "high, or off. Default: the model's.",
+    ),
 ]
 
 
@@ -178,6 +230,11 @@ def _flag_options(
     system_prompt: SystemOption = None,
     timeout: TimeoutOption = None,
     plain: PlainOption = None,
+    yes: YesOption = False,
+    no_workspace: NoWorkspaceOption = False,
+    temperature: TemperatureOption = None,
+    max_tokens: MaxTokensOption = None,
+    thinking: ThinkingOption = None,
 ) -> None:
     """The :class:`Flags` fields as typer options, in their order in a command's help (this
     signature is what :func:`with_flags` splices in; the function never runs)."""
@@ -277,6 +334,10 @@ def agent_options(
         max_input_tokens=int(settings.get("limits.max_input_tokens")),
         limits=_limits(settings),
         system_prompt=DEFAULT_SYSTEM_PROMPT if prompt is None else prompt,
+        workspace=bool(settings.get("workspace.enabled", True)),
+        workspace_allow=frozenset(settings.get("workspace.allow") or ()),
+        workspace_network=bool(settings.get("workspace.network")),
+        model_settings=model_settings(settings),
     )
     return Resolved(
         options=options,
@@ -285,6 +346,46 @@ def agent_options(
         price=price_for(spec, _prices(settings)),
         plain=bool(settings.get("plain")),
         mcp={name: server.settings() for name, server in settings.section("mcp").items()},
+    )
+
+
+THINKING_EFFORTS = ("minimal", "low", "medium", "high")
+
+
+def reasoning_setting(value: str) -> Reasoning:
+    """``--thinking`` as :class:`~plait.models.base.Reasoning`: a number is a token budget
+    (Anthropic's ``budget_tokens``), ``minimal``/``low``/``medium``/``high`` an effort (with a
+    readable summary asked for, so OpenAI's reasoning can be shown), ``off`` turns thinking off.
+    Anything else is a :class:`~plait.errors.ConfigurationError`."""
+    from plait.models.base import Reasoning
+
+    text = value.strip().lower()
+    if text in ("off", "none", "no"):
+        return Reasoning(enabled=False)
+    if text in THINKING_EFFORTS:
+        return Reasoning(effort=text, summary="auto")  # type: ignore[arg-type]
+    if text.isdigit() and int(text) > 0:
+        return Reasoning(budget_tokens=int(text))
+    raise ConfigurationError(
+        f"--thinking takes a token budget (e.g. 4096), {', '.join(THINKING_EFFORTS)} or off, "
+        f"not {value!r}."
+    )
+
+
+def model_settings(settings: Settings) -> ModelSettings | None:
+    """``--temperature``, ``--max-tokens`` and ``--thinking`` as the agent's
+    :class:`~plait.models.base.ModelSettings` (``None`` when none is given)."""
+    from plait.models.base import ModelSettings
+
+    temperature = settings.get("temperature")
+    max_tokens = settings.get("max_tokens")
+    thinking = settings.get("thinking")
+    if temperature is None and max_tokens is None and thinking is None:
+        return None
+    return ModelSettings(
+        temperature=temperature,
+        max_tokens=max_tokens,
+        reasoning=None if thinking is None else reasoning_setting(str(thinking)),
     )
 
 

@@ -1,4 +1,4 @@
-"""``plait run`` (one turn) and ``plait chat`` (an interactive session).
+"""``plait run``: one turn; and what ``plait chat`` (:mod:`plait.cli.chat`) shares with it.
 
 Settings come from the flags, then the config files and environment (:mod:`plait.cli.config`);
 what the terminal shows while a turn runs is :mod:`plait.cli.display`'s.
@@ -7,7 +7,7 @@ what the terminal shows while a turn runs is :mod:`plait.cli.display`'s.
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import sys
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -17,7 +17,9 @@ from rich.console import Console
 from rich.text import Text
 
 from plait.cli.agents import AgentOptions, Closer, build_agent
+from plait.cli.approval import TerminalApprover
 from plait.cli.console import JsonEventWriter, fail, report_error, report_note
+from plait.cli.inputs import attachment_part, task_text, user_message
 from plait.cli.options import Flags, Resolved, agent_options, merged_settings, with_flags
 from plait.cli.ui import NoTraceOption, open_trace_store, trace_hint
 from plait.errors import (
@@ -27,7 +29,7 @@ from plait.errors import (
     PlaitError,
     quoted,
 )
-from plait.messages import new_id
+from plait.messages import Part, UserMessage, new_id
 from plait.models.registry import MODEL_SPEC_FORMS
 from plait.skills.skill_file import is_skill_file_name
 
@@ -40,7 +42,7 @@ __all__ = [
     "THREAD_INFO_KEY",
     "NoThreadToContinue",
     "UnknownThread",
-    "chat",
+    "attachments",
     "check_skills_folders",
     "run",
 ]
@@ -95,6 +97,20 @@ VerboseOption = Annotated[
 JsonOption = Annotated[
     bool, typer.Option("--json", help="Write every event as a JSON line instead (for scripts).")
 ]
+AttachOption = Annotated[
+    list[Path] | None,
+    typer.Option(
+        "--attach",
+        "-a",
+        help="Send a file with the task (repeatable): an image (PNG, JPEG, GIF, WebP) or PDF "
+        "as itself, a text file inlined under its name.",
+    ),
+]
+NoThinkingOption = Annotated[
+    bool, typer.Option("--no-thinking", help="Hide the model's thinking (shown folded, dimmed).")
+]
+FLAGS = Flags()
+"""The default of a ``flags`` parameter (typer never sees it: :func:`with_flags` replaces it)."""
 
 
 def _mcp_servers(options: list[str]) -> dict[str, Any]:
@@ -146,6 +162,10 @@ def _resolve(
     if not isinstance(display, JsonEventWriter):
         display.markdown = _markdown(display, resolved, flags.plain)
         display.price = resolved.price
+        if sys.stdin is not None and sys.stdin.isatty():
+            # Someone is at the terminal: a gated workspace call asks them.
+            approver = TerminalApprover(display.info, before=display.pause)
+            resolved.options.workspace_approve = approver
     if trace:
         from plait.trace import TraceRecorder
 
@@ -214,7 +234,7 @@ async def _open(
 
 async def _turn(
     agent: Agent,
-    text: str,
+    text: str | UserMessage,
     thread_id: str,
     printer: TurnDisplay | JsonEventWriter,
     spec: str,
@@ -263,23 +283,59 @@ def _error_message(exc: PlaitError) -> str:
 
 @with_flags
 def run(
-    task: Annotated[str, typer.Argument(help="What the agent should do.")],
-    flags: Flags,
+    task: Annotated[
+        str | None,
+        typer.Argument(
+            help="What the agent should do; '-' or none: read it from standard input (piped "
+            "text is also added after a TASK given here, at most 1 MiB)."
+        ),
+    ] = None,
+    flags: Flags = FLAGS,
+    attach: AttachOption = None,
     thread: ThreadOption = None,
     continue_: ContinueOption = False,
     mcp: McpOption = None,
     verbose: VerboseOption = False,
     json_lines: JsonOption = False,
+    no_thinking: NoThinkingOption = False,
     no_trace: NoTraceOption = False,
 ) -> None:
-    """Run one turn: stream the answer and show tool calls, skills and context events."""
-    from plait.cli.display import TurnDisplay, make_console
+    """Run one turn: stream the answer and show tool calls, skills and context events.
+
+    The agent works on the current folder with the workspace tools: ls, read_file, glob and
+    grep freely; write_file, edit_file and shell (sandboxed in bubblewrap, no network unless
+    network = true under \\[workspace]) only once allowed: --yes, allow = \\["write", "shell"]
+    under \\[workspace] in plait.toml, or a y at the prompt when a terminal is on standard input
+    (with none, they are refused and the model is told how to ask). AGENTS.md and CLAUDE.md
+    of the folder and its parents join the system prompt. --no-workspace turns all this off.
+
+    The task: the argument, or standard input when piped (echo TASK | plait run, or plait run -);
+    piped text is added after a task argument. At most 1 MiB is read from standard input.
+
+    When standard output is not a terminal it gets the answer only (plait run TASK >
+    answer.txt); usage, tool, thread and trace lines go to standard error.
+    """
+    from plait.cli.display import TurnDisplay, info_console, make_console
 
     console = make_console()
-    if not task.strip():
-        fail("The task is empty: say what the agent should do.", 2)
+    info = info_console(console)
+    try:
+        text = task_text(task)
+        parts = attachments(attach or [])
+    except ConfigurationError as exc:
+        fail(str(exc), 2)
+    if not text.strip():
+        fail(
+            'The task is empty: say what the agent should do (plait run "TASK", or pipe it: '
+            "echo TASK | plait run).",
+            2,
+        )
     _thread_choice(thread, continue_)
-    printer = JsonEventWriter() if json_lines else TurnDisplay(console, verbose=verbose)
+    printer: TurnDisplay | JsonEventWriter = (
+        JsonEventWriter(skip_reasoning=no_thinking)
+        if json_lines
+        else TurnDisplay(console, verbose=verbose, info=info, thinking=not no_thinking)
+    )
     resolved = _resolve(flags, printer, mcp, trace=not no_trace)
     thread_id = thread or new_id()
 
@@ -288,9 +344,9 @@ def run(
         agent, closers, found = await _open(resolved.options, thread, continue_)
         thread_id = found or thread_id
         if verbose and not json_lines:
-            _print_order(console, agent)
+            _print_order(info, agent)
         try:
-            await _turn(agent, task, thread_id, printer, resolved.spec)
+            await _turn(agent, user_message(text, parts), thread_id, printer, resolved.spec)
         finally:
             await _close(agent, closers)
 
@@ -300,89 +356,31 @@ def run(
         fail(str(exc), 2)
     except PlaitError as exc:
         report_error(_error_message(exc))
-        _last_line(printer, console, thread_id, f"thread: {thread_id}")
+        _last_line(printer, info, thread_id, f"thread: {thread_id}")
         raise typer.Exit(1) from None
     except KeyboardInterrupt:
         report_note("(cancelled; what was already saved is kept)")
-        _last_line(printer, console, thread_id)
+        _last_line(printer, info, thread_id)
         raise typer.Exit(130) from None
-    _last_line(printer, console, thread_id)
+    _last_line(printer, info, thread_id)
     if not isinstance(printer, JsonEventWriter):
-        _trace_line(console, resolved.options)
+        _trace_line(info, resolved.options)
+
+
+def attachments(paths: list[Path]) -> list[Part]:
+    """``--attach`` files as message parts; raises :class:`~plait.errors.ConfigurationError`
+    for the first that cannot be attached (see :mod:`plait.cli.inputs`)."""
+    return [attachment_part(path) for path in paths]
 
 
 def _last_line(
     printer: TurnDisplay | JsonEventWriter, console: Console, thread_id: str, text: str = ""
 ) -> None:
-    """The thread a ``run`` used, last on standard output: a ``{"type": "thread"}`` line with
-    ``--json`` (so every line stays JSON, whether the turn succeeded, failed or was
-    cancelled), else ``text`` (default: how to continue it)."""
+    """The thread a ``run`` used, as its last line: a ``{"type": "thread"}`` line on standard
+    output with ``--json`` (so every line stays JSON, whether the turn succeeded, failed or was
+    cancelled), else ``text`` (default: how to continue it) on ``console`` (standard error
+    when standard output is piped)."""
     if isinstance(printer, JsonEventWriter):
         printer.emit({"type": "thread", "thread_id": thread_id})
         return
     _thread_line(console, text or f"thread: {thread_id} (continue with -c or --thread {thread_id})")
-
-
-@with_flags
-def chat(
-    flags: Flags,
-    thread: ThreadOption = None,
-    continue_: ContinueOption = False,
-    mcp: McpOption = None,
-    verbose: VerboseOption = False,
-    no_trace: NoTraceOption = False,
-) -> None:
-    """An interactive session. Ctrl-C cancels the running turn; Ctrl-D or /exit ends the session."""
-    from plait.cli.display import TurnDisplay, make_console
-
-    console = make_console()
-    _thread_choice(thread, continue_)
-    display = TurnDisplay(console, verbose=verbose)
-    resolved = _resolve(flags, display, mcp, trace=not no_trace)
-    with contextlib.suppress(ImportError):
-        import readline  # noqa: F401  (line editing and history for input())
-    with asyncio.Runner() as runner:
-        try:
-            agent, closers, found = runner.run(_open(resolved.options, thread, continue_))
-        except PlaitError as exc:
-            expected = isinstance(exc, UnknownThread | NoThreadToContinue)
-            fail(str(exc), 2 if expected else 1)
-        thread_id = found or new_id()
-        _thread_line(console, f"plait chat — thread {thread_id}. Ctrl-D or /exit to leave.")
-        if verbose:
-            _print_order(console, agent)
-        try:
-            _chat_loop(runner, agent, thread_id, display, console, resolved)
-        finally:
-            runner.run(_close(agent, closers))
-    _thread_line(console, f"thread: {thread_id}")
-
-
-def _chat_loop(
-    runner: asyncio.Runner,
-    agent: Agent,
-    thread_id: str,
-    display: TurnDisplay,
-    console: Console,
-    resolved: Resolved,
-) -> None:
-    while True:
-        try:
-            text = input("you> ").strip()
-        except EOFError:
-            console.print()
-            return
-        except KeyboardInterrupt:
-            console.print()
-            continue
-        if text in ("/exit", "/quit"):
-            return
-        if not text:
-            continue
-        try:
-            runner.run(_turn(agent, text, thread_id, display, resolved.spec))
-            _trace_line(console, resolved.options)
-        except KeyboardInterrupt:
-            console.print(Text("(turn cancelled; what was already saved is kept)", style="yellow"))
-        except PlaitError as exc:
-            report_error(_error_message(exc))
