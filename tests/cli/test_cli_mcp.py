@@ -106,3 +106,27 @@ def test_tools_a_server_lists_badly_are_left_out_with_a_warning_and_the_run_goes
     assert "Hello." in shown
     sent = [t["function"]["name"] for t in server.bodies()[0]["tools"]]
     assert [name for name in sent if name.startswith("bad_")] == ["bad_echo"]
+
+
+def test_mcp_content_that_cannot_be_shown_is_one_warning_line() -> None:
+    import io
+
+    from rich.console import Console
+
+    from plait.cli.console import EventPrinter
+    from plait.mcp import McpContentDropped
+
+    out = io.StringIO()
+    printer = EventPrinter(Console(file=out, width=200, no_color=True, highlight=False))
+    printer(
+        McpContentDropped(
+            server="files",
+            tool="files_shot",
+            call_id="c1",
+            notes=["[image (image/png, 10 bytes) left out: image bytes are not image/png]"],
+        )
+    )
+    printer.finish()
+    (line,) = out.getvalue().splitlines()
+    assert line.startswith("! files.files_shot sent content that cannot be shown:")
+    assert "image bytes are not image/png" in line

@@ -175,6 +175,10 @@ _LINES_BY_TYPE: dict[str, Callable[[Any], str | None]] = {
         f"[yellow]! MCP tools of {escape(e.server)} left out:[/yellow] "
         + escape(short(e.reason, 300))
     ),
+    "mcp_content_dropped": lambda e: (
+        f"[yellow]! {escape(e.server)}.{escape(e.tool)} sent content that cannot be shown:"
+        "[/yellow] " + escape(short("; ".join(e.notes), 300))
+    ),
 }
 
 
