@@ -318,6 +318,9 @@ MEDIA_SUFFIXES: Mapping[str, str] = {
 """File name suffixes that tools read as an image or PDF part (lowercase, with the dot)."""
 
 
+_DETAILS = (None, "auto", "low", "high")
+
+
 @dataclass(slots=True)
 class ImagePart(_Sourced):
     """An image: bytes (a :class:`Blob`, or ``bytes``/a ``data:`` URL turned into one) or an
@@ -335,6 +338,8 @@ class ImagePart(_Sourced):
             self.media_type = _data_url_media_type(self.source)
         self.source = _check_source(self.source, "image")
         self._check_type()
+        if self.detail not in _DETAILS:
+            raise ContentError(f"an image's detail is 'auto', 'low' or 'high', not {self.detail!r}")
         if isinstance(self.source, Blob):
             sniffed = sniff_media_type(self.source.data[:16])
             if self.media_type is None:
