@@ -3,6 +3,8 @@ with parts, and what the context strategies do with them."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from plait import Agent, ScriptedModel, ToolCall, tool
@@ -227,3 +229,15 @@ def test_a_summary_names_the_images_and_files_it_folds() -> None:
     assert part_label(ImagePart(Blob(PNG))) in line
     assert "r.pdf application/pdf" in line
     assert "https://example.com/z.png" in render_entry(result)
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [{"type": "thinking", "steps": (1, 2)}, {"type": "thinking", 3: "b"}],
+    ids=["tuple", "int-key"],
+)
+def test_a_reasoning_payload_json_would_change_is_refused(payload: dict[Any, Any]) -> None:
+    # JSON writes a tuple as a list and an int key as a string: stored, the payload would come
+    # back as another value and be replayed to the provider changed.
+    with pytest.raises(ContentError, match=r"not plain JSON.*tuple, or a key"):
+        ReasoningPart("anthropic", "x", payload)

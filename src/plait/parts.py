@@ -432,11 +432,20 @@ class ReasoningPart:
                 f"got {type(self.payload).__name__}"
             )
         try:
-            _json.dumps(self.payload, ensure_ascii=False, allow_nan=False).encode()
+            text = _json.dumps(self.payload, ensure_ascii=False, allow_nan=False)
+            text.encode()
+            # json.dumps turns a tuple into a list and an int key into a string: such a
+            # payload would come back from a store as something else.
+            same = _json.loads(text) == self.payload
         except (TypeError, ValueError, RecursionError) as exc:
+            problem = str(exc)
+        else:
+            problem = "" if same else "a tuple, or a key that is not a string"
+        if problem:
             raise ContentError(
-                f"a {self.provider!r} ReasoningPart's payload is not plain JSON ({exc}); keep "
-                "the provider's block exactly as received (e.g. the SDK object's model_dump())"
+                f"a {self.provider!r} ReasoningPart's payload is not plain JSON ({problem}); "
+                "keep the provider's block exactly as received (e.g. the SDK object's "
+                "model_dump())"
             ) from None
 
     @property
