@@ -414,6 +414,27 @@ async def test_a_row_naming_a_blob_the_table_lacks_is_a_store_error(tmp_path: Pa
     await store.aclose()
 
 
+async def test_a_postgres_row_naming_a_blob_the_table_lacks_is_a_store_error() -> None:
+    import psycopg
+
+    from plait.stores import StoreError
+    from plait.stores.postgres import PostgresThreadStore
+
+    kept, lost = Blob(png(4, 4)), Blob(png(5, 5))
+    async with fresh_schema(postgres_url()) as schema:
+        store = PostgresThreadStore(postgres_url(), schema=schema, max_size=2)
+        await store.setup()
+        message = UserMessage([ImagePart(kept), ImagePart(lost)])
+        await store.append("t", [message], expected_version=0)
+        async with await psycopg.AsyncConnection.connect(postgres_url(), autocommit=True) as pg:
+            await pg.execute(
+                f'DELETE FROM "{schema}".plait_message_blobs WHERE sha256 = %s', (lost.sha256,)
+            )
+        with pytest.raises(StoreError, match=rf"(?s)sha256:{lost.sha256[:12]} is missing.*restore"):
+            await store.load("t")
+        await store.aclose()
+
+
 async def test_a_part_holding_text_utf8_cannot_encode_is_refused_by_every_store(
     opener: Opener,
 ) -> None:
