@@ -313,7 +313,7 @@ async def test_reasoning_cut_short_before_any_text_is_not_replayed_alone(
     ]
 
 
-async def test_the_server_refuses_a_reasoning_item_without_its_following_item(
+async def test_the_server_refuses_a_reasoning_item_alone_or_twice(
     server: ResponsesServer, model: OpenAIResponsesModel
 ) -> None:
     import openai
@@ -329,6 +329,10 @@ async def test_the_server_refuses_a_reasoning_item_without_its_following_item(
 
     with pytest.raises(openai.BadRequestError, match="without its required following item"):
         items: Any = [user, reasoning.payload, user]
+        await client.responses.create(model="gpt-5-mini", input=items, store=False)
+    answer = {"type": "message", "role": "assistant", "content": "2"}
+    with pytest.raises(openai.BadRequestError, match="Duplicate item found with id"):
+        items = [user, reasoning.payload, answer, reasoning.payload, answer, user]
         await client.responses.create(model="gpt-5-mini", input=items, store=False)
     await client.close()
 

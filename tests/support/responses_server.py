@@ -12,6 +12,7 @@ shape) when it breaks a rule:
   item that led to it ("provided without its required 'reasoning' item");
 - a reasoning item (or a run of them) must be followed by the item it led to, an assistant
   ``message`` or a ``function_call`` ("provided without its required following item");
+- an item id appears once ("Duplicate item found with id");
 - a ``function_call_output`` needs a matching ``function_call`` before it, and every
   ``function_call`` needs its output;
 - ``input_image`` data URLs must be base64 of a PNG, JPEG, GIF or WebP whose bytes match the
@@ -234,9 +235,19 @@ class ResponsesServer:
         calls: set[str] = set()
         answered: set[str] = set()
         dangling: str | None = None  # the reasoning item still waiting for its following item
+        seen: set[str] = set()
         for index, item in enumerate(items):
             kind = item.get("type", "message")
             where = f"input[{index}]"
+            item_id = item.get("id")
+            if isinstance(item_id, str):
+                if item_id in seen:
+                    raise BadRequest(
+                        f"Duplicate item found with id {item_id}. Remove duplicate items from "
+                        "your input and try again.",
+                        param="input",
+                    )
+                seen.add(item_id)
             follows = kind == "function_call" or (
                 kind == "message" and item.get("role") == "assistant"
             )
