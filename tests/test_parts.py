@@ -222,6 +222,26 @@ async def test_an_oversized_tool_file_is_evicted_and_read_back_as_the_part() -> 
     model.assert_complete()
 
 
+async def test_an_evicted_part_is_read_back_as_the_part_whatever_the_path_spelling() -> None:
+    big = FilePart(Blob(pdf_of(40_000)), filename="big.pdf")
+
+    @tool
+    def fetch() -> list[object]:
+        """Fetch the report."""
+        return [big]
+
+    backend = MemoryBackend()
+    model = ScriptedModel([ToolCall("c1", "fetch", {}), "seen"])
+    middleware = [ResultEvictionMiddleware(2000, backend=backend)]
+    result = await Agent(model, tools=[fetch], middleware=middleware).run("go", thread_id="t")
+    [evicted] = [e for e in result.events if isinstance(e, ResultEvicted)]
+    spelled = f"/{evicted.path}/"  # the same file; read as text it would be pages of base64
+    reader = ScriptedModel([ToolCall("r1", READ_TOOL_NAME, {"path": spelled}), "ok"])
+    again = await Agent(reader, tools=[fetch], middleware=middleware).run("open", thread_id="t")
+    read = next(m for m in again.new_messages if isinstance(m, ToolMessage))
+    assert read.parts == [big] and not read.is_error, read.data
+
+
 def test_a_summary_names_the_images_and_files_it_folds() -> None:
     user, _, result = thread()
     assert isinstance(user, UserMessage)
