@@ -261,3 +261,9 @@ def test_a_reasoning_payload_json_would_change_is_refused(payload: dict[Any, Any
     # back as another value and be replayed to the provider changed.
     with pytest.raises(ContentError, match=r"not plain JSON.*tuple, or a key"):
         ReasoningPart("anthropic", "x", payload)
+
+
+def test_a_label_names_a_file_in_at_most_80_characters_on_one_line() -> None:
+    named = FilePart(Blob(b"%PDF-1.4"), filename="report\n" + "x" * 1_000_000 + ".pdf")
+    label = part_label(named)
+    assert "\n" not in label and len(label) < 200 and "[file report x" in label

@@ -462,14 +462,21 @@ def part_label(part: ImagePart | FilePart | ReasoningPart) -> str:
         size = f"{len(part.text):,} characters" if part.text else "redacted"
         return f"[reasoning {part.provider}, {size}]"
     kind = "image" if isinstance(part, ImagePart) else "file"
-    name = f" {part.filename}" if isinstance(part, FilePart) and part.filename else ""
+    name = f" {_clip_label(part.filename)}" if isinstance(part, FilePart) and part.filename else ""
     source = part.source
     where = (
         f"{source.size:,} bytes, sha256:{source.sha256[:12]}"
         if isinstance(source, Blob)
-        else (source if len(source) <= 80 else source[:77] + "...")
+        else _clip_label(source)
     )
     return f"[{kind}{name} {part.media_type or 'unknown type'}, {where}]"
+
+
+def _clip_label(text: str) -> str:
+    # A file name or URL in a label is at most 80 characters on one line: a tool's 1 MB file
+    # name must not become a 1 MB line in every summary and eviction note.
+    text = " ".join(text[:160].split())
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _read_bounded(path: str | Any) -> bytes:
