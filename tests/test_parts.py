@@ -3,6 +3,9 @@ with parts, and what the context strategies do with them."""
 
 from __future__ import annotations
 
+import gc
+from typing import Any
+
 import pytest
 
 from plait import Agent, ScriptedModel, ToolCall, tool
@@ -133,6 +136,20 @@ def test_blobs_serialize_by_reference_and_resolve_on_load() -> None:
     blobs = {Blob(b).sha256: b for b in (PNG, PDF)}
     again = adapter.validate_json(by_ref, context={BLOBS_BY_REFERENCE: blobs.__getitem__})
     assert again == messages
+    # while a loaded blob is alive, a later load reuses it: no second hash or base64 encoding
+    asked: list[str] = []
+
+    def resolve(digest: str) -> bytes:
+        asked.append(digest)
+        return blobs[digest]
+
+    twice = adapter.validate_json(by_ref, context={BLOBS_BY_REFERENCE: resolve})
+    first, second = again[0], twice[0]
+    assert isinstance(first, UserMessage) and isinstance(second, UserMessage)
+    assert second.content[1].source is first.content[1].source  # type: ignore[union-attr]
+    assert asked == []
+    del again, twice, first, second
+    gc.collect()
     with pytest.raises(ValueError, match="no blob resolver"):
         adapter.validate_json(by_ref)
 
@@ -220,6 +237,26 @@ async def test_an_oversized_tool_file_is_evicted_and_read_back_as_the_part() -> 
     model.assert_complete()
 
 
+async def test_an_evicted_part_is_read_back_as_the_part_whatever_the_path_spelling() -> None:
+    big = FilePart(Blob(pdf_of(40_000)), filename="big.pdf")
+
+    @tool
+    def fetch() -> list[object]:
+        """Fetch the report."""
+        return [big]
+
+    backend = MemoryBackend()
+    model = ScriptedModel([ToolCall("c1", "fetch", {}), "seen"])
+    middleware = [ResultEvictionMiddleware(2000, backend=backend)]
+    result = await Agent(model, tools=[fetch], middleware=middleware).run("go", thread_id="t")
+    [evicted] = [e for e in result.events if isinstance(e, ResultEvicted)]
+    spelled = f"/{evicted.path}/"  # the same file; read as text it would be pages of base64
+    reader = ScriptedModel([ToolCall("r1", READ_TOOL_NAME, {"path": spelled}), "ok"])
+    again = await Agent(reader, tools=[fetch], middleware=middleware).run("open", thread_id="t")
+    read = next(m for m in again.new_messages if isinstance(m, ToolMessage))
+    assert read.parts == [big] and not read.is_error, read.data
+
+
 def test_a_summary_names_the_images_and_files_it_folds() -> None:
     user, _, result = thread()
     assert isinstance(user, UserMessage)
@@ -227,3 +264,21 @@ def test_a_summary_names_the_images_and_files_it_folds() -> None:
     assert part_label(ImagePart(Blob(PNG))) in line
     assert "r.pdf application/pdf" in line
     assert "https://example.com/z.png" in render_entry(result)
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [{"type": "thinking", "steps": (1, 2)}, {"type": "thinking", 3: "b"}],
+    ids=["tuple", "int-key"],
+)
+def test_a_reasoning_payload_json_would_change_is_refused(payload: dict[Any, Any]) -> None:
+    # JSON writes a tuple as a list and an int key as a string: stored, the payload would come
+    # back as another value and be replayed to the provider changed.
+    with pytest.raises(ContentError, match=r"not plain JSON.*tuple, or a key"):
+        ReasoningPart("anthropic", "x", payload)
+
+
+def test_a_label_names_a_file_in_at_most_80_characters_on_one_line() -> None:
+    named = FilePart(Blob(b"%PDF-1.4"), filename="report\n" + "x" * 1_000_000 + ".pdf")
+    label = part_label(named)
+    assert "\n" not in label and len(label) < 200 and "[file report x" in label

@@ -38,6 +38,7 @@ import base64 as _b64
 import binascii
 import hashlib
 import json as _json
+import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
@@ -102,7 +103,7 @@ class Blob:
     bytes are.
     """
 
-    __slots__ = ("_base64", "_data", "_data_url", "_image_size", "_pages", "_sha256")
+    __slots__ = ("__weakref__", "_base64", "_data", "_data_url", "_image_size", "_pages", "_sha256")
 
     def __init__(self, data: bytes | bytearray | memoryview) -> None:
         if not isinstance(data, bytes):
@@ -245,6 +246,11 @@ def _validate_blob(value: Any, info: Any) -> Blob:
     if isinstance(text, str):
         blob = Blob.from_base64(text)
     else:
+        live = _LIVE.get(digest)
+        if live is not None:
+            # Stored by reference and in memory already, checked when it got there: a thread
+            # loaded every turn neither re-hashes nor re-encodes its images (one copy shared).
+            return live
         context = info.context
         resolve: Callable[[str], bytes] | None = None
         if isinstance(context, Mapping):
@@ -258,7 +264,13 @@ def _validate_blob(value: Any, info: Any) -> Blob:
     if blob.sha256 != digest:
         raise ValueError(f"blob content does not match its address sha256:{digest[:12]}")
     blob._sha256 = digest
+    _LIVE[digest] = blob
     return blob
+
+
+_LIVE: weakref.WeakValueDictionary[str, Blob] = weakref.WeakValueDictionary()
+"""Blobs validated from stored rows and still referenced somewhere, by address: loading a thread
+whose images are in memory reuses them (their hash, base64 and data URL already made)."""
 
 
 def _check_source(source: Blob | str, kind: str) -> Blob | str:
@@ -318,6 +330,9 @@ MEDIA_SUFFIXES: Mapping[str, str] = {
 """File name suffixes that tools read as an image or PDF part (lowercase, with the dot)."""
 
 
+_DETAILS = (None, "auto", "low", "high")
+
+
 @dataclass(slots=True)
 class ImagePart(_Sourced):
     """An image: bytes (a :class:`Blob`, or ``bytes``/a ``data:`` URL turned into one) or an
@@ -335,6 +350,8 @@ class ImagePart(_Sourced):
             self.media_type = _data_url_media_type(self.source)
         self.source = _check_source(self.source, "image")
         self._check_type()
+        if self.detail not in _DETAILS:
+            raise ContentError(f"an image's detail is 'auto', 'low' or 'high', not {self.detail!r}")
         if isinstance(self.source, Blob):
             sniffed = sniff_media_type(self.source.data[:16])
             if self.media_type is None:
@@ -427,11 +444,20 @@ class ReasoningPart:
                 f"got {type(self.payload).__name__}"
             )
         try:
-            _json.dumps(self.payload, ensure_ascii=False, allow_nan=False).encode()
+            text = _json.dumps(self.payload, ensure_ascii=False, allow_nan=False)
+            text.encode()
+            # json.dumps turns a tuple into a list and an int key into a string: such a
+            # payload would come back from a store as something else.
+            same = _json.loads(text) == self.payload
         except (TypeError, ValueError, RecursionError) as exc:
+            problem = str(exc)
+        else:
+            problem = "" if same else "a tuple, or a key that is not a string"
+        if problem:
             raise ContentError(
-                f"a {self.provider!r} ReasoningPart's payload is not plain JSON ({exc}); keep "
-                "the provider's block exactly as received (e.g. the SDK object's model_dump())"
+                f"a {self.provider!r} ReasoningPart's payload is not plain JSON ({problem}); "
+                "keep the provider's block exactly as received (e.g. the SDK object's "
+                "model_dump())"
             ) from None
 
     @property
@@ -448,14 +474,21 @@ def part_label(part: ImagePart | FilePart | ReasoningPart) -> str:
         size = f"{len(part.text):,} characters" if part.text else "redacted"
         return f"[reasoning {part.provider}, {size}]"
     kind = "image" if isinstance(part, ImagePart) else "file"
-    name = f" {part.filename}" if isinstance(part, FilePart) and part.filename else ""
+    name = f" {_clip_label(part.filename)}" if isinstance(part, FilePart) and part.filename else ""
     source = part.source
     where = (
         f"{source.size:,} bytes, sha256:{source.sha256[:12]}"
         if isinstance(source, Blob)
-        else (source if len(source) <= 80 else source[:77] + "...")
+        else _clip_label(source)
     )
     return f"[{kind}{name} {part.media_type or 'unknown type'}, {where}]"
+
+
+def _clip_label(text: str) -> str:
+    # A file name or URL in a label is at most 80 characters on one line: a tool's 1 MB file
+    # name must not become a 1 MB line in every summary and eviction note.
+    text = " ".join(text[:160].split())
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _read_bounded(path: str | Any) -> bytes:

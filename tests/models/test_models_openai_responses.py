@@ -292,6 +292,51 @@ async def test_an_incomplete_response_finishes_with_length(
     assert response.finish_reason == "length" and response.content == "The answer is cut"
 
 
+@pytest.mark.parametrize("stream", [False, True], ids=["generate", "stream"])
+async def test_reasoning_cut_short_before_any_text_is_not_replayed_alone(
+    server: ResponsesServer, model: OpenAIResponsesModel, stream: bool
+) -> None:
+    # An answer cut at max_output_tokens while the model was still reasoning holds only the
+    # reasoning item; the API refuses it back without the item it led to.
+    server.turn(incomplete="max_output_tokens")
+    messages: list[Message] = [UserMessage("hi")]
+    cut = await call(model, request(messages, max_tokens=5), stream)
+    assert cut.finish_reason == "length" and cut.reasoning and not cut.content
+    messages += [cut.to_message(), UserMessage("go on")]
+    server.turn(text="done")
+
+    assert (await call(model, request(messages), stream)).content == "done"
+
+    assert [item.get("role", item["type"]) for item in server.received[-1]["input"]] == [
+        "user",
+        "user",
+    ]
+
+
+async def test_the_server_refuses_a_reasoning_item_alone_or_twice(
+    server: ResponsesServer, model: OpenAIResponsesModel
+) -> None:
+    import openai
+
+    messages = await first_round(server, model, stream=False)
+    assistant = messages[1]
+    assert isinstance(assistant, AssistantMessage)
+    [reasoning] = assistant.content
+    assert isinstance(reasoning, ReasoningPart)
+    server.turn(text="2")
+    user = {"type": "message", "role": "user", "content": "and?"}
+    client = openai.AsyncOpenAI(api_key="sk-test", base_url=server.url, max_retries=0)
+
+    with pytest.raises(openai.BadRequestError, match="without its required following item"):
+        items: Any = [user, reasoning.payload, user]
+        await client.responses.create(model="gpt-5-mini", input=items, store=False)
+    answer = {"type": "message", "role": "assistant", "content": "2"}
+    with pytest.raises(openai.BadRequestError, match="Duplicate item found with id"):
+        items = [user, reasoning.payload, answer, reasoning.payload, answer, user]
+        await client.responses.create(model="gpt-5-mini", input=items, store=False)
+    await client.close()
+
+
 async def test_a_stream_cut_before_completed_is_a_retryable_error(
     server: ResponsesServer, model: OpenAIResponsesModel
 ) -> None:

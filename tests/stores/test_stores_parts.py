@@ -414,6 +414,27 @@ async def test_a_row_naming_a_blob_the_table_lacks_is_a_store_error(tmp_path: Pa
     await store.aclose()
 
 
+async def test_a_postgres_row_naming_a_blob_the_table_lacks_is_a_store_error() -> None:
+    import psycopg
+
+    from plait.stores import StoreError
+    from plait.stores.postgres import PostgresThreadStore
+
+    kept, lost = Blob(png(4, 4)), Blob(png(5, 5))
+    async with fresh_schema(postgres_url()) as schema:
+        store = PostgresThreadStore(postgres_url(), schema=schema, max_size=2)
+        await store.setup()
+        message = UserMessage([ImagePart(kept), ImagePart(lost)])
+        await store.append("t", [message], expected_version=0)
+        async with await psycopg.AsyncConnection.connect(postgres_url(), autocommit=True) as pg:
+            await pg.execute(
+                f'DELETE FROM "{schema}".plait_message_blobs WHERE sha256 = %s', (lost.sha256,)
+            )
+        with pytest.raises(StoreError, match=rf"(?s)sha256:{lost.sha256[:12]} is missing.*restore"):
+            await store.load("t")
+        await store.aclose()
+
+
 async def test_a_part_holding_text_utf8_cannot_encode_is_refused_by_every_store(
     opener: Opener,
 ) -> None:
@@ -426,3 +447,43 @@ async def test_a_part_holding_text_utf8_cannot_encode_is_refused_by_every_store(
         with pytest.raises(ThreadDataError, match="message 0"):
             await store.append("t", [message], expected_version=0)
     assert (await store.load("t")).version == 0
+
+
+def _changed_after_it_was_built() -> list[Message]:
+    """Parts whose fields were changed after their checks passed, each one a row that would
+    be written but never read back."""
+    local = ImagePart("https://example.com/a.png")
+    local.source = "file:///etc/passwd"
+    retyped = ImagePart(Blob(png(2, 2)))
+    retyped.media_type = "image/jpeg"
+    detailed = ImagePart(Blob(png(2, 2)))
+    detailed.detail = "ultra"  # type: ignore[assignment]
+    named = FilePart(Blob(b"%PDF-1.4"), filename="a.pdf")
+    named.filename = 7  # type: ignore[assignment]
+    return [
+        UserMessage([TextPart("see"), local]),
+        UserMessage([retyped]),
+        ToolMessage("c", "shot", "x", parts=[detailed]),
+        UserMessage([named]),
+    ]
+
+
+async def test_a_part_changed_after_it_was_built_is_refused_by_every_store(
+    opener: Opener,
+) -> None:
+    from plait.stores import ThreadDataError
+
+    store = await opener()
+    for message in _changed_after_it_was_built():
+        field = "parts" if isinstance(message, ToolMessage) else "content"
+        with pytest.raises(ThreadDataError, match=rf"message 0 .*{field}\["):
+            await store.append("t", [message], expected_version=0)
+    snapshot = await (await opener()).load("t")
+    assert snapshot.version == 0 and snapshot.messages == []  # nothing written, still readable
+
+
+def test_an_image_detail_no_provider_takes_is_refused_when_the_part_is_built() -> None:
+    from plait.errors import ContentError
+
+    with pytest.raises(ContentError, match="'auto', 'low' or 'high'"):
+        ImagePart(Blob(png(2, 2)), detail="ultra")  # type: ignore[arg-type]

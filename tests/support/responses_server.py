@@ -10,6 +10,9 @@ shape) when it breaks a rule:
   an item without ``encrypted_content`` is "not persisted";
 - a ``function_call`` the server issued must be preceded, in the same turn, by the reasoning
   item that led to it ("provided without its required 'reasoning' item");
+- a reasoning item (or a run of them) must be followed by the item it led to, an assistant
+  ``message`` or a ``function_call`` ("provided without its required following item");
+- an item id appears once ("Duplicate item found with id");
 - a ``function_call_output`` needs a matching ``function_call`` before it, and every
   ``function_call`` needs its output;
 - ``input_image`` data URLs must be base64 of a PNG, JPEG, GIF or WebP whose bytes match the
@@ -231,15 +234,34 @@ class ResponsesServer:
         turn_reasoning: set[str] = set()
         calls: set[str] = set()
         answered: set[str] = set()
+        dangling: str | None = None  # the reasoning item still waiting for its following item
+        seen: set[str] = set()
         for index, item in enumerate(items):
             kind = item.get("type", "message")
             where = f"input[{index}]"
+            item_id = item.get("id")
+            if isinstance(item_id, str):
+                if item_id in seen:
+                    raise BadRequest(
+                        f"Duplicate item found with id {item_id}. Remove duplicate items from "
+                        "your input and try again.",
+                        param="input",
+                    )
+                seen.add(item_id)
+            follows = kind == "function_call" or (
+                kind == "message" and item.get("role") == "assistant"
+            )
+            if dangling is not None and kind != "reasoning" and not follows:
+                raise _without_following_item(dangling)
+            if kind != "reasoning":
+                dangling = None
             if kind == "message":
                 if item.get("role") != "assistant":
                     turn_reasoning = set()
                 self._check_message(item, where, images)
             elif kind == "reasoning":
-                turn_reasoning.add(self._check_reasoning(item, where, store))
+                dangling = self._check_reasoning(item, where, store)
+                turn_reasoning.add(dangling)
             elif kind == "function_call":
                 call_id = item.get("call_id")
                 if not isinstance(call_id, str) or not isinstance(item.get("arguments"), str):
@@ -268,6 +290,8 @@ class ResponsesServer:
                     raise BadRequest(f"Invalid '{where}.output': expected a string or an array.")
             else:
                 raise BadRequest(f"Invalid '{where}.type': {kind!r} is not supported here.")
+        if dangling is not None:
+            raise _without_following_item(dangling)
         missing = calls - answered
         if missing:
             raise BadRequest(f"No tool output found for function call {sorted(missing)[0]}.")
@@ -355,6 +379,13 @@ class ResponsesServer:
         media_type, data = _decode_data_url(part.get("file_data"), where)
         if media_type == "application/pdf" and not _has_signature(media_type, data):
             raise BadRequest(f"Invalid '{where}.file_data': the file is not a valid PDF.")
+
+
+def _without_following_item(rs_id: str) -> BadRequest:
+    return BadRequest(
+        f"Item '{rs_id}' of type 'reasoning' was provided without its required following item.",
+        param="input",
+    )
 
 
 def _has_signature(media_type: str, data: bytes) -> bool:

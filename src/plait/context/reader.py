@@ -178,7 +178,7 @@ class ContextReader:
             path or folder the summary names; a folder lists its files). offset and limit count
             characters; each page starts with a header giving the next offset. Read only the
             parts you need. An evicted image or file is shown whole."""
-            if path.endswith(PART_SUFFIX):
+            if normalize_virtual_path(path).endswith(PART_SUFFIX):  # as the file is named
                 return await self.read_part(ctx.turn.thread_id, path)
             return await self.read_page(ctx.turn.thread_id, path, offset, limit)
 

@@ -18,7 +18,9 @@ plait                       Responses API
                             assistant ``message`` of ``output_text``; then one
                             ``function_call`` item per tool call (``call_id``, arguments as
                             compact JSON). Reasoning from another provider is dropped, and so
-                            is, with ``store`` false, an item without ``encrypted_content``.
+                            is, with ``store`` false, an item without ``encrypted_content``,
+                            and reasoning followed by no text or call (the API requires each
+                            item's following item)
 ``ToolMessage``             ``function_call_output``: the text, or with attachments a list of
                             ``input_text``, ``input_image`` and ``input_file``
 ``tools``                   ``function`` tools (``strict: false``; an empty schema becomes an
@@ -180,6 +182,12 @@ def _assistant_items(message: AssistantMessage, store: bool) -> list[dict[str, A
             flush()
             items.append(part.payload)
     flush()
+    if not message.tool_calls:
+        # A reasoning item must be followed by the item it led to (the API refuses one
+        # "provided without its required following item"): reasoning that ended the turn
+        # without text or a call (an answer cut at max_output_tokens) is not replayed.
+        while items and items[-1].get("type") == "reasoning":
+            items.pop()
     for call in message.tool_calls:
         items.append(
             {

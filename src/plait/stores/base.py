@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from plait.errors import StoreError
+from plait.errors import ContentError, StoreError
 from plait.messages import (
     FilePart,
     ImagePart,
@@ -33,6 +33,7 @@ __all__ = [
     "ThreadDataError",
     "ThreadSnapshot",
     "ThreadStore",
+    "check_parts",
     "message_blobs",
     "messages_from_json",
     "messages_from_rows",
@@ -151,7 +152,42 @@ def messages_to_json(thread_id: str, messages: Sequence[Message]) -> list[str]:
 
     Raises :class:`ThreadDataError` naming the message whose data cannot be serialised.
     """
+    check_parts(thread_id, messages)
     return [_row(thread_id, index, message, None) for index, message in enumerate(messages)]
+
+
+def check_parts(thread_id: str, messages: Sequence[Message]) -> None:
+    """Raise :class:`ThreadDataError` if an image or file part of ``messages`` no longer passes
+    the checks it passed when built (a field changed since: a ``file:`` URL, a media type its
+    bytes do not match, a ``detail`` no provider takes). Such a part would be written but never
+    read back, leaving the thread unreadable; its bytes are not copied by the check."""
+    for index, message in enumerate(messages):
+        parts = message.parts if isinstance(message, ToolMessage) else message.content
+        for i, part in enumerate(parts):
+            if not isinstance(part, ImagePart | FilePart):
+                continue
+            problem = _part_problem(part)
+            if problem is not None:
+                field = "parts" if isinstance(message, ToolMessage) else "content"
+                where = f"message {index} (id {message.id!r}) {field}[{i}]"
+                raise ThreadDataError(thread_id, where, problem)
+
+
+def _part_problem(part: ImagePart | FilePart) -> str | None:
+    try:
+        if isinstance(part, ImagePart):
+            ImagePart(part.source, part.media_type, part.detail)
+        else:
+            if part.filename is not None and type(part.filename) is not str:
+                return f"a file name is text, not {type(part.filename).__name__}"
+            if type(part.media_type) is not str:
+                return f"a media type is text, not {type(part.media_type).__name__}"
+            FilePart(part.source, part.media_type, part.filename)
+    except ContentError as exc:
+        return str(exc)
+    if isinstance(part.source, str) and part.source[:5].lower() == "data:":
+        return "a data: URL source is held as bytes (build the part again to decode it)"
+    return None
 
 
 def _row(thread_id: str, index: int, message: Message, context: dict[str, Any] | None) -> str:
@@ -195,6 +231,7 @@ def messages_to_rows(
     in its blob table, and the rows hold only the address. A message without blobs gives the
     same row as :func:`messages_to_json`.
     """
+    check_parts(thread_id, messages)
     blobs = message_blobs(messages)
     if not blobs:
         return messages_to_json(thread_id, messages), blobs

@@ -44,6 +44,7 @@ from plait.messages import (
 )
 from plait.stores.base import (
     ThreadSnapshot,
+    check_parts,
     messages_from_json,
     messages_to_json,
     state_from_json,
@@ -131,6 +132,7 @@ class _NotPlain(Exception):
 
 
 def _stored_messages(thread_id: str, messages: Sequence[Message]) -> list[Message]:
+    check_parts(thread_id, messages)  # the copier below trusts each part's own checks
     try:
         copied: list[Message] = []
         for message in messages:  # a loop, not a comprehension: no extra frame (per dispatch)

@@ -108,12 +108,14 @@ class PostgresThreadStore:
         self.lease_wait = lease_wait
         self.lease_ttl = lease_ttl
         s = self.db.sql
-        # One statement, so one snapshot: the messages always match the version read.
+        # One statement, so one snapshot: the messages always match the version read. Both
+        # blob arrays come from the same join, so they pair up even when a blob row is missing
+        # (the message naming it is then a StoreError saying so).
         self._q_load = s(
             "SELECT version, state, ARRAY(SELECT json FROM {s}.plait_messages m "
             "WHERE m.thread_id = t.thread_id ORDER BY seq), "
-            "ARRAY(SELECT r.sha256 FROM {s}.plait_thread_blobs r "
-            "WHERE r.thread_id = t.thread_id ORDER BY r.sha256), "
+            "ARRAY(SELECT b.sha256 FROM {s}.plait_thread_blobs r JOIN {s}.plait_message_blobs b "
+            "ON b.sha256 = r.sha256 WHERE r.thread_id = t.thread_id ORDER BY r.sha256), "
             "ARRAY(SELECT b.data FROM {s}.plait_thread_blobs r JOIN {s}.plait_message_blobs b "
             "ON b.sha256 = r.sha256 WHERE r.thread_id = t.thread_id ORDER BY r.sha256) "
             "FROM {s}.plait_threads t WHERE thread_id = %s"
