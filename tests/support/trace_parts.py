@@ -1,0 +1,97 @@
+"""A turn whose messages hold images, files and reasoning, for the tests of parts in the trace
+(``tests/trace``): :func:`record_parts` and the bytes it records."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from images import png
+
+from plait import Agent, ModelRequest, ModelResponse, ToolCall
+from plait.messages import TextPart, ToolMessage, UserMessage
+from plait.models.scripted import FunctionModel
+from plait.parts import FilePart, ImagePart, ReasoningPart
+from plait.stores.base import ThreadStore
+from plait.tools import tool
+from plait.trace import TraceRecorder, TraceStore
+
+USER_PNG = png(64, 48, seed=1)
+"""The image in the user's message of :func:`record_parts` (a real PNG: Chromium decodes it)."""
+TOOL_PNG = png(40, 30, seed=2)
+"""The image the ``screenshot`` tool returns on every call."""
+REPORT_PDF = b"%PDF-1.4\n1 0 obj << /Type /Catalog >> endobj\ntrailer << /Root 1 0 R >>\n%%EOF\n"
+SVG = b'<svg xmlns="http://www.w3.org/2000/svg" onload="alert(1)"><script>alert(2)</script></svg>'
+HTML = b"<!doctype html><script>document.title = 'pwned'</script>"
+SIGNATURE = "EqQBCkYIARgCIkDm" * 40
+"""The Anthropic thinking signature of the first answer (recorded by its length only)."""
+ENCRYPTED = "gAAAAABo" * 60
+MODEL_CALLS = 5
+
+
+@tool
+def screenshot(window: int) -> list[Any]:
+    """Capture a window (each the same picture)."""
+    return ["the screen, captured", ImagePart(TOOL_PNG)]
+
+
+@tool
+def attachments() -> list[Any]:
+    """Files of types a browser would run."""
+    return [
+        "two attachments",
+        FilePart(SVG, "image/svg+xml", "drawing.svg"),
+        FilePart(HTML, "text/html", "page.html"),
+    ]
+
+
+def _answer(request: ModelRequest) -> ModelResponse:
+    last = max(i for i, m in enumerate(request.messages) if isinstance(m, UserMessage))
+    calls = sum(isinstance(m, ToolMessage) for m in request.messages[last:])
+    if calls == 0:
+        thinking = {
+            "type": "thinking",
+            "thinking": "Look at the screen first.",
+            "signature": SIGNATURE,
+        }
+        return ModelResponse(
+            reasoning=[ReasoningPart("anthropic", "Look at the screen first.", thinking)],
+            tool_calls=[ToolCall("c0", "screenshot", {"window": 0})],
+        )
+    if calls < MODEL_CALLS - 2:
+        return ModelResponse(tool_calls=[ToolCall(f"c{calls}", "screenshot", {"window": calls})])
+    if calls == MODEL_CALLS - 2:
+        return ModelResponse(tool_calls=[ToolCall(f"c{calls}", "attachments", {})])
+    sealed = {"type": "redacted_thinking", "data": ENCRYPTED}
+    return ModelResponse(
+        content="The report is fine.", reasoning=[ReasoningPart("anthropic", "", sealed)]
+    )
+
+
+def parts_question() -> UserMessage:
+    """The user's message: text, an image and a PDF."""
+    return UserMessage(
+        [
+            TextPart("Here is my screen and the report."),
+            ImagePart(USER_PNG),
+            FilePart(REPORT_PDF, "application/pdf", "report.pdf"),
+        ]
+    )
+
+
+async def record_parts(
+    store: TraceStore, threads: ThreadStore | None = None, **options: Any
+) -> TraceRecorder:
+    """One turn of :data:`MODEL_CALLS` model calls, each request carrying the user's image and
+    PDF, the tool's image returned three times, an SVG and an HTML file, and reasoning on the
+    first and last answers; recorded by a new recorder (``options`` are its own) into ``store``
+    (written when this returns), on thread ``parts`` of ``threads`` (default: in memory)."""
+    recorder = TraceRecorder(store, agent="parts", background=False, **options)
+    model = FunctionModel(_answer, name="vision")
+    tools = [screenshot, attachments]
+    agent = Agent(
+        model, tools=tools, middleware=[recorder], **({"store": threads} if threads else {})
+    )
+    await agent.run(parts_question(), thread_id="parts")
+    assert len(model.requests) == MODEL_CALLS
+    await recorder.drain()
+    return recorder
