@@ -10,7 +10,7 @@ from images import png
 from plait import Agent, ModelRequest, ModelResponse, ToolCall
 from plait.messages import TextPart, ToolMessage, UserMessage
 from plait.models.scripted import FunctionModel
-from plait.parts import FilePart, ImagePart, ReasoningPart
+from plait.parts import Blob, FilePart, ImagePart, ReasoningPart
 from plait.stores.base import ThreadStore
 from plait.tools import tool
 from plait.trace import TraceRecorder, TraceStore
@@ -31,7 +31,7 @@ MODEL_CALLS = 5
 @tool
 def screenshot(window: int) -> list[Any]:
     """Capture a window (each the same picture)."""
-    return ["the screen, captured", ImagePart(TOOL_PNG)]
+    return ["the screen, captured", ImagePart(Blob(TOOL_PNG))]
 
 
 @tool
@@ -39,8 +39,8 @@ def attachments() -> list[Any]:
     """Files of types a browser would run."""
     return [
         "two attachments",
-        FilePart(SVG, "image/svg+xml", "drawing.svg"),
-        FilePart(HTML, "text/html", "page.html"),
+        FilePart(Blob(SVG), "image/svg+xml", "drawing.svg"),
+        FilePart(Blob(HTML), "text/html", "page.html"),
     ]
 
 
@@ -72,8 +72,8 @@ def parts_question() -> UserMessage:
     return UserMessage(
         [
             TextPart("Here is my screen and the report."),
-            ImagePart(USER_PNG),
-            FilePart(REPORT_PDF, "application/pdf", "report.pdf"),
+            ImagePart(Blob(USER_PNG)),
+            FilePart(Blob(REPORT_PDF), "application/pdf", "report.pdf"),
         ]
     )
 
@@ -88,9 +88,7 @@ async def record_parts(
     recorder = TraceRecorder(store, agent="parts", background=False, **options)
     model = FunctionModel(_answer, name="vision")
     tools = [screenshot, attachments]
-    agent = Agent(
-        model, tools=tools, middleware=[recorder], **({"store": threads} if threads else {})
-    )
+    agent = Agent(model, tools=tools, middleware=[recorder], store=threads)
     await agent.run(parts_question(), thread_id="parts")
     assert len(model.requests) == MODEL_CALLS
     await recorder.drain()
