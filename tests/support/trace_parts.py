@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from images import png
@@ -14,6 +15,7 @@ from plait.parts import Blob, FilePart, ImagePart, ReasoningPart
 from plait.stores.base import ThreadStore
 from plait.tools import tool
 from plait.trace import TraceRecorder, TraceStore
+from plait.trace.store import RequestRow, TraceBatch
 
 USER_PNG = png(64, 48, seed=1)
 """The image in the user's message of :func:`record_parts` (a real PNG: Chromium decodes it)."""
@@ -93,3 +95,71 @@ async def record_parts(
     assert len(model.requests) == MODEL_CALLS
     await recorder.drain()
     return recorder
+
+
+SVG_AS_IMAGE = SVG.replace(b"alert(1)", b"alert(3)")
+"""An SVG recorded as an image part (a trace edited by hand: the recorder refuses the type)."""
+HTML_AS_PNG = HTML + b"<!-- recorded as image/png -->"
+"""HTML recorded as an image/png part."""
+
+
+async def write_hostile(store: TraceStore) -> str:
+    """Write a run by hand whose one model call's request is a user message with an "image"
+    of type ``image/svg+xml``, an image/png part whose bytes are HTML and one whose bytes were
+    not kept (over the cap); its run id."""
+    import hashlib
+
+    def ref(data: bytes, media_type: str) -> dict[str, Any]:
+        digest = hashlib.sha256(data).hexdigest()
+        return {
+            "type": "image",
+            "media_type": media_type,
+            "detail": None,
+            "source": {"sha256": digest, "size": len(data)},
+        }
+
+    body = {
+        "role": "user",
+        "id": "hostile-1",
+        "metadata": {},
+        "content": [
+            {"type": "text", "text": "hostile images"},
+            ref(SVG_AS_IMAGE, "image/svg+xml"),
+            ref(HTML_AS_PNG, "image/png"),
+            ref(USER_PNG[:-1], "image/png"),  # over the recorder's max_blob_bytes
+        ],
+    }
+    run = {
+        "id": "hostile",
+        "thread_id": "hostile",
+        "agent": "edited",
+        "started": 1.0,
+        "finished": 2.0,
+        "status": "ok",
+        "error": None,
+        "input": "hostile images",
+        "output": "done",
+    }
+    span = {
+        "id": "hostile-call",
+        "run_id": "hostile",
+        "kind": "model",
+        "name": "edited",
+        "dispatch": 0,
+        "started": 1.0,
+        "finished": 2.0,
+        "data": {"model": "edited"},
+    }
+    request = RequestRow(
+        "hostile-call", "hostile", 0, True, [], [(0, "hostile-1:k")], "none", "none", "none"
+    )
+    message = ("hostile", "hostile-1:k", "user", 10, "user", json.dumps(body))
+    binary: dict[str, tuple[str, int, bytes | None]] = {
+        hashlib.sha256(d).hexdigest(): (t, len(d), d)
+        for d, t in ((SVG_AS_IMAGE, "image/svg+xml"), (HTML_AS_PNG, "image/png"))
+    }
+    binary[hashlib.sha256(USER_PNG[:-1]).hexdigest()] = ("image/png", len(USER_PNG) - 1, None)
+    await store.write(
+        TraceBatch(runs=[run], spans=[span], requests=[request], messages=[message], binary=binary)
+    )
+    return "hostile"

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 from trace_page import CHROMIUM, CHROMIUM_ARGS, DEMO_PRICES, TOKEN, Browser, Served, serve
-from trace_parts import record_parts
+from trace_parts import record_parts, write_hostile
 
 from plait.cli.demo import bundled_skills
 from plait.cli.demo_script import run_demo
@@ -76,11 +76,13 @@ def browser(served: Served, tmp_path_factory: pytest.TempPathFactory) -> Iterato
 
 @pytest.fixture(scope="session")
 def parts_traces(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A SQLite trace file holding :func:`record_parts`' turn."""
+    """A SQLite trace file holding ``record_parts``' turn and ``write_hostile``'s run."""
     path = tmp_path_factory.mktemp("parts") / "traces.sqlite3"
 
     async def main() -> None:
-        await (await record_parts(SQLiteTraceStore(path))).aclose()
+        recorder = await record_parts(SQLiteTraceStore(path))
+        await write_hostile(recorder.store)
+        await recorder.aclose()
 
     asyncio.run(main())
     return path

@@ -45,6 +45,7 @@ __all__ = [
     "NAMED_TYPES",
     "BinaryRow",
     "blob_answer",
+    "download_name",
     "is_sha256",
     "keep_blobs",
     "message_body",
@@ -192,12 +193,23 @@ def keep_blobs(
         target[digest] = (media_type, blob.size, blob.data if blob.size <= max_bytes else None)
 
 
-def blob_answer(digest: str, media_type: str, data: bytes) -> tuple[str, dict[str, str]]:
+def download_name(name: str | None, digest: str, served: str) -> str:
+    """The file name an attachment is saved under: ``name`` (a recorded file name) kept to
+    letters, digits, ``.``, ``-``, ``_`` and spaces (at most 100, no leading dot), else the
+    digest's first 12 digits with the served type's suffix."""
+    kept = re.sub(r"[^A-Za-z0-9._ -]", "_", name or "").strip(" .")[:100]
+    return kept or digest[:12] + _SUFFIXES.get(served, "")
+
+
+def blob_answer(
+    digest: str, media_type: str, data: bytes, name: str | None = None
+) -> tuple[str, dict[str, str]]:
     """The ``Content-Type`` and the other headers of the answer serving blob ``digest``:
     inline for an image type of :data:`~plait.parts.IMAGE_MEDIA_TYPES` whose bytes carry its
-    signature, else ``Content-Disposition: attachment`` under the recorded type if it is in
-    :data:`NAMED_TYPES` (or audio/video) and ``application/octet-stream`` otherwise. Every
-    answer is sandboxed (``Content-Security-Policy: sandbox``)."""
+    signature, else ``Content-Disposition: attachment`` (saved as :func:`download_name`) under
+    the recorded type if it is in :data:`NAMED_TYPES` (or audio/video) and
+    ``application/octet-stream`` otherwise. Every answer is sandboxed
+    (``Content-Security-Policy: sandbox``)."""
     headers = {"content-security-policy": "sandbox; default-src 'none'"}
     kind = media_type.strip().lower()
     if kind in IMAGE_MEDIA_TYPES and sniff_media_type(data[:16]) == kind:
@@ -206,6 +218,6 @@ def blob_answer(digest: str, media_type: str, data: bytes) -> tuple[str, dict[st
     named = kind in NAMED_TYPES and kind not in IMAGE_MEDIA_TYPES
     named = named or re.fullmatch(r"(audio|video)/[a-z0-9][a-z0-9.+-]{0,60}", kind) is not None
     served = kind if named else "application/octet-stream"
-    suffix = _SUFFIXES.get(served, "")
-    headers["content-disposition"] = f'attachment; filename="{digest[:12]}{suffix}"'
+    filename = download_name(name, digest, served)
+    headers["content-disposition"] = f'attachment; filename="{filename}"'
     return served, headers

@@ -12,7 +12,7 @@ route                                 answers
 ``GET /api/runs/{run_id}``            :func:`~plait.trace.views.run_view`
 ``GET /api/calls/{span_id}``          :func:`~plait.trace.views.call_view`
 ``GET /api/blobs/{digest}``           a stored text (a full tool output), ``text/plain``
-``GET /api/blobs/{sha256}``           an image's or file's bytes (64 hex digits; see below)
+``GET /api/blobs/{sha256}?name=``     an image's or file's bytes (64 hex digits; see below)
 ``GET /api/prices``                   the default price table (USD per million tokens)
 ====================================  ===================================================
 
@@ -21,7 +21,8 @@ WebP whose bytes carry that format's signature; anything else as ``Content-Dispo
 attachment``, under its recorded media type only for passive types and
 ``application/octet-stream`` otherwise (an ``image/svg+xml`` or ``text/html`` part is never
 rendered by the browser), with ``Content-Security-Policy: sandbox``
-(:func:`~plait.trace.parts.blob_answer`). A digest that is neither 16 nor 64 lowercase hex
+(:func:`~plait.trace.parts.blob_answer`; ``name`` is the file name it is saved under, kept to
+safe characters). A digest that is neither 16 nor 64 lowercase hex
 digits answers 404 without reading the store, as does a blob over the recorder's
 ``max_blob_bytes`` (its reference only was kept; the answer says so).
 
@@ -160,11 +161,11 @@ def create_app(
     async def blob(request: Request) -> Response:
         digest = request.path_params["digest"]
         if is_sha256(digest):
-            return await binary(digest)
+            return await binary(digest, request.query_params.get("name"))
         text = await store.blob(digest) if _TEXT_DIGEST.fullmatch(digest) else None
         return not_found("stored text") if text is None else PlainTextResponse(text)
 
-    async def binary(digest: str) -> Response:
+    async def binary(digest: str, name: str | None) -> Response:
         found = await store.binary(digest)
         if found is None:
             return not_found("image or file")
@@ -175,7 +176,7 @@ def create_app(
                 "the trace kept its reference (sha256, type, size), not its bytes."
             )
             return JSONResponse({"error": message}, status_code=404)
-        content_type, headers = blob_answer(digest, media_type, data)
+        content_type, headers = blob_answer(digest, media_type, data, name)
         return Response(data, media_type=content_type, headers=headers)
 
     async def price_table(request: Request) -> Response:
