@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 from trace_page import Browser, Served, read, read_json
@@ -38,7 +39,11 @@ def sha(data: bytes) -> str:
 
 @pytest.fixture(scope="module")
 def page(browser: Browser, parts_served: Served) -> Browser:
-    browser.page.on("dialog", lambda d: (DIALOGS.append(d.message), d.dismiss()))
+    def refuse(dialog: Any) -> None:
+        DIALOGS.append(dialog.message)
+        dialog.dismiss()
+
+    browser.page.on("dialog", refuse)
     browser.page.goto(parts_served.page_url)
     browser.page.wait_for_selector("body[data-ready='1']")
     return browser
