@@ -81,13 +81,18 @@ def parts_question() -> UserMessage:
 
 
 async def record_parts(
-    store: TraceStore, threads: ThreadStore | None = None, **options: Any
+    store: TraceStore,
+    threads: ThreadStore | None = None,
+    recorder: TraceRecorder | None = None,
+    **options: Any,
 ) -> TraceRecorder:
     """One turn of :data:`MODEL_CALLS` model calls, each request carrying the user's image and
     PDF, the tool's image returned three times, an SVG and an HTML file, and reasoning on the
-    first and last answers; recorded by a new recorder (``options`` are its own) into ``store``
-    (written when this returns), on thread ``parts`` of ``threads`` (default: in memory)."""
-    recorder = TraceRecorder(store, agent="parts", background=False, **options)
+    first and last answers; recorded by ``recorder`` or a new one (``options`` are its own) into
+    ``store`` (written when this returns), on thread ``parts`` of ``threads`` (default: in
+    memory)."""
+    if recorder is None:
+        recorder = TraceRecorder(store, agent="parts", background=False, **options)
     model = FunctionModel(_answer, name="vision")
     tools = [screenshot, attachments]
     agent = Agent(model, tools=tools, middleware=[recorder], store=threads)

@@ -262,3 +262,26 @@ async def test_a_restarted_recorder_stores_no_blob_again(tmp_path: Path) -> None
 def test_max_blob_bytes_must_be_a_whole_number(bad: Any, tmp_path: Path) -> None:
     with pytest.raises(ConfigurationError, match=r"max_blob_bytes must be an integer >= 0"):
         TraceRecorder(SQLiteTraceStore(tmp_path / "t.sqlite3"), max_blob_bytes=bad)
+
+
+class FailingOnce(SQLiteTraceStore):
+    """A SQLite trace store whose first write fails."""
+
+    failed = False
+
+    async def write(self, batch: TraceBatch) -> None:
+        if not self.failed:
+            self.failed = True
+            raise TraceStoreError("the disk is full (once)")
+        await super().write(batch)
+
+
+async def test_a_blob_whose_write_failed_is_sent_again_by_a_later_request(tmp_path: Path) -> None:
+    store = FailingOnce(tmp_path / "traces.sqlite3")
+    recorder = await record_parts(store)
+    assert recorder.write_error is not None
+    assert await store.binary(sha(TOOL_PNG)) is None  # the whole turn's batch was lost
+    await record_parts(store, recorder=recorder)  # the same recorder, a new turn
+    assert await store.binary(sha(TOOL_PNG)) == ("image/png", len(TOOL_PNG), TOOL_PNG)
+    assert await store.binary(sha(USER_PNG)) == ("image/png", len(USER_PNG), USER_PNG)
+    await recorder.aclose()

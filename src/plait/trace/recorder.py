@@ -453,7 +453,7 @@ class TraceRecorder(Middleware):
     def _drop_oldest(self) -> None:
         """Drop the oldest batch still waiting (its rows are lost), count it, warn once until a
         write lands again; it counts as written for :meth:`drain`."""
-        self._queue.pop(0)
+        self._deltas.forget(self._queue.pop(0)[2])
         self.dropped_batches += 1
         self._written += 1
         if not self._warned_drop:
@@ -480,6 +480,7 @@ class TraceRecorder(Middleware):
             except Exception as exc:
                 error = exc if isinstance(exc, PlaitError) else unexpected_write_error(exc)
                 self.write_error = error
+                self._deltas.forget(merged)
                 for turn, trace, _ in queued:
                     self._report(turn, trace, error)
             self._written += len(queued)

@@ -248,6 +248,15 @@ class RequestDeltas:
         while len(self._binary) > _MAX_BLOBS:
             self._binary.popitem(last=False)
 
+    def forget(self, batch: TraceBatch) -> None:
+        """``batch`` was not written (its write failed, or it was dropped): send its blobs again
+        when a later request holds them."""
+        for digest in batch.binary:
+            self._binary.pop(digest, None)
+        for digest in batch.blobs:
+            self._blobs.pop(digest, None)
+        self._prompt_cache = None
+
     def _prompts(self, batch: TraceBatch, request: ModelRequest, turn: TurnContext) -> list[str]:
         """Hash the system prompt, the tool list and the base prompt; queue unseen ones. The
         last request's hashes are reused while its prompts and tool objects are the same."""
