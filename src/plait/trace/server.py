@@ -1,8 +1,8 @@
 """The ``plait ui`` web app: one inline page and a small JSON API over a trace store.
 
 Needs the ``ui`` extra (``pip install 'plait[ui]'``: Starlette and uvicorn). Nothing is fetched
-from anywhere but the server itself: the page's CSS and JavaScript are inline, with no fonts,
-images or CDN links.
+from anywhere but the server itself: the page's CSS and JavaScript are inline, with no fonts or
+CDN links; the only images are the recorded ones, from ``/api/blobs/``.
 
 ====================================  ===================================================
 route                                 answers
@@ -22,9 +22,9 @@ attachment``, under its recorded media type only for passive types and
 ``application/octet-stream`` otherwise (an ``image/svg+xml`` or ``text/html`` part is never
 rendered by the browser), with ``Content-Security-Policy: sandbox``
 (:func:`~plait.trace.parts.blob_answer`; ``name`` is the file name it is saved under, kept to
-safe characters). A digest that is neither 16 nor 64 lowercase hex
-digits answers 404 without reading the store, as does a blob over the recorder's
-``max_blob_bytes`` (its reference only was kept; the answer says so).
+safe characters). A digest that is neither 16 nor 64 lowercase hex digits answers 404 without
+reading the store, as does a blob over the recorder's ``max_blob_bytes`` (its reference only
+was kept; the answer says so).
 
 Unknown ids answer 404 with a JSON ``{"error": ...}`` saying what to do. A request whose
 ``Host`` is not one of the app's ``allowed_hosts`` (by default the loopback names,
