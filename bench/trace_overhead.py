@@ -17,25 +17,43 @@ background; the time ``aclose()`` then waits for writes still in flight is print
 table shows the trace file's size and how many message rows and request rows it holds after the
 longest thread.
 
-Run: ``python bench/trace_overhead.py [--rounds 7] [--turns 200] [--postgres URL]``.
+The image table (issue 22): the trace store's bytes per recorded request with a 1 MB image in
+the thread, ``--image-turns`` turns of two requests each, recorded as before this change (each
+message body inline: the image's base64 in every message row holding it, the page's call JSON
+with it) against by reference (the body holds its sha256; the bytes once in ``trace_binary``).
+Three threads: the image in the first message only; the same image attached to every user
+message (a screenshot sent again each turn); a tool returning the same screenshot on each call.
+``call JSON`` is the size of ``/api/calls/<id>`` for the last request (what the page loads).
+
+Run: ``python bench/trace_overhead.py [--rounds 7] [--turns 200] [--postgres URL]
+[--image-turns 20]`` (``--image-turns 0`` skips the image table; ``--rounds 0`` the timings).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import sqlite3
 import statistics
+import struct
 import tempfile
 import time
+import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from plait import Agent, ModelRequest, ModelResponse, ToolCall
-from plait.messages import ToolMessage
+from plait.messages import Message, Part, TextPart, ToolMessage, UserMessage, dump_messages
 from plait.models.scripted import FunctionModel
+from plait.parts import Blob, ImagePart
 from plait.tools import tool
-from plait.trace import SQLiteTraceStore, TraceRecorder
+from plait.trace import SQLiteTraceStore, TraceRecorder, call_view
+from plait.trace import recorder as trace_recorder
+from plait.trace import requests as trace_requests
 from plait.trace.store import TraceStore
 
 
@@ -102,13 +120,130 @@ def _run(name: str, turns: int, path: Path, postgres: str | None, r: int) -> lis
     return asyncio.run(main())
 
 
+def _image(size: int) -> bytes:
+    """A PNG of about ``size`` bytes: a real 1024 x 768 header, then incompressible data."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return (
+            struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+        )
+
+    header = chunk(b"IHDR", struct.pack(">IIBBBBB", 1024, 768, 8, 2, 0, 0, 0))
+    return (
+        b"\x89PNG\r\n\x1a\n" + header + chunk(b"IDAT", os.urandom(size - 45)) + chunk(b"IEND", b"")
+    )
+
+
+SCREEN = Blob(_image(1_000_000))
+
+
+@tool
+def capture(n: int) -> list[Any]:
+    """Capture the screen (the same picture every time)."""
+    return [f"screen {n}", ImagePart(SCREEN)]
+
+
+def _image_answer(request: ModelRequest) -> ModelResponse:
+    if isinstance(request.messages[-1], ToolMessage):
+        return ModelResponse(content="seen")
+    n = len(request.messages)
+    name = "capture" if any(t.name == "capture" for t in request.tools) else "lookup"
+    return ModelResponse(
+        tool_calls=[ToolCall(f"c{n}", name, {"n": n} if name == "capture" else {"key": "k"})]
+    )
+
+
+@contextmanager
+def _inline_bodies() -> Iterator[None]:
+    """Record as the recorder did before blobs went by reference: each message body the
+    message's whole JSON, each image's base64 inside (and no binary rows)."""
+
+    def inline(message: Message) -> tuple[str, dict[str, Any]]:
+        return dump_messages([message])[1:-1], {}
+
+    def nothing(parts: Any) -> dict[str, Any]:
+        return {}
+
+    swaps = [(trace_requests, "message_body", inline), (trace_recorder, "part_blobs", nothing)]
+    saved = [(module, name, getattr(module, name)) for module, name, _ in swaps]
+    for module, name, replacement in swaps:
+        setattr(module, name, replacement)
+    try:
+        yield
+    finally:
+        for module, name, original in saved:
+            setattr(module, name, original)
+
+
+async def _image_thread(path: Path, case: str, turns: int) -> tuple[int, int]:
+    """Record ``turns`` turns of ``case`` into ``path``; the requests recorded and the size of
+    the last one's call JSON."""
+    store = SQLiteTraceStore(path)
+    recorder = TraceRecorder(store, background=False)
+    tools = [capture] if case == "tool" else [lookup]
+    agent = Agent(FunctionModel(_image_answer), tools=tools, middleware=[recorder])
+    for i in range(turns):
+        attach = case == "every turn" or (case == "first message" and i == 0)
+        parts: list[Part] = [TextPart(f"question {i}")]
+        parts += [ImagePart(SCREEN)] if attach else []
+        await agent.run(UserMessage(parts), thread_id="images")
+    (run,) = await store.runs(limit=1)
+    found = await store.run(run["id"])
+    assert found is not None
+    last = [s for s in found[1] if s["kind"] == "model"][-1]
+    view = await call_view(store, last["id"])
+    await recorder.aclose()
+    with sqlite3.connect(path) as conn:
+        requests = conn.execute("SELECT count(*) FROM trace_requests").fetchone()[0]
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    return int(requests), len(json.dumps(view))
+
+
+def _image_table(folder: Path, turns: int) -> None:
+    print(
+        f"\ntrace store with a {SCREEN.size:,}-byte image in the thread, "
+        f"{turns} turns (2 requests each)"
+    )
+    print(
+        f"{'thread':<16} {'requests':>8} {'inline bytes':>13} {'per request':>12} "
+        f"{'by ref bytes':>13} {'per request':>12} {'call JSON inline':>17} {'by ref':>9}"
+    )
+    for case in ("no image", "first message", "every turn", "tool"):
+        figures = []
+        for mode in ("inline", "by reference"):
+            path = folder / f"images-{case.replace(' ', '-')}-{mode.replace(' ', '-')}.sqlite3"
+            if mode == "inline":
+                with _inline_bodies():
+                    requests, call = asyncio.run(_image_thread(path, case, turns))
+            else:
+                requests, call = asyncio.run(_image_thread(path, case, turns))
+            size = path.stat().st_size + sum(
+                p.stat().st_size for p in folder.glob(path.name + "-*")
+            )
+            figures.append((requests, size, call))
+        (n, before, call_before), (_, after, call_after) = figures
+        label = "tool, each call" if case == "tool" else case
+        print(
+            f"{label:<16} {n:>8} {before:>13,} {before // n:>12,} {after:>13,} {after // n:>12,} "
+            f"{call_before:>17,} {call_after:>9,}"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--turns", type=int, default=200)
     parser.add_argument("--postgres", help="also record into Postgres at this URL (a new schema)")
+    parser.add_argument("--image-turns", type=int, default=20, help="turns of the image table")
     args = parser.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="plait-trace-bench-"))
+    if args.rounds > 0:
+        _timings(args, folder)
+    if args.image_turns > 0:
+        _image_table(folder, args.image_turns)
+
+
+def _timings(args: argparse.Namespace, folder: Path) -> None:
     names = ["no recorder", "recorder", "recorder, waited"]
     names += ["recorder, Postgres"] if args.postgres else []
     figures: dict[str, list[tuple[float, float]]] = {name: [] for name in names}

@@ -1,6 +1,7 @@
 """Fixtures for the trace tests: the demo recorded into a trace store, the page served by uvicorn
 on 127.0.0.1, and Debian's Chromium driven by Playwright (no browser download: the system
-binary, with the flags a closed network needs)."""
+binary, with the flags a closed network needs); and a turn with images, files and reasoning
+(``trace_parts.record_parts``) recorded and served for the page's tests of parts."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 from trace_page import CHROMIUM, CHROMIUM_ARGS, DEMO_PRICES, TOKEN, Browser, Served, serve
+from trace_parts import record_parts, write_hostile
 
 from plait.cli.demo import bundled_skills
 from plait.cli.demo_script import run_demo
@@ -70,3 +72,24 @@ def browser(served: Served, tmp_path_factory: pytest.TempPathFactory) -> Iterato
         finally:
             with contextlib.suppress(Exception):
                 context.close()
+
+
+@pytest.fixture(scope="session")
+def parts_traces(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A SQLite trace file holding ``record_parts``' turn and ``write_hostile``'s run."""
+    path = tmp_path_factory.mktemp("parts") / "traces.sqlite3"
+
+    async def main() -> None:
+        recorder = await record_parts(SQLiteTraceStore(path))
+        await write_hostile(recorder.store)
+        await recorder.aclose()
+
+    asyncio.run(main())
+    return path
+
+
+@pytest.fixture(scope="session")
+def parts_served(parts_traces: Path) -> Iterator[Served]:
+    store = SQLiteTraceStore(parts_traces)
+    with serve(create_app(store, token=TOKEN), store) as served:
+        yield served

@@ -76,6 +76,12 @@ class Both:
     async def blob(self, digest: str) -> str | None:
         return await self.first.blob(digest)
 
+    async def binary(self, sha256: str) -> tuple[str, int, bytes | None] | None:
+        return await self.first.binary(sha256)
+
+    async def binary_kept(self, digests: Sequence[str]) -> dict[str, bool]:
+        return await self.first.binary_kept(digests)
+
 
 async def test_a_recorded_thread_reads_back_whole(store: TraceStore) -> None:
     recorder = TraceRecorder(store)

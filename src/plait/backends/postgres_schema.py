@@ -103,4 +103,13 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX plait_thread_blobs_by_blob ON {s}.plait_thread_blobs (sha256);
     """,
+    # 4: image and file bytes of the trace store, once per sha256 (plait.trace.parts).
+    """
+    CREATE TABLE {s}.plait_trace_binary (
+        sha256 text COLLATE "C" PRIMARY KEY,
+        media_type text NOT NULL,
+        size bigint NOT NULL,
+        data bytea
+    );
+    """,
 )

@@ -188,12 +188,13 @@ def _hashes(html: str, tag: str) -> list[str]:
 def page_policy(html: str) -> str:
     """The Content-Security-Policy for ``html``: its inline ``<script>`` and ``<style>`` blocks
     by hash (no ``'unsafe-inline'``: the page sets computed styles through the CSSOM, never a
-    ``style`` attribute), requests to this server only, no frames, forms or base URL."""
+    ``style`` attribute), requests and images (the thumbnails of recorded images) from this
+    server only, no frames, forms or base URL."""
     scripts = " ".join(_hashes(html, "script")) or "'none'"
     styles = " ".join(_hashes(html, "style")) or "'none'"
     return (
         f"default-src 'none'; script-src {scripts}; style-src {styles}; connect-src 'self'; "
-        "img-src data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+        "img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
     )
 
 

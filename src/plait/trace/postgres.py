@@ -1,15 +1,16 @@
 """``PostgresTraceStore``: the trace store on a thread store's Postgres database.
 
-Needs ``pip install 'plait[postgres]'`` (psycopg 3 and psycopg-pool). The five tables of
+Needs ``pip install 'plait[postgres]'`` (psycopg 3 and psycopg-pool). The six tables of
 :mod:`plait.trace.store`, named ``plait_trace_*``, come with the thread store's migrations
-(number 2 in :mod:`plait.backends.postgres_db`): run ``await store.setup()`` or
+(numbers 2 and 4 in :mod:`plait.backends.postgres_db`): run ``await store.setup()`` or
 ``plait db upgrade --store URL`` once; until then a write is a :class:`TraceStoreError` that says
 so (the recorder reports it as a non-fatal ``ErrorOccurred``; the turn goes on).
 
 Build it on the thread store's database (``PostgresTraceStore(thread_store.db)``: one pool,
 closed by the thread store) or on its own URL or pool. A write is one transaction: the runs and
 spans are upserted by id, messages and blobs inserted once (``ON CONFLICT DO NOTHING``), each
-table with one ``executemany`` (psycopg sends them in one pipeline). Reads are one transaction
+table with one ``executemany`` (psycopg sends them in one pipeline); an image's or file's bytes
+are sent only when the table lacks them (one ``SELECT`` first). Reads are one transaction
 each, so a request is replayed from one snapshot.
 
 Every call has the database's deadline (``timeout``, default 30 s; the table is in
@@ -24,6 +25,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Unpack
 
 from plait.backends.postgres_db import PostgresDatabase, PostgresOptions
+from plait.trace.parts import BinaryRow
 from plait.trace.store import (
     MAX_RUNS_LISTED,
     REQUEST_COLUMNS,
@@ -91,6 +93,14 @@ class PostgresTraceStore:
         self._q_blob = s(
             "INSERT INTO {s}.plait_trace_blobs (hash, text) VALUES (%s, %s) ON CONFLICT DO NOTHING"
         )
+        self._q_kept = s(
+            "SELECT sha256, data IS NOT NULL FROM {s}.plait_trace_binary WHERE sha256 = ANY(%s)"
+        )
+        self._q_binary = s(
+            "INSERT INTO {s}.plait_trace_binary (sha256, media_type, size, data) "
+            "VALUES (%s, %s, %s, %s) ON CONFLICT (sha256) DO UPDATE SET data = excluded.data "
+            "WHERE plait_trace_binary.data IS NULL AND excluded.data IS NOT NULL"
+        )
 
     async def setup(self) -> list[int]:
         """Apply the migrations not yet applied (the thread store's, these tables among them)."""
@@ -122,6 +132,14 @@ class PostgresTraceStore:
                     await cur.executemany(self._q_message, batch.messages)
                 if batch.blobs:
                     await cur.executemany(self._q_blob, list(batch.blobs.items()))
+                if batch.binary:
+                    await cur.execute(self._q_kept, (list(batch.binary),))
+                    kept = {str(d) for d, has in await cur.fetchall() if has}
+                    rows = [
+                        (d, t, n, data) for d, (t, n, data) in batch.binary.items() if d not in kept
+                    ]
+                    if rows:
+                        await cur.executemany(self._q_binary, rows)
 
         await self.db.run(
             insert,
@@ -282,6 +300,29 @@ class PostgresTraceStore:
             operation="trace blob",
             single=True,
         )
+
+    async def binary(self, sha256: str) -> BinaryRow | None:
+        """The image or file stored under ``sha256`` (media type, size, bytes or ``None``)."""
+        statement = self.db.sql(
+            "SELECT media_type, size, data FROM {s}.plait_trace_binary WHERE sha256 = %s"
+        )
+
+        async def select(conn: AsyncConnection[Any]) -> BinaryRow | None:
+            row = await (await conn.execute(statement, (sha256,))).fetchone()
+            if row is None:
+                return None
+            return str(row[0]), int(row[1]), None if row[2] is None else bytes(row[2])
+
+        return await self.db.run(select, error=TraceStoreError, single=True)
+
+    async def binary_kept(self, digests: Sequence[str]) -> dict[str, bool]:
+        """For each of ``digests`` known here, whether its bytes were kept."""
+
+        async def select(conn: AsyncConnection[Any]) -> dict[str, bool]:
+            rows = await (await conn.execute(self._q_kept, (list(digests),))).fetchall()
+            return {str(d): bool(kept) for d, kept in rows}
+
+        return await self.db.run(select, error=TraceStoreError, single=True)
 
     async def last_request(self, thread_id: str) -> tuple[int, list[str]] | None:
         """The sequence number and message keys of the thread's newest request, or ``None``."""

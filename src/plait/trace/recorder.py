@@ -13,7 +13,8 @@ What it records, per turn (one *run*):
   when the provider reports none), the answer, and the request as a delta against the thread's
   previous request (message keys added and removed, system prompt and tools by hash);
 * a ``tool`` span per tool call: arguments, error flag, a preview of the output and, unless a
-  persist filter keeps it out, the full output (up to ``max_output_chars``);
+  persist filter keeps it out, the full output (up to ``max_output_chars``) and the images and
+  files it returned, by reference (their bytes once, up to ``max_blob_bytes`` each);
 * an ``action`` span for every event middleware emits (an eviction, a summary, a disclosure, a
   rejected call, a provider retry), observed through ``TurnContext.observe``: its type and
   fields, bounded; a provider retry is also listed on its model call (``retries``);
@@ -21,18 +22,14 @@ What it records, per turn (one *run*):
   ``cancelled`` with the error, however the turn failed (a model call, a limit, a store error).
 
 Requests are turned into deltas by :class:`~plait.trace.requests.RequestDeltas`. A turn's rows
-are written in one transaction when it ends, however it ends, plus every :data:`FLUSH_EVERY`
-model calls of a long turn. One background writer writes them in order; batches queued while a
-write is under way are merged into the next transaction, so a busy agent pays fewer commits. The
-turn does not wait for its trace (unless more than :data:`MAX_PENDING_WRITES` are queued, or
-``max_queued`` are: the next batch would push one out). A failed turn cannot wait (its trace is
-queued as it ends), so at most ``max_queued`` (:data:`MAX_QUEUED_BATCHES`) batches wait for the
-writer: past it, while the store is down or hangs, the oldest queued batch is dropped, counted
-in :attr:`TraceRecorder.dropped_batches` and told once in a ``plait.trace`` log warning (again
-after a write lands).
-:meth:`TraceRecorder.drain` waits until everything recorded so far is written, and
-:meth:`TraceRecorder.aclose` drains before closing the store, so no finished or failed turn's
-trace is lost on a clean shutdown.
+are one transaction, written in order by one background writer when the turn ends, however it
+ends (and every :data:`FLUSH_EVERY` model calls of a long turn); batches queued meanwhile merge
+into the next transaction. The turn waits only when the writer is behind
+(:data:`MAX_PENDING_WRITES`, ``max_queued``); past ``max_queued`` (:data:`MAX_QUEUED_BATCHES`)
+batches, while the store is down or hangs, the oldest is dropped, counted in
+:attr:`TraceRecorder.dropped_batches` and told once in a ``plait.trace`` log warning (again after
+a write lands). :meth:`TraceRecorder.drain` waits for everything recorded so far;
+:meth:`TraceRecorder.aclose` drains, then closes the store.
 
 Never stored: a message a persist filter would keep out of the thread store or that sits in
 ``TurnContext.ephemeral`` (a skill body, a pinned note) is recorded by reference only (role and
@@ -63,13 +60,15 @@ from plait.middleware.base import Middleware, ModelHandler, Next, ToolHandler
 from plait.middleware.context import DispatchContext, Event, TurnContext
 from plait.models.base import ModelRequest, ModelResponse
 from plait.runtime.events import RUNTIME_EVENTS, ErrorOccurred, ToolCallFinished
+from plait.trace.parts import MAX_BLOB_BYTES, part_blobs, part_refs
 from plait.trace.requests import RequestDeltas, TurnMessages, digest, persistable
-from plait.trace.store import TraceBatch, TraceStore, TraceStoreError
+from plait.trace.store import TraceBatch, TraceStore, unexpected_write_error
 from plait.trace.values import field, next_answer, output_text, response_data
 
 __all__ = [
     "CLOSE_TIMEOUT",
     "FLUSH_EVERY",
+    "MAX_BLOB_BYTES",
     "MAX_OUTPUT_CHARS",
     "MAX_PENDING_WRITES",
     "MAX_QUEUED_BATCHES",
@@ -135,7 +134,10 @@ class TraceRecorder(Middleware):
     :meth:`aclose` (or :meth:`drain`) before the event loop ends, or the last writes may not
     land. ``background=False`` makes each successful turn wait for its write, so its trace is
     complete when ``run`` returns (a failed turn's is still written in the background).
-    ``max_queued`` bounds the batches waiting for the writer (see :data:`MAX_QUEUED_BATCHES`).
+    ``max_queued`` bounds the batches waiting for the writer (see :data:`MAX_QUEUED_BATCHES`);
+    ``max_blob_bytes`` the bytes of one image or file kept (:data:`MAX_BLOB_BYTES`, 5 MiB: a
+    larger one keeps its reference only; each blob is stored once, see
+    :mod:`plait.trace.parts`).
     """
 
     def __init__(
@@ -147,12 +149,17 @@ class TraceRecorder(Middleware):
         preview_chars: int = PREVIEW_CHARS,
         background: bool = True,
         max_queued: int = MAX_QUEUED_BATCHES,
+        max_blob_bytes: int = MAX_BLOB_BYTES,
     ) -> None:
-        if isinstance(max_queued, bool) or not isinstance(max_queued, int) or max_queued < 1:
-            raise ConfigurationError(
-                f"TraceRecorder: max_queued must be an integer >= 1 (batches waiting for the "
-                f"trace store), not {max_queued!r}; the default is {MAX_QUEUED_BATCHES}."
-            )
+        for name, value, least, default in (
+            ("max_queued", max_queued, 1, MAX_QUEUED_BATCHES),
+            ("max_blob_bytes", max_blob_bytes, 0, MAX_BLOB_BYTES),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                raise ConfigurationError(
+                    f"TraceRecorder: {name} must be an integer >= {least}, not {value!r}; the "
+                    f"default is {default:,}."
+                )
         self.max_queued = max_queued
         self.dropped_batches = 0
         """Batches dropped unwritten because ``max_queued`` were already waiting."""
@@ -162,7 +169,7 @@ class TraceRecorder(Middleware):
         self.agent = agent
         self.max_output_chars = max_output_chars
         self.preview_chars = preview_chars
-        self._deltas = RequestDeltas(store)
+        self._deltas = RequestDeltas(store, max_blob_bytes)
         self._queue: list[tuple[TurnContext, _RunTrace, TraceBatch]] = []
         self._writer: asyncio.Future[None] | None = None
         self._queued = 0  # batches queued so far
@@ -405,6 +412,9 @@ class TraceRecorder(Middleware):
             data.update(projected=True, preview=None)
             return
         data["preview"] = clipped(text, self.preview_chars)
+        if result.parts:  # images and files by reference, their bytes once
+            data["parts"] = part_refs(result.parts)
+            self._deltas.keep(trace.batch, part_blobs(result.parts))
         if len(text) > self.preview_chars and len(text) <= self.max_output_chars:
             data["full"] = digest(text)
             trace.batch.blobs[data["full"]] = text
@@ -443,7 +453,7 @@ class TraceRecorder(Middleware):
     def _drop_oldest(self) -> None:
         """Drop the oldest batch still waiting (its rows are lost), count it, warn once until a
         write lands again; it counts as written for :meth:`drain`."""
-        self._queue.pop(0)
+        self._deltas.forget(self._queue.pop(0)[2])
         self.dropped_batches += 1
         self._written += 1
         if not self._warned_drop:
@@ -468,8 +478,9 @@ class TraceRecorder(Middleware):
                 await self.store.write(merged)
                 self._warned_drop = False
             except Exception as exc:
-                error = exc if isinstance(exc, PlaitError) else _unexpected(exc)
+                error = exc if isinstance(exc, PlaitError) else unexpected_write_error(exc)
                 self.write_error = error
+                self._deltas.forget(merged)
                 for turn, trace, _ in queued:
                     self._report(turn, trace, error)
             self._written += len(queued)
@@ -486,14 +497,3 @@ class TraceRecorder(Middleware):
             self._unreported = error
         else:
             turn.emit(ErrorOccurred(error=error, where="trace"))
-
-
-def _unexpected(error: Exception) -> TraceStoreError:
-    """A trace store's failure that is not a ``PlaitError`` (a bug in a custom store), reported
-    like one rather than ending the writer with the batches it held."""
-    trace_error = TraceStoreError(
-        f"The trace store's write failed with {type(error).__name__}: {clipped(str(error), 500)}; "
-        "these turns' traces were not written. A TraceStore should raise TraceStoreError."
-    )
-    trace_error.__cause__ = error
-    return trace_error

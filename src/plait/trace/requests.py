@@ -12,6 +12,10 @@ previous request, and the new messages and blobs it introduces, for a ``TraceBat
   stored by reference only: ``body`` ``None``, kind ``projected``.
 * System prompt, tool list and the agent's base prompt are blobs by hash; the hashes written by
   this builder are remembered (up to 1,024) so each is sent to the store once.
+* Image and file parts are stored by reference (:func:`~plait.trace.parts.message_body`): the
+  body holds each blob's sha256 and size, and the blob's bytes go to the binary table once (the
+  digests sent are remembered, up to 1,024; the store skips the ones it holds). A projected
+  message's blobs are not stored.
 * State is bounded: the last request of up to 256 threads is kept in memory; an older thread's is
   read back from the store.
 """
@@ -32,11 +36,12 @@ from plait.messages import (
     SystemMessage,
     TextPart,
     ToolMessage,
-    dump_messages,
 )
 from plait.middleware.context import TurnContext
 from plait.models.base import ModelRequest
+from plait.parts import Blob
 from plait.tokens import CHARS_PER_TOKEN, message_tokens, tool_tokens
+from plait.trace.parts import MAX_BLOB_BYTES, keep_blobs, message_body
 from plait.trace.store import CHECKPOINT_EVERY, RequestRow, TraceBatch, TraceStore
 
 __all__ = ["RequestDeltas", "TurnMessages", "delta", "digest", "persistable", "signature"]
@@ -60,8 +65,8 @@ class Known:
 
 
 def signature(message: Message) -> tuple[object, ...]:
-    """A cheap structural fingerprint of a message: role, text length, tool calls, and for a
-    tool result its size, error flag and whether it is an evicted reference.
+    """A cheap structural fingerprint of a message: role, parts, text length, tool calls, and
+    for a tool result its size, error flag, parts and whether it is an evicted reference.
 
     Thread stores are append-only, so a stored id keeps its content; a message rewritten under
     its id inside a turn (an overflow eviction, a projected skill body, a redaction) differs in
@@ -71,7 +76,7 @@ def signature(message: Message) -> tuple[object, ...]:
         data = message.data
         evicted = isinstance(data, dict) and bool(data.get("_evicted"))
         size = len(data) if isinstance(data, str | dict | list) else -1
-        return ("tool", message.is_error, size, evicted)
+        return ("tool", message.is_error, size, evicted, len(message.parts))
     chars = sum(len(p.text) for p in message.content if isinstance(p, TextPart))
     calls = len(message.tool_calls) if isinstance(message, AssistantMessage) else 0
     return (message.role, len(message.content), chars, calls)
@@ -144,10 +149,13 @@ _TOKENS = operator.attrgetter("tokens")
 
 class RequestDeltas:
     """Builds request rows for one recorder over ``store`` (read only for a thread's last
-    request when it is not in memory)."""
+    request when it is not in memory). Blobs over ``max_blob_bytes`` keep their reference
+    only."""
 
-    def __init__(self, store: TraceStore) -> None:
+    def __init__(self, store: TraceStore, max_blob_bytes: int = MAX_BLOB_BYTES) -> None:
         self.store = store
+        self.max_blob_bytes = max_blob_bytes
+        self._binary: OrderedDict[str, None] = OrderedDict()
         self._last: OrderedDict[str, tuple[int, list[str]]] = OrderedDict()
         self._known: OrderedDict[str, dict[str, Known]] = OrderedDict()
         self._stored: dict[str, dict[str, Known]] = {}
@@ -219,7 +227,7 @@ class RequestDeltas:
                 shape = signature(message)
                 entry = known.get(message.id)
                 if entry is None or entry.signature != shape:
-                    body = dump_messages([message])[1:-1]
+                    body, blobs = message_body(message)
                     entry = Known(shape, f"{message.id}:{digest(body)}", message_tokens(message))
                     known[message.id] = entry
                     if entry.key not in old_set:
@@ -227,10 +235,27 @@ class RequestDeltas:
                         kind = message_kind(message, projected)
                         row = (thread, entry.key, message.role, entry.tokens, kind)
                         batch.messages.append((*row, None if projected else body))
+                        if blobs and not projected:
+                            self.keep(batch, blobs)
                 if from_store:
                     stored[message.id] = entry
             seen[id(message)] = (message, entry)
             entries.append(entry)
+
+    def keep(self, batch: TraceBatch, blobs: dict[str, tuple[Blob, str]]) -> None:
+        """Queue the bytes of ``blobs`` (sha256 to blob and media type) not queued before."""
+        keep_blobs(batch.binary, blobs, self._binary, self.max_blob_bytes)
+        while len(self._binary) > _MAX_BLOBS:
+            self._binary.popitem(last=False)
+
+    def forget(self, batch: TraceBatch) -> None:
+        """``batch`` was not written (its write failed, or it was dropped): send its blobs again
+        when a later request holds them."""
+        for digest in batch.binary:
+            self._binary.pop(digest, None)
+        for digest in batch.blobs:
+            self._blobs.pop(digest, None)
+        self._prompt_cache = None
 
     def _prompts(self, batch: TraceBatch, request: ModelRequest, turn: TurnContext) -> list[str]:
         """Hash the system prompt, the tool list and the base prompt; queue unseen ones. The

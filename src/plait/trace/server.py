@@ -1,8 +1,8 @@
 """The ``plait ui`` web app: one inline page and a small JSON API over a trace store.
 
 Needs the ``ui`` extra (``pip install 'plait[ui]'``: Starlette and uvicorn). Nothing is fetched
-from anywhere but the server itself: the page's CSS and JavaScript are inline, with no fonts,
-images or CDN links.
+from anywhere but the server itself: the page's CSS and JavaScript are inline, with no fonts or
+CDN links; the only images are the recorded ones, from ``/api/blobs/``.
 
 ====================================  ===================================================
 route                                 answers
@@ -12,8 +12,19 @@ route                                 answers
 ``GET /api/runs/{run_id}``            :func:`~plait.trace.views.run_view`
 ``GET /api/calls/{span_id}``          :func:`~plait.trace.views.call_view`
 ``GET /api/blobs/{digest}``           a stored text (a full tool output), ``text/plain``
+``GET /api/blobs/{sha256}?name=``     an image's or file's bytes (64 hex digits; see below)
 ``GET /api/prices``                   the default price table (USD per million tokens)
 ====================================  ===================================================
+
+An image or file is answered with its bytes as recorded: inline only for a PNG, JPEG, GIF or
+WebP whose bytes carry that format's signature; anything else as ``Content-Disposition:
+attachment``, under its recorded media type only for passive types and
+``application/octet-stream`` otherwise (an ``image/svg+xml`` or ``text/html`` part is never
+rendered by the browser), with ``Content-Security-Policy: sandbox``
+(:func:`~plait.trace.parts.blob_answer`; ``name`` is the file name it is saved under, kept to
+safe characters). A digest that is neither 16 nor 64 lowercase hex digits answers 404 without
+reading the store, as does a blob over the recorder's ``max_blob_bytes`` (its reference only
+was kept; the answer says so).
 
 Unknown ids answer 404 with a JSON ``{"error": ...}`` saying what to do. A request whose
 ``Host`` is not one of the app's ``allowed_hosts`` (by default the loopback names,
@@ -30,6 +41,7 @@ page's own inline script and style (by hash), ``X-Frame-Options: DENY``,
 from __future__ import annotations
 
 import ipaddress
+import re
 import socket
 from collections.abc import Mapping, Sequence
 from importlib import resources
@@ -37,6 +49,7 @@ from typing import TYPE_CHECKING, Any
 
 from plait.errors import ConfigurationError
 from plait.trace.access import SecurityHeaders, TokenGate, check_token, page_policy
+from plait.trace.parts import blob_answer, is_sha256
 from plait.trace.store import TraceStore, TraceStoreError
 from plait.trace.views import call_view, run_view
 
@@ -63,6 +76,8 @@ DEFAULT_PORT = 7600
 
 LOCAL_HOSTS = ("127.0.0.1", "localhost")
 """The ``Host`` names the page answers by default (the page itself uses relative URLs)."""
+
+_TEXT_DIGEST = re.compile(r"[0-9a-f]{16}")
 
 MAX_QUERY_CHARS = 200
 """Longest search text accepted by ``/api/runs`` (longer ones are cut)."""
@@ -116,7 +131,7 @@ def create_app(
     applications = _starlette()
     from starlette.middleware import Middleware
     from starlette.middleware.trustedhost import TrustedHostMiddleware
-    from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse
+    from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
     from starlette.routing import Route
 
     html = page_html()
@@ -144,8 +159,25 @@ def create_app(
         return not_found("model call") if view is None else JSONResponse(view)
 
     async def blob(request: Request) -> Response:
-        text = await store.blob(request.path_params["digest"])
+        digest = request.path_params["digest"]
+        if is_sha256(digest):
+            return await binary(digest, request.query_params.get("name"))
+        text = await store.blob(digest) if _TEXT_DIGEST.fullmatch(digest) else None
         return not_found("stored text") if text is None else PlainTextResponse(text)
+
+    async def binary(digest: str, name: str | None) -> Response:
+        found = await store.binary(digest)
+        if found is None:
+            return not_found("image or file")
+        media_type, size, data = found
+        if data is None:
+            message = (
+                f"This {media_type} of {size:,} bytes was over the recorder's max_blob_bytes: "
+                "the trace kept its reference (sha256, type, size), not its bytes."
+            )
+            return JSONResponse({"error": message}, status_code=404)
+        content_type, headers = blob_answer(digest, media_type, data, name)
+        return Response(data, media_type=content_type, headers=headers)
 
     async def price_table(request: Request) -> Response:
         return JSONResponse(table)

@@ -1,6 +1,6 @@
 """``SQLiteTraceStore``: the timelines a :class:`~plait.trace.TraceRecorder` writes, in SQLite.
 
-Five tables, all prefixed ``trace_`` so a trace store may share a file with a thread store:
+Six tables, all prefixed ``trace_`` so a trace store may share a file with a thread store:
 
 * ``trace_runs``: one row per turn (thread, start, end, status, input and output text).
 * ``trace_spans``: model calls, tool calls and middleware actions of a run, with their dispatch,
@@ -14,6 +14,9 @@ Five tables, all prefixed ``trace_`` so a trace store may share a file with a th
   (skill bodies and anything a persist filter keeps out) are rows with ``body`` NULL, shown by
   reference (role, size, tokens).
 * ``trace_blobs``: system prompts, tool lists and full tool outputs, once per content hash.
+* ``trace_binary``: the bytes of the images and files the messages and tool results hold, once
+  per sha256, with the media type first recorded and the size (``data`` NULL: over the
+  recorder's ``max_blob_bytes``, reference only; see :mod:`plait.trace.parts`).
 
 Writes go through :class:`~plait.backends.sqlite.SQLiteFile` (a worker thread, one connection,
 WAL with ``synchronous=NORMAL``: a trace commit is not synced to disk, so a power failure may
@@ -28,12 +31,13 @@ import json
 import os
 import re
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from plait.backends.sqlite import SQLiteFile
-from plait.errors import PlaitError, StoreTimeoutError
+from plait.errors import PlaitError, StoreTimeoutError, clipped
+from plait.trace.parts import BinaryRow
 
 __all__ = [
     "CHECKPOINT_EVERY",
@@ -75,6 +79,9 @@ CREATE TABLE IF NOT EXISTS trace_messages (
     kind TEXT NOT NULL, body TEXT, PRIMARY KEY (thread_id, key)
 );
 CREATE TABLE IF NOT EXISTS trace_blobs (hash TEXT PRIMARY KEY, text TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS trace_binary (
+    sha256 TEXT PRIMARY KEY, media_type TEXT NOT NULL, size INTEGER NOT NULL, data BLOB
+);
 """
 
 
@@ -86,6 +93,17 @@ class TraceStoreTimeoutError(StoreTimeoutError, TraceStoreError):
     """A trace store call got no answer within its deadline and was abandoned (see
     :class:`~plait.errors.StoreTimeoutError`); caught as a :class:`TraceStoreError` too (the
     recorder reports it and the turn goes on)."""
+
+
+def unexpected_write_error(error: Exception) -> TraceStoreError:
+    """A trace store's failure that is not a ``PlaitError`` (a bug in a custom store), reported
+    like one rather than ending the writer with the batches it held."""
+    trace_error = TraceStoreError(
+        f"The trace store's write failed with {type(error).__name__}: {clipped(str(error), 500)}; "
+        "these turns' traces were not written. A TraceStore should raise TraceStoreError."
+    )
+    trace_error.__cause__ = error
+    return trace_error
 
 
 @dataclass(slots=True)
@@ -116,9 +134,13 @@ class TraceBatch:
     requests: list[RequestRow] = field(default_factory=list)
     messages: list[tuple[str, str, str, int, str, str | None]] = field(default_factory=list)
     blobs: dict[str, str] = field(default_factory=dict)
+    binary: dict[str, BinaryRow] = field(default_factory=dict)
+    """Image and file bytes by sha256: media type, size, bytes (``None``: reference only)."""
 
     def __bool__(self) -> bool:
-        return bool(self.runs or self.spans or self.requests or self.messages or self.blobs)
+        return bool(
+            self.runs or self.spans or self.requests or self.messages or self.blobs or self.binary
+        )
 
     def extend(self, later: TraceBatch) -> None:
         """Append ``later``'s rows after this batch's (one transaction for both)."""
@@ -127,6 +149,7 @@ class TraceBatch:
         self.requests += later.requests
         self.messages += later.messages
         self.blobs.update(later.blobs)
+        self.binary.update(later.binary)
 
 
 _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
@@ -139,19 +162,21 @@ def _storable(text: str | None) -> str | None:
 
 
 def storable_batch(batch: TraceBatch) -> TraceBatch:
-    """``batch`` with every NUL and surrogate code point in a run's texts, a message body or a
-    blob written as its escape (``\\x00``, ``\\ud800``): Postgres text cannot hold NUL and
-    UTF-8 cannot encode a surrogate, and one such character would fail the whole transaction,
-    losing every turn's rows merged into it. ``batch`` itself when there is nothing to escape
-    (the common case; span data is JSON, already escaped)."""
+    """``batch`` with every NUL and surrogate code point in a run's texts, a message body, a
+    blob or a binary row's media type written as its escape (``\\x00``, ``\\ud800``): Postgres
+    text cannot hold NUL and UTF-8 cannot encode a surrogate, and one such character would fail
+    the whole transaction, losing every turn's rows merged into it. ``batch`` itself when there
+    is nothing to escape (the common case; span data is JSON, already escaped)."""
     runs = [
         {k: _storable(v) if isinstance(v, str) else v for k, v in run.items()} for run in batch.runs
     ]
     messages = [(*m[:5], _storable(m[5])) for m in batch.messages]
     blobs = {digest: str(_storable(text)) for digest, text in batch.blobs.items()}
-    if runs == batch.runs and messages == batch.messages and blobs == batch.blobs:
+    binary = {d: (str(_storable(t)), n, b) for d, (t, n, b) in batch.binary.items()}
+    same_types = all(binary[d][0] == t for d, (t, _, _) in batch.binary.items())
+    if runs == batch.runs and messages == batch.messages and blobs == batch.blobs and same_types:
         return batch
-    return TraceBatch(runs, batch.spans, batch.requests, messages, blobs)
+    return TraceBatch(runs, batch.spans, batch.requests, messages, blobs, binary)
 
 
 class TraceStore(Protocol):
@@ -185,6 +210,15 @@ class TraceStore(Protocol):
 
     async def blob(self, digest: str) -> str | None:
         """The text stored under ``digest``, or ``None``."""
+        ...
+
+    async def binary(self, sha256: str) -> BinaryRow | None:
+        """The image or file stored under ``sha256``: media type, size and bytes (``None`` when
+        only its reference was kept), or ``None`` if unknown."""
+        ...
+
+    async def binary_kept(self, digests: Sequence[str]) -> dict[str, bool]:
+        """For each of ``digests`` the trace store knows, whether its bytes were kept."""
         ...
 
     async def last_request(self, thread_id: str) -> tuple[int, list[str]] | None:
@@ -267,21 +301,20 @@ class SQLiteTraceStore:
 
         def select(conn: sqlite3.Connection) -> dict[str, dict[str, Any]]:
             found: dict[str, dict[str, Any]] = {}
-            for start in range(0, len(keys), 500):
-                chunk = list(keys[start : start + 500])
-                marks = ",".join("?" * len(chunk))
-                for key, role, tokens, kind, body in conn.execute(
-                    "SELECT key, role, tokens, kind, body FROM trace_messages "
-                    f"WHERE thread_id = ? AND key IN ({marks})",
-                    (thread_id, *chunk),
-                ):
-                    found[key] = {
-                        "key": key,
-                        "role": role,
-                        "tokens": tokens,
-                        "kind": kind,
-                        "body": None if body is None else json.loads(body),
-                    }
+            for key, role, tokens, kind, body in _in_chunks(
+                conn,
+                "SELECT key, role, tokens, kind, body FROM trace_messages "
+                "WHERE thread_id = ? AND key IN ({marks})",
+                keys,
+                thread_id,
+            ):
+                found[key] = {
+                    "key": key,
+                    "role": role,
+                    "tokens": tokens,
+                    "kind": kind,
+                    "body": None if body is None else json.loads(body),
+                }
             return found
 
         return await self._file.read(select)
@@ -292,6 +325,28 @@ class SQLiteTraceStore:
         def select(conn: sqlite3.Connection) -> str | None:
             row = conn.execute("SELECT text FROM trace_blobs WHERE hash = ?", (digest,)).fetchone()
             return None if row is None else str(row[0])
+
+        return await self._file.read(select)
+
+    async def binary(self, sha256: str) -> BinaryRow | None:
+        """The image or file stored under ``sha256`` (media type, size, bytes or ``None``)."""
+
+        def select(conn: sqlite3.Connection) -> BinaryRow | None:
+            row = conn.execute(
+                "SELECT media_type, size, data FROM trace_binary WHERE sha256 = ?", (sha256,)
+            ).fetchone()
+            if row is None:
+                return None
+            return str(row[0]), int(row[1]), None if row[2] is None else bytes(row[2])
+
+        return await self._file.read(select)
+
+    async def binary_kept(self, digests: Sequence[str]) -> dict[str, bool]:
+        """For each of ``digests`` known here, whether its bytes were kept."""
+
+        def select(conn: sqlite3.Connection) -> dict[str, bool]:
+            query = "SELECT sha256, data IS NOT NULL FROM trace_binary WHERE sha256 IN ({marks})"
+            return {str(d): bool(kept) for d, kept in _in_chunks(conn, query, digests)}
 
         return await self._file.read(select)
 
@@ -355,6 +410,31 @@ def _write(conn: sqlite3.Connection, batch: TraceBatch) -> None:
     conn.executemany(
         "INSERT OR IGNORE INTO trace_blobs (hash, text) VALUES (?, ?)", batch.blobs.items()
     )
+    if batch.binary:
+        _write_binary(conn, batch.binary)
+
+
+def _write_binary(conn: sqlite3.Connection, rows: dict[str, BinaryRow]) -> None:
+    """Each blob once: only the digests whose bytes the file lacks are written (a row kept by
+    reference gets its bytes when a recorder with a higher cap sends them)."""
+    query = "SELECT sha256 FROM trace_binary WHERE sha256 IN ({marks}) AND data IS NOT NULL"
+    kept = {str(d) for (d,) in _in_chunks(conn, query, list(rows))}
+    conn.executemany(
+        "INSERT INTO trace_binary (sha256, media_type, size, data) VALUES (?, ?, ?, ?) "
+        "ON CONFLICT (sha256) DO UPDATE SET data = excluded.data "
+        "WHERE trace_binary.data IS NULL AND excluded.data IS NOT NULL",
+        [(d, t, n, data) for d, (t, n, data) in rows.items() if d not in kept],
+    )
+
+
+def _in_chunks(
+    conn: sqlite3.Connection, query: str, values: Sequence[str], *before: str
+) -> Iterator[Any]:
+    """The rows of ``query`` (its ``IN ({marks})`` list filled) over ``values``, 500 at a
+    time (SQLite bounds the parameters of one statement); ``before`` are its first parameters."""
+    for start in range(0, len(values), 500):
+        chunk = values[start : start + 500]
+        yield from conn.execute(query.format(marks=",".join("?" * len(chunk))), (*before, *chunk))
 
 
 def request_row(row: tuple[Any, ...]) -> RequestRow:
@@ -412,18 +492,8 @@ def _request(
     return target, keys, previous
 
 
-_RUN_KEYS = (
-    "id",
-    "thread_id",
-    "agent",
-    "started",
-    "finished",
-    "status",
-    "error",
-    "input",
-    "output",
-)
-RUN_COLUMNS = ", ".join(_RUN_KEYS)
+RUN_COLUMNS = "id, thread_id, agent, started, finished, status, error, input, output"
+_RUN_KEYS = tuple(RUN_COLUMNS.split(", "))
 
 
 def run_dict(row: tuple[Any, ...]) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from typing import Any
 from plait.errors import clipped
 from plait.messages import AssistantMessage, Message, ToolCall
 from plait.models.base import ModelResponse
+from plait.trace.parts import part_refs
 
 __all__: list[str] = []
 
@@ -54,7 +55,8 @@ def output_text(data: Any) -> str:
 
 
 def response_data(response: ModelResponse, model: Any, max_chars: int) -> dict[str, Any]:
-    """The fields a model span keeps of a response: model, finish reason, usage, answer, calls."""
+    """The fields a model span keeps of a response: model, finish reason, usage, answer, calls,
+    and its reasoning parts if any (:func:`~plait.trace.parts.part_refs`: readable text only)."""
     usage = response.usage
     return {
         "model": response.model or model,
@@ -70,7 +72,7 @@ def response_data(response: ModelResponse, model: Any, max_chars: int) -> dict[s
         "tool_calls": [
             {"id": c.id, "name": c.name, "args": field(c.args)} for c in response.tool_calls
         ],
-    }
+    } | ({"reasoning": part_refs(response.reasoning, max_chars)} if response.reasoning else {})
 
 
 def next_answer(messages: Sequence[Message]) -> str:

@@ -6,6 +6,9 @@
   reference), the tools it offered and the calls made against them, where its input tokens went,
   and the context diff against the thread's previous model call.
 
+Image and file parts are shown by reference: each source ``{"sha256", "size"}`` gains
+``kept`` (whether the trace store holds its bytes, served at ``/api/blobs/<sha256>``).
+
 Token figures for parts of a request are estimates (``CHARS_PER_TOKEN`` characters per token plus
 a small per-item overhead); the usage a provider reported is shown as reported.
 """
@@ -81,6 +84,7 @@ async def run_view(store: TraceStore, run_id: str) -> dict[str, Any] | None:
                 "spans": members,
             }
         )
+    await _mark_kept(store, [p for s in spans if s["kind"] == "tool" for p in _refs(s["data"])])
     models: dict[str, list[dict[str, int]]] = {}
     for span in spans:
         if span["kind"] == "model":
@@ -117,6 +121,7 @@ async def call_view(store: TraceStore, span_id: str) -> dict[str, Any] | None:
     for definition in tools:
         definition["tokens"] = _tool_tokens(definition)
     messages = [stored.get(k) or _missing(k) for k in keys]
+    await _mark_kept(store, [p for m in messages for p in _refs(m.get("body"))])
     return {
         "span_id": span_id,
         "thread_id": row.thread_id,
@@ -133,6 +138,28 @@ async def call_view(store: TraceStore, span_id: str) -> dict[str, Any] | None:
             (previous_tools, tools),
         ),
     }
+
+
+def _refs(holder: Any) -> list[dict[str, Any]]:
+    """The image and file parts of a message body or a tool span's data, as stored."""
+    if not isinstance(holder, dict):
+        return []
+    found = []
+    for key in ("content", "parts"):
+        for part in holder.get(key) or []:
+            is_blob = isinstance(part, dict) and part.get("type") in ("image", "file")
+            if is_blob and isinstance(part.get("source"), dict):
+                found.append(part)
+    return found
+
+
+async def _mark_kept(store: TraceStore, parts: list[dict[str, Any]]) -> None:
+    """Set ``kept`` on each part's source: whether the store holds its bytes."""
+    if not parts:
+        return
+    kept = await store.binary_kept(sorted({str(p["source"].get("sha256")) for p in parts}))
+    for part in parts:
+        part["source"]["kept"] = kept.get(str(part["source"].get("sha256")), False)
 
 
 def _missing(key: str) -> dict[str, Any]:
@@ -172,7 +199,11 @@ def _message_label(message: dict[str, Any]) -> str:
         return f"{message['role']} message"
     if body.get("role") == "tool":
         return f"result of {body.get('name', '?')}"
-    text = " ".join(str(p.get("text", "")) for p in body.get("content") or [])
+    content = [p for p in body.get("content") or [] if isinstance(p, dict)]
+    text = " ".join(str(p.get("text", "")) for p in content if p.get("type", "text") == "text")
+    if not text:  # an image or file alone: name it
+        shown = [p for p in content if p.get("type") in ("image", "file")]
+        text = " ".join(f"[{p['type']} {p.get('media_type') or ''}]" for p in shown)
     calls = [c.get("name", "?") for c in body.get("tool_calls") or []]
     label = text[:80] or (f"calls {', '.join(calls)}" if calls else "")
     return f"{message['role']}: {label}"
