@@ -60,9 +60,11 @@ def test_threads_list_shows_the_newest_and_counts_the_rest(tmp_path: Path) -> No
 
 
 @pytest.mark.parametrize("command", ["show", "delete"])
-def test_threads_show_or_delete_before_any_run_is_a_failure(tmp_path: Path, command: str) -> None:
+def test_threads_show_or_delete_before_any_run_is_a_usage_error(
+    tmp_path: Path, command: str
+) -> None:
     result = plait("threads", command, "nope", home=tmp_path)
-    assert result.returncode == 1, result.stdout + result.stderr
+    assert result.returncode == 2, result.stdout + result.stderr
     assert "No thread 'nope'" in result.stderr
 
 
@@ -83,9 +85,9 @@ def test_threads_list_keeps_ids_whole_on_a_narrow_terminal(tmp_path: Path) -> No
     assert re.search(thread_id, result.stdout), result.stdout
 
 
-def test_threads_help_mentions_delete(tmp_path: Path) -> None:
+def test_threads_help_mentions_export_and_delete(tmp_path: Path) -> None:
     result = plait("--help", home=tmp_path)
-    assert re.search(r"threads\s+List, show and delete", result.stdout), result.stdout
+    assert re.search(r"threads\s+List, show, export and delete", result.stdout), result.stdout
 
 
 @pytest.mark.parametrize("command", ["show", "delete"])
@@ -95,6 +97,6 @@ def test_an_unknown_thread_id_is_quoted_and_bounded_in_the_message(
     # Before: the id was echoed unquoted ("No thread . See: ...") and whole, however long.
     for thread_id, shown in (("", "No thread ''"), ("x" * 5000, "No thread 'xxx")):
         result = plait("threads", command, thread_id, home=tmp_path)
-        assert result.returncode == 1
+        assert result.returncode == 2
         message = " ".join(result.stderr.split())
         assert message.startswith(shown) and len(message) < 400, message

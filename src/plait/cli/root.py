@@ -24,7 +24,7 @@ COMMANDS: tuple[tuple[str, str], ...] = (
     ),
     ("ui", "Open the local trace page: runs, waterfalls, context diffs, tokens and costs."),
     ("skills", "Validate, inspect and render Agent Skills (SKILL.md) folders."),
-    ("threads", "List, show and delete stored conversations."),
+    ("threads", "List, show, export and delete stored conversations."),
     ("db", "Set up the Postgres database a store URL names."),
     ("config", "Show the configuration: config files, environment and flags, merged."),
 )
