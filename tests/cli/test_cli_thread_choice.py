@@ -91,12 +91,12 @@ def test_continue_in_a_folder_where_nothing_was_started_names_it(
 def test_continue_falls_back_to_threads_that_record_no_folder(
     server: WireServer, home: Path
 ) -> None:
-    from plait.messages import AssistantMessage, UserMessage
+    from plait.messages import AssistantMessage, Message, UserMessage
     from plait.stores.sqlite import SQLiteThreadStore
 
     async def seed() -> None:  # as plait wrote threads before it recorded folders
         store = SQLiteThreadStore(home / "plait-home" / "threads.sqlite3")
-        messages = [UserMessage("from before"), AssistantMessage("Old.")]
+        messages: list[Message] = [UserMessage("from before"), AssistantMessage("Old.")]
         await store.append("legacy", messages, expected_version=0)
         await store.aclose()
 

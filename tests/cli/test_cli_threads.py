@@ -114,13 +114,20 @@ def _seed_rich_thread(home: Path, thread_id: str = "3f2a9c0d" + "0" * 24) -> tup
 
     from images import png
 
-    from plait.messages import AssistantMessage, TextPart, ToolCall, ToolMessage, UserMessage
+    from plait.messages import (
+        AssistantMessage,
+        Message,
+        TextPart,
+        ToolCall,
+        ToolMessage,
+        UserMessage,
+    )
     from plait.parts import Blob, FilePart, ImagePart, ReasoningPart
     from plait.stores.sqlite import SQLiteThreadStore
 
     image = png(3, 2)
     pdf = b"%PDF-1.4\n%%EOF\n"
-    messages = [
+    messages: list[Message] = [
         UserMessage([TextPart("What is in this picture? " + LONG), ImagePart(Blob(image))]),
         AssistantMessage(
             [ReasoningPart("anthropic", "Let me look at the file.", {"type": "thinking"})],
