@@ -11,6 +11,7 @@ from plait.__about__ import __version__
 from plait.cli.config_command import config_app
 from plait.cli.db import db_app
 from plait.cli.demo import demo
+from plait.cli.models import models
 from plait.cli.root import HELP
 from plait.cli.run import MODEL_EPILOG, chat, run
 from plait.cli.skills import skills_app
@@ -32,6 +33,7 @@ app.command(epilog=MODEL_EPILOG)(run)
 app.command(epilog=MODEL_EPILOG)(chat)
 app.command()(demo)
 app.command()(ui)
+app.command()(models)
 
 
 def _version(value: bool) -> None:
