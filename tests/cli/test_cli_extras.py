@@ -1,10 +1,15 @@
-"""``plait[all]`` installs every extra the command line can ask for."""
+"""Extras and the command line: ``plait[all]`` installs every extra it can ask for, and a
+missing one is one line with the ``pip install`` command, never a traceback."""
 
 from __future__ import annotations
 
 import re
+import sys
 import tomllib
 from pathlib import Path
+
+import pytest
+from cli_inprocess import run_plait
 
 ROOT = Path(__file__).parents[2]
 
@@ -33,3 +38,40 @@ def test_all_installs_every_extra_a_cli_message_tells_the_user_to_install() -> N
             named.update(re.findall(r"pip install '?plait\[([a-z]+)\]", text))
     assert {"ui", "mcp", "openai", "anthropic", "postgres"} <= named
     assert named <= _extras("all", table) - {"all"}
+
+
+POSTGRES = "postgresql://plait@127.0.0.1:9/never"  # never reached: the SDK is missing first
+COMPATIBLE = "openai-compatible:m@http://127.0.0.1:9/v1"
+
+
+@pytest.mark.parametrize(
+    ("missing", "extra", "args"),
+    [
+        (("psycopg", "psycopg_pool"), "postgres", ("threads", "list", "--store", POSTGRES)),
+        (("psycopg", "psycopg_pool"), "postgres", ("db", "upgrade", "--store", POSTGRES)),
+        (
+            ("psycopg", "psycopg_pool"),
+            "postgres",
+            ("run", "hi", "--model", COMPATIBLE, "--store", POSTGRES, "--no-trace"),
+        ),
+        (("mcp",), "mcp", ("run", "hi", "--model", COMPATIBLE, "--mcp", "x=echo hi")),
+        (("openai",), "openai", ("run", "hi", "--model", COMPATIBLE)),
+        (("anthropic",), "anthropic", ("chat", "--model", "anthropic:claude-x")),
+    ],
+)
+def test_a_missing_extra_is_one_line_with_the_install_command(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    missing: tuple[str, ...],
+    extra: str,
+    args: tuple[str, ...],
+) -> None:
+    # Before: a Postgres store without psycopg ended in a ModuleNotFoundError traceback.
+    for name in [m for m in sys.modules if m.split(".")[0] in missing]:
+        monkeypatch.setitem(sys.modules, name, None)
+    for name in missing:  # what an environment without the extra sees
+        monkeypatch.setitem(sys.modules, name, None)
+    result = run_plait(*args, home=tmp_path, env={"ANTHROPIC_API_KEY": "k"})
+    assert result.returncode in (1, 2), result.stdout + result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"pip install 'plait[{extra}]'" in lines[0], result.stderr

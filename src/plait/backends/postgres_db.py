@@ -331,9 +331,15 @@ class PostgresDatabase:
         With ``retry`` (the default), a call whose connection broke is run once more on a fresh
         connection: the server rolled the failed transaction back, so ``fn`` must only be safe
         to run again after a rollback (every caller's is; ``append`` checks its write token).
+        Without psycopg installed: a ``ConfigurationError`` with the ``pip install`` command.
         """
-        import psycopg
-        from psycopg_pool import PoolTimeout
+        try:
+            import psycopg
+            from psycopg_pool import PoolTimeout
+        except ImportError as exc:
+            raise ConfigurationError(
+                "The Postgres store needs psycopg: pip install 'plait[postgres]'."
+            ) from exc
 
         attempts = 2 if retry else 1
         for attempt in range(attempts):
