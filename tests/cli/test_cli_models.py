@@ -125,3 +125,14 @@ def test_no_provider_configured_says_how_to_pick_one(home: Path) -> None:
     result = models(home)
     assert result.returncode == 2
     assert "--model" in result.stderr and "OPENAI_API_KEY" in result.stderr
+
+
+def test_a_server_that_never_answers_is_given_up_on_at_the_deadline(
+    server: WireServer, home: Path
+) -> None:
+    server.stall()
+    result = models(home, "--model", f"openai-compatible:m@{server.url}/v1", "--timeout", "0.5")
+    assert result.returncode == 1
+    message = " ".join(result.stderr.split())
+    assert f"{server.url}/v1/models sent no complete list of models within 0.5 s" in message
+    assert "--timeout" in message

@@ -33,7 +33,7 @@ app.command(epilog=MODEL_EPILOG)(run)
 app.command(epilog=MODEL_EPILOG)(chat)
 app.command()(demo)
 app.command()(ui)
-app.command()(models)
+app.command(epilog=MODEL_EPILOG)(models)
 
 
 def _version(value: bool) -> None:

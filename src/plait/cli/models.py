@@ -25,8 +25,9 @@ from rich.console import Console
 from rich.text import Text
 
 from plait.cli.console import fail
-from plait.cli.options import Flags, ModelOption, TimeoutOption, agent_options, merged_settings
+from plait.cli.options import Flags, ModelOption, agent_options, merged_settings
 from plait.errors import ConfigurationError, clipped
+from plait.models.timeouts import parse_timeout
 
 __all__ = ["DEFAULT_MODELS_TIMEOUT", "MAX_MODELS", "models"]
 
@@ -38,6 +39,26 @@ MAX_MODELS = 5000
 
 _PROVIDERS = ("openai", "openai-responses", "anthropic")
 _PLACEHOLDER = "models"  # the model name a spec given without one gets (never sent anywhere)
+
+
+def _deadline(value: float | None) -> float | None:
+    if value is None:
+        return None
+    try:
+        return parse_timeout(value, "--timeout")
+    except ConfigurationError as exc:
+        raise typer.BadParameter(str(exc)) from None
+
+
+ListTimeoutOption = Annotated[
+    float | None,
+    typer.Option(
+        "--timeout",
+        callback=_deadline,
+        help=f"Seconds to wait for the whole list (default: {DEFAULT_MODELS_TIMEOUT:g}; inf: no "
+        "deadline).",
+    ),
+]
 
 
 def listing_spec(spec: str) -> str:
@@ -56,7 +77,7 @@ def listing_spec(spec: str) -> str:
 
 def models(
     model: ModelOption = None,
-    timeout: TimeoutOption = None,
+    timeout: ListTimeoutOption = None,
     as_json: Annotated[
         bool, typer.Option("--json", help="The provider's records as a JSON array.")
     ] = False,
@@ -79,13 +100,13 @@ def models(
     deadline = DEFAULT_MODELS_TIMEOUT if timeout is None else timeout
     try:
         records = asyncio.run(_listed(kind, client, deadline))
-    except TimeoutError:
-        fail(
-            f"{url} sent no complete list of models within {deadline:g} s. Check that the "
-            "server is up, or allow more time with --timeout SECONDS.",
-            1,
-        )
-    except Exception as exc:
+    except Exception as exc:  # the SDK's errors, told apart by name: either SDK may be absent
+        if isinstance(exc, TimeoutError) or type(exc).__name__ == "APITimeoutError":
+            fail(
+                f"{url} sent no complete list of models within {deadline:g} s. Check that the "
+                "server is up, or allow more time with --timeout SECONDS.",
+                1,
+            )
         fail(_failure(exc, url, chosen), 1)
     _show(records, kind, url, as_json)
 
@@ -124,7 +145,7 @@ def _failure(exc: Exception, url: str, model: Any) -> str:
     status = getattr(exc, "status_code", None)
     detail = clipped(" ".join(str(getattr(exc, "message", None) or exc).split()), 300)
     if status is None:
-        if type(exc).__name__ in ("APIConnectionError", "APITimeoutError"):
+        if type(exc).__name__ == "APIConnectionError":
             cause = exc.__cause__ or exc.__context__
             reason = f" ({clipped(str(cause), 300)})" if cause and str(cause) else ""
             return (
