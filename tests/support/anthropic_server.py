@@ -426,7 +426,8 @@ def _handler_for(server: AnthropicServer) -> type[BaseHTTPRequestHandler]:
             if self.path.split("?", 1)[0] == "/v1/models":
                 status, content_type, data = server.list_models(received)
             else:
-                error = {"type": "error", "error": {"type": "not_found_error", "message": "Not found"}}
+                missing = {"type": "not_found_error", "message": "Not found"}
+                error = {"type": "error", "error": missing}
                 status, content_type, data = 404, "application/json", json.dumps(error).encode()
             self.send_response(status)
             self.send_header("content-type", content_type)
