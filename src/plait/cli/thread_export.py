@@ -1,18 +1,19 @@
 """A stored thread as a document: ``threads show --json`` and ``threads export``.
 
-=====================  =====================================================================
-form                   holds
-=====================  =====================================================================
-:func:`thread_json`    ``{"thread_id", "version", "state", "messages"}``; ``messages`` as
-                       :func:`~plait.messages.dump_messages` writes them. ``by_reference``
-                       (``show --json``): each image and file part as ``{"type",
-                       "media_type", "size", "sha256"}`` (plus ``filename``/``detail``), no
-                       bytes; otherwise (``export``) lossless, bytes inline as base64, so
-                       ``load_messages(json.dumps(doc["messages"]))`` gives the thread back
-:func:`thread_markdown`  a transcript to read: a heading per message, text as written, tool
-                       calls and results in fenced blocks, images and files named (media
-                       type, size, sha256 prefix), reasoning folded in ``<details>``
-=====================  =====================================================================
+=========================  =================================================================
+form                       holds
+=========================  =================================================================
+:func:`thread_json`        ``{"thread_id", "version", "state", "messages"}``; ``messages`` as
+                           :func:`~plait.messages.dump_messages` writes them. ``by_reference``
+                           (``show --json``): each image and file part as ``{"type",
+                           "media_type", "size", "sha256"}`` (plus ``filename``/``detail``),
+                           no bytes; otherwise (``export``) lossless, bytes inline as base64,
+                           so ``load_messages(json.dumps(doc["messages"]))`` gives the thread
+                           back
+:func:`thread_markdown`    a transcript to read: a heading per message, text as written, tool
+                           calls and results in fenced blocks, images and files named (media
+                           type, size, sha256 prefix), reasoning folded in ``<details>``
+=========================  =================================================================
 """
 
 from __future__ import annotations
