@@ -137,7 +137,7 @@ def test_threads_list_and_show_what_run_kept(server: WireServer, tmp_path: Path)
     assert shown.returncode == 0
     assert "remember this" in shown.stdout and "Stored answer." in shown.stdout
     missing = plait("threads", "show", "nope", home=tmp_path)
-    assert missing.returncode == 1 and "No thread 'nope'" in missing.stderr
+    assert missing.returncode == 2 and "No thread 'nope'" in missing.stderr
 
 
 def test_threads_delete_removes_the_thread_and_its_offloaded_files(
@@ -162,7 +162,7 @@ def test_threads_delete_removes_the_thread_and_its_offloaded_files(
     blobs = SQLiteBackend(tmp_path / "threads-blobs.sqlite3")
     assert asyncio.run(blobs.ls()) == ["large_tool_results/other/1-abc-call"]
     asyncio.run(blobs.aclose())
-    assert plait("threads", "delete", thread, home=tmp_path).returncode == 1
+    assert plait("threads", "delete", thread, home=tmp_path).returncode == 2
 
 
 def test_run_json_writes_one_event_per_line(server: WireServer, tmp_path: Path) -> None:

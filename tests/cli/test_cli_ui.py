@@ -205,3 +205,56 @@ def test_the_trace_hint_names_a_postgres_store_without_its_password() -> None:
     hint = trace_hint("r1", "postgresql://ann:s3cret@db.local:5432/app")
     assert "--store postgresql://ann:***@db.local:5432/app" in hint and "s3cret" not in hint
     assert hint.endswith("/#r1")
+
+
+def _traces_file(tmp_path: Path) -> Path:
+    """An empty trace store file (SQLite makes an empty file a new database)."""
+    path = tmp_path / "t-traces.sqlite3"
+    path.touch()
+    return path
+
+
+def test_ui_on_a_busy_port_suggests_another_with_port(tmp_path: Path) -> None:
+    # Before: uvicorn logged "address already in use" and exited 1, with no hint.
+    import socket
+
+    from cli_inprocess import run_plait
+
+    traces = _traces_file(tmp_path)
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = run_plait(
+            "ui",
+            "--traces",
+            str(traces),
+            "--port",
+            str(port),
+            "--no-browser",
+            "--no-token",
+            home=tmp_path,
+        )
+    assert result.returncode == 2, result.stdout + result.stderr
+    message = " ".join(result.stderr.split())
+    assert f"Port {port} on 127.0.0.1 is in use" in message
+    assert "--port" in message and "Traceback" not in message
+    assert "serving" not in result.stdout
+
+
+@pytest.mark.parametrize("missing", ["starlette", "uvicorn"])
+def test_ui_without_its_extra_is_one_line_with_the_install_command(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, missing: str
+) -> None:
+    # Before: without Starlette, create_app's ConfigurationError ended in a traceback.
+    from cli_inprocess import run_plait
+
+    traces = _traces_file(tmp_path)
+    for name in [m for m in sys.modules if m == missing or m.startswith(missing + ".")]:
+        monkeypatch.setitem(sys.modules, name, None)
+    monkeypatch.setitem(sys.modules, missing, None)  # what an environment without it sees
+    result = run_plait("ui", "--traces", str(traces), "--port", "0", "--no-browser", home=tmp_path)
+    assert result.returncode == 2, result.stdout + result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "pip install 'plait[ui]'" in lines[0], result.stderr
+    assert "serving" not in result.stdout

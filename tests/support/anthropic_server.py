@@ -22,6 +22,9 @@ It refuses (HTTP 400, ``invalid_request_error``, with messages modelled on the r
   bytes do not match the media type, an image over 5 MB, more than 100 images; a non-text block in
   ``system``.
 
+``GET /v1/models`` lists :attr:`AnthropicServer.models` (newest first, as the API does), paged
+as the API pages (``limit``, default 20; ``after_id``; ``has_more``, ``last_id``).
+
 Every request is recorded (:attr:`AnthropicServer.received`), with the decoded bytes of each
 image and document it carried (:attr:`Received.media`), refused ones included.
 """
@@ -80,6 +83,8 @@ class AnthropicServer:
     def __init__(self, brain: Brain) -> None:
         self.brain = brain
         self.received: list[Received] = []
+        self.models: list[str] = []
+        """The model ids ``GET /v1/models`` lists, newest first."""
         self._key = secrets.token_bytes(32)
         self._issued_order: dict[str, int] = {}  # signature or redacted data -> issue number
         self._lock = threading.Lock()
@@ -107,6 +112,34 @@ class AnthropicServer:
         return hmac.new(self._key, thinking.encode(), hashlib.sha256).hexdigest()
 
     # --- one request ---------------------------------------------------------------------
+
+    def list_models(self, received: Received) -> tuple[int, str, bytes]:
+        """``GET /v1/models``: one page of :attr:`models`."""
+        from urllib.parse import parse_qs, urlsplit
+
+        with self._lock:
+            self.received.append(received)
+        query = parse_qs(urlsplit(received.path).query)
+        limit = int(query.get("limit", ["20"])[0])
+        after = query.get("after_id", [None])[0]
+        start = self.models.index(after) + 1 if after in self.models else 0
+        page = self.models[start : start + limit]
+        data = [
+            {
+                "type": "model",
+                "id": model,
+                "display_name": model.replace("-", " ").title(),
+                "created_at": "2025-01-01T00:00:00Z",
+            }
+            for model in page
+        ]
+        body = {
+            "data": data,
+            "has_more": start + limit < len(self.models),
+            "first_id": page[0] if page else None,
+            "last_id": page[-1] if page else None,
+        }
+        return 200, "application/json", json.dumps(body).encode()
 
     def handle(self, received: Received) -> tuple[int, str, bytes]:
         with self._lock:
@@ -380,6 +413,22 @@ def _handler_for(server: AnthropicServer) -> type[BaseHTTPRequestHandler]:
             except json.JSONDecodeError:
                 body = None
             status, content_type, data = server.handle(Received(self.path, headers, body))
+            self.send_response(status)
+            self.send_header("content-type", content_type)
+            self.send_header("content-length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+            self.wfile.flush()
+
+        def do_GET(self) -> None:
+            headers = {k.lower(): v for k, v in self.headers.items()}
+            received = Received(self.path, headers, None)
+            if self.path.split("?", 1)[0] == "/v1/models":
+                status, content_type, data = server.list_models(received)
+            else:
+                missing = {"type": "not_found_error", "message": "Not found"}
+                error = {"type": "error", "error": missing}
+                status, content_type, data = 404, "application/json", json.dumps(error).encode()
             self.send_response(status)
             self.send_header("content-type", content_type)
             self.send_header("content-length", str(len(data)))

@@ -4,6 +4,9 @@ Tests queue replies (a fixture file's body, a status, headers); each request tak
 and is recorded, so a test can assert on the exact JSON the SDK sent. ``.sse`` fixtures are
 served as ``text/event-stream``, written event by event. No SDK is patched; nothing leaves the
 machine.
+
+``serve_models(ids)`` makes ``GET …/models`` (the OpenAI models list) answer those ids without a
+queued reply.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ class WireServer:
         self.fixtures = fixtures
         self.received: list[Received] = []
         self._replies: deque[Reply] = deque()
+        self.models: list[str] | None = None
         self._lock = threading.Lock()
         self._release = threading.Event()
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
@@ -101,12 +105,27 @@ class WireServer:
         self.reply(fixture)
         self._replies[-1].stall_after = after
 
+    def serve_models(self, ids: list[str]) -> None:
+        """Answer ``GET …/models`` with these model ids (as OpenAI's ``/v1/models`` does)."""
+        self.models = list(ids)
+
+    def _models_reply(self) -> Reply:
+        data = [
+            {"id": i, "object": "model", "created": 1750000000, "owned_by": "wire-server"}
+            for i in self.models or []
+        ]
+        body = json.dumps({"object": "list", "data": data}).encode()
+        return Reply(200, [body], "application/json")
+
     def bodies(self) -> list[Any]:
         return [r.body for r in self.received]
 
     def _next(self, received: Received) -> Reply:
         with self._lock:
             self.received.append(received)
+            path = received.path.split("?", 1)[0]
+            if received.method == "GET" and self.models is not None and path.endswith("/models"):
+                return self._models_reply()
             if self._replies:
                 return self._replies.popleft()
         # 418: a status no adapter retries, so a missing reply fails the test at once.

@@ -371,6 +371,7 @@ class PostgresDatabase:
         With ``retry`` (the default), a call whose connection broke is run once more on a fresh
         connection: the server rolled the failed transaction back, so ``fn`` must only be safe
         to run again after a rollback (every caller's is; ``append`` checks its write token).
+        Without psycopg installed: a ``ConfigurationError`` with the ``pip install`` command.
         """
         seconds = self.timeout if deadline is None else deadline
         where = f"Postgres at {self.description}"
@@ -398,8 +399,13 @@ class PostgresDatabase:
         retry: bool,
         single: bool,
     ) -> T:
-        import psycopg
-        from psycopg_pool import PoolTimeout
+        try:
+            import psycopg
+            from psycopg_pool import PoolTimeout
+        except ImportError as exc:
+            raise ConfigurationError(
+                "The Postgres store needs psycopg: pip install 'plait[postgres]'."
+            ) from exc
 
         call = CURRENT_CALL.get()
         attempts = 2 if retry else 1

@@ -12,6 +12,7 @@ from plait.cli.chat import chat
 from plait.cli.config_command import config_app
 from plait.cli.db import db_app
 from plait.cli.demo import demo
+from plait.cli.models import models
 from plait.cli.root import HELP
 from plait.cli.run import MODEL_EPILOG, run
 from plait.cli.skills import skills_app
@@ -33,6 +34,7 @@ app.command(epilog=MODEL_EPILOG)(run)
 app.command(epilog=MODEL_EPILOG)(chat)
 app.command()(demo)
 app.command()(ui)
+app.command(epilog=MODEL_EPILOG)(models)
 
 
 def _version(value: bool) -> None:

@@ -22,9 +22,7 @@ from plait.cli.run import (
     ContinueOption,
     McpOption,
     NoThinkingOption,
-    NoThreadToContinue,
     ThreadOption,
-    UnknownThread,
     VerboseOption,
     _close,
     _error_message,
@@ -37,6 +35,7 @@ from plait.cli.run import (
     _turn,
     attachments,
 )
+from plait.cli.thread_choice import ThreadChoiceError
 from plait.cli.ui import NoTraceOption
 from plait.errors import ConfigurationError, PlaitError
 from plait.messages import Part, new_id
@@ -81,14 +80,14 @@ def chat(
         try:
             agent, closers, found = runner.run(_open(resolved.options, thread, continue_))
         except PlaitError as exc:
-            expected = isinstance(exc, UnknownThread | NoThreadToContinue)
+            expected = isinstance(exc, ThreadChoiceError)
             fail(str(exc), 2 if expected else 1)
         thread_id = found or new_id()
         _thread_line(info, f"plait chat — thread {thread_id}. Ctrl-D or /exit to leave.")
         if verbose:
             _print_order(info, agent)
         try:
-            _chat_loop(runner, agent, thread_id, display, info, resolved, parts)
+            _chat_loop(runner, agent, thread_id, display, info, resolved, parts, found is None)
         finally:
             runner.run(_close(agent, closers))
     _thread_line(info, f"thread: {thread_id}")
@@ -102,6 +101,7 @@ def _chat_loop(
     console: Console,
     resolved: Resolved,
     parts: list[Part],
+    new_thread: bool = False,
 ) -> None:
     while True:
         try:
@@ -119,7 +119,7 @@ def _chat_loop(
         message = user_message(text, parts)
         parts = []  # attachments go with the first message only
         try:
-            runner.run(_turn(agent, message, thread_id, display, resolved.spec))
+            runner.run(_turn(agent, message, thread_id, display, resolved.spec, new_thread))
             _trace_line(console, resolved.options)
         except KeyboardInterrupt:
             console.print(Text("(turn cancelled; what was already saved is kept)", style="yellow"))

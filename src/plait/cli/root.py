@@ -23,8 +23,9 @@ COMMANDS: tuple[tuple[str, str], ...] = (
         "Run the bundled example skills end to end with a scripted model (no key, no network).",
     ),
     ("ui", "Open the local trace page: runs, waterfalls, context diffs, tokens and costs."),
+    ("models", "List the models the configured provider offers."),
     ("skills", "Validate, inspect and render Agent Skills (SKILL.md) folders."),
-    ("threads", "List, show and delete stored conversations."),
+    ("threads", "List, show, export and delete stored conversations."),
     ("db", "Set up the Postgres database a store URL names."),
     ("config", "Show the configuration: config files, environment and flags, merged."),
 )

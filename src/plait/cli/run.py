@@ -21,13 +21,19 @@ from plait.cli.approval import TerminalApprover
 from plait.cli.console import JsonEventWriter, fail, report_error, report_note
 from plait.cli.inputs import attachment_part, task_text, user_message
 from plait.cli.options import Flags, Resolved, agent_options, merged_settings, with_flags
+from plait.cli.thread_choice import (
+    NoThreadToContinue,
+    ThreadChoiceError,
+    UnknownThread,
+    choose_thread,
+    started_in,
+)
 from plait.cli.ui import NoTraceOption, open_trace_store, trace_hint
 from plait.errors import (
     ConfigurationError,
     ContextOverflowError,
     ModelTimeoutError,
     PlaitError,
-    quoted,
 )
 from plait.messages import Part, UserMessage, new_id
 from plait.models.registry import MODEL_SPEC_FORMS
@@ -51,27 +57,6 @@ __all__ = [
 THREAD_INFO_KEY = "plait_cli"
 """Thread state the CLI writes at each turn: ``{"model": spec, "updated": ISO time}``, which
 ``plait threads list`` shows."""
-
-
-class NoThreadToContinue(ConfigurationError):
-    """``-c/--continue`` with no thread in the store yet."""
-
-    def __init__(self) -> None:
-        super().__init__(
-            "There is no conversation to continue yet. Leave out -c/--continue to start one."
-        )
-
-
-class UnknownThread(ConfigurationError):
-    """``--thread`` names a thread the store does not hold (a typo would otherwise silently
-    start a new conversation under that id)."""
-
-    def __init__(self, thread_id: str) -> None:
-        self.thread_id = thread_id
-        super().__init__(
-            f"No thread {quoted(thread_id)} in the thread store. Leave out --thread to start a new "
-            "conversation; see: plait threads list"
-        )
 
 
 ThreadOption = Annotated[
@@ -214,18 +199,13 @@ def _thread_line(console: Console, text: str) -> None:
 async def _open(
     options: AgentOptions, thread: str | None, latest: bool
 ) -> tuple[Agent, list[Closer], str | None]:
-    """:func:`build_agent`, then the thread to continue: ``thread`` (which must exist), the most
-    recent one when ``latest``, else ``None`` (a new thread). On failure, close what was built
-    and raise (:class:`UnknownThread`, :class:`NoThreadToContinue`, or the store's error)."""
+    """:func:`build_agent`, then the thread to continue (:func:`choose_thread`: the one
+    ``thread`` names, a whole id or a unique prefix; the latest one started in this folder when
+    ``latest``; else ``None``, a new thread). On failure, close what was built and raise (a
+    :class:`ThreadChoiceError`, or the store's error)."""
     agent, closers = await build_agent(options)
     try:
-        if thread is not None and (await agent.store.load(thread)).version == 0:
-            raise UnknownThread(thread)
-        if latest:
-            threads = await agent.store.list_threads()
-            if not threads:
-                raise NoThreadToContinue()
-            thread = threads[0]
+        thread = await choose_thread(agent.store, thread, latest)
     except BaseException:
         await _close(agent, closers)
         raise
@@ -238,8 +218,13 @@ async def _turn(
     thread_id: str,
     printer: TurnDisplay | JsonEventWriter,
     spec: str,
+    new_thread: bool = False,
 ) -> None:
-    state = {THREAD_INFO_KEY: {"model": spec, "updated": datetime.now(UTC).isoformat()}}
+    state: dict[str, Any] = {
+        THREAD_INFO_KEY: {"model": spec, "updated": datetime.now(UTC).isoformat()}
+    }
+    if new_thread:  # the folder -c looks for (plait.cli.thread_choice)
+        state.update(started_in())
     try:
         async for event in agent.stream(text, thread_id=thread_id, state=state):
             printer(event)
@@ -346,13 +331,15 @@ def run(
         if verbose and not json_lines:
             _print_order(info, agent)
         try:
-            await _turn(agent, user_message(text, parts), thread_id, printer, resolved.spec)
+            await _turn(
+                agent, user_message(text, parts), thread_id, printer, resolved.spec, found is None
+            )
         finally:
             await _close(agent, closers)
 
     try:
         asyncio.run(main())
-    except (UnknownThread, NoThreadToContinue) as exc:
+    except ThreadChoiceError as exc:
         fail(str(exc), 2)
     except PlaitError as exc:
         report_error(_error_message(exc))

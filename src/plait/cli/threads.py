@@ -1,11 +1,16 @@
-"""``plait threads …``: list, show and delete what ``plait run`` / ``plait chat`` kept."""
+"""``plait threads …``: list, show, export and delete what ``plait run`` / ``plait chat`` kept.
+
+Every command that takes a thread id takes a unique prefix of it too
+(:mod:`plait.cli.thread_choice`); ids are printed in lowercase."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Coroutine
 from dataclasses import dataclass
 from datetime import datetime
+from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 
@@ -15,7 +20,7 @@ from rich.markup import escape
 from rich.text import Text
 
 from plait.cli.config import load_settings
-from plait.cli.console import fail, short
+from plait.cli.console import fail, report_note, short
 from plait.cli.db import (
     STORE_HELP,
     aclose_store,
@@ -25,15 +30,28 @@ from plait.cli.db import (
     store_target,
 )
 from plait.cli.run import THREAD_INFO_KEY
-from plait.errors import PlaitError, quoted
+from plait.cli.thread_choice import (
+    ThreadChoiceError,
+    UnknownThread,
+    resolve_thread_id,
+    shown_id,
+)
+from plait.errors import PlaitError
 from plait.messages import AssistantMessage, Message, ToolMessage, UserMessage
+from plait.parts import FilePart, ImagePart, part_label
 
 if TYPE_CHECKING:
     from plait.stores.base import ThreadSnapshot
 
-threads_app = typer.Typer(help="List, show and delete stored conversations.", no_args_is_help=True)
+threads_app = typer.Typer(
+    help="List, show, export and delete stored conversations.", no_args_is_help=True
+)
 
 StoreOption = Annotated[str | None, typer.Option("--store", help=STORE_HELP)]
+ThreadArgument = Annotated[
+    str,
+    typer.Argument(help="The thread id, or a unique prefix of it (see plait threads list)."),
+]
 
 
 T = TypeVar("T")
@@ -65,12 +83,12 @@ def _store(path: str | None, console: Console, thread_id: str | None = None) -> 
 
 
 def _no_thread(console: Console, thread_id: str) -> NoReturn:
-    fail(f"No thread {quoted(thread_id)}. See: plait threads list", 1)
+    fail(str(UnknownThread(thread_id)), 2)
 
 
 def _run(console: Console, work: Coroutine[Any, Any, T], *close: Any) -> T:
-    """Run ``work``, then close ``close`` in the same event loop; a damaged, foreign or
-    unopenable store is a message and exit 1."""
+    """Run ``work``, then close ``close`` in the same event loop; an unknown or ambiguous thread
+    id is a message and exit 2, a damaged, foreign or unopenable store a message and exit 1."""
 
     async def within() -> T:
         try:
@@ -81,17 +99,43 @@ def _run(console: Console, work: Coroutine[Any, Any, T], *close: Any) -> T:
 
     try:
         return asyncio.run(within())
+    except ThreadChoiceError as exc:
+        fail(str(exc), 2)
     except PlaitError as exc:
         fail(str(exc), 1)
 
 
-def _line(message: Message) -> str:
+SHOW_TEXT_CHARS = 160
+"""How much of a message's text ``threads show`` prints on its line (``--full``: all of it)."""
+
+SHOW_DATA_CHARS = 100
+"""How much of a tool result ``threads show`` prints on its line (``--full``: all of it)."""
+
+
+def _clip(value: object, limit: int, full: bool) -> str:
+    if not full:
+        return short(value, limit)
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+
+
+def _line(message: Message, full: bool = False) -> str:
+    parts = message.parts if isinstance(message, ToolMessage) else message.content
+    labels = " ".join(part_label(p) for p in parts if isinstance(p, ImagePart | FilePart))
     if isinstance(message, ToolMessage):
         mark = "error" if message.is_error else "result"
-        return f"[dim]{escape(message.name)} {mark}:[/dim] {escape(short(message.data, 100))}"
-    text = escape(short(message.text, 160)) if message.text else ""
+        data = escape(_clip(message.data, SHOW_DATA_CHARS, full))
+        text = f"[dim]{escape(message.name)} {mark}:[/dim] {data}"
+    else:
+        text = escape(_clip(message.text, SHOW_TEXT_CHARS, full)) if message.text else ""
+    if labels:
+        text = f"{text} [dim]{escape(labels)}[/dim]".strip()
     if isinstance(message, AssistantMessage) and message.tool_calls:
-        calls = ", ".join(c.name for c in message.tool_calls)
+        if full:
+            calls = ", ".join(
+                f"{c.name}({json.dumps(c.args, ensure_ascii=False)})" for c in message.tool_calls
+            )
+        else:
+            calls = ", ".join(c.name for c in message.tool_calls)
         text = f"{text} [cyan]→ {escape(calls)}[/cyan]".strip()
     return text
 
@@ -126,8 +170,8 @@ def list_threads(
     # Two lines a thread rather than a table: ids are what `show`, `delete` and `--thread`
     # take, so they are never wrapped or cut, however narrow the terminal.
     for row in found:
-        turns = f"{row.turns} turn{'s' if row.turns != 1 else ''}"
-        head = Text(row.thread_id, style="bold")
+        turns = _turns(row.turns)
+        head = Text(shown_id(row.thread_id), style="bold")
         head.append(f"  {row.when} · {row.model} · {turns}", style="dim")
         console.print(head, soft_wrap=True)
         console.print(Text(f"  {row.first}"), soft_wrap=True)
@@ -177,28 +221,104 @@ def _when(value: object, now: datetime | None) -> str:
     return when.strftime("%Y-%m-%d %H:%M")
 
 
-@threads_app.command("show")
-def show_thread(
-    thread_id: Annotated[str, typer.Argument(help="The thread id (see plait threads list).")],
-    store: StoreOption = None,
-) -> None:
-    """Every message of a thread, one line each."""
-    console = Console(highlight=False, emoji=False)
+async def _load(threads: Any, thread_id: str) -> ThreadSnapshot:
+    """The thread ``thread_id`` (a whole id or a unique prefix) names."""
+    snapshot: ThreadSnapshot = await threads.load(await resolve_thread_id(threads, thread_id))
+    return snapshot
+
+
+def _loaded(store: str | None, console: Console, thread_id: str) -> ThreadSnapshot:
     threads = _store(store, console, thread_id)
-    snapshot = _run(console, threads.load(thread_id), threads)
+    snapshot = _run(console, _load(threads, thread_id), threads)
     if not snapshot.messages:
         _no_thread(console, thread_id)
+    return snapshot
+
+
+@threads_app.command("show")
+def show_thread(
+    thread_id: ThreadArgument,
+    store: StoreOption = None,
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json",
+            help="The thread as one JSON document: messages, state, version; images and files "
+            "by reference (type, media_type, size, sha256), not their bytes.",
+        ),
+    ] = False,
+    full: Annotated[
+        bool, typer.Option("--full", help="Whole texts, tool results and arguments (no clipping).")
+    ] = False,
+) -> None:
+    """Every message of a thread, one line each (clipped unless --full), or --json."""
+    console = Console(highlight=False, emoji=False)
+    snapshot = _loaded(store, console, thread_id)
+    if as_json:
+        from plait.cli.thread_export import thread_json
+
+        typer.echo(json.dumps(thread_json(snapshot, by_reference=True), ensure_ascii=False))
+        return
+    console.print(Text(f"thread {shown_id(snapshot.thread_id)}", style="bold"), soft_wrap=True)
     for message in snapshot.messages:
-        console.print(f"[bold]{message.role:>9}[/bold]  {_line(message)}")
+        console.print(f"[bold]{message.role:>9}[/bold]  {_line(message, full)}", soft_wrap=full)
     console.print(
         f"[dim]version {snapshot.version}; state keys: "
         f"{escape(', '.join(sorted(snapshot.state)) or '-')}[/dim]"
     )
 
 
+class ExportFormat(StrEnum):
+    json = "json"
+    markdown = "markdown"
+
+
+@threads_app.command("export")
+def export_thread(
+    thread_id: ThreadArgument,
+    store: StoreOption = None,
+    form: Annotated[
+        ExportFormat,
+        typer.Option(
+            "--format",
+            help="json: every message, state and blob, lossless (bytes as base64); markdown: a "
+            "transcript to read.",
+        ),
+    ] = ExportFormat.json,
+    output: Annotated[
+        Path | None,
+        typer.Option("--output", "-o", help="Write to this file (default: standard output)."),
+    ] = None,
+) -> None:
+    """Write a thread out: as JSON (lossless) or as a Markdown transcript."""
+    from plait.cli.thread_export import thread_json, thread_markdown
+
+    console = Console(highlight=False, emoji=False)
+    if output is not None and not output.parent.is_dir():
+        fail(f"Cannot write {output}: the folder {output.parent} does not exist.", 2)
+    snapshot = _loaded(store, console, thread_id)
+    if form is ExportFormat.json:
+        text = json.dumps(thread_json(snapshot), ensure_ascii=False, indent=2) + "\n"
+    else:
+        row = thread_row(snapshot)
+        text = thread_markdown(snapshot, f"{row.model} · {row.when} · {_turns(row.turns)}")
+    if output is None:
+        typer.echo(text, nl=False)
+        return
+    try:
+        output.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        fail(f"Cannot write {output}: {exc.strerror or exc}", 1)
+    report_note(f"Wrote thread {shown_id(snapshot.thread_id)} to {output}")
+
+
+def _turns(count: int) -> str:
+    return f"{count} turn{'s' if count != 1 else ''}"
+
+
 @threads_app.command("delete")
 def delete_thread(
-    thread_id: Annotated[str, typer.Argument(help="The thread id (see plait threads list).")],
+    thread_id: ThreadArgument,
     store: StoreOption = None,
 ) -> None:
     """Delete a thread and what it offloaded (evicted results, summarized history)."""
@@ -209,16 +329,20 @@ def delete_thread(
 
     has_blobs = is_postgres_url(target) or Path(backend.path).exists()
 
-    async def delete() -> tuple[bool, list[str]]:
+    async def delete() -> tuple[str, bool, list[str]]:
         from plait.context import purge_thread  # the context battery, for this command only
 
-        if not await threads.delete(thread_id):
-            return False, []
+        found = await resolve_thread_id(threads, thread_id)
+        if not await threads.delete(found):
+            return found, False, []
         if has_blobs:
-            return True, list(await purge_thread(backend, thread_id))
-        return True, []
+            return found, True, list(await purge_thread(backend, found))
+        return found, True, []
 
-    existed, removed = _run(console, delete(), backend, threads)
+    found, existed, removed = _run(console, delete(), backend, threads)
     if not existed:
         _no_thread(console, thread_id)
-    console.print(f"Deleted thread {escape(thread_id)} and {len(removed)} offloaded file(s).")
+    console.print(
+        f"Deleted thread {escape(shown_id(found))} and {len(removed)} offloaded file(s).",
+        soft_wrap=True,
+    )

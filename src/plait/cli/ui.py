@@ -14,10 +14,12 @@ with one user.
 
 from __future__ import annotations
 
+import errno
 import importlib
 import os
 import re
 import signal
+import socket
 import threading
 import webbrowser
 from pathlib import Path
@@ -114,19 +116,18 @@ def ui(
     if traces is not None:
         _refuse_non_sqlite(traces)
     token = None if no_token else _token()
-    try:
-        from plait.trace import SQLiteTraceStore, create_app, serve
-        from plait.trace.server import allowed_hosts, free_port
+    _check_extra()
+    from plait.trace import SQLiteTraceStore, create_app, serve
+    from plait.trace.server import allowed_hosts
 
-        postgres = traces is None and is_postgres_url(store_target(store))
-        path = traces or trace_path(store)
-        if not postgres and not path.exists():
-            fail(f"No traces at {path} yet: run 'plait demo' or 'plait run ...' first.", 2)
-        trace_store = open_trace_store(store) if postgres else SQLiteTraceStore(path)
-        app = create_app(trace_store, token=token, prices=_prices(), hosts=allowed_hosts(host))
-    except ImportError as exc:  # pragma: no cover - the ui extra is in dev
-        fail(f"plait ui needs its extra: pip install 'plait[ui]' ({exc})", 2)
-    port = port or free_port(host)
+    postgres = traces is None and is_postgres_url(store_target(store))
+    path = traces or trace_path(store)
+    if not postgres and not path.exists():
+        fail(f"No traces at {path} yet: run 'plait demo' or 'plait run ...' first.", 2)
+    trace_store = open_trace_store(store) if postgres else SQLiteTraceStore(path)
+    app = create_app(trace_store, token=token, prices=_prices(), hosts=allowed_hosts(host))
+    sock = _bind(host, port)
+    port = int(sock.getsockname()[1])
     url = f"http://{host}:{port}/" + (f"?token={token}" if token else "")
     where = f"the traces in {store_description(store)}" if postgres else str(path)
     typer.echo(f"plait ui: serving {where} at {url} (Ctrl-C to stop)")
@@ -137,10 +138,45 @@ def ui(
     try:
         if forward is not None:
             webbrowser.open(forward.as_uri())
-        serve(app, host=host, port=port)
+        serve(app, host=host, port=port, sock=sock)
     finally:
+        sock.close()
         if forward is not None:
             forward.unlink(missing_ok=True)
+
+
+def _check_extra() -> None:
+    """Exit 2 with the install command, in one line, unless Starlette and uvicorn import."""
+    try:
+        import starlette.applications  # noqa: F401
+        import uvicorn  # noqa: F401
+    except ImportError as exc:
+        fail(f"plait ui needs Starlette and uvicorn ({exc.name}): pip install 'plait[ui]'", 2)
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host:port`` (``0``: any free port) for the page; a port in use, or an
+    address this machine does not have, is a message naming the flag to change and exit 2."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+    try:
+        sock.bind((host, port))
+        sock.listen()  # connections made before uvicorn starts wait instead of being refused
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            fail(
+                f"Port {port} on {host} is in use (another plait ui, or another server). "
+                "Serve on another port with --port N, or --port 0 for any free one.",
+                2,
+            )
+        fail(
+            f"Cannot listen on {host}:{port} ({exc.strerror or exc}). Choose another address "
+            "with --host, or another port with --port.",
+            2,
+        )
+    return sock
 
 
 def _exit_on_sigterm(signum: int, frame: object) -> None:

@@ -40,6 +40,7 @@ page's own inline script and style (by hash), ``X-Frame-Options: DENY``,
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import re
 import socket
@@ -213,12 +214,24 @@ def free_port(host: str = DEFAULT_HOST) -> int:
         return int(sock.getsockname()[1])
 
 
-def serve(app: Starlette, *, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT) -> None:
-    """Serve ``app`` with uvicorn until interrupted (Ctrl-C)."""
+def serve(
+    app: Starlette,
+    *,
+    host: str = DEFAULT_HOST,
+    port: int = DEFAULT_PORT,
+    sock: socket.socket | None = None,
+) -> None:
+    """Serve ``app`` with uvicorn until interrupted (Ctrl-C): on ``sock`` when given (a socket
+    the caller bound, so a busy port is the caller's to report), else on ``host:port``."""
     try:
         import uvicorn
     except ImportError as exc:
         raise ConfigurationError(
             "plait ui needs Starlette and uvicorn: pip install 'plait[ui]'"
         ) from exc
-    uvicorn.run(app, host=host, port=port, log_level="warning")
+    if sock is None:
+        uvicorn.run(app, host=host, port=port, log_level="warning")
+        return
+    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning"))
+    with contextlib.suppress(KeyboardInterrupt):  # as uvicorn.run: Ctrl-C is the way to stop
+        server.run(sockets=[sock])
