@@ -708,3 +708,26 @@ def test_stream_calls_sharing_an_index_are_kept_apart() -> None:
         ToolCall("call_y", "get_weather", {"city": "Tokyo"}),
     ]
     assert response.finish_reason == "tool_calls"
+
+
+async def test_switching_to_chat_completions_drops_claudes_reasoning_with_an_event(
+    server: WireServer, model: OpenAIChatModel
+) -> None:
+    from plait import Agent
+    from plait.messages import AssistantMessage, Message, ReasoningPart, TextPart, UserMessage
+    from plait.models.base import Reasoning
+    from plait.models.openai_mapping import to_openai_request
+    from plait.runtime.events import ReasoningDropped
+
+    payload = {"type": "thinking", "thinking": "hm", "signature": "s"}
+    thought = ReasoningPart("anthropic", "hm", payload)
+    server.reply("text.json")
+    history: list[Message] = [UserMessage("hi"), AssistantMessage([thought, TextPart("hello")])]
+    result = await Agent(model).run([*history, UserMessage("and now?")], thread_id="t")
+    dropped = [e for e in result.events if isinstance(e, ReasoningDropped)]
+    assert [(e.provider, e.count) for e in dropped] == [("anthropic", 1)]
+    assert result.output
+    assert "hm" not in json.dumps(server.received[-1].body)
+    effort = ModelRequest([UserMessage("x")], reasoning=Reasoning(effort="high"))
+    assert to_openai_request(effort, model="o4-mini")["reasoning_effort"] == "high"
+    assert "reasoning_effort" not in to_openai_request(ModelRequest([UserMessage("x")]), model="m")

@@ -76,6 +76,10 @@ class OpenAIChatModel:
     ``False`` never asks.
     """
 
+    reasoning_provider = "openai-chat"
+    """Chat Completions has no reasoning items: any reasoning part in a request is dropped (the
+    agent's ``ReasoningDropped`` event says so)."""
+
     def __init__(
         self,
         model: str,

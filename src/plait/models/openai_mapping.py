@@ -20,6 +20,8 @@ plait                       Chat Completions
                             tool message takes only text: the images and files of a run of tool
                             results follow it in one ``user`` message naming each result
 ``ReasoningPart``           dropped (Chat Completions has no reasoning items)
+``reasoning.effort``        ``reasoning_effort``, only when set (other ``Reasoning`` fields have
+                            no Chat Completions form)
 ``tools``                   ``function`` tools (an empty schema becomes an empty object schema)
 ``tool_choice``             ``auto``/``none``/``required`` or a named function; dropped when
                             there are no tools (the API rejects it then)
@@ -231,6 +233,9 @@ def to_openai_request(
             params["max_completion_tokens"] = request.max_tokens
         else:
             params["max_tokens"] = request.max_tokens
+    reasoning = request.reasoning
+    if reasoning is not None and reasoning.effort is not None and reasoning.enabled:
+        params["reasoning_effort"] = reasoning.effort  # o-series and gpt-5 models take it
     return params
 
 

@@ -18,6 +18,7 @@ from plait.models.base import ModelRequest, ModelResponse, ResponseComplete, Str
 from plait.models.openai import classify_openai_error, new_openai_client, reuse_openai_client
 from plait.models.openai_content import check_openai_content
 from plait.models.openai_responses_mapping import (
+    PROVIDER,
     ResponseFailed,
     ResponsesStreamAssembler,
     from_responses_response,
@@ -49,6 +50,9 @@ class OpenAIResponsesModel:
     ``base_url``, ``client``, ``max_retries``, ``timeouts`` and ``backoff`` work as for
     :class:`~plait.models.openai.OpenAIChatModel`.
     """
+
+    reasoning_provider = PROVIDER
+    """Reasoning parts of another provider are dropped from requests (``ReasoningDropped``)."""
 
     def __init__(
         self,
