@@ -243,34 +243,75 @@ async def edit_file(
     return await asyncio.to_thread(work)
 
 
-def glob_pattern(pattern: str) -> re.Pattern[str]:
-    """``pattern`` (``*``, ``?``, ``[...]``, ``**`` for any folders) as a regex over POSIX
-    paths relative to the folder searched."""
-    out: list[str] = []
+class GlobPattern:
+    """A glob over POSIX paths relative to the folder searched: ``*``, ``?`` and ``[...]``
+    within one name, ``**`` as a whole segment for any folders (``**/`` none or more, a
+    trailing ``/**`` one or more names); ``**`` inside a name is ``*``.
+
+    Matched a segment at a time, each by a regex whose stars cannot backtrack into each other
+    (a star before more of the segment's pattern takes the earliest place that pattern fits,
+    which is never worse), so ``*a*a*a*a*a*a*a*a*b`` costs what ``*b`` costs instead of
+    growing with the name's length to the power of its stars."""
+
+    __slots__ = ("parts",)
+
+    def __init__(self, pattern: str) -> None:
+        parts: list[re.Pattern[str] | None] = []  # None: a "**" segment
+        for segment in pattern.split("/"):
+            if segment == "**":
+                if not parts or parts[-1] is not None:  # "**/**" is "**"
+                    parts.append(None)
+                continue
+            parts.append(_segment_regex(segment))
+        self.parts = tuple(parts)
+
+    def match(self, path: str) -> bool:
+        """Whether ``path`` (``a/b/c.py``) matches."""
+        names = path.split("/")
+        reach = {0}  # how many names the pattern so far can have matched
+        for index, part in enumerate(self.parts):
+            if not reach:
+                return False
+            if part is None:
+                least = min(reach) + (index == len(self.parts) - 1)  # trailing: one at least
+                reach = set(range(least, len(names) + 1))
+            else:
+                reach = {n + 1 for n in reach if n < len(names) and part.fullmatch(names[n])}
+        return len(names) in reach
+
+
+def _segment_regex(segment: str) -> re.Pattern[str]:
+    """One name's pattern as a regex: the fixed runs between stars (literals, ``?``,
+    ``[...]``) matched atomically at their earliest place, the last one anchored at the end."""
+    chunks: list[list[str]] = [[]]  # the fixed runs, split at each (run of) star
     i = 0
-    while i < len(pattern):
-        c = pattern[i]
-        if pattern.startswith("**/", i):
-            out.append("(?:.*/)?")
-            i += 3
-            continue
-        if pattern.startswith("**", i):
-            out.append(".*")
-            i += 2
-            continue
+    while i < len(segment):
+        c = segment[i]
         if c == "*":
-            out.append("[^/]*")
-        elif c == "?":
-            out.append("[^/]")
-        elif c == "[" and (end := pattern.find("]", i + 1)) > i + 1:
-            body = pattern[i + 1 : end].replace("\\", "\\\\")
-            out.append("[^" + body[1:] + "]" if body[0] in "!^" else "[" + body + "]")
+            while i < len(segment) and segment[i] == "*":
+                i += 1
+            chunks.append([])
+            continue
+        if c == "?":
+            chunks[-1].append(".")
+        elif c == "[" and (end := segment.find("]", i + 1)) > i + 1:
+            body = segment[i + 1 : end].replace("\\", "\\\\")
+            chunks[-1].append("[^" + body[1:] + "]" if body[0] in "!^" else "[" + body + "]")
             i = end + 1
             continue
         else:
-            out.append(re.escape(c))
+            chunks[-1].append(re.escape(c))
         i += 1
-    return re.compile("".join(out) + r"\Z")
+    fixed = ["".join(chunk) for chunk in chunks]
+    if len(fixed) == 1:
+        return re.compile(fixed[0] + r"\Z", re.DOTALL)
+    middle = "".join(f"(?>.*?{run})" for run in fixed[1:-1] if run)
+    return re.compile(fixed[0] + middle + ".*" + fixed[-1] + r"\Z", re.DOTALL)
+
+
+def glob_pattern(pattern: str) -> GlobPattern:
+    """``pattern`` as a :class:`GlobPattern`."""
+    return GlobPattern(pattern)
 
 
 async def glob_files(root: WorkspaceRoot, pattern: str, path: str = ".") -> str:
@@ -278,7 +319,9 @@ async def glob_files(root: WorkspaceRoot, pattern: str, path: str = ".") -> str:
     if not pattern or len(pattern) > 1000 or ".." in pattern.split("/"):
         raise WorkspaceError("give a pattern such as '**/*.py' (no '..', at most 1,000 chars).")
     base = root.resolve(path)
-    matcher = glob_pattern(pattern.lstrip("./") if pattern.startswith("./") else pattern)
+    while pattern.startswith("./"):  # (not lstrip: "./.github/*" keeps its dot)
+        pattern = pattern[2:]
+    matcher = glob_pattern(pattern)
 
     def work() -> str:
         found: list[tuple[float, str]] = []
