@@ -169,3 +169,12 @@ async def test_edit_file_keeps_bytes_that_are_not_utf8(
     with pytest.raises(WorkspaceError, match="surrogate"):
         await edit_file(root, "latin.txt", "new", "\ud800")
     assert (ws / "latin.txt").read_bytes() == b"caf\xe9 \xff new\r\n"
+
+
+async def test_the_offset_after_a_line_over_a_mib_is_the_next_line(tmp_path: Path) -> None:
+    (tmp_path / "wide.txt").write_bytes(b"a" * (3 << 20) + b"\nhello\n")
+    root = WorkspaceRoot(tmp_path)
+    first = await read_file(root, "wide.txt", 0, 1)
+    assert "read_file with offset 1" in str(first).splitlines()[0]
+    second = await read_file(root, "wide.txt", 1, 1)
+    assert str(second).splitlines()[1:] == ["     2\thello"]

@@ -16,7 +16,7 @@ import re
 import secrets
 import stat
 from pathlib import Path
-from typing import Final
+from typing import BinaryIO, Final
 
 from plait.errors import PlaitError
 from plait.messages import FilePart, ImagePart
@@ -220,6 +220,17 @@ async def _read_media(
         return f"[{path}: {len(data):,} bytes that cannot be shown: {exc}]"
 
 
+def _skip_line(handle: BinaryIO) -> bool:
+    """Read past one line, a MiB at a time (a longer line is still one line); False at the
+    end of the file."""
+    read = False
+    while chunk := handle.readline(1 << 20):
+        read = True
+        if chunk.endswith(b"\n"):
+            break
+    return read
+
+
 def _read_lines(root: WorkspaceRoot, target: Path, path: str, offset: int, count: int) -> str:
     fd, info = _open_regular(root, target, path)
     size = info.st_size
@@ -228,7 +239,7 @@ def _read_lines(root: WorkspaceRoot, target: Path, path: str, offset: int, count
             return f"[{path}: binary file, {size:,} bytes; not shown]"
         handle.seek(0)
         for _ in range(offset):
-            if not handle.readline(1 << 20):  # a line is skipped a MiB at a time
+            if not _skip_line(handle):
                 return f"[{path}: offset {offset} is past the end of the file]"
         shown: list[str] = []
         used = 0
