@@ -6,7 +6,10 @@ import asyncio
 import os
 from pathlib import Path
 
+import pytest
+
 from plait.workspace.commands import GREP_TIMEOUT, MAX_GREP_BYTES, grep
+from plait.workspace.files import WorkspaceError
 from plait.workspace.paths import WorkspaceRoot
 
 # A guard for the tests, not a timing assertion: a broken grep hangs instead of failing.
@@ -39,3 +42,12 @@ async def test_grep_on_a_fifo_does_not_wait_for_a_writer(tmp_path: Path) -> None
     async with asyncio.timeout(GUARD):
         text = await grep(WorkspaceRoot(tmp_path), "x", "pipe")
     assert text.startswith("[no line matches")
+
+
+async def test_a_pattern_that_takes_gigabytes_fails_with_grep_s_own_message(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "f.txt").write_text("aaaa\n")
+    async with asyncio.timeout(GUARD):
+        with pytest.raises(WorkspaceError, match=r"(?i)memory exhausted"):
+            await grep(WorkspaceRoot(tmp_path), "x{32767}{32767}")

@@ -24,6 +24,7 @@ from plait.workspace.files import WorkspaceError
 from plait.workspace.paths import WorkspaceRoot
 
 __all__ = [
+    "GREP_MEMORY_BYTES",
     "GREP_TIMEOUT",
     "MAX_GREP_BYTES",
     "MAX_SHELL_OUTPUT",
@@ -35,6 +36,9 @@ __all__ = [
 
 GREP_TIMEOUT: Final = 20.0
 """Seconds a ``grep`` may run before it is killed."""
+GREP_MEMORY_BYTES: Final = 512 * 1024 * 1024
+"""The address space ``grep`` may use (``prlimit``, where installed): a short pattern of nested
+counts makes GNU grep's matcher take gigabytes; it then fails with "Memory exhausted"."""
 MAX_GREP_BYTES: Final = 64 * 1024
 """The most bytes of matches one ``grep`` returns."""
 SHELL_TIMEOUT: Final = 120.0
@@ -71,6 +75,9 @@ async def grep(
     if include:
         argv.append(f"--include={include}")
     argv += ["-e", pattern, "--", str(base)]
+    limiter = shutil.which("prlimit")
+    if limiter is not None:  # '(a{1,1000}){1,1000}' took grep to 2.5 GB in seconds
+        argv = [limiter, f"--as={GREP_MEMORY_BYTES}", f"--cpu={int(GREP_TIMEOUT)}", "--", *argv]
     process = await asyncio.create_subprocess_exec(
         *argv,
         stdin=asyncio.subprocess.DEVNULL,
