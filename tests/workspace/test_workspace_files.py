@@ -141,9 +141,12 @@ async def test_writes_racing_a_folder_swap_never_land_outside(
     libc = ctypes.CDLL(None, use_errno=True)
     here, there = os.fsencode(ws / "real"), os.fsencode(ws / "out")
 
+    swaps: list[int] = []
+
     def swap() -> None:  # renameat2(RENAME_EXCHANGE): "real" is always there, dir or link
         while not stop.is_set():
             assert libc.renameat2(_AT_FDCWD, here, _AT_FDCWD, there, _RENAME_EXCHANGE) == 0
+            swaps.append(1)
 
     swapper = threading.Thread(target=swap)
     swapper.start()
@@ -156,6 +159,7 @@ async def test_writes_racing_a_folder_swap_never_land_outside(
     finally:
         stop.set()
         swapper.join()
+    assert swaps  # the race ran
     assert (outside / "secret.txt").read_text() == "secret"
 
 
