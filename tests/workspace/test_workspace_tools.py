@@ -369,3 +369,10 @@ async def test_shell_runs_in_a_workspace_larger_than_a_skill_scripts_quota(ws: P
     assert not result.is_error, result.data
     assert result.data.splitlines()[1].strip() == str(many + 10)
     await workspace.aclose()
+
+
+async def test_read_file_errors_are_tool_errors_like_the_other_tools(ws: Path) -> None:
+    missing = await call(Workspace(str(ws)), "read_file", {"path": "missing.txt"})
+    assert missing.is_error and missing.data.startswith("'missing.txt' does not exist")
+    folder = await call(Workspace(str(ws)), "read_file", {"path": "src"})
+    assert folder.is_error and folder.data == "'src' is a folder; ls lists it."

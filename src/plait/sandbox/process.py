@@ -14,7 +14,10 @@ transport itself, so no transport is left for the garbage collector after the lo
 Subclasses say how to build the argv and how to kill the tree (:class:`Launch`). A launch may
 carry a ``watch`` (the workspace quota, :mod:`plait.sandbox.quota`): it runs in a worker thread
 every ``watch_seconds`` while the process runs and once after it exits; the first limit it names
-kills the tree and becomes the run's ``limit``.
+kills the tree and becomes the run's ``limit``. A look that takes longer than a quarter of
+``watch_seconds`` waits four times its own length before the next one, so the watch costs at
+most a fifth of a core (a workspace near its 20,000-file quota took 136 ms a look here: 40% of
+a core at a fixed 0.2 s).
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from plait.sandbox.errors import SandboxClosed, SandboxPolicyInvalid
 __all__ = ["Launch", "ProcessSandbox", "kill_group"]
 
 _EOF_GRACE_SECONDS = 0.5
+_WATCH_SPACING = 4.0
 
 
 def kill_group(pid: int) -> None:
@@ -116,9 +120,15 @@ async def _uncancellable(work: Awaitable[None]) -> None:
 async def _watch(launch: Launch, collector: _Collector, kill: Callable[[], None]) -> None:
     """Poll ``launch.watch`` until it names a limit (then kill the tree) or is cancelled."""
     assert launch.watch is not None
+    loop = asyncio.get_running_loop()
+    pause = launch.watch_seconds
     while not collector.exited.is_set():
-        await asyncio.sleep(launch.watch_seconds)
+        await asyncio.sleep(pause)
+        started = loop.time()
         found = await asyncio.to_thread(launch.watch)
+        # A slow look (a workspace of many files) spaces the next one out: watching takes
+        # at most a fifth of the time, not a core.
+        pause = max(launch.watch_seconds, _WATCH_SPACING * (loop.time() - started))
         if found is not None and collector.over is None:
             collector.over = found
             kill()

@@ -13,16 +13,18 @@ a silent run without one.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shutil
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Final
 
-from plait.sandbox.base import Sandbox, SandboxCommand
+from plait.sandbox.base import KILL_GRACE_SECONDS, Sandbox, SandboxCommand
 from plait.workspace.files import WorkspaceError
 from plait.workspace.paths import WorkspaceRoot
 
 __all__ = [
+    "GREP_MEMORY_BYTES",
     "GREP_TIMEOUT",
     "MAX_GREP_BYTES",
     "MAX_SHELL_OUTPUT",
@@ -34,6 +36,9 @@ __all__ = [
 
 GREP_TIMEOUT: Final = 20.0
 """Seconds a ``grep`` may run before it is killed."""
+GREP_MEMORY_BYTES: Final = 512 * 1024 * 1024
+"""The address space ``grep`` may use (``prlimit``, where installed): a short pattern of nested
+counts makes GNU grep's matcher take gigabytes; it then fails with "Memory exhausted"."""
 MAX_GREP_BYTES: Final = 64 * 1024
 """The most bytes of matches one ``grep`` returns."""
 SHELL_TIMEOUT: Final = 120.0
@@ -64,11 +69,15 @@ async def grep(
     if program is None:
         raise WorkspaceError("grep is not installed on this machine (apt-get install grep).")
     argv = [program, "-rnIE", "--color=never", "--max-count=50", "--exclude-dir=.git"]
+    argv.append("--devices=skip")  # a FIFO named on the command line would block grep
     if ignore_case:
         argv.append("-i")
     if include:
         argv.append(f"--include={include}")
     argv += ["-e", pattern, "--", str(base)]
+    limiter = shutil.which("prlimit")
+    if limiter is not None:  # '(a{1,1000}){1,1000}' took grep to 2.5 GB in seconds
+        argv = [limiter, f"--as={GREP_MEMORY_BYTES}", f"--cpu={int(GREP_TIMEOUT)}", "--", *argv]
     process = await asyncio.create_subprocess_exec(
         *argv,
         stdin=asyncio.subprocess.DEVNULL,
@@ -81,10 +90,12 @@ async def grep(
     timed_out = False
     try:
         async with asyncio.timeout(GREP_TIMEOUT):
-            data = await process.stdout.read(MAX_GREP_BYTES + 1)
-            if len(data) > MAX_GREP_BYTES:
-                process.kill()  # still writing: it is alive, so the signal cannot hit a new pid
-            errors = await process.stderr.read(2000)
+            # Both pipes are read to their end: a pipe left unread fills, grep blocks writing
+            # it, and asyncio's wait() (which waits for the pipes too) never returns.
+            data, errors = await asyncio.gather(
+                _drain(process.stdout, MAX_GREP_BYTES, lambda: _kill(process)),
+                _drain(process.stderr, 2000, None),
+            )
             await process.wait()
     except TimeoutError:
         data, errors, timed_out = b"", b"", True
@@ -93,7 +104,14 @@ async def grep(
             # Popen.kill() reaps an exited child first (the asyncio watcher then logs an
             # "unknown child"), so only a process past its deadline is killed here.
             process.kill()
-            await process.wait()
+            # Killed, it writes no more: what is left in its pipes is read (bounded) so that
+            # wait() can return.
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(KILL_GRACE_SECONDS):
+                    await asyncio.gather(
+                        _drain(process.stdout, 0, None), _drain(process.stderr, 0, None)
+                    )
+                    await process.wait()
     if timed_out:
         raise WorkspaceError(f"grep ran over {GREP_TIMEOUT:g} s; use a simpler pattern or path.")
     if process.returncode == 2 and not data:
@@ -108,6 +126,27 @@ async def grep(
         return f"[no line matches {pattern!r} in {root.relative(base)}]"
     note = "; more matches were cut: narrow the pattern or path" if cut else ""
     return f"[{len(lines)} matching lines in {root.relative(base)}{note}]\n" + "\n".join(lines)
+
+
+def _kill(process: asyncio.subprocess.Process) -> None:
+    """Kill ``process`` while it still runs (it is writing: it has not been reaped)."""
+    if process.returncode is None:
+        with contextlib.suppress(ProcessLookupError):
+            process.kill()
+
+
+async def _drain(
+    stream: asyncio.StreamReader, keep: int, on_full: Callable[[], None] | None
+) -> bytes:
+    """Read ``stream`` to its end, keeping its first ``keep + 1`` bytes; ``on_full`` is called
+    once when more than ``keep`` arrived (it kills the writer; the rest is read and dropped)."""
+    kept = bytearray()
+    while chunk := await stream.read(1 << 16):
+        if len(kept) <= keep:
+            kept += chunk[: keep + 1 - len(kept)]
+            if len(kept) > keep and on_full is not None:
+                on_full()
+    return bytes(kept)
 
 
 async def run_shell(

@@ -13,11 +13,17 @@ a symlink that leads out of the root   refused: the resolved target must stay in
 
 The check resolves symlinks first, so a link planted inside the workspace cannot reach out; a
 path that does not exist yet (a file to write) resolves through its nearest existing folder.
+The file tools then open what the check returned through :meth:`WorkspaceRoot.folder_of`, one
+folder at a time from the root with no symlink followed, so a folder swapped for a link after
+the check (a race run from ``shell``) is refused rather than followed out of the root.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 from plait.paths import PathEscapeError, confine
@@ -38,6 +44,12 @@ class WorkspaceRoot:
 
     def resolve(self, path: str) -> Path:
         """The real path ``path`` names inside the root (see the module table)."""
+        try:
+            return self._resolve(path)
+        except RuntimeError:  # Python 3.11's Path.resolve() on a symlink loop
+            raise PathEscapeError(path, "it goes through a symlink loop") from None
+
+    def _resolve(self, path: str) -> Path:
         if not isinstance(path, str) or not path.strip():
             raise PathEscapeError(str(path), "it is empty")
         text = path.strip()
@@ -56,6 +68,34 @@ class WorkspaceRoot:
             return self.path
         return confine(self.path, text)
 
+    @contextlib.contextmanager
+    def folder_of(self, target: Path, *, make: bool = False) -> Iterator[tuple[int, str]]:
+        """``(fd of the folder holding target, target's name)`` for a ``target`` that
+        :meth:`resolve` returned, each folder opened from the root without following a symlink
+        (``make``: missing folders are created); a link found on the way appeared after the
+        check and is refused with :class:`~plait.paths.PathEscapeError`. Open the name with
+        ``dir_fd=`` and ``O_NOFOLLOW``; the fd is closed on exit."""
+        names = target.relative_to(self.path).parts
+        if not names:
+            raise PathEscapeError(str(target), "it is the workspace folder itself")
+        flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+        folder = os.open(self.path, flags)
+        try:
+            for name in names[:-1]:
+                try:
+                    inner = _open_folder(folder, name, flags, make)
+                except OSError as exc:
+                    if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                        raise PathEscapeError(
+                            str(target), f"{name!r} is no longer a folder (a link appeared)"
+                        ) from None
+                    raise
+                os.close(folder)
+                folder = inner
+            yield folder, names[-1]
+        finally:
+            os.close(folder)
+
     def relative(self, target: Path) -> str:
         """``target`` as the model should write it: relative to the root (``.`` for the root)."""
         try:
@@ -63,3 +103,14 @@ class WorkspaceRoot:
         except ValueError:
             return str(target)
         return str(rel) if str(rel) != "." else "."
+
+
+def _open_folder(parent: int, name: str, flags: int, make: bool) -> int:
+    try:
+        return os.open(name, flags, dir_fd=parent)
+    except FileNotFoundError:
+        if not make:
+            raise
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(name, 0o777, dir_fd=parent)
+    return os.open(name, flags, dir_fd=parent)

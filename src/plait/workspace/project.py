@@ -6,7 +6,8 @@ the file names in ``names`` (``AGENTS.md`` then ``CLAUDE.md`` by default, as Cod
 Code read them); what is found is added after the agent's system prompt, each file under a
 heading naming its path, in the order outermost folder first, so the nearest instructions come
 last. The search stops at the filesystem root, or at ``stop_at`` (default: the first folder
-holding ``.git``, the repository's top).
+holding ``.git``, the repository's top). A folder every user may write (``/tmp``) is passed
+over: its files may be anyone's.
 
 Bounds: each file at most ``max_file_chars`` (default 32,000) characters, all of them at most
 ``max_chars`` (default 64,000), at most 32 folders up; a file cut short says so in the prompt.
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import stat
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Final
@@ -33,6 +35,25 @@ __all__ = ["DEFAULT_NAMES", "ProjectContext", "ProjectContextLoaded", "ProjectFi
 
 DEFAULT_NAMES: Final = ("AGENTS.md", "CLAUDE.md")
 MAX_FOLDERS_UP: Final = 32
+
+
+def _anyone_writes(folder: Path) -> bool:
+    """Whether every user may create files in ``folder`` (``/tmp``): an ``AGENTS.md`` there
+    may be anyone's, so it is not read into the system prompt."""
+    try:
+        return bool(folder.stat().st_mode & stat.S_IWOTH)
+    except OSError:
+        return True
+
+
+def _read_text(path: Path, chars: int) -> str | None:
+    """At most ``chars`` characters of ``path`` if it is a regular file (a FIFO or device
+    swapped in after the check is not waited on), else None."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    with open(fd, encoding="utf-8", errors="replace") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        return handle.read(chars)
 
 
 class ProjectContext(Middleware):
@@ -78,13 +99,14 @@ class ProjectContext(Middleware):
         for folder in reversed(self.folders()):
             for name in self.names:
                 path = folder / name
-                if left <= 0 or not path.is_file():
+                if left <= 0 or not path.is_file() or _anyone_writes(folder):
                     continue
                 budget = min(self.max_file_chars, left)
                 try:
-                    with open(path, encoding="utf-8", errors="replace") as handle:
-                        text = handle.read(budget + 1)
+                    text = _read_text(path, budget + 1)
                 except OSError:
+                    continue
+                if text is None:
                     continue
                 cut = len(text) > budget
                 text = text[:budget].strip()

@@ -165,7 +165,9 @@ class Workspace:
             limit = how many). Images and PDFs are shown as themselves. Also reads skill files
             (the paths in the skills list)."""
             try:
-                return await files.read_file(root, path, offset, limit, model=ctx.turn.model)
+                return await _guarded(
+                    files.read_file(root, path, offset, limit, model=ctx.turn.model), escape=False
+                )
             except PathEscapeError as exc:
                 if self.read_fallback is None:
                     raise ToolError(str(exc)) from None
@@ -235,11 +237,16 @@ class Workspace:
         return [FunctionTool(fn, name=fn.__name__) for fn in built]
 
 
-async def _guarded(work: Awaitable[T]) -> T:
-    """``work``'s result, its workspace and path errors as tool errors the model reads."""
+async def _guarded(work: Awaitable[T], *, escape: bool = True) -> T:
+    """``work``'s result, its workspace and path errors as tool errors the model reads
+    (``escape=False``: a :class:`~plait.paths.PathEscapeError` is left to the caller)."""
     try:
         return await work
-    except (files.WorkspaceError, PathEscapeError, SandboxError) as exc:
+    except PathEscapeError as exc:
+        if not escape:
+            raise
+        raise ToolError(str(exc)) from None
+    except (files.WorkspaceError, SandboxError) as exc:
         raise ToolError(str(exc)) from None
     except OSError as exc:
         raise ToolError(f"{type(exc).__name__}: {exc.strerror or exc}") from None
