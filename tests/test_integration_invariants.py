@@ -91,6 +91,7 @@ def test_invariants_hold_for_random_agents(
 SEEDS = 300
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["disclosure", "managed"])
 async def test_invariants_hold_for_seeded_agents(mode: Mode) -> None:
     """The same property over fixed seeds (deterministic in CI): each seed also draws the

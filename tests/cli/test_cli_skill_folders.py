@@ -120,6 +120,7 @@ def test_config_skills_come_before_the_standard_folders(dirs: tuple[Path, Path, 
     ]
 
 
+@pytest.mark.slow
 def test_skills_list_stays_readable_with_10000_skills_and_400_character_names(
     dirs: tuple[Path, Path, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -8,7 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from postgres_server import fresh_schema, postgres_dir, postgres_url
+
+pytestmark = pytest.mark.slow  # run once in CI, on the first Python (.ci/run)
 
 SCRIPT = Path(__file__).parents[2] / "bench" / "store_load.py"
 

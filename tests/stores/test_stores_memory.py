@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -117,6 +118,7 @@ async def written(store: Any, batch: Sequence[Message], state: dict[str, Any]) -
     return snapshot.messages, snapshot.state, snapshot.version
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(batch=st.lists(messages(), max_size=3), state=states)
 def test_memory_store_gives_back_exactly_what_sqlite_gives_back(

@@ -25,6 +25,8 @@ from plait.stores.postgres import PostgresThreadStore
 from plait.trace.postgres import PostgresTraceStore
 from plait.trace.store import TraceStoreError, TraceStoreTimeoutError
 
+pytestmark = pytest.mark.slow  # run once in CI, on the first Python (.ci/run)
+
 DEADLINE = 1.0  # the frozen calls' deadline: each test waits it out once per call
 _SERVER_TIMEOUTS = ("statement_timeout", "lock_timeout", "idle_in_transaction_session_timeout")
 
