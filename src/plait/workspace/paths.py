@@ -45,9 +45,17 @@ class WorkspaceRoot:
     def resolve(self, path: str) -> Path:
         """The real path ``path`` names inside the root (see the module table)."""
         try:
-            return self._resolve(path)
+            target = self._resolve(path)
         except RuntimeError:  # Python 3.11's Path.resolve() on a symlink loop
             raise PathEscapeError(path, "it goes through a symlink loop") from None
+        # Python 3.13's resolve() returns a looping link unresolved instead of raising: a resolved
+        # path still holding a link is one.
+        current = self.path
+        for part in target.relative_to(self.path).parts if target != self.path else ():
+            current = current / part
+            if current.is_symlink():
+                raise PathEscapeError(path, "it goes through a symlink loop")
+        return target
 
     def _resolve(self, path: str) -> Path:
         if not isinstance(path, str) or not path.strip():
