@@ -131,7 +131,7 @@ def foreign_thread() -> list[Message]:
     ]
 
 
-async def test_foreign_reasoning_is_reported_once_per_dispatch_and_provider() -> None:
+async def test_foreign_reasoning_is_reported_once_per_turn_and_provider() -> None:
     model = ThinkingModel()
     agent = Agent(model)
     await agent.store.append("t", foreign_thread(), expected_version=0)
@@ -163,3 +163,30 @@ async def test_a_model_without_a_reasoning_provider_is_not_checked() -> None:
 
     assert not [e for e in result.events if isinstance(e, ReasoningDropped)]
     assert result.output == "ok"
+
+
+class ToolThenAnswer(ThinkingModel):
+    """Calls ``echo`` once, then answers: a turn of two dispatches."""
+
+    async def generate(self, request: ModelRequest) -> ModelResponse:
+        self.requests.append(request)
+        if len(self.requests) == 1:
+            return ModelResponse("", tool_calls=[ToolCall("c1", "echo", {"text": "x"})])
+        return ModelResponse("Answer.")
+
+
+async def test_foreign_reasoning_in_a_multi_call_turn_is_reported_at_its_first_dispatch() -> None:
+    @tool
+    def echo(text: str) -> str:
+        """Echo the text."""
+        return text
+
+    model = ToolThenAnswer()
+    agent = Agent(model, tools=[echo])
+    await agent.store.append("t", foreign_thread(), expected_version=0)
+
+    result = await agent.run("Now.", thread_id="t")
+
+    assert len(model.requests) == 2  # both requests still carried the foreign parts
+    dropped = [e for e in result.events if isinstance(e, ReasoningDropped)]
+    assert [(e.dispatch, e.provider, e.count) for e in dropped] == [(0, "openai-responses", 2)]

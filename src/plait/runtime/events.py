@@ -78,9 +78,12 @@ class ReasoningDeltaReceived(Event):
 
 @dataclass(slots=True, kw_only=True)
 class ReasoningDropped(Event):
-    """The request of dispatch ``dispatch`` carried ``count`` reasoning parts made by
+    """The turn's first request (dispatch ``dispatch``) carried ``count`` reasoning parts made by
     ``provider``, which the model (of another provider) cannot take: they were left out of what
-    it was sent, the text of their messages kept (a thread that switched models)."""
+    it was sent, the text of their messages kept (a thread that switched models). Reported once
+    per turn, at its first dispatch: the history is scanned once, not on every model call (the
+    turn's own calls add only their provider's reasoning); the adapter drops them from every
+    request of the turn."""
 
     dispatch: int
     provider: str

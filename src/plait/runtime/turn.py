@@ -313,7 +313,9 @@ class Turn:
             self._check(d)
         d.request = request
         self.emit(ModelRequestSent(dispatch=d.index, request=request))
-        if (provider := getattr(ctx.model, "reasoning_provider", None)) is not None:
+        # Once per turn: a turn's own model calls add only their provider's reasoning.
+        provider = getattr(ctx.model, "reasoning_provider", None) if d.index == 0 else None
+        if provider is not None:
             for dropped in dropped_reasoning(request, provider, d.index):
                 self.emit(dropped)
         handler, wrapped = self._model_handler(d), stack.has_wrap_model_call
