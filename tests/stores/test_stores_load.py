@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from postgres_server import fresh_schema, postgres_dir, postgres_url
+from postgres_server import fresh_schema, postgres_url, throwaway_cluster
 
 pytestmark = pytest.mark.slow  # run once in CI, on the first Python (.ci/run)
 
@@ -64,17 +64,15 @@ async def test_workers_killed_mid_turn_leave_valid_threads_others_can_use() -> N
 
 
 async def test_workers_survive_a_server_restart_with_nothing_lost() -> None:
-    cluster = postgres_dir()
-    async with fresh_schema(postgres_url()) as schema:
+    # A server of its own: restarting the shared one would cut other tests' connections.
+    with throwaway_cluster() as own:
         report = load(
             "--store",
-            postgres_url(),
-            "--schema",
-            schema,
+            own.url,
             "--turns",
             "60",
             "--restart",
-            cluster,
+            str(own.directory),
             "--fault-after",
             "1",
         )

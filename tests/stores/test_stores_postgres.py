@@ -9,12 +9,18 @@ import signal
 import subprocess
 import sys
 import textwrap
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import psycopg
 import pytest
-from postgres_server import fresh_schema, pgbouncer_url, postgres_dir, postgres_url
+from postgres_server import (
+    ThrowawayCluster,
+    fresh_schema,
+    pgbouncer_url,
+    postgres_url,
+    throwaway_cluster,
+)
 
 from plait import Agent
 from plait.backends.postgres import PostgresBackend
@@ -44,8 +50,24 @@ async def store(schema: str) -> AsyncIterator[PostgresThreadStore]:
     await pg.aclose()
 
 
-async def _terminate_other_backends() -> int:
-    async with await psycopg.AsyncConnection.connect(postgres_url(), autocommit=True) as conn:
+@pytest.fixture
+def own_cluster() -> Iterator[ThrowawayCluster]:
+    """A server of the test's own, for the tests that kill connections or restart it: never the
+    shared one, which other tests (other pytest-xdist workers too) use meanwhile."""
+    with throwaway_cluster() as cluster:
+        yield cluster
+
+
+@pytest.fixture
+async def own_store(own_cluster: ThrowawayCluster) -> AsyncIterator[PostgresThreadStore]:
+    pg = PostgresThreadStore(own_cluster.url, lease_wait=0, lease_ttl=1)
+    await pg.setup()
+    yield pg
+    await pg.aclose()
+
+
+async def _terminate_other_backends(url: str) -> int:
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
         cur = await conn.execute(
             "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
             "WHERE pid <> pg_backend_pid() AND datname = current_database() "
@@ -254,15 +276,16 @@ async def test_a_worker_killed_mid_turn_frees_its_thread_when_the_lease_expires(
 
 
 async def test_connections_killed_by_the_server_are_replaced_and_the_turn_completes(
-    store: PostgresThreadStore,
+    own_cluster: ThrowawayCluster, own_store: PostgresThreadStore
 ) -> None:
+    store = own_store
     await store.append("t", [UserMessage("warm")], expected_version=0)
     killed = False
 
     async def respond(request: ModelRequest) -> ModelResponse:
         nonlocal killed
         if not killed:
-            killed = await _terminate_other_backends() > 0
+            killed = await _terminate_other_backends(own_cluster.url) > 0
         return ModelResponse(content="survived")
 
     result = await Agent(FunctionModel(respond), store=store).run("go", thread_id="t")
@@ -274,9 +297,9 @@ async def test_connections_killed_by_the_server_are_replaced_and_the_turn_comple
 
 
 async def test_a_restarted_server_is_survived_with_nothing_lost(
-    store: PostgresThreadStore,
+    own_cluster: ThrowawayCluster, own_store: PostgresThreadStore
 ) -> None:
-    cluster = postgres_dir()
+    store, cluster = own_store, str(own_cluster.directory)
     await store.append("t", [UserMessage("before")], expected_version=0)
 
     async def respond(request: ModelRequest) -> ModelResponse:
