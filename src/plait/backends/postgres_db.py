@@ -61,11 +61,7 @@ effect if the server resumes. An application's pool should be built with
 ``check=PostgresDatabase.check_connection``, or a frozen server can hold a call in the pool's
 check past its deadline by psycopg's cancellation wait (up to 10 s).
 
-Migrations are numbered and run only by :meth:`PostgresDatabase.setup` (``plait db upgrade``).
-Each runs in its own transaction after ``pg_advisory_xact_lock`` (waited for at most 120 s), so
-several workers calling ``setup()`` at once apply each migration exactly once; a
-transaction-level lock also works through PgBouncer. No migration may use
-``CREATE INDEX CONCURRENTLY`` (it cannot run inside a transaction); the runner refuses one.
+Migrations: :mod:`plait.backends.postgres_schema`.
 """
 
 from __future__ import annotations
@@ -77,20 +73,24 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, TypedDict, TypeVar, Unpack
 
-from plait.backends.postgres_deadline import CURRENT_CALL, bounded
-from plait.backends.postgres_schema import MIGRATIONS
+from plait.backends.postgres_deadline import CURRENT_CALL, bounded, connection_lost, server_deadline
+from plait.backends.postgres_schema import (
+    MIGRATION_LOCK_TIMEOUT_S,
+    MIGRATIONS,
+    apply_migrations,
+    read_schema_version,
+)
 from plait.errors import ConfigurationError, PlaitError, StoreTimeoutError
 
 if TYPE_CHECKING:
     from psycopg import AsyncConnection
     from psycopg_pool import AsyncConnectionPool
 
-__all__ = ["MIGRATIONS", "PostgresDatabase", "PostgresOptions"]
+__all__ = ["MIGRATIONS", "MIGRATION_LOCK_TIMEOUT_S", "PostgresDatabase", "PostgresOptions"]
 
 T = TypeVar("T")
 
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
-_MIGRATION_LOCK = 0x706C616974  # "plait": the advisory lock every setup() serialises on.
 
 DEFAULT_POOL_TIMEOUT_S = 30.0
 DEFAULT_TIMEOUT_S = 30.0
@@ -105,7 +105,6 @@ _CONNECTION_DEFAULTS = {
     "connect_timeout": "10",
 }
 _SERVER_TIMEOUTS = ("statement_timeout", "lock_timeout", "idle_in_transaction_session_timeout")
-MIGRATION_LOCK_TIMEOUT_S = 120.0
 DEFAULT_MAX_SIZE = 10
 
 
@@ -416,7 +415,7 @@ class PostgresDatabase:
                         return await fn(conn)
                     async with conn.transaction():
                         if not self._session_timeouts:
-                            await conn.execute(self._set_local_timeouts())
+                            await conn.execute(self.set_local_timeouts())
                         return await fn(conn)
             except PlaitError:
                 raise
@@ -428,7 +427,7 @@ class PostgresDatabase:
                     "max_size / pool_timeout."
                 ) from exc
             except psycopg.Error as exc:
-                setting = _server_deadline(exc)
+                setting = server_deadline(exc)
                 if setting is not None:
                     raise timeout_error(
                         operation,
@@ -436,13 +435,13 @@ class PostgresDatabase:
                         f"Postgres at {self.description}",
                         cause=f"the server ended it at its {setting}",
                     ) from exc
-                lost = _connection_lost(exc)
+                lost = connection_lost(exc)
                 if lost and attempt + 1 < attempts and not (call and call.abandoned):
                     continue
                 raise self._failure(exc, lost, error) from exc
         raise AssertionError("unreachable")
 
-    def _set_local_timeouts(self, ms: int | None = None) -> bytes:
+    def set_local_timeouts(self, ms: int | None = None) -> bytes:
         """``SET LOCAL`` of the server-side timeouts (``ms``, default the database's), one
         round trip (no parameters: psycopg sends it as a simple query)."""
         values = self._timeout_settings if ms is None else dict.fromkeys(_SERVER_TIMEOUTS, ms)
@@ -474,101 +473,11 @@ class PostgresDatabase:
 
         Safe to call from several workers at once (each migration runs once) and again later
         (nothing to do returns ``[]``). Each step's deadline is ``timeout`` plus the
-        ``MIGRATION_LOCK_TIMEOUT_S`` (120 s) it may wait for another worker's migration.
+        ``MIGRATION_LOCK_TIMEOUT_S`` (120 s) it may wait for another worker's migration
+        (:func:`plait.backends.postgres_schema.apply_migrations`).
         """
-        applied: list[int] = []
-        s = self.sql
-        within = MIGRATION_LOCK_TIMEOUT_S + self.timeout
-        settings = self._set_local_timeouts(0 if math.isinf(within) else math.ceil(within * 1000))
-
-        def step(fn: Callable[[AsyncConnection[Any]], Awaitable[T]]) -> Awaitable[T]:
-            return self.run(
-                fn,
-                error=error,
-                timeout_error=timeout_error,
-                operation="setup (the schema migrations)",
-                deadline=within,
-            )
-
-        async def take_migration_lock(conn: AsyncConnection[Any]) -> None:
-            # The statements may wait for another worker's migration: past the session's
-            # statement_timeout, up to MIGRATION_LOCK_TIMEOUT_S (a lock timeout is then a
-            # StoreTimeoutError naming the server's lock_timeout).
-            await conn.execute(settings)
-            await conn.execute(f"SET LOCAL lock_timeout = '{MIGRATION_LOCK_TIMEOUT_S:g}s'")
-            await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
-
-        async def bootstrap(conn: AsyncConnection[Any]) -> None:
-            await take_migration_lock(conn)
-            await conn.execute(s("CREATE SCHEMA IF NOT EXISTS {s}"))
-            await conn.execute(
-                s("CREATE TABLE IF NOT EXISTS {s}.plait_migrations (v integer PRIMARY KEY)")
-            )
-
-        await step(bootstrap)
-        for number, statement in enumerate(MIGRATIONS, start=1):
-            if "CONCURRENTLY" in statement.upper():
-                raise ConfigurationError(
-                    f"Migration {number} uses CREATE INDEX CONCURRENTLY, which cannot run in "
-                    "a transaction; create the index without CONCURRENTLY."
-                )
-
-            async def apply(
-                conn: AsyncConnection[Any], n: int = number, body: str = statement
-            ) -> bool:
-                await take_migration_lock(conn)
-                cur = await conn.execute(s("SELECT 1 FROM {s}.plait_migrations WHERE v = %s"), (n,))
-                if await cur.fetchone() is not None:
-                    return False
-                await conn.execute(s(body))
-                await conn.execute(s("INSERT INTO {s}.plait_migrations (v) VALUES (%s)"), (n,))
-                return True
-
-            if await step(apply):
-                applied.append(number)
-        return applied
+        return await apply_migrations(self, error=error, timeout_error=timeout_error)
 
     async def schema_version(self, *, error: type[PlaitError]) -> int:
         """The highest applied migration (0 before :meth:`setup`)."""
-
-        async def select(conn: AsyncConnection[Any]) -> int:
-            cur = await conn.execute(
-                "SELECT to_regclass(%s) IS NOT NULL", (f'"{self.schema}".plait_migrations',)
-            )
-            row = await cur.fetchone()
-            if row is None or not row[0]:
-                return 0
-            cur = await conn.execute(
-                self.sql("SELECT COALESCE(MAX(v), 0) FROM {s}.plait_migrations")
-            )
-            row = await cur.fetchone()
-            return int(row[0]) if row else 0
-
-        return await self.run(select, error=error, operation="schema version")
-
-
-def _server_deadline(exc: BaseException) -> str | None:
-    """The server-side timeout that ended a statement, if one did."""
-    import psycopg
-
-    if isinstance(exc, psycopg.errors.QueryCanceled) and "statement timeout" in str(exc):
-        return "statement_timeout"
-    if isinstance(exc, psycopg.errors.LockNotAvailable) and "lock timeout" in str(exc):
-        return "lock_timeout"
-    if isinstance(exc, psycopg.errors.IdleInTransactionSessionTimeout):
-        return "idle_in_transaction_session_timeout"
-    return None
-
-
-def _connection_lost(exc: BaseException) -> bool:
-    import psycopg
-
-    if isinstance(exc, psycopg.errors.AdminShutdown | psycopg.errors.CrashShutdown):
-        return True
-    if isinstance(exc, psycopg.InterfaceError):
-        return True
-    text = str(exc).lower()
-    return any(
-        marker in text
-        for marker in ("connection", "server closed", "terminating", "ssl", "eof", "broken pipe")
-    )
+        return await read_schema_version(self, error=error)

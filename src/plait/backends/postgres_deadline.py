@@ -36,7 +36,15 @@ from typing import TYPE_CHECKING, Any, TypeVar
 if TYPE_CHECKING:
     from psycopg import AsyncConnection
 
-__all__ = ["CANCEL_TIMEOUT_S", "CURRENT_CALL", "UNWIND_TIMEOUT_S", "Call", "bounded"]
+__all__ = [
+    "CANCEL_TIMEOUT_S",
+    "CURRENT_CALL",
+    "UNWIND_TIMEOUT_S",
+    "Call",
+    "bounded",
+    "connection_lost",
+    "server_deadline",
+]
 
 T = TypeVar("T")
 
@@ -174,3 +182,31 @@ def _keep(task: asyncio.Future[Any]) -> None:
 def _retrieve(task: asyncio.Future[Any]) -> None:
     if not task.cancelled():
         task.exception()  # the caller has moved on: the outcome is moot
+
+
+def server_deadline(exc: BaseException) -> str | None:
+    """The server-side timeout that ended a statement, if one did."""
+    import psycopg
+
+    if isinstance(exc, psycopg.errors.QueryCanceled) and "statement timeout" in str(exc):
+        return "statement_timeout"
+    if isinstance(exc, psycopg.errors.LockNotAvailable) and "lock timeout" in str(exc):
+        return "lock_timeout"
+    if isinstance(exc, psycopg.errors.IdleInTransactionSessionTimeout):
+        return "idle_in_transaction_session_timeout"
+    return None
+
+
+def connection_lost(exc: BaseException) -> bool:
+    """Whether ``exc`` says the connection to the server was lost (a retry may then succeed)."""
+    import psycopg
+
+    if isinstance(exc, psycopg.errors.AdminShutdown | psycopg.errors.CrashShutdown):
+        return True
+    if isinstance(exc, psycopg.InterfaceError):
+        return True
+    text = str(exc).lower()
+    return any(
+        marker in text
+        for marker in ("connection", "server closed", "terminating", "ssl", "eof", "broken pipe")
+    )

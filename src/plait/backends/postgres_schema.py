@@ -1,9 +1,31 @@
 """The numbered schema migrations of plait's Postgres tables, applied by
-:meth:`plait.backends.postgres_db.PostgresDatabase.setup` (which re-exports :data:`MIGRATIONS`)."""
+:meth:`plait.backends.postgres_db.PostgresDatabase.setup` (which re-exports :data:`MIGRATIONS`).
+
+Migrations are numbered and run only by :meth:`PostgresDatabase.setup` (``plait db upgrade``).
+Each runs in its own transaction after ``pg_advisory_xact_lock`` (waited for at most 120 s), so
+several workers calling ``setup()`` at once apply each migration exactly once; a
+transaction-level lock also works through PgBouncer. No migration may use
+``CREATE INDEX CONCURRENTLY`` (it cannot run inside a transaction); the runner refuses one.
+"""
 
 from __future__ import annotations
 
-__all__ = ["MIGRATIONS"]
+import math
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from plait.errors import ConfigurationError, PlaitError, StoreTimeoutError
+
+if TYPE_CHECKING:
+    from psycopg import AsyncConnection
+
+    from plait.backends.postgres_db import PostgresDatabase
+
+__all__ = ["MIGRATIONS", "MIGRATION_LOCK_TIMEOUT_S", "apply_migrations", "read_schema_version"]
+
+T = TypeVar("T")
+_MIGRATION_LOCK = 0x706C616974  # "plait": the advisory lock every setup() serialises on.
+MIGRATION_LOCK_TIMEOUT_S = 120.0
 
 # Each entry is one migration; its number is its position + 1. Never edit a released entry,
 # append a new one. "{s}" is the schema. No CREATE INDEX CONCURRENTLY (it cannot run in a
@@ -113,3 +135,83 @@ MIGRATIONS: tuple[str, ...] = (
     );
     """,
 )
+
+
+async def apply_migrations(
+    db: PostgresDatabase,
+    *,
+    error: type[PlaitError],
+    timeout_error: type[StoreTimeoutError] = StoreTimeoutError,
+) -> list[int]:
+    """Create the schema and apply every migration not yet applied; return their numbers.
+
+    Safe to call from several workers at once (each migration runs once) and again later
+    (nothing to do returns ``[]``). Each step's deadline is ``timeout`` plus the
+    ``MIGRATION_LOCK_TIMEOUT_S`` (120 s) it may wait for another worker's migration.
+    """
+    applied: list[int] = []
+    s = db.sql
+    within = MIGRATION_LOCK_TIMEOUT_S + db.timeout
+    settings = db.set_local_timeouts(0 if math.isinf(within) else math.ceil(within * 1000))
+
+    def step(fn: Callable[[AsyncConnection[Any]], Awaitable[T]]) -> Awaitable[T]:
+        return db.run(
+            fn,
+            error=error,
+            timeout_error=timeout_error,
+            operation="setup (the schema migrations)",
+            deadline=within,
+        )
+
+    async def take_migration_lock(conn: AsyncConnection[Any]) -> None:
+        # The statements may wait for another worker's migration: past the session's
+        # statement_timeout, up to MIGRATION_LOCK_TIMEOUT_S (a lock timeout is then a
+        # StoreTimeoutError naming the server's lock_timeout).
+        await conn.execute(settings)
+        await conn.execute(f"SET LOCAL lock_timeout = '{MIGRATION_LOCK_TIMEOUT_S:g}s'")
+        await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+
+    async def bootstrap(conn: AsyncConnection[Any]) -> None:
+        await take_migration_lock(conn)
+        await conn.execute(s("CREATE SCHEMA IF NOT EXISTS {s}"))
+        await conn.execute(
+            s("CREATE TABLE IF NOT EXISTS {s}.plait_migrations (v integer PRIMARY KEY)")
+        )
+
+    await step(bootstrap)
+    for number, statement in enumerate(MIGRATIONS, start=1):
+        if "CONCURRENTLY" in statement.upper():
+            raise ConfigurationError(
+                f"Migration {number} uses CREATE INDEX CONCURRENTLY, which cannot run in "
+                "a transaction; create the index without CONCURRENTLY."
+            )
+
+        async def apply(conn: AsyncConnection[Any], n: int = number, body: str = statement) -> bool:
+            await take_migration_lock(conn)
+            cur = await conn.execute(s("SELECT 1 FROM {s}.plait_migrations WHERE v = %s"), (n,))
+            if await cur.fetchone() is not None:
+                return False
+            await conn.execute(s(body))
+            await conn.execute(s("INSERT INTO {s}.plait_migrations (v) VALUES (%s)"), (n,))
+            return True
+
+        if await step(apply):
+            applied.append(number)
+    return applied
+
+
+async def read_schema_version(db: PostgresDatabase, *, error: type[PlaitError]) -> int:
+    """The highest applied migration (0 before :meth:`setup`)."""
+
+    async def select(conn: AsyncConnection[Any]) -> int:
+        cur = await conn.execute(
+            "SELECT to_regclass(%s) IS NOT NULL", (f'"{db.schema}".plait_migrations',)
+        )
+        row = await cur.fetchone()
+        if row is None or not row[0]:
+            return 0
+        cur = await conn.execute(db.sql("SELECT COALESCE(MAX(v), 0) FROM {s}.plait_migrations"))
+        row = await cur.fetchone()
+        return int(row[0]) if row else 0
+
+    return await db.run(select, error=error, operation="schema version")
