@@ -13,6 +13,10 @@
    20 writes, on SQLite and (with ``--postgres URL`` or ``PLAIT_TEST_POSTGRES_URL``) Postgres:
    rows and bytes in the blob table against the sum of the images' sizes, and the size of the
    message rows (and what they would be with every blob inline, as before the blob tables).
+3. A load of a thread holding 20 distinct 1 MB images, on SQLite and Postgres: with its blobs
+   in memory (a thread loaded every turn: no image bytes are read from the store) against a
+   load after they left memory (every byte read, as every load did before), interleaved round
+   by round; the median over rounds.
 
 Run: ``python bench/parts.py [--rounds 15] [--turns 10] [--long 200] [--postgres URL]``.
 """
@@ -160,6 +164,58 @@ async def blob_figures(postgres: str | None) -> list[tuple[str, int, int, int, i
     return rows
 
 
+async def load_figures(
+    postgres: str | None, rounds: int, shm: str | None
+) -> list[tuple[str, float, float]]:
+    """Milliseconds per load of a 20 x 1 MB-image thread: blobs in memory, and not."""
+    import gc
+    import time
+
+    images = [megabyte_png() for _ in range(20)]  # random pixels: 20 distinct images
+    rows: list[tuple[str, float, float]] = []
+
+    async def figures(name: str, store: ThreadStore) -> None:
+        message = UserMessage([ImagePart(Blob(d)) for d in images])
+        await store.append("t", [message], expected_version=0)
+        del message
+        live: list[float] = []
+        cold: list[float] = []
+        for _ in range(rounds):
+            held = (await store.load("t")).messages  # in memory from here on
+            start = time.perf_counter()
+            again = (await store.load("t")).messages
+            live.append(time.perf_counter() - start)
+            assert again == held
+            del held, again
+            gc.collect()
+            start = time.perf_counter()
+            gone = (await store.load("t")).messages
+            cold.append(time.perf_counter() - start)
+            del gone
+            gc.collect()
+        rows.append((name, 1000 * statistics.median(live), 1000 * statistics.median(cold)))
+
+    with tempfile.TemporaryDirectory(dir=shm) as tmp:
+        sqlite = SQLiteThreadStore(Path(tmp) / "load.db")
+        await figures("SQLite", sqlite)
+        await sqlite.aclose()
+    if postgres:
+        import psycopg
+
+        from plait.stores.postgres import PostgresThreadStore
+
+        schema = f"bench_load_{os.urandom(4).hex()}"
+        pg = PostgresThreadStore(postgres, schema=schema, max_size=2)
+        await pg.setup()
+        try:
+            await figures("Postgres", pg)
+        finally:
+            await pg.aclose()
+            async with await psycopg.AsyncConnection.connect(postgres, autocommit=True) as c:
+                await c.execute(f'DROP SCHEMA "{schema}" CASCADE')  # type: ignore[arg-type]
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=15)
@@ -213,6 +269,11 @@ def main() -> None:
             f"{inline:>13,}"
         )
     print("(rows inline: the message rows with every blob written inline, as before)")
+    print()
+    print(f"a load of a thread of 20 x 1 MB images, ms (median of {args.rounds} rounds)")
+    print(f"{'store':<10}{'in memory':>12}{'not in memory':>15}")
+    for store, live, cold in asyncio.run(load_figures(args.postgres, args.rounds, shm)):
+        print(f"{store:<10}{live:>12.2f}{cold:>15.2f}")
 
 
 if __name__ == "__main__":

@@ -58,6 +58,7 @@ __all__ = [
     "FilePart",
     "ImagePart",
     "ReasoningPart",
+    "live_blobs",
     "part_label",
     "sniff_media_type",
 ]
@@ -271,6 +272,18 @@ def _validate_blob(value: Any, info: Any) -> Blob:
 _LIVE: weakref.WeakValueDictionary[str, Blob] = weakref.WeakValueDictionary()
 """Blobs validated from stored rows and still referenced somewhere, by address: loading a thread
 whose images are in memory reuses them (their hash, base64 and data URL already made)."""
+
+
+def live_blobs() -> dict[str, Blob]:
+    """The blobs in memory now, by address, held strongly while the caller keeps the dict: a
+    store's load asks for the bytes of the others only (a thread loaded every turn reads no
+    image bytes from its store once they are in memory)."""
+    for _ in range(3):  # another thread's load may add one meanwhile: then look again
+        try:
+            return dict(_LIVE.items())
+        except RuntimeError:
+            continue
+    return {}  # nothing skipped: the store reads every byte, as it would without
 
 
 def _check_source(source: Blob | str, kind: str) -> Blob | str:

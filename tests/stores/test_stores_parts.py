@@ -29,7 +29,7 @@ from plait.messages import (
     UserMessage,
     dump_messages,
 )
-from plait.stores import MemoryThreadStore, SQLiteThreadStore, ThreadStore
+from plait.stores import MemoryThreadStore, SQLiteThreadStore, StoreError, ThreadStore
 
 Opener = Callable[[], Awaitable[ThreadStore]]
 
@@ -242,6 +242,42 @@ async def test_each_blob_is_stored_once_and_rows_hold_only_its_address(
     assert (await (await sql_opener()).load("b")).messages == repeated
 
 
+async def _drop_blob_bytes(store: ThreadStore) -> None:
+    """Delete every blob's bytes behind the store's back (what a load then still needs, it
+    cannot have read from the store)."""
+    if isinstance(store, SQLiteThreadStore):
+        with sqlite3.connect(store.path) as conn:
+            conn.execute("DELETE FROM message_blobs")
+        conn.close()
+        return
+    from plait.stores.postgres import PostgresThreadStore
+
+    assert isinstance(store, PostgresThreadStore)
+    async with store.db.connection() as pg:
+        await pg.execute(store.db.sql("DELETE FROM {s}.plait_message_blobs"))
+
+
+async def test_a_load_reads_no_bytes_of_the_blobs_already_in_memory(sql_opener: Opener) -> None:
+    import gc
+
+    store = await sql_opener()
+    data = png(24, 12, seed=7)
+    await store.append("t", [UserMessage([ImagePart(Blob(data))])], expected_version=0)
+    first = (await store.load("t")).messages  # its blob is now in memory
+    await _drop_blob_bytes(store)
+    again = (await (await sql_opener()).load("t")).messages
+    assert again == first
+    message, earlier = again[0], first[0]
+    assert isinstance(message, UserMessage) and isinstance(earlier, UserMessage)
+    part, before = message.content[0], earlier.content[0]
+    assert isinstance(part, ImagePart) and isinstance(before, ImagePart)
+    assert part.blob is before.blob  # the one in memory, not a copy read again
+    del first, again, message, earlier, part, before
+    gc.collect()
+    with pytest.raises(StoreError, match="is missing"):  # not in memory: read, and gone
+        await store.load("t")
+
+
 async def test_deleting_a_thread_removes_only_the_blobs_no_other_thread_holds(
     sql_opener: Opener,
 ) -> None:
@@ -401,8 +437,6 @@ async def test_a_postgres_delete_waits_for_an_append_adding_a_hold_on_its_blob()
 
 
 async def test_a_row_naming_a_blob_the_table_lacks_is_a_store_error(tmp_path: Path) -> None:
-    from plait.stores import StoreError
-
     store = SQLiteThreadStore(tmp_path / "t.db")
     blob = Blob(png(4, 4))
     await store.append("t", [UserMessage([ImagePart(blob)])], expected_version=0)

@@ -7,7 +7,8 @@ state, write_token, written)``, ``plait_messages(thread_id, seq, id, json)``,
 (migration 3): ``plait_message_blobs(sha256, size, data)`` holds each blob once,
 content-addressed and shared by every thread that holds it, and ``plait_thread_blobs(thread_id,
 sha256)`` says which threads hold which. A message row holds only a blob's address; a load
-reads the thread's blobs in the same statement as its messages; an append sends only the blobs
+reads the thread's blobs in the same statement as its messages, the bytes only of those not
+in memory already (:func:`plait.parts.live_blobs`); an append sends only the blobs
 the server lacks. Deleting a thread deletes the blobs no other thread holds (appends that add
 blobs and deletes serialise on a transaction-level advisory lock, shared by appends, so a
 delete never removes a blob an append is adding a hold on). Rows written before migration 3
@@ -50,7 +51,7 @@ from typing import TYPE_CHECKING, Any, Unpack
 from plait.backends.postgres_db import PostgresDatabase, PostgresOptions
 from plait.errors import ThreadConflictError
 from plait.messages import Message, new_id
-from plait.parts import Blob
+from plait.parts import Blob, live_blobs
 from plait.stores.base import (
     StoreError,
     ThreadSnapshot,
@@ -116,7 +117,8 @@ class PostgresThreadStore:
             "WHERE m.thread_id = t.thread_id ORDER BY seq), "
             "ARRAY(SELECT b.sha256 FROM {s}.plait_thread_blobs r JOIN {s}.plait_message_blobs b "
             "ON b.sha256 = r.sha256 WHERE r.thread_id = t.thread_id ORDER BY r.sha256), "
-            "ARRAY(SELECT b.data FROM {s}.plait_thread_blobs r JOIN {s}.plait_message_blobs b "
+            "ARRAY(SELECT CASE WHEN b.sha256 = ANY(%s::text[]) THEN NULL ELSE b.data END "
+            "FROM {s}.plait_thread_blobs r JOIN {s}.plait_message_blobs b "
             "ON b.sha256 = r.sha256 WHERE r.thread_id = t.thread_id ORDER BY r.sha256) "
             "FROM {s}.plait_threads t WHERE thread_id = %s"
         )
@@ -168,16 +170,14 @@ class PostgresThreadStore:
 
     async def load(self, thread_id: str) -> ThreadSnapshot:
         async def select(conn: AsyncConnection[Any]) -> ThreadSnapshot:
-            head = await (await conn.execute(self._q_load, (thread_id,))).fetchone()
+            held = live_blobs()  # in memory already: the server sends no bytes for them
+            head = await (await conn.execute(self._q_load, (list(held), thread_id))).fetchone()
             if head is None:
                 return ThreadSnapshot(thread_id)
-            blobs = dict(zip(head[3], head[4], strict=True))
-            return ThreadSnapshot(
-                thread_id,
-                messages_from_rows(thread_id, head[2], blobs),
-                state_from_json(head[1]),
-                int(head[0]),
-            )
+            blobs = {d: b for d, b in zip(head[3], head[4], strict=True) if b is not None}
+            messages = messages_from_rows(thread_id, head[2], blobs)
+            del held  # the messages hold what they use
+            return ThreadSnapshot(thread_id, messages, state_from_json(head[1]), int(head[0]))
 
         return await self.db.run(select, error=StoreError, operation="load", single=True)
 

@@ -4,7 +4,8 @@ Tables: ``threads(thread_id, version, state, updated_at)``, ``messages(thread_id
 json)``, one row per message in order, and the bytes of images and files apart:
 ``message_blobs(sha256, size, data)`` holds each blob once (content-addressed, shared by every
 thread that holds it) and ``thread_blobs(thread_id, sha256)`` says which threads hold which, so a
-message row holds only the blob's address and a load reads a thread's blobs in one query.
+message row holds only the blob's address; a load reads the bytes of the thread's blobs not in
+memory already (:func:`plait.parts.live_blobs`), in one query.
 Deleting a thread deletes the blobs no other thread holds. Files from before the blob tables
 (message rows with inline base64 blobs) load unchanged: the tables are created when the file
 is opened, and old rows are read as they are. ``append`` is one
@@ -30,7 +31,7 @@ from typing import Any
 from plait.backends.sqlite import SQLITE_MAX_VALUE_BYTES, SQLiteFile
 from plait.errors import ThreadConflictError
 from plait.messages import Message
-from plait.parts import Blob
+from plait.parts import Blob, live_blobs
 from plait.stores.base import (
     StoreError,
     ThreadSnapshot,
@@ -131,19 +132,24 @@ class SQLiteThreadStore:
             rows = conn.execute(
                 "SELECT json FROM messages WHERE thread_id = ? ORDER BY seq", (thread_id,)
             ).fetchall()
-            blobs = conn.execute(
-                "SELECT b.sha256, b.data FROM thread_blobs r JOIN message_blobs b "
-                "ON b.sha256 = r.sha256 WHERE r.thread_id = ?",
-                (thread_id,),
+            held = live_blobs()  # in memory already: their bytes are not read again
+            digests = conn.execute(
+                "SELECT sha256 FROM thread_blobs WHERE thread_id = ?", (thread_id,)
             ).fetchall()
-            return ThreadSnapshot(
-                thread_id,
-                messages_from_rows(
-                    thread_id, [str(row[0]) for row in rows], {str(d): bytes(b) for d, b in blobs}
-                ),
-                state_from_json(str(head[1])),
-                int(head[0]),
-            )
+            wanted = [str(d) for (d,) in digests if d not in held]
+            blobs: dict[str, bytes] = {}
+            for i in range(0, len(wanted), 500):  # under SQLite's bound on parameters
+                chunk = wanted[i : i + 500]
+                marks = ",".join("?" * len(chunk))
+                blobs.update(
+                    (str(d), bytes(b))
+                    for d, b in conn.execute(
+                        f"SELECT sha256, data FROM message_blobs WHERE sha256 IN ({marks})", chunk
+                    )
+                )
+            messages = messages_from_rows(thread_id, [str(row[0]) for row in rows], blobs)
+            del held  # the messages hold what they use
+            return ThreadSnapshot(thread_id, messages, state_from_json(str(head[1])), int(head[0]))
 
         return await self._db.read(select)
 
