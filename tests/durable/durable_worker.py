@@ -29,6 +29,8 @@ from plait.models.base import ModelRequest
 from plait.stores.base import ThreadStore
 
 LEASE_TTL_S = 1.0
+HANG_VARIABLE = "PLAIT_DURABLE_HANG_IN_CHARGE"
+"""Set in a ``run`` worker's environment: ``charge`` never returns once it has run."""
 
 
 def side_record(path: str, call_id: str, name: str) -> None:
@@ -48,6 +50,8 @@ def build(side: str, steps: int) -> tuple[FunctionModel, list[Any]]:
     async def charge(k: int, ctx: ToolContext) -> str:
         """Charge for step k (not idempotent)."""
         await asyncio.to_thread(side_record, side, ctx.call.id, "charge")
+        if os.environ.get(HANG_VARIABLE):  # the test kills the worker right here
+            await asyncio.Event().wait()
         return f"charged {k}"
 
     def answer(request: ModelRequest) -> Any:
@@ -88,8 +92,9 @@ def thread_report(messages: list[Any]) -> dict[str, Any]:
     }
 
 
-async def main(mode: str, sysdb: str, target: str, side: str, turns: int, steps: int,
-               schema: str) -> None:
+async def main(
+    mode: str, sysdb: str, target: str, side: str, turns: int, steps: int, schema: str
+) -> None:
     from dbos import DBOS
 
     from plait.durable import DurableAgent, dbos_config, recover_turns

@@ -40,13 +40,19 @@ def _executions(side: Path) -> Counter[str]:
     return Counter(r[0] for r in rows)
 
 
-def _kill_at(args: list[str], side: Path, target: int) -> None:
-    worker = subprocess.Popen([sys.executable, str(WORKER), "run", *args],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+def _kill_at(args: list[str], side: Path, target: int, env: dict[str, str] | None = None) -> None:
+    worker = subprocess.Popen(
+        [sys.executable, str(WORKER), "run", *args],
+        env={**os.environ, **(env or {})},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     deadline = time.monotonic() + DEADLINE_S
     try:
         while sum(_executions(side).values()) < target:
-            assert worker.poll() is None, worker.stderr.read().decode()[-3000:] if worker.stderr else ""
+            assert worker.poll() is None, (
+                worker.stderr.read().decode()[-3000:] if worker.stderr else ""
+            )
             assert time.monotonic() < deadline, f"no {target} executions in {DEADLINE_S} s"
             time.sleep(0.005)  # a deadline-bounded poll of the side table
     finally:
@@ -56,8 +62,12 @@ def _kill_at(args: list[str], side: Path, target: int) -> None:
 
 
 def _recover(args: list[str]) -> dict[str, Any]:
-    done = subprocess.run([sys.executable, str(WORKER), "recover", *args],
-                          capture_output=True, timeout=DEADLINE_S, check=False)
+    done = subprocess.run(
+        [sys.executable, str(WORKER), "recover", *args],
+        capture_output=True,
+        timeout=DEADLINE_S,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr.decode()[-3000:]
     report: dict[str, Any] = json.loads(done.stdout.decode().strip().splitlines()[-1])
     return report
@@ -89,6 +99,24 @@ def _scenario(tmp_path: Path, sysdb: str, store: str, schema: str) -> None:
     _kill_at(args, side, target)
     report = _recover(args)
     _check(report, _executions(side), target)
+
+
+def test_kill_9_while_a_non_idempotent_tool_runs_gives_an_error_result_and_never_reruns_it(
+    tmp_path: Path,
+) -> None:
+    side = tmp_path / "side.db"
+    args = [f"sqlite:///{tmp_path / 'dbos.sqlite'}", str(tmp_path / "threads.db"), str(side)]
+    args += ["1", str(STEPS), ""]
+    # charge (step 6) hangs once it has run: the kill lands while it is in flight, every time
+    _kill_at(args, side, 7, env={"PLAIT_DURABLE_HANG_IN_CHARGE": "1"})
+    runs = _executions(side)
+    assert runs["t-0-c6"] == 1
+    (turn,) = _recover(args).values()
+    runs = _executions(side)
+    assert turn["status"] == "SUCCESS" and turn["pairs_ok"] and turn["answered"]
+    assert turn["errors"] == ["t-0-c6"]  # the model reads that it may or may not have run
+    assert runs["t-0-c6"] == 1 and runs["t-0-c13"] == 1  # a later charge ran normally
+    assert all(runs[f"t-0-c{k}"] == 1 for k in range(STEPS))
 
 
 def test_kill_9_mid_turn_sqlite_recovers_every_turn_without_rerunning_completed_steps(

@@ -34,7 +34,12 @@ if not TYPE_CHECKING:
     __getattr__, __dir__ = lazy_exports(
         __name__,
         {
-            "plait.durable.agent": ("WORKFLOW_NAME", "DurableAgent", "dbos_config", "recover_turns"),
+            "plait.durable.agent": (
+                "WORKFLOW_NAME",
+                "DurableAgent",
+                "dbos_config",
+                "recover_turns",
+            ),
             "plait.durable.errors": ("DurabilityError", "ReplayDivergence"),
             "plait.durable.journal": ("Journal",),
             "plait.durable.store": ("JournaledStore",),

@@ -11,6 +11,7 @@ flight runs again (once more at most), and the turn goes on from there.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import functools
 import json
@@ -21,15 +22,15 @@ from plait.durable.codec import dump_run, load_run
 from plait.durable.errors import DurabilityError
 from plait.durable.journal import Journal
 from plait.durable.store import JournaledStore
-from plait.messages import Message, UserMessage, dump_messages, load_messages, new_id
+from plait.messages import dump_messages, load_messages, new_id
 from plait.middleware.context import Event, EventSink
 from plait.middleware.ordering import resolve_order
 from plait.middleware.stack import MiddlewareStack
-from plait.runtime.agent import Agent
+from plait.runtime.agent import Agent, RunInput, _as_messages
 from plait.runtime.turn import RunResult, Turn
 
 if TYPE_CHECKING:
-    from dbos import DBOSConfig
+    from dbos import DBOSConfig, WorkflowHandleAsync
 
 __all__ = ["WORKFLOW_NAME", "DurableAgent", "dbos_config", "recover_turns"]
 
@@ -76,9 +77,7 @@ def _workflow() -> Callable[..., Any]:
     try:
         from dbos import DBOS, WorkflowSerializationFormat
     except ImportError as exc:  # pragma: no cover - the extra is installed in dev
-        raise DurabilityError(
-            "Durable turns need DBOS: pip install 'plait[dbos]'."
-        ) from exc
+        raise DurabilityError("Durable turns need DBOS: pip install 'plait[dbos]'.") from exc
 
     @DBOS.workflow(name=WORKFLOW_NAME, serialization_type=WorkflowSerializationFormat.PORTABLE)
     async def durable_turn(
@@ -144,7 +143,7 @@ class DurableAgent:
 
     async def run(
         self,
-        input: str | Message | Sequence[Message],
+        input: RunInput,
         *,
         thread_id: str | None = None,
         state: Mapping[str, Any] | None = None,
@@ -169,12 +168,7 @@ class DurableAgent:
             if emit is not None:
                 emit(event)
 
-        if isinstance(input, str):
-            messages: list[Message] = [UserMessage(input)]
-        elif isinstance(input, Sequence):
-            messages = list(input)
-        else:
-            messages = [input]
+        messages = _as_messages(input)
         _SINKS[workflow_id] = sink
         try:
             with SetWorkflowID(workflow_id):
@@ -200,7 +194,7 @@ class DurableAgent:
 
     async def stream(
         self,
-        input: str | Message | Sequence[Message],
+        input: RunInput,
         *,
         thread_id: str | None = None,
         state: Mapping[str, Any] | None = None,
@@ -229,27 +223,24 @@ class DurableAgent:
 
 
 async def recover_turns(
-    executor_ids: Sequence[str] = ("local",), *, timeout: float = RECOVER_TIMEOUT_S
+    executor_ids: Sequence[str] = ("local",), *, within: float = RECOVER_TIMEOUT_S
 ) -> list[str]:
     """Recover the pending durable turns of ``executor_ids`` (dead workers; ``"local"`` is the
-    default executor id) on this worker and wait, at most ``timeout`` seconds, for all of them
-    to finish. Returns their workflow ids. ``DBOS.launch()`` already recovers this worker's own
+    default executor id) on this worker and wait for all of them
+    to finish (``within`` seconds, default :data:`RECOVER_TIMEOUT_S`, 600; then ``TimeoutError``).
+    Returns their workflow ids. ``DBOS.launch()`` already recovers this worker's own
     executor id; this call is for taking over another's, and for waiting."""
     from dbos import DBOS
 
     handles = await asyncio.to_thread(DBOS._recover_pending_workflows, list(executor_ids))
-    pending = await DBOS.list_workflows_async(
-        status=["PENDING", "ENQUEUED"], name=WORKFLOW_NAME
-    )
+    pending = await DBOS.list_workflows_async(status=["PENDING", "ENQUEUED"], name=WORKFLOW_NAME)
     ids = sorted({h.get_workflow_id() for h in handles} | {w.workflow_id for w in pending})
 
     async def finished(workflow_id: str) -> None:
-        handle = await DBOS.retrieve_workflow_async(workflow_id)
-        try:
+        handle: WorkflowHandleAsync[Any] = await DBOS.retrieve_workflow_async(workflow_id)
+        with contextlib.suppress(Exception):  # a failed turn is finished too; its status says how
             await handle.get_result()
-        except Exception:
-            pass  # a turn that failed is finished too; its status says how
 
-    async with asyncio.timeout(timeout):
+    async with asyncio.timeout(within):
         await asyncio.gather(*(finished(i) for i in ids))
     return ids

@@ -110,11 +110,15 @@ class Journal(Middleware):
 
         async def tool_step() -> str:
             if not fresh:  # started in a run that died before the call's result was recorded
-                return dump_result(call.name, ToolResult(call.id, not_rerun_message(call.name), True))
+                return dump_result(
+                    call.name, ToolResult(call.id, not_rerun_message(call.name), True)
+                )
             return dump_result(call.name, await call_next(call))
 
         try:
-            text = await DBOS.run_step_async({"name": f"plait.tool:{call.name}:{call.id}"}, tool_step)
+            text = await DBOS.run_step_async(
+                {"name": f"plait.tool:{call.name}:{call.id}"}, tool_step
+            )
         except Exception as exc:
             raise _diverged(exc) or exc from None
         return load_result(text)[1]
