@@ -22,6 +22,7 @@ from plait.durable.codec import dump_run, load_run
 from plait.durable.errors import DurabilityError
 from plait.durable.journal import Journal
 from plait.durable.store import JournaledStore
+from plait.errors import ThreadBusyError
 from plait.messages import dump_messages, load_messages, new_id
 from plait.middleware.context import Event, EventSink
 from plait.middleware.ordering import resolve_order
@@ -37,6 +38,11 @@ __all__ = ["WORKFLOW_NAME", "DurableAgent", "dbos_config", "recover_turns"]
 WORKFLOW_NAME = "plait.durable.turn"
 RECOVER_TIMEOUT_S = 600.0
 """Default seconds :func:`recover_turns` waits for the recovered turns to finish."""
+
+LEASE_ATTEMPTS = 3
+"""Times a durable turn waits for its thread's lease (each wait the store's ``lease_wait``)
+before it fails with ``ThreadBusyError``: a recovered turn may find the dead worker's lease
+still unexpired (up to ``lease_ttl``, which by default equals ``lease_wait``)."""
 
 _AGENTS: dict[str, DurableAgent] = {}
 # Live event sinks of turns started in this process, by workflow id (a recovered turn has none).
@@ -91,15 +97,23 @@ def _workflow() -> Callable[..., Any]:
             )
         workflow_id = DBOS.workflow_id or ""
         emit = _SINKS.get(workflow_id, _drop)
-        turn = Turn(
-            durable.agent,
-            thread_id,
-            load_messages(input_json),
-            json.loads(state_json),
-            emit,
-            streaming=streaming,
-        )
-        result = await turn.run()
+        for attempt in range(LEASE_ATTEMPTS):
+            turn = Turn(
+                durable.agent,
+                thread_id,
+                load_messages(input_json),
+                json.loads(state_json),
+                emit,
+                streaming=streaming,
+            )
+            try:
+                result = await turn.run()
+                break
+            except ThreadBusyError:
+                # Raised before the load, so no step was taken: waiting again is deterministic.
+                # A recovered turn waits here for the dead worker's lease to expire.
+                if attempt == LEASE_ATTEMPTS - 1:
+                    raise
         return dump_run(
             result.output, result.thread_id, result.new_messages, result.usage, result.state
         )
