@@ -78,6 +78,10 @@ class Tool:
     timeout: float | None = None
     """Seconds a call may run before it is cancelled; ``None`` uses the agent's
     ``Limits.tool_timeout``."""
+    idempotent: bool = True
+    """Whether running a call twice does no more harm than once. A durable turn
+    (:mod:`plait.durable`) re-runs an idempotent call that was in flight when its worker died;
+    a call of a tool with ``idempotent=False`` is never run again: it gets an error result."""
 
     def __init__(self, definition: ToolDefinition) -> None:
         self.definition = definition
@@ -132,7 +136,9 @@ class FunctionTool(Tool):
         metadata: Mapping[str, Any] | None = None,
         blocking: bool = False,
         timeout: float | None = None,
+        idempotent: bool = True,
     ) -> None:
+        self.idempotent = idempotent
         from pydantic import (  # imported with the first tool, not plait
             ConfigDict,
             ValidationError,
@@ -230,6 +236,7 @@ def tool(
     blocking: bool = False,
     metadata: Mapping[str, Any] | None = None,
     timeout: float | None = None,
+    idempotent: bool = True,
 ) -> Callable[[Callable[..., Any]], FunctionTool]: ...
 
 
@@ -243,12 +250,14 @@ def tool(
     blocking: bool = False,
     metadata: Mapping[str, Any] | None = None,
     timeout: float | None = None,
+    idempotent: bool = True,
 ) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
     """Make a :class:`FunctionTool` from a typed function; usable bare or with options.
 
     ``blocking=True`` runs a sync function in a worker thread so it cannot stall the loop;
     ``deferred=True`` registers the tool without advertising it (see the skills battery);
-    ``timeout`` overrides ``Limits.tool_timeout`` for this tool (see :class:`FunctionTool`).
+    ``timeout`` overrides ``Limits.tool_timeout`` for this tool (see :class:`FunctionTool`);
+    ``idempotent=False`` marks a tool that must not run twice (see :attr:`Tool.idempotent`).
     """
 
     def build(f: Callable[..., Any]) -> FunctionTool:
@@ -262,6 +271,7 @@ def tool(
             metadata=meta,
             blocking=blocking,
             timeout=timeout,
+            idempotent=idempotent,
         )
 
     return build(fn) if fn is not None else build

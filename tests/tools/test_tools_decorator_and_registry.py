@@ -136,6 +136,16 @@ def test_deferred_and_blocking_flags() -> None:
     assert ToolRegistry([slow]).definitions() == []
 
 
+def test_idempotent_flag_defaults_true_and_is_kept_when_false() -> None:
+    @tool(idempotent=False)
+    def pay() -> str:
+        """Pay."""
+        return "paid"
+
+    assert locate.idempotent is True and pay.idempotent is False
+    assert pay.definition.metadata == {}  # a runtime property, never advertised to the model
+
+
 def test_registry_register_resolve_and_duplicate_names() -> None:
     reg = ToolRegistry([locate])
     assert reg.resolve("locate") is locate
