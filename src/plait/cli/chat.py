@@ -164,7 +164,8 @@ def _resume(
         for line in resume_lines(snapshots):
             console.print(Text(line), soft_wrap=True)
         try:
-            answer = input(f"resume which? [1-{len(ids)}, Enter: a new thread] ")
+            console.print(Text(f"resume which? [1-{len(ids)}, Enter: a new thread] "), end="")
+            answer = input()
         except EOFError:
             answer = ""
         chosen = pick(answer, len(ids))
