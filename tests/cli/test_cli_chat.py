@@ -19,7 +19,7 @@ from wire_server import WireServer
 from plait.cli.chat_threads import age, pick, recap_lines
 from plait.cli.slash import Slash, model_spec_for, read_line
 from plait.errors import ConfigurationError
-from plait.messages import AssistantMessage, UserMessage
+from plait.messages import AssistantMessage, Message, UserMessage
 from plait.stores.base import ThreadSnapshot
 
 FIXTURES = Path(__file__).parents[1] / "models" / "fixtures" / "openai"
@@ -301,8 +301,9 @@ def test_model_spec_for_keeps_the_provider_and_base_url() -> None:
 
 
 def test_recap_age_and_pick_helpers() -> None:
-    messages = [UserMessage(content=f"q{n}") for n in range(5)]
-    history = [m for pair in zip(messages, [AssistantMessage(content="a")] * 5) for m in pair]
+    history: list[Message] = []
+    for n in range(5):
+        history += [UserMessage(content=f"q{n}"), AssistantMessage(content="a")]
     lines = recap_lines(ThreadSnapshot("ABCDEF", history), exchanges=2)
     assert lines == [
         "continuing thread abcdef · 5 turns",
@@ -316,3 +317,13 @@ def test_recap_age_and_pick_helpers() -> None:
     assert pick("2", 3) == 1 and pick(" ", 3) is None
     with pytest.raises(ConfigurationError, match="1 to 3"):
         pick("0", 3)
+
+
+def test_pin_in_managed_mode_says_where_it_works(
+    server: WireServer, home: Path, tmp_path: Path
+) -> None:
+    folder = _skills(tmp_path / "skills")
+    args = ("--skills", str(folder), "--no-default-skills", "--mode", "managed")
+    result = chat(server, home, "/pin house-style\n", *args)
+    assert result.returncode == 0, result.stderr
+    assert "/pin works in disclosure mode (--mode disclosure)" in result.stderr

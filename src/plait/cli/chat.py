@@ -22,6 +22,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
+from plait.cli.agents import Mode
 from plait.cli.chat_host import AgentHost, LineReader, Reader, reader_for
 from plait.cli.chat_threads import RESUME_LIMIT, pick, recap_lines, resume_lines
 from plait.cli.console import fail, report_error
@@ -126,6 +127,7 @@ def chat(
             expected = isinstance(exc, ThreadChoiceError)
             fail(str(exc), 2 if expected else 1)
         session = ChatSession(found or new_id(), resolved.spec, resolved.price, found is None)
+        session.can_pin = resolved.options.mode is Mode.DISCLOSURE
         host = AgentHost(runner, agent, session, resolved, flags, display)
         try:
             if resume:

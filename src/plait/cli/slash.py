@@ -18,7 +18,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from plait.cli.display import usage_line
 from plait.cli.thread_choice import shown_id
 from plait.errors import PlaitError
 from plait.messages import Usage
@@ -60,6 +59,9 @@ class ChatSession:
     usage: Usage = field(default_factory=Usage)
     turns: int = 0
     done: bool = False
+    can_pin: bool = True
+    """Whether ``/pin`` works: disclosure mode's ``pinned_skills`` (managed mode loads skills
+    through its own tools)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,6 +177,8 @@ def _skills(host: ChatHost, argument: str) -> list[str]:
 def _pin(host: ChatHost, argument: str) -> list[str]:
     if not argument:
         return ["usage: /pin NAME (see /skills)"]
+    if not host.session.can_pin:
+        return ["/pin works in disclosure mode (--mode disclosure); here, ask for the skill"]
     names = [s.name for s in host.skills()]
     if argument not in names:
         known = ", ".join(names) if names else "none"
@@ -186,6 +190,8 @@ def _pin(host: ChatHost, argument: str) -> list[str]:
 
 
 def _usage(host: ChatHost, argument: str) -> list[str]:
+    from plait.cli.display import usage_line  # the display loads with a turn, not with --help
+
     session = host.session
     turns = f"{session.turns} turn{'s' if session.turns != 1 else ''}"
     line = f"this session: {turns} · {usage_line(session.usage, session.price)}"
