@@ -71,7 +71,7 @@ ResumeOption = Annotated[
 ResumeIdArgument = Annotated[
     str | None,
     typer.Argument(
-        metavar="[ID]", help="With --resume: the thread to continue (a unique prefix of its id)."
+        metavar="ID", help="With --resume: the thread to continue (a unique prefix of its id)."
     ),
 ]
 
@@ -170,6 +170,9 @@ def _resume(
             answer = input()
         except EOFError:
             answer = ""
+        except KeyboardInterrupt:
+            console.print()
+            raise typer.Exit(130) from None
         chosen = pick(answer, len(ids))
     except PlaitError as exc:
         raise typer.Exit(_usage_error(str(exc))) from None
