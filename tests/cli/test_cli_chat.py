@@ -286,6 +286,8 @@ def test_read_line_tells_commands_from_messages() -> None:
     assert read_line("  \n") is None
     assert read_line("/MODEL  gpt-4o ") == Slash("model", "gpt-4o")
     assert read_line("/help") == Slash("help")
+    assert read_line("/pin\nhouse-style") == Slash("pin", "house-style")
+    assert read_line("/") == Slash("")
     assert read_line("//x y") == "/x y"
     assert read_line("line1\nline2\n") == "line1\nline2"
 

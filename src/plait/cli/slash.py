@@ -104,8 +104,9 @@ def read_line(text: str) -> Slash | str | None:
     if stripped.startswith("//"):
         return stripped[1:]
     if stripped.startswith("/"):
-        name, _, argument = stripped[1:].partition(" ")
-        return Slash(name.lower(), argument.strip())
+        words = stripped[1:].split(None, 1)  # the name ends at the first space or newline
+        name = words[0].lower() if words else ""
+        return Slash(name, words[1].strip() if len(words) > 1 else "")
     return stripped
 
 
