@@ -77,7 +77,9 @@ def _store() -> ThreadStore:
     if where.startswith(("postgresql://", "postgres://")):
         from plait.stores.postgres import PostgresThreadStore
 
-        return PostgresThreadStore(where, schema=os.environ.get("PLAIT_TEST_SERVE_SCHEMA", "public"))
+        return PostgresThreadStore(
+            where, schema=os.environ.get("PLAIT_TEST_SERVE_SCHEMA", "public")
+        )
     from plait.stores.sqlite import SQLiteThreadStore
 
     return SQLiteThreadStore(where)

@@ -37,7 +37,11 @@ def run(server: ServeProcess, thread: str, text: str, run_id: str) -> list[BaseE
         "POST",
         server.url + "/agui",
         content=body.model_dump_json(by_alias=True),
-        headers={**server.headers(), "Accept": "text/event-stream", "Content-Type": "application/json"},
+        headers={
+            **server.headers(),
+            "Accept": "text/event-stream",
+            "Content-Type": "application/json",
+        },
         timeout=30,
     ) as response:
         assert response.status_code == 200
@@ -91,7 +95,12 @@ def test_a_second_run_continues_the_thread(server: ServeProcess) -> None:
     run(server, "agui-4", "first", "r4a")
     run(server, "agui-4", "second", "r4b")
     stored = httpx.get(server.url + "/threads/agui-4", headers=server.headers()).json()
-    assert [m["content"] for m in stored["messages"]] == ["first", "echo: first", "second", "echo: second"]
+    assert [m["content"] for m in stored["messages"]] == [
+        "first",
+        "echo: first",
+        "second",
+        "echo: second",
+    ]
 
 
 def test_frontend_tools_are_refused_not_ignored(server: ServeProcess) -> None:

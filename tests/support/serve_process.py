@@ -54,7 +54,11 @@ def serve_process(
     shutil.copy(MYAPP, folder / "myapp.py")
     port = free_port()
     log = folder / f"serve-{port}.log"
-    full_env = {**os.environ, "PLAIT_TEST_SERVE_STORE": str(folder / "threads.sqlite3"), **(env or {})}
+    full_env = {
+        **os.environ,
+        "PLAIT_TEST_SERVE_STORE": str(folder / "threads.sqlite3"),
+        **(env or {}),
+    }
     full_env.pop("PLAIT_SERVE_TOKEN", None)
     if token:
         full_env["PLAIT_SERVE_TOKEN"] = token
@@ -79,9 +83,13 @@ def _wait_healthy(served: ServeProcess) -> None:
     deadline = time.monotonic() + START_DEADLINE
     while time.monotonic() < deadline:
         if served.process.poll() is not None:
-            raise AssertionError(f"plait serve exited {served.process.returncode}:\n{served.log_text()}")
+            raise AssertionError(
+                f"plait serve exited {served.process.returncode}:\n{served.log_text()}"
+            )
         with contextlib.suppress(httpx.HTTPError):
             if httpx.get(served.url + "/healthz", timeout=1.0).status_code == 200:
                 return
         time.sleep(0.05)  # a poll bounded by the deadline above
-    raise AssertionError(f"plait serve did not answer within {START_DEADLINE} s:\n{served.log_text()}")
+    raise AssertionError(
+        f"plait serve did not answer within {START_DEADLINE} s:\n{served.log_text()}"
+    )
