@@ -9,7 +9,8 @@ kept in ``scope["state"]["principal"]``.
 
 :class:`AccessLog` writes, for each HTTP request, one JSON object on one line to the
 ``plait.serve.access`` logger: ``method``, ``path``, ``status``, ``ms`` (to the last byte
-sent), ``bytes``, ``client`` and ``request_id`` (also sent back as ``X-Request-Id``).
+sent), ``bytes``, ``client``, ``request_id`` (also sent back as ``X-Request-Id``) and ``worker`` (the worker
+process id, also sent back as ``X-Plait-Worker``: which of ``--workers N`` answered).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import hashlib
 import hmac
 import json
 import logging
+import os
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
@@ -135,6 +137,7 @@ class AccessLog:
                 message["headers"] = [
                     *message.get("headers", ()),
                     (b"x-request-id", request_id.encode()),
+                    (b"x-plait-worker", str(os.getpid()).encode()),
                 ]
             elif message["type"] == "http.response.body":
                 seen["bytes"] += len(message.get("body", b""))
@@ -154,6 +157,7 @@ class AccessLog:
                         "bytes": seen["bytes"],
                         "client": f"{client[0]}:{client[1]}" if client else None,
                         "request_id": request_id,
+                        "worker": os.getpid(),
                     }
                 )
             )
