@@ -28,7 +28,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from plait.errors import ConfigurationError
 from plait.serve.access import AccessLog, BearerGate
@@ -139,6 +139,7 @@ def create_app(
     limits: ServeLimits | None = None,
     cors_origins: Sequence[str] = (),
     tool_calls: ToolCallDisplay = "hidden",
+    tracer_provider: Any = None,
 ) -> Starlette:
     """The ASGI app serving ``agents`` (one, named :data:`DEFAULT_AGENT_NAME`, or a mapping
     name → agent) on ``store`` (default: the first agent's store; every agent should share it).
@@ -147,6 +148,8 @@ def create_app(
     for a loopback bind, which ``plait serve`` enforces). ``limits``: :class:`ServeLimits`.
     ``cors_origins``: origins allowed by CORS (none by default: CORS off). ``tool_calls``: how
     the OpenAI-compatible route shows the agent's own tool calls (``"hidden"`` or ``"text"``).
+    ``tracer_provider``: the OpenTelemetry provider of the request spans (default: the global
+    one; give the same one as the agent's ``GenAITelemetry``).
     """
     try:
         from starlette.applications import Starlette
@@ -204,7 +207,7 @@ def create_app(
 
     middleware = [
         Middleware(AccessLog),
-        Middleware(RequestSpan),
+        Middleware(RequestSpan, tracer_provider=tracer_provider),
         Middleware(BearerGate, token=token),
     ]
     if cors_origins:

@@ -4,6 +4,7 @@ When ``opentelemetry-api`` is installed, :class:`RequestSpan` opens a ``SERVER``
 ``"{method} {path}"`` around each HTTP request, current while the handler runs, so the task that
 drives the turn (started by the handler, it copies the context) makes the turn's GenAI spans
 (:mod:`plait.telemetry`) its children. An incoming W3C ``traceparent`` header is its parent.
+``tracer_provider`` (default: the global one) makes the spans.
 Without OpenTelemetry it passes requests through.
 """
 
@@ -19,8 +20,9 @@ __all__ = ["RequestSpan"]
 class RequestSpan:
     """ASGI middleware: one OpenTelemetry span per HTTP request (see the module)."""
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, tracer_provider: Any = None) -> None:
         self.app = app
+        self._provider = tracer_provider
         try:
             from opentelemetry import propagate, trace
         except ImportError:
@@ -38,7 +40,8 @@ class RequestSpan:
             for k, v in scope.get("headers", ())
         }
         parent = self._propagate.extract(carrier)
-        tracer = self._trace.get_tracer("plait.serve")
+        provider = self._provider or self._trace.get_tracer_provider()
+        tracer = provider.get_tracer("plait.serve")
         name = f"{scope.get('method')} {scope.get('path')}"
         with tracer.start_as_current_span(
             name,
