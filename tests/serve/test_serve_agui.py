@@ -7,16 +7,17 @@ import json
 import httpx
 from ag_ui.core import (
     BaseEvent,
+    Event,
     EventType,
     RunAgentInput,
+    RunFinishedEvent,
     TextMessageContentEvent,
+    ToolCallArgsEvent,
     ToolCallResultEvent,
     UserMessage,
 )
 from pydantic import TypeAdapter
 from serve_process import ServeProcess
-
-from ag_ui.core import Event
 
 EVENTS: TypeAdapter[BaseEvent] = TypeAdapter(Event)
 
@@ -62,7 +63,8 @@ def test_a_run_streams_the_agui_lifecycle(server: ServeProcess) -> None:
     assert start < end
     text = "".join(e.delta for e in events if isinstance(e, TextMessageContentEvent))
     assert text == "echo: hello there"
-    assert getattr(events[-1], "result") == "echo: hello there"
+    assert isinstance(events[-1], RunFinishedEvent)
+    assert events[-1].result == "echo: hello there"
 
 
 def test_tool_calls_and_their_results_are_events(server: ServeProcess) -> None:
@@ -73,8 +75,8 @@ def test_tool_calls_and_their_results_are_events(server: ServeProcess) -> None:
     results = [e for e in events if isinstance(e, ToolCallResultEvent)]
     assert [r.content for r in results] == ["9"]
     assert kinds.index(EventType.TOOL_CALL_END) < kinds.index(EventType.TOOL_CALL_RESULT)
-    args = next(e for e in events if e.type == EventType.TOOL_CALL_ARGS)
-    assert json.loads(getattr(args, "delta")) == {"a": 4, "b": 5}
+    args = next(e for e in events if isinstance(e, ToolCallArgsEvent))
+    assert json.loads(args.delta) == {"a": 4, "b": 5}
 
 
 def test_reasoning_streams_as_reasoning_events(server: ServeProcess) -> None:

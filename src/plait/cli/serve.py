@@ -16,7 +16,14 @@ import typer
 
 from plait.cli.console import fail
 
-__all__ = ["serve"]
+__all__ = ["GRACEFUL_SHUTDOWN", "KEEP_ALIVE", "serve"]
+
+KEEP_ALIVE = 30
+"""Seconds an idle keep-alive connection stays open (uvicorn's default, 5 s, races clients
+that reuse a connection just as the server closes it)."""
+
+GRACEFUL_SHUTDOWN = 30
+"""Seconds a stopping worker waits for running requests before it cancels them."""
 
 
 def is_loopback(host: str) -> bool:
@@ -101,4 +108,6 @@ def serve(
         log_level="warning",
         access_log=False,
         lifespan="on",
+        timeout_keep_alive=KEEP_ALIVE,
+        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN,
     )

@@ -2,15 +2,17 @@
 
 :class:`BearerGate` lets through a request whose ``Authorization: Bearer TOKEN`` matches the
 server's token, compared with :func:`hmac.compare_digest`; without it the answer is 401, with a
-wrong one 403, both ``{"error": {"type": "unauthorized" | "forbidden", "message"}}``. ``GET
-/healthz`` is open (a load balancer's probe). The principal a request acts for (what scopes
-derived thread ids, :mod:`plait.serve.openai_compat`) is a short hash of the token it carried,
-kept in ``scope["state"]["principal"]``.
+wrong one 403, both ``{"error": {"type": "unauthorized" | "forbidden", "message"}}``.
+``GET /healthz`` is open (a load balancer's probe), and so is a CORS preflight (``OPTIONS``).
+The principal a request acts for (what scopes derived thread ids,
+:mod:`plait.serve.openai_compat`) is a short hash of the token it carried, kept in
+``scope["state"]["principal"]``.
 
 :class:`AccessLog` writes, for each HTTP request, one JSON object on one line to the
 ``plait.serve.access`` logger: ``method``, ``path``, ``status``, ``ms`` (to the last byte
-sent), ``bytes``, ``client``, ``request_id`` (also sent back as ``X-Request-Id``) and ``worker`` (the worker
-process id, also sent back as ``X-Plait-Worker``: which of ``--workers N`` answered).
+sent), ``bytes``, ``client``, ``request_id`` (also sent back as ``X-Request-Id``) and
+``worker`` (the worker process id, also sent back as ``X-Plait-Worker``: which of
+``--workers N`` answered).
 """
 
 from __future__ import annotations
