@@ -7,8 +7,9 @@ interleaved round by round (``--rounds``). Per configuration: requests/s, p50/p9
 over the model's 100 ms, the servers' resident memory per idle thread after the load (RSS after
 minus RSS before, over the threads made), and lost or duplicated messages (each thread read
 back must hold exactly its 5 user messages and 5 answers, in order; the script exits 1
-otherwise). The load client is httpx (one AsyncClient, 200 connections); every server is a real
-process on 127.0.0.1.
+otherwise; a request that failed, e.g. a store deadline under overload, is counted under
+``failed`` and its turn is then missing from its thread). The load client is httpx (one
+AsyncClient, 200 connections); every server is a real process on 127.0.0.1.
 
     python bench/serve_load.py [--conversations 200] [--turns 5] [--rounds 2]
 """
@@ -121,6 +122,7 @@ async def load(
     server: ServeProcess, floor: bool, tag: str, conversations: int, turns: int
 ) -> dict[str, float]:
     latencies: list[float] = []
+    errors: list[str] = []
     limits = httpx.Limits(max_connections=conversations, max_keepalive_connections=conversations)
     async with httpx.AsyncClient(
         base_url=server.url, headers=server.headers(), timeout=120, limits=limits
@@ -131,17 +133,24 @@ async def load(
             for turn in range(turns):
                 text = f"c{n} t{turn}"
                 started = time.perf_counter()
-                if floor:
-                    answer = await client.post("/chat", json={"thread": thread, "text": text})
-                    content = answer.json()["content"]
-                else:
-                    body = {"model": "plait", "messages": [{"role": "user", "content": text}]}
-                    answer = await client.post(
-                        "/v1/chat/completions", json=body, headers={"X-Plait-Thread": thread}
-                    )
-                    content = answer.json()["choices"][0]["message"]["content"]
+                try:
+                    content = await send(thread, text)
+                except (httpx.HTTPError, KeyError, ValueError) as exc:
+                    errors.append(f"{type(exc).__name__}: {exc}")
+                    continue
                 latencies.append(time.perf_counter() - started)
-                assert content == f"echo: {text}", content
+                if content != f"echo: {text}":
+                    errors.append(f"wrong answer {content!r}")
+
+        async def send(thread: str, text: str) -> str:
+            if floor:
+                answer = await client.post("/chat", json={"thread": thread, "text": text})
+                return str(answer.json()["content"])
+            body = {"model": "plait", "messages": [{"role": "user", "content": text}]}
+            answer = await client.post(
+                "/v1/chat/completions", json=body, headers={"X-Plait-Thread": thread}
+            )
+            return str(answer.json()["choices"][0]["message"]["content"])
 
         before = rss_kib(server.process.pid)
         began = time.perf_counter()
@@ -160,6 +169,7 @@ async def load(
         "p99": added[min(len(added) - 1, int(len(added) * 0.99))],
         "kib_per_thread": max(0, after - before) / conversations,
         "bad": bad,
+        "errors": len(errors),
     }
 
 
@@ -213,7 +223,7 @@ def main() -> int:
         f"{args.conversations} conversations x {args.turns} turns, fake model "
         f"{LATENCY * 1000:.0f} ms, {args.rounds} rounds (medians), load {load_avg:.1f}"
     )
-    heads = ("req/s", "p50 +ms", "p99 +ms", "KiB/thread", "lost/dup")
+    heads = ("req/s", "p50 +ms", "p99 +ms", "KiB/thread", "lost/dup", "failed")
     print(f"{'configuration':40} " + " ".join(f"{h:>10}" for h in heads))
     failed = False
     for name, runs in results.items():
@@ -221,7 +231,8 @@ def main() -> int:
         bad = sum(int(r["bad"]) for r in runs)
         failed |= bad > 0
         cells = (f"{med['rps']:.0f}", f"{med['p50']:.1f}", f"{med['p99']:.1f}")
-        cells += (f"{med['kib_per_thread']:.1f}", str(bad))
+        failures = sum(int(r["errors"]) for r in runs)
+        cells += (f"{med['kib_per_thread']:.1f}", str(bad), str(failures))
         print(f"{name:40} " + " ".join(f"{c:>10}" for c in cells))
     if not url:
         print("(Postgres with 2 workers: set PLAIT_TEST_POSTGRES_URL to include it)")
