@@ -46,8 +46,9 @@ def serve_process(
     workers: int = 1,
     env: Mapping[str, str] | None = None,
     args: tuple[str, ...] = (),
+    target: str | None = "myapp:agent",
 ) -> Iterator[ServeProcess]:
-    """Run ``plait serve myapp:agent`` in ``folder`` until the block ends (then SIGTERM, and
+    """Run ``plait serve myapp:agent`` (``target``; ``None``: the ``plait.toml`` agent) in ``folder`` until the block ends (then SIGTERM, and
     SIGKILL after 20 s); fails if it does not answer ``/healthz`` within
     :data:`START_DEADLINE`."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -62,7 +63,8 @@ def serve_process(
     full_env.pop("PLAIT_SERVE_TOKEN", None)
     if token:
         full_env["PLAIT_SERVE_TOKEN"] = token
-    command = [sys.executable, "-m", "plait", "serve", "myapp:agent", "--port", str(port)]
+    command = [sys.executable, "-m", "plait", "serve", *([target] if target else [])]
+    command += ["--port", str(port)]
     command += ["--workers", str(workers), *args]
     with log.open("wb") as out:
         process = subprocess.Popen(command, cwd=folder, env=full_env, stdout=out, stderr=out)
