@@ -230,9 +230,9 @@ def main() -> int:
         med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
         bad = sum(int(r["bad"]) for r in runs)
         failed |= bad > 0
-        cells = (f"{med['rps']:.0f}", f"{med['p50']:.1f}", f"{med['p99']:.1f}")
         failures = sum(int(r["errors"]) for r in runs)
-        cells += (f"{med['kib_per_thread']:.1f}", str(bad), str(failures))
+        cells = [f"{med['rps']:.0f}", f"{med['p50']:.1f}", f"{med['p99']:.1f}"]
+        cells += [f"{med['kib_per_thread']:.1f}", str(bad), str(failures)]
         print(f"{name:40} " + " ".join(f"{c:>10}" for c in cells))
     if not url:
         print("(Postgres with 2 workers: set PLAIT_TEST_POSTGRES_URL to include it)")

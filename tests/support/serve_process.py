@@ -48,9 +48,9 @@ def serve_process(
     args: tuple[str, ...] = (),
     target: str | None = "myapp:agent",
 ) -> Iterator[ServeProcess]:
-    """Run ``plait serve myapp:agent`` (``target``; ``None``: the ``plait.toml`` agent) in ``folder`` until the block ends (then SIGTERM, and
-    SIGKILL after 20 s); fails if it does not answer ``/healthz`` within
-    :data:`START_DEADLINE`."""
+    """Run ``plait serve TARGET`` (default ``myapp:agent``; ``None``: the ``plait.toml``
+    agent) in ``folder`` until the block ends (then SIGTERM, and SIGKILL after 20 s); fails if
+    it does not answer ``/healthz`` within :data:`START_DEADLINE`."""
     folder.mkdir(parents=True, exist_ok=True)
     shutil.copy(MYAPP, folder / "myapp.py")
     port = free_port()
