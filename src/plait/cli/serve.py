@@ -67,14 +67,15 @@ def serve(
     ] = False,
 ) -> None:
     """Serve agents over HTTP: AG-UI, OpenAI-compatible chat completions, threads and runs."""
-    from plait.errors import ConfigurationError
-    from plait.trace.access import check_token
+    from plait.trace.access import MIN_TOKEN_CHARS, new_token
 
     if token:
-        try:
-            check_token(token, "--token / $PLAIT_SERVE_TOKEN")
-        except ConfigurationError as exc:
-            fail(str(exc), 2)
+        if len(token) < MIN_TOKEN_CHARS or not token.isascii() or not token.isprintable():
+            fail(
+                f"--token / $PLAIT_SERVE_TOKEN must be at least {MIN_TOKEN_CHARS} printable "
+                f"ASCII characters; for example {new_token()}",
+                2,
+            )
     elif not is_loopback(host):
         fail(
             f"Refusing to serve on {host} without a token: anyone who reaches the port could "
