@@ -16,7 +16,7 @@ or sideways too, but do not count as cycle edges (they never run).
 
 ::
 
-    cli         cli
+    cli         cli serve
     batteries   skills context guards telemetry mcp trace workspace durable
     runtime     runtime
     middleware  middleware tools

@@ -15,6 +15,7 @@ from plait.cli.demo import demo
 from plait.cli.models import models
 from plait.cli.root import HELP
 from plait.cli.run import MODEL_EPILOG, run
+from plait.cli.serve import serve
 from plait.cli.skills import skills_app
 from plait.cli.threads import threads_app
 from plait.cli.ui import ui
@@ -34,6 +35,7 @@ app.command(epilog=MODEL_EPILOG)(run)
 app.command(epilog=MODEL_EPILOG)(chat)
 app.command()(demo)
 app.command()(ui)
+app.command()(serve)
 app.command(epilog=MODEL_EPILOG)(models)
 
 

@@ -1,0 +1,174 @@
+"""OpenAI-compatible ``POST /v1/chat/completions`` and ``GET /v1/models``.
+
+The ``model`` field names the agent (``GET /v1/models`` lists them). The thread is, first found:
+the ``X-Plait-Thread`` header, ``metadata.thread_id``, ``user`` (scoped to the principal:
+``<principal>:<user>``), else :func:`~plait.serve.requests.derived_thread_id`. The client sends
+the whole history each time; what is new for the thread is taken by
+:func:`~plait.serve.requests.new_input`. The thread id used comes back in the
+``X-Plait-Thread`` answer header.
+
+The agent's own tool calls are not the client's: with ``tool_calls="hidden"`` (the default)
+they are left out; with ``"text"`` each appears in the content as a line
+``[tool name(args) → result]``. ``stream: true`` answers Server-Sent Events of
+``chat.completion.chunk`` objects ending with ``data: [DONE]``, as the OpenAI SDK reads them; a
+client that disconnects cancels the turn (it settles; what it persisted stays).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any, Literal
+
+from plait.messages import AssistantMessage, Message, SystemMessage, UserMessage
+from plait.runtime.events import TextDeltaReceived, ToolCallFinished
+from plait.serve.errors import ServeError
+from plait.serve.requests import derived_thread_id, new_input, read_json
+
+if TYPE_CHECKING:
+    from starlette.requests import Request
+    from starlette.responses import Response
+
+    from plait.serve.app import ServeState
+
+__all__ = ["ToolCallDisplay", "chat_completions", "models"]
+
+ToolCallDisplay = Literal["hidden", "text"]
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(
+            str(p.get("text", ""))
+            for p in content
+            if isinstance(p, dict) and p.get("type") == "text"
+        )
+    return ""
+
+
+def _messages(raw: Any) -> list[Message]:
+    if not isinstance(raw, list) or not raw:
+        raise ServeError(400, "invalid_request", "'messages' must be a non-empty list.")
+    out: list[Message] = []
+    for item in raw:
+        if not isinstance(item, dict):
+            raise ServeError(400, "invalid_request", "Each message must be an object.")
+        role, text = item.get("role"), _text(item.get("content"))
+        if role in ("system", "developer"):
+            out.append(SystemMessage(text))
+        elif role == "user":
+            out.append(UserMessage(text))
+        elif role == "assistant":
+            out.append(AssistantMessage(text))
+        # tool messages answer the client's own tools, which this server does not run
+    return out
+
+
+def thread_of(request: Request, body: dict[str, Any], agent: str, messages: list[Message]) -> str:
+    principal = str(request.scope.get("state", {}).get("principal", "anonymous"))
+    header = request.headers.get("x-plait-thread")
+    if header:
+        return header
+    metadata = body.get("metadata")
+    if isinstance(metadata, dict) and isinstance(metadata.get("thread_id"), str):
+        return str(metadata["thread_id"])
+    user = body.get("user")
+    if isinstance(user, str) and user:
+        return f"user-{principal}:{user}"
+    return derived_thread_id(principal, agent, messages)
+
+
+async def models(request: Request) -> Response:
+    from starlette.responses import JSONResponse
+
+    state: ServeState = request.app.state.plait
+    created = int(state.started)
+    data = [
+        {"id": name, "object": "model", "created": created, "owned_by": "plait"}
+        for name in state.agents
+    ]
+    return JSONResponse({"object": "list", "data": data})
+
+
+async def chat_completions(request: Request) -> Response:
+    from starlette.responses import JSONResponse
+
+    state: ServeState = request.app.state.plait
+    body = await read_json(request, state.limits.max_body_bytes)
+    name, agent = state.agent(body.get("model"))
+    messages = _messages(body.get("messages"))
+    thread_id = thread_of(request, body, name, messages)
+    stored = await agent.store.load(thread_id)
+    run = state.runs.start(agent, name, thread_id, new_input(stored.messages, messages))
+    completion_id = f"chatcmpl-{run.run_id}"
+    headers = {"X-Plait-Thread": thread_id, "X-Plait-Run": run.run_id}
+    if body.get("stream"):
+        return state.sse(request, run, _chunks(state, run, name, completion_id), headers)
+    async with state.owned(run):
+        parts = [t async for t in _pieces(state, run)]
+    if run.error is not None:
+        raise run.error if isinstance(run.error, ServeError) else _failed(run.error)
+    result = run.result
+    usage = result.usage if result is not None else None
+    answer = {
+        "id": completion_id,
+        "object": "chat.completion",
+        "created": int(run.created_at),
+        "model": name,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": "".join(parts)},
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": {
+            "prompt_tokens": usage.input_tokens if usage else 0,
+            "completion_tokens": usage.output_tokens if usage else 0,
+            "total_tokens": (usage.input_tokens + usage.output_tokens) if usage else 0,
+        },
+    }
+    return JSONResponse(answer, headers=headers)
+
+
+def _failed(error: BaseException) -> ServeError:
+    return ServeError(502, "agent_error", f"The turn failed: {type(error).__name__}: {error}")
+
+
+async def _pieces(state: ServeState, run: Any) -> AsyncIterator[str]:
+    """The content the client sees, piece by piece: the answer's text deltas, and with
+    ``tool_calls="text"`` a line per tool call."""
+    async for event in run.stream():
+        if isinstance(event, TextDeltaReceived):
+            yield event.text
+        elif isinstance(event, ToolCallFinished) and state.tool_calls == "text":
+            args = json.dumps(event.call.args, ensure_ascii=False)
+            result = json.dumps(event.result.data, ensure_ascii=False, default=str)[:500]
+            yield f"\n[tool {event.call.name}({args}) → {result}]\n"
+
+
+async def _chunks(state: ServeState, run: Any, name: str, completion_id: str) -> AsyncIterator[str]:
+    created = int(time.time())
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> str:
+        payload = {
+            "id": completion_id,
+            "object": "chat.completion.chunk",
+            "created": created,
+            "model": name,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        }
+        return f"data: {json.dumps(payload, ensure_ascii=False)}\n\n"
+
+    yield chunk({"role": "assistant", "content": ""})
+    async for piece in _pieces(state, run):
+        yield chunk({"content": piece})
+    if run.error is not None:
+        error = run.error if isinstance(run.error, ServeError) else _failed(run.error)
+        yield f"data: {json.dumps(error.body())}\n\n"
+        return
+    yield chunk({}, "stop")
+    yield "data: [DONE]\n\n"

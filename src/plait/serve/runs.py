@@ -1,0 +1,257 @@
+"""Runs: one turn of one agent on one thread, driven in a task, its events kept for readers.
+
+Every protocol (AG-UI, OpenAI-compatible, threads/runs) starts a :class:`Run` through one
+:class:`RunManager` and reads its events; none drives a turn itself.
+
+- **Serialized per thread.** A run waits for its thread's turn in this worker (a lock per
+  thread id), and the store's lease serializes the turns of several workers. At most
+  ``max_waiting_per_thread`` runs queue on one thread; one more answers 429 ``thread_busy``.
+- **Bounded overall.** At most ``max_concurrent_runs`` turns run at once; a run waits at most
+  ``queue_timeout`` for its thread and a slot together.
+- **Deadlines.** A turn is cancelled after ``run_timeout`` or ``idle_timeout`` without an event;
+  the cancellation goes through ``RunStream.aclose``, so the turn settles and everything it
+  persisted stays (the same path as a client that disconnects: :meth:`RunManager.cancel`).
+- **Kept, bounded.** Finished runs are remembered (newest ``MAX_RUNS_KEPT``) so their result
+  can be read back; their events are dropped once the run is forgotten.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from plait.messages import Message, new_id
+from plait.middleware.context import Event
+from plait.serve.errors import ServeError
+from plait.serve.limits import ServeLimits
+
+if TYPE_CHECKING:
+    from plait.runtime.agent import Agent
+    from plait.runtime.turn import RunResult
+
+__all__ = ["MAX_RUNS_KEPT", "Run", "RunManager"]
+
+MAX_RUNS_KEPT = 1000
+"""Finished runs a worker remembers for ``GET .../runs/{id}``; older ones answer 404."""
+
+TERMINAL = frozenset({"success", "error", "cancelled", "interrupted"})
+
+
+@dataclass(slots=True, eq=False)
+class Run:
+    """A run: its ids, ``status`` (``pending``, ``running``, then one of ``success``,
+    ``error``, ``cancelled``, ``interrupted``), the plait events so far, and when it ended its
+    :class:`~plait.runtime.turn.RunResult` or error."""
+
+    run_id: str
+    thread_id: str
+    agent: str
+    status: str = "pending"
+    events: list[Event] = field(default_factory=list)
+    result: RunResult | None = None
+    error: BaseException | None = None
+    created_at: float = field(default_factory=time.time)
+    task: asyncio.Task[None] | None = None
+    changed: asyncio.Event = field(default_factory=asyncio.Event)
+
+    @property
+    def done(self) -> bool:
+        return self.status in TERMINAL
+
+    def _push(self, event: Event) -> None:
+        self.events.append(event)
+        self.changed.set()
+
+    def _end(self, status: str) -> None:
+        self.status = status
+        self.changed.set()
+
+    async def stream(self, start: int = 0) -> AsyncIterator[Event]:
+        """Its events from index ``start``, live until the run ends (any number of readers)."""
+        index = start
+        while True:
+            while index < len(self.events):
+                yield self.events[index]
+                index += 1
+            if self.done:
+                return
+            self.changed.clear()
+            if index < len(self.events) or self.done:
+                continue
+            await self.changed.wait()
+
+    def view(self) -> dict[str, Any]:
+        """The run as the threads/runs API shows it."""
+        error = None
+        if self.error is not None:
+            kind = (
+                self.error.type if isinstance(self.error, ServeError) else type(self.error).__name__
+            )
+            error = {"type": kind, "message": str(self.error)}
+        return {
+            "run_id": self.run_id,
+            "thread_id": self.thread_id,
+            "agent": self.agent,
+            "status": self.status,
+            "created_at": self.created_at,
+            "output": self.result.output if self.result is not None else None,
+            "error": error,
+        }
+
+
+class RunManager:
+    """Starts, bounds, cancels and remembers runs (see the module docstring)."""
+
+    def __init__(self, limits: ServeLimits) -> None:
+        self.limits = limits
+        self._slots = asyncio.Semaphore(limits.max_concurrent_runs)
+        self._threads: dict[str, asyncio.Lock] = {}
+        self._waiting: dict[str, int] = {}
+        self._runs: OrderedDict[str, Run] = OrderedDict()
+
+    def get(self, run_id: str) -> Run | None:
+        return self._runs.get(run_id)
+
+    def runs_of(self, thread_id: str) -> list[Run]:
+        return [r for r in self._runs.values() if r.thread_id == thread_id]
+
+    def start(
+        self,
+        agent: Agent,
+        name: str,
+        thread_id: str,
+        input: list[Message],
+        *,
+        state: Mapping[str, Any] | None = None,
+        run_id: str | None = None,
+    ) -> Run:
+        """A new run of ``agent`` on ``thread_id`` with ``input``, started in a task.
+
+        Raises :class:`ServeError` 429 ``thread_busy`` when the thread already has
+        ``max_waiting_per_thread`` runs queued in this worker."""
+        if self._waiting.get(thread_id, 0) >= self.limits.max_waiting_per_thread:
+            raise ServeError(
+                429,
+                "thread_busy",
+                f"Thread {thread_id!r} already has {self.limits.max_waiting_per_thread} runs "
+                "queued; wait for one to finish (or cancel it) and send again.",
+            )
+        run = Run(run_id or f"run_{new_id()}", thread_id, name)
+        self._remember(run)
+        self._waiting[thread_id] = self._waiting.get(thread_id, 0) + 1
+        run.task = asyncio.create_task(self._drive(run, agent, input, dict(state or {})))
+        return run
+
+    def _remember(self, run: Run) -> None:
+        self._runs[run.run_id] = run
+        while len(self._runs) > MAX_RUNS_KEPT:
+            oldest = next(iter(self._runs.values()))
+            if not oldest.done:
+                break
+            self._runs.popitem(last=False)
+
+    async def cancel(self, run: Run) -> None:
+        """Cancel ``run`` if it still runs and return once its turn has settled."""
+        task = run.task
+        if task is not None and not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def _drive(
+        self, run: Run, agent: Agent, input: list[Message], state: dict[str, Any]
+    ) -> None:
+        loop = asyncio.get_running_loop()
+        lock = self._threads.setdefault(run.thread_id, asyncio.Lock())
+        try:
+            try:
+                async with asyncio.timeout(self.limits.queue_timeout):
+                    await lock.acquire()
+            except TimeoutError:
+                raise ServeError(
+                    429,
+                    "thread_busy",
+                    f"Thread {run.thread_id!r} stayed busy for {self.limits.queue_timeout:g} s; "
+                    "send again once its running turn has finished.",
+                ) from None
+            finally:
+                self._release_waiting(run.thread_id)
+            try:
+                try:
+                    async with asyncio.timeout(self.limits.queue_timeout):
+                        await self._slots.acquire()
+                except TimeoutError:
+                    raise ServeError(
+                        503,
+                        "server_busy",
+                        f"{self.limits.max_concurrent_runs} turns are running; try again shortly.",
+                    ) from None
+                try:
+                    run.status = "running"
+                    await self._turn(run, agent, input, state, loop)
+                finally:
+                    self._slots.release()
+            finally:
+                lock.release()
+                if not lock.locked() and not self._waiting.get(run.thread_id):
+                    self._threads.pop(run.thread_id, None)
+        except asyncio.CancelledError:
+            run._end("cancelled")
+            raise
+        except BaseException as exc:
+            run.error = exc
+            run._end("error")
+            if not isinstance(exc, Exception):
+                raise
+        else:
+            # The seam for paused turns: a RunResult that reports pending approvals would end
+            # the run as "interrupted" here (and AG-UI maps it to RunFinished's interrupt
+            # outcome, see plait.serve.agui.interrupt_outcome).
+            run._end("interrupted" if _paused(run.result) else "success")
+
+    def _release_waiting(self, thread_id: str) -> None:
+        left = self._waiting.get(thread_id, 1) - 1
+        if left:
+            self._waiting[thread_id] = left
+        else:
+            self._waiting.pop(thread_id, None)
+
+    async def _turn(
+        self,
+        run: Run,
+        agent: Agent,
+        input: list[Message],
+        state: dict[str, Any],
+        loop: asyncio.AbstractEventLoop,
+    ) -> None:
+        limits = self.limits
+        ends = loop.time() + limits.run_timeout
+        stream = agent.stream(input, thread_id=run.thread_id, state=state or None)
+        try:
+            async with (
+                contextlib.aclosing(stream),
+                asyncio.timeout(min(ends, loop.time() + limits.idle_timeout)) as deadline,
+            ):
+                async for event in stream:
+                    run._push(event)
+                    deadline.reschedule(min(ends, loop.time() + limits.idle_timeout))
+        except TimeoutError:
+            which = "run_timeout" if loop.time() >= ends else "idle_timeout"
+            raise ServeError(
+                504,
+                "deadline_exceeded",
+                f"The turn passed the server's {which} "
+                f"({getattr(limits, which):g} s) and was cancelled; what it had persisted stays.",
+            ) from None
+        run.result = stream.result
+
+
+def _paused(result: RunResult | None) -> bool:
+    """Whether ``result`` is a paused turn (pending approvals). Always false until the runtime
+    has paused turns; then this reads the marker they carry."""
+    return bool(getattr(result, "pending", None))

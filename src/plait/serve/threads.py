@@ -1,0 +1,201 @@
+"""Threads and runs, in the shape of the Agent Protocol.
+
+=============================================  ================================================
+route                                          what
+=============================================  ================================================
+``POST /threads``                              create (``{"thread_id"?, "metadata"?}``); 409
+                                               if it exists
+``GET /threads``                               list (newest written first, at most
+                                               ``max_threads_listed``)
+``GET /threads/{t}``                           its messages (role and text) and metadata
+``DELETE /threads/{t}``                        delete (204; 404 if unknown)
+``POST /threads/{t}/runs``                     start a run (``{"input": str, "agent"?}``):
+                                               202 with the run; it runs in the background
+``GET /threads/{t}/runs/{r}``                  the run: status, output, error
+``GET /threads/{t}/runs/{r}/stream``           its plait events as SSE (replayed from the
+                                               start); leaving does not cancel it
+``GET /threads/{t}/runs/{r}/wait``             waits (at most ``run_timeout``) and answers
+                                               the run
+``POST /threads/{t}/runs/{r}/cancel``          cancel; answers once the turn has settled
+=============================================  ================================================
+
+Runs are kept by the worker that runs them (the last :data:`~plait.serve.runs.MAX_RUNS_KEPT`);
+threads live in the store and any worker serves them.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
+
+from plait.messages import UserMessage
+from plait.serve.errors import ServeError
+from plait.serve.requests import read_json
+
+if TYPE_CHECKING:
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.routing import Route
+
+    from plait.serve.app import ServeState
+    from plait.serve.runs import Run
+
+__all__ = ["routes"]
+
+META_KEY = "serve_thread"
+"""The thread-state key holding a thread's ``created_at`` and ``metadata``."""
+
+
+def _state(request: Request) -> ServeState:
+    state: ServeState = request.app.state.plait
+    return state
+
+
+async def create_thread(request: Request) -> Response:
+    from starlette.responses import JSONResponse
+
+    from plait.errors import ThreadConflictError
+    from plait.messages import new_id
+
+    state = _state(request)
+    body = await read_json(request, state.limits.max_body_bytes)
+    thread_id = body.get("thread_id") or f"thread_{new_id()}"
+    metadata = body.get("metadata") or {}
+    if not isinstance(thread_id, str) or not isinstance(metadata, dict):
+        raise ServeError(400, "invalid_request", "'thread_id' is a string, 'metadata' an object.")
+    meta = {"created_at": time.time(), "metadata": metadata}
+    try:
+        await state.store.append(thread_id, [], expected_version=0, state={META_KEY: meta})
+    except ThreadConflictError:
+        raise ServeError(409, "thread_exists", f"Thread {thread_id!r} exists already.") from None
+    return JSONResponse({"thread_id": thread_id, **meta}, status_code=201)
+
+
+async def list_threads(request: Request) -> Response:
+    from starlette.responses import JSONResponse
+
+    state = _state(request)
+    ids = (await state.store.list_threads())[: state.limits.max_threads_listed]
+    return JSONResponse({"threads": [{"thread_id": t} for t in ids]})
+
+
+async def get_thread(request: Request) -> Response:
+    from starlette.responses import JSONResponse
+
+    state = _state(request)
+    thread_id = request.path_params["thread"]
+    snapshot = await state.store.load(thread_id)
+    if snapshot.version == 0:
+        raise ServeError(404, "not_found", f"No thread {thread_id!r}; POST /threads creates one.")
+    messages = [
+        {
+            "id": m.id,
+            "role": m.role,
+            "content": getattr(m, "text", "")
+            if m.role != "tool"
+            else json.dumps(getattr(m, "data", None), default=str),
+        }
+        for m in snapshot.messages
+    ]
+    meta = snapshot.state.get(META_KEY, {})
+    return JSONResponse(
+        {"thread_id": thread_id, "version": snapshot.version, **meta, "messages": messages}
+    )
+
+
+async def delete_thread(request: Request) -> Response:
+    from starlette.responses import Response
+
+    state = _state(request)
+    thread_id = request.path_params["thread"]
+    if not await state.store.delete(thread_id):
+        raise ServeError(404, "not_found", f"No thread {thread_id!r}.")
+    return Response(status_code=204)
+
+
+async def start_run(request: Request) -> Response:
+    from starlette.responses import JSONResponse
+
+    state = _state(request)
+    body = await read_json(request, state.limits.max_body_bytes)
+    text = body.get("input")
+    if not isinstance(text, str) or not text:
+        raise ServeError(
+            400, "invalid_request", "'input' must be the user's message, a non-empty string."
+        )
+    name, agent = state.agent(body.get("agent"))
+    run = state.runs.start(agent, name, request.path_params["thread"], [UserMessage(text)])
+    return JSONResponse(run.view(), status_code=202)
+
+
+def _run(request: Request) -> Run:
+    run = _state(request).runs.get(request.path_params["run"])
+    if run is None or run.thread_id != request.path_params["thread"]:
+        raise ServeError(
+            404,
+            "not_found",
+            "No such run on this worker (runs are kept by the worker that ran them).",
+        )
+    return run
+
+
+async def get_run(request: Request) -> Response:
+    from starlette.responses import JSONResponse
+
+    return JSONResponse(_run(request).view())
+
+
+async def wait_run(request: Request) -> Response:
+    import asyncio
+
+    from starlette.responses import JSONResponse
+
+    run = _run(request)
+    if run.task is not None:
+        await asyncio.wait({run.task}, timeout=_state(request).limits.run_timeout)
+    return JSONResponse(run.view())
+
+
+async def cancel_run(request: Request) -> Response:
+    from starlette.responses import JSONResponse
+
+    run = _run(request)
+    await _state(request).runs.cancel(run)
+    return JSONResponse(run.view())
+
+
+async def stream_run(request: Request) -> Response:
+    from starlette.responses import StreamingResponse
+
+    from plait.serve.agui import _event_value
+
+    run = _run(request)
+
+    async def events() -> AsyncIterator[str]:
+        async for event in run.stream():
+            yield f"event: {event.type}\ndata: {json.dumps(_event_value(event))}\n\n"
+        yield f"event: run\ndata: {json.dumps(run.view())}\n\n"
+
+    return StreamingResponse(
+        events(), media_type="text/event-stream", headers={"Cache-Control": "no-store"}
+    )
+
+
+def routes() -> list[Route]:
+    from starlette.routing import Route
+
+    base = "/threads/{thread}/runs/{run}"
+    handlers: list[tuple[str, Any, list[str]]] = [
+        ("/threads", create_thread, ["POST"]),
+        ("/threads", list_threads, ["GET"]),
+        ("/threads/{thread}", get_thread, ["GET"]),
+        ("/threads/{thread}", delete_thread, ["DELETE"]),
+        ("/threads/{thread}/runs", start_run, ["POST"]),
+        (base, get_run, ["GET"]),
+        (base + "/stream", stream_run, ["GET"]),
+        (base + "/wait", wait_run, ["GET"]),
+        (base + "/cancel", cancel_run, ["POST"]),
+    ]
+    return [Route(path, handler, methods=methods) for path, handler, methods in handlers]
