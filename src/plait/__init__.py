@@ -17,7 +17,7 @@ or sideways too, but do not count as cycle edges (they never run).
 ::
 
     cli         cli
-    batteries   skills context guards telemetry mcp trace workspace
+    batteries   skills context guards telemetry mcp trace workspace subagents
     runtime     runtime
     middleware  middleware tools
     models      models

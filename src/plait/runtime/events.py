@@ -22,6 +22,7 @@ __all__ = [
     "ErrorOccurred",
     "Event",
     "ModelCallRetried",
+    "ModelFellBack",
     "ModelRequestSent",
     "ModelResponseReceived",
     "ReasoningDeltaReceived",
@@ -107,6 +108,21 @@ class ModelCallRetried(Event):
     retry: int
     max_retries: int
     type: str = "model_call_retried"
+
+
+@dataclass(slots=True, kw_only=True)
+class ModelFellBack(Event):
+    """A :class:`~plait.models.FallbackModel` moved a model call from ``failed`` to ``next``
+    (model names) after ``error`` (an outage its ``on=`` accepts); ``dropped_reasoning`` is how
+    many reasoning parts of other providers ``next`` is not sent. ``dispatch`` as for
+    :class:`ModelCallRetried`. Emitted before the next model is called."""
+
+    dispatch: int
+    failed: str
+    next: str
+    error: ProviderError
+    dropped_reasoning: int = 0
+    type: str = "model_fell_back"
 
 
 @dataclass(slots=True, kw_only=True)
