@@ -7,10 +7,11 @@ import asyncio
 import json
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from plait import Agent
-from plait.messages import ToolCall, ToolMessage, Usage
+from plait.messages import Message, ToolCall, ToolMessage, Usage
 from plait.models.base import ModelRequest, ModelResponse
 from plait.models.scripted import FunctionModel, ScriptedModel, ScriptEntry
 from plait.runtime import DispatchFinished, Limits
@@ -35,7 +36,7 @@ def answer(text: str, tokens: int) -> ModelResponse:
     return ModelResponse(text, usage=Usage(input_tokens=tokens, output_tokens=1, requests=1))
 
 
-def results(messages: list[object]) -> list[ToolMessage]:
+def results(messages: Sequence[Message]) -> list[ToolMessage]:
     return [m for m in messages if isinstance(m, ToolMessage)]
 
 
@@ -130,14 +131,12 @@ async def test_two_subagents_in_both_skill_modes_run_in_parallel_on_their_own_th
         "    await store.aclose()\n"
         "asyncio.run(main())\n"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code, str(tmp_path / "threads.db")],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", code, str(tmp_path / "threads.db"), stdout=subprocess.PIPE
     )
-    assert json.loads(out.stdout) == ["UserMessage", "AssistantMessage"]
+    stdout, _ = await asyncio.wait_for(process.communicate(), 60)
+    assert process.returncode == 0
+    assert json.loads(stdout) == ["UserMessage", "AssistantMessage"]
 
 
 def parent_over(sub: Subagent, **options: object) -> tuple[Agent, ScriptedModel]:
@@ -203,9 +202,7 @@ async def test_the_tree_model_call_budget_stops_a_looping_child() -> None:
 async def test_the_depth_limit_refuses_a_grandchild() -> None:
     grandchild = Agent(ScriptedModel(["never runs"]))
     child_model = ScriptedModel([task("g1", "deeper", "Go deeper."), answer("child answer", 3)])
-    child = Agent(
-        child_model, middleware=[Subagents({"deeper": Subagent("Deeper.", grandchild)})]
-    )
+    child = Agent(child_model, middleware=[Subagents({"deeper": Subagent("Deeper.", grandchild)})])
     model = ScriptedModel([task("c1", "x", "Do it."), "ok"])
     agent = Agent(
         model,
