@@ -101,12 +101,11 @@ def current_depth() -> int:
 
 def _child_agent(source: Agent | Callable[[], Agent]) -> tuple[Agent, bool]:
     """The agent to run and whether it was made for this call (then closed after it)."""
-    from plait.runtime.agent import Agent
-
-    if isinstance(source, Agent):
+    # An Agent is not callable; a factory is (no import of the agent module: it imports this).
+    if not callable(source):
         return copy.copy(source), False
     made = source()
-    if not isinstance(made, Agent):
+    if callable(made) or not hasattr(made, "store"):
         raise ConfigurationError(
             f"A subagent factory must return an Agent, got {type(made).__name__}."
         )
