@@ -24,7 +24,7 @@ from plait.models.openai import OpenAIChatModel
 from plait.models.retrying import Backoff
 from plait.models.timeouts import ModelTimeouts
 from plait.parts import ReasoningPart
-from plait.runtime import ModelFellBack
+from plait.runtime import ModelCallRerouted
 
 FIXTURES = Path(__file__).parent / "fixtures"
 HELLO = ModelRequest(messages=[UserMessage("Hello?")])
@@ -135,7 +135,7 @@ async def test_a_stream_failing_before_its_first_chunk_falls_over_in_a_turn(
     agent = Agent(model)
     events = [e async for e in agent.stream("Hello?")]
     await model.aclose()
-    fell = [e for e in events if isinstance(e, ModelFellBack)]
+    fell = [e for e in events if isinstance(e, ModelCallRerouted)]
     assert len(fell) == 1 and fell[0].error.status == 529 and fell[0].dispatch == 0
     assert events[-1].output == "From the fallback."  # type: ignore[attr-defined]
 

@@ -19,7 +19,7 @@ from plait.skills import SkillsMiddleware
 from plait.skills.managed import allow_all, create_skill_manager
 from plait.skills.sources.memory import MemorySource
 from plait.stores.sqlite import SQLiteThreadStore
-from plait.subagents import Subagent, SubagentEvent, Subagents, TreeLimits
+from plait.subagents import Subagent, SubagentEventRelayed, Subagents, TreeLimits
 
 WAIT = 10.0  # seconds a handshake may wait before the test fails
 
@@ -102,7 +102,7 @@ async def test_two_subagents_in_both_skill_modes_run_in_parallel_on_their_own_th
     assert result.usage.input_tokens == 115
     assert (result.usage.output_tokens, result.usage.requests) == (3, 3)
     # Child events arrive tagged with name, depth and thread.
-    tagged = [e for e in events if isinstance(e, SubagentEvent)]
+    tagged = [e for e in events if isinstance(e, SubagentEventRelayed)]
     assert {(e.name, e.depth, e.thread_id) for e in tagged} == {
         ("pdf", 1, "t/c1"),
         ("docs", 1, "t/c2"),

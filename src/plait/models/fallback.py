@@ -42,7 +42,7 @@ sends (see :mod:`plait.runtime.model_settings`); :class:`FallbackNotice` counts 
 
 **Who hears of a fallback.** :data:`fallback_listener` (a context variable, like
 :data:`~plait.models.retrying.retry_listener`): the agent's turn sets one, so each fallback
-becomes a :class:`~plait.runtime.events.ModelFellBack` event without any wiring.
+becomes a :class:`~plait.runtime.events.ModelCallRerouted` event without any wiring.
 """
 
 from __future__ import annotations
@@ -86,7 +86,7 @@ fallback_listener: ContextVar[Callable[[FallbackNotice], None] | None] = Context
     "plait_fallback_listener", default=None
 )
 """Told of every fallback a :class:`FallbackModel` makes in this context. The agent's turn sets
-it (each becomes a ``ModelFellBack`` event); it must not block; what it raises propagates."""
+it (each becomes a ``ModelCallRerouted`` event); it must not block; what it raises propagates."""
 
 
 def _family(model: object) -> str | None:

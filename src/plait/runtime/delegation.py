@@ -9,8 +9,8 @@ what                        how
 thread                      ``<parent thread>/<tool call id>`` in the parent's store (the child
                             agent's own store is not used), so it can be opened later and is
                             never mixed into the parent's history
-events                      every child event reaches the parent's caller live, as a
-                            :class:`SubagentEvent` (name, depth, thread id, the event); a
+events                      every child event reaches the parent's caller live, wrapped in a
+                            ``SubagentEventRelayed`` (name, depth, thread id, the event); a
                             grandchild's arrive once, tagged with its own name and depth
 usage                       each model call of the subtree (its ``DispatchFinished`` usage) is
                             added to the parent's turn usage, so ``RunResult.usage`` is the
@@ -46,25 +46,13 @@ from typing import TYPE_CHECKING, Any
 from plait.errors import ConfigurationError, LimitExceeded, ToolError
 from plait.messages import ToolDefinition, UserMessage
 from plait.middleware.context import Event
-from plait.runtime.events import DispatchFinished, ModelRequestSent
+from plait.runtime.events import DispatchFinished, ModelRequestSent, SubagentEventRelayed
 from plait.tools import Tool, ToolContext
 
 if TYPE_CHECKING:
     from plait.runtime.agent import Agent
 
-__all__ = ["AgentTool", "SubagentEvent", "TreeLimits", "run_subagent"]
-
-
-@dataclass(slots=True, kw_only=True)
-class SubagentEvent(Event):
-    """An event of subagent ``name`` (at ``depth``, 1 for a child of the root) running on
-    ``thread_id``."""
-
-    name: str
-    depth: int
-    thread_id: str
-    event: Event
-    type: str = "subagent_event"
+__all__ = ["AgentTool", "TreeLimits", "current_depth", "run_subagent"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,11 +136,13 @@ async def run_subagent(
     parent = ctx.turn
 
     def sink(event: Event) -> None:
-        if isinstance(event, SubagentEvent):
+        if isinstance(event, SubagentEventRelayed):
             parent.emit(event)  # a grandchild's: tagged already
             inner = event.event
         else:
-            parent.emit(SubagentEvent(name=name, depth=depth, thread_id=thread_id, event=event))
+            parent.emit(
+                SubagentEventRelayed(name=name, depth=depth, thread_id=thread_id, event=event)
+            )
             inner = event
             if isinstance(event, ModelRequestSent):
                 tree.model_calls += 1

@@ -45,8 +45,8 @@ from plait.runtime import storing
 from plait.runtime.events import (
     DispatchFinished,
     ErrorOccurred,
+    ModelCallRerouted,
     ModelCallRetried,
-    ModelFellBack,
     ModelRequestSent,
     ModelResponseReceived,
     ReasoningDeltaReceived,
@@ -131,7 +131,7 @@ def _report_retries(ctx: TurnContext) -> None:
 
     def fell_back(n: FallbackNotice) -> None:  # a FallbackModel's, the same way
         ctx.emit(
-            ModelFellBack(
+            ModelCallRerouted(
                 dispatch=ctx.dispatch_count - 1,
                 failed=n.failed,
                 next=n.next,

@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from plait.runtime.delegation import AgentTool, SubagentEvent, TreeLimits
+from plait.runtime.delegation import AgentTool, TreeLimits
+from plait.runtime.events import SubagentEventRelayed
 from plait.subagents.middleware import Subagent, Subagents, TaskTool
 
-__all__ = ["AgentTool", "Subagent", "SubagentEvent", "Subagents", "TaskTool", "TreeLimits"]
+__all__ = ["AgentTool", "Subagent", "SubagentEventRelayed", "Subagents", "TaskTool", "TreeLimits"]
