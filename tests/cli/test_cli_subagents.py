@@ -81,3 +81,36 @@ def test_an_unknown_subagent_key_names_the_known_ones(tmp_path: Path) -> None:
     (tmp_path / "plait.toml").write_text('[subagents.x]\nprompt = "no"\n')
     with pytest.raises(ConfigFileError, match="known here: description, model, system, skills"):
         load_settings(tmp_path)
+
+
+def test_the_terminal_shows_a_subagents_start_and_end_and_a_fallback_only() -> None:
+    from io import StringIO
+
+    from rich.console import Console
+
+    from plait.cli.display import TurnDisplay
+    from plait.errors import ProviderError
+    from plait.messages import Usage
+    from plait.runtime.events import (
+        ModelCallRerouted,
+        SubagentEventRelayed,
+        TextDeltaReceived,
+        TurnFinished,
+        TurnStarted,
+    )
+
+    out = StringIO()
+    console = Console(file=out, force_terminal=False, width=120)
+    display = TurnDisplay(console, verbose=False, info=console)
+    for inner in (
+        TurnStarted(thread_id="t/c1", input=[]),
+        TextDeltaReceived(dispatch=0, text="child text"),
+        TurnFinished(output="child text", usage=Usage()),
+    ):
+        display(SubagentEventRelayed(name="kid", depth=1, thread_id="t/c1", event=inner))
+    display(ModelCallRerouted(dispatch=0, failed="a", next="b", error=ProviderError("503 down")))
+    shown = out.getvalue()
+    assert "→ subagent kid started (thread t/c1)" in shown
+    assert "← subagent kid answered" in shown
+    assert "child text" not in shown
+    assert "a failed (503 down); trying b" in shown

@@ -97,3 +97,27 @@ def subagents_middleware(settings: Settings, model: Model) -> list[Middleware]:
         description = config.get("description") or f"The {name} subagent."
         agents[name] = Subagent(description, child)
     return [Subagents(agents)]
+
+
+def progress_line(event: object, verbose: bool) -> str | None:
+    """The one line ``plait run`` shows for a subagent's or a fallback's event, or ``None`` to
+    show nothing: a subagent's start and end (every event of it with ``--verbose``), a model
+    call moved to a fallback."""
+    from plait.runtime.events import (
+        ModelCallRerouted,
+        SubagentEventRelayed,
+        TurnFinished,
+        TurnStarted,
+    )
+
+    if isinstance(event, ModelCallRerouted):
+        return f"{event.failed} failed ({event.error}); trying {event.next}"
+    if not isinstance(event, SubagentEventRelayed):
+        return None
+    who = f"{'  ' * (event.depth - 1)}subagent {event.name}"
+    inner = event.event
+    if isinstance(inner, TurnStarted):
+        return f"→ {who} started (thread {event.thread_id})"
+    if isinstance(inner, TurnFinished):
+        return f"← {who} answered"
+    return f"  {who}: {inner.type}" if verbose else None
