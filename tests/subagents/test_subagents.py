@@ -244,3 +244,21 @@ async def test_a_factory_makes_a_fresh_agent_per_call_and_parallel_calls_are_bou
     result = await agent.run("Go.")
     assert len(made) == 4 and peak == 2
     assert result.usage.input_tokens == 4
+
+
+async def test_a_grandchilds_usage_and_events_reach_the_root_once() -> None:
+    grandchild = Agent(ScriptedModel([answer("deep answer", 7)]))
+    child_model = ScriptedModel([task("g1", "deeper", "Go deeper."), answer("child answer", 3)])
+    child = Agent(child_model, middleware=[Subagents({"deeper": Subagent("Deeper.", grandchild)})])
+    model = ScriptedModel([task("c1", "x", "Do it."), answer("ok", 100)])
+    agent = Agent(model, middleware=[Subagents({"x": Subagent("Child.", child)})])
+    result = await agent.run("Go.", thread_id="r")
+    assert result.usage.input_tokens == 110
+    finished = [
+        (e.name, e.depth, e.thread_id)
+        for e in result.events
+        if isinstance(e, SubagentEventRelayed) and isinstance(e.event, DispatchFinished)
+    ]
+    assert sorted(finished) == [("deeper", 2, "r/c1/g1"), ("x", 1, "r/c1"), ("x", 1, "r/c1")]
+    deep = await agent.store.load("r/c1/g1")
+    assert [type(m).__name__ for m in deep.messages] == ["UserMessage", "AssistantMessage"]
