@@ -17,7 +17,7 @@ or sideways too, but do not count as cycle edges (they never run).
 ::
 
     cli         cli serve
-    batteries   skills context guards telemetry mcp trace workspace durable
+    batteries   skills context guards telemetry mcp trace workspace durable subagents
     runtime     runtime
     middleware  middleware tools
     models      models

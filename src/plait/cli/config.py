@@ -162,6 +162,16 @@ class PriceConfig(_Strict):
     cache_write: Annotated[float, Field(ge=0, allow_inf_nan=False)] | None = None
 
 
+class SubagentConfig(_Strict):
+    """``[subagents.<name>]``: a subagent the agent's ``task`` tool can hand work to
+    (:mod:`plait.cli.subagents`)."""
+
+    description: str | None = None
+    model: str | None = None
+    system: str | None = None
+    skills: list[str] | None = None
+
+
 class ConfigFile(_Strict):
     """What one config file may hold (every key optional)."""
 
@@ -185,6 +195,9 @@ class ConfigFile(_Strict):
     workspace: WorkspaceConfig | None = None
     mcp: dict[str, McpServerConfig] | None = None
     prices: dict[str, PriceConfig] | None = None
+    fallback: list[str] | None = None
+    """Models to try in order when the model is down or rate limited (as ``--fallback``)."""
+    subagents: dict[str, SubagentConfig] | None = None
 
 
 _PATH_KEYS = frozenset({"store"})
@@ -333,6 +346,7 @@ def _known_keys(parent: tuple[int | str, ...]) -> list[str]:
         "workspace": WorkspaceConfig,
         "mcp": McpServerConfig,
         "prices": PriceConfig,
+        "subagents": SubagentConfig,
     }
     if parent and str(parent[0]) in sections:
         model = sections[str(parent[0])]
@@ -343,7 +357,7 @@ def _apply_file(settings: Settings, config: ConfigFile, path: Path) -> None:
     origin = str(path)
     base = path.parent
     data = config.model_dump(
-        exclude_none=True, exclude={"skills", "limits", "workspace", "mcp", "prices"}
+        exclude_none=True, exclude={"skills", "limits", "workspace", "mcp", "prices", "subagents"}
     )
     for key, value in data.items():
         if key in _PATH_KEYS and "://" not in value:
@@ -359,6 +373,11 @@ def _apply_file(settings: Settings, config: ConfigFile, path: Path) -> None:
         settings.set(f"mcp.{name}", server, origin)
     for name, price in (config.prices or {}).items():
         settings.set(f"prices.{name}", price, origin)
+    for name, sub in (config.subagents or {}).items():
+        skills = [str(base / Path(p).expanduser()) for p in sub.skills or []]
+        settings.set(
+            f"subagents.{name}", {**sub.model_dump(exclude_none=True), "skills": skills}, origin
+        )
 
 
 def load_settings(cwd: Path | None = None) -> Settings:

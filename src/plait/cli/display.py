@@ -28,6 +28,7 @@ from rich.status import Status
 from rich.text import Text
 
 from plait.cli.console import EventPrinter
+from plait.cli.subagents import progress_line
 from plait.messages import Usage
 from plait.pricing import Price, cost
 from plait.runtime.events import (
@@ -146,6 +147,11 @@ class TurnDisplay:
             self._think(event.text)
             return
         self._end_thought()
+        if event.type in ("subagent_event_relayed", "model_call_rerouted"):
+            line = progress_line(event, self.printer.verbose)
+            if line is not None:
+                self.retry_like(line)
+            return
         if isinstance(event, ModelCallRetried):
             self.retry(event)
             return
@@ -177,6 +183,16 @@ class TurnDisplay:
     def spinning(self) -> bool:
         """Whether the spinner is showing (only ever on a terminal)."""
         return self._status is not None
+
+    def retry_like(self, line: str) -> None:
+        """A dim line between events (a subagent's progress, a fallback), as :meth:`retry`."""
+        spinning = self._status is not None
+        self._stop_spinner()
+        self._end_answer()
+        self.printer.finish()
+        self.info.print(Text(line, style="dim"))
+        if spinning:
+            self._spin()
 
     def retry(self, notice: RetryNotice | ModelCallRetried) -> None:
         """One yellow line for a retry of the model call (the turn's ``ModelCallRetried``

@@ -29,6 +29,7 @@ from plait.cli.config import Settings, load_settings
 from plait.cli.console import report_note
 from plait.cli.db import STORE_HELP
 from plait.cli.skill_folders import SkillFolder, skill_folders
+from plait.cli.subagents import FallbackOption, subagents_middleware, with_fallbacks
 from plait.errors import ConfigurationError
 from plait.models.timeouts import parse_timeout
 from plait.pricing import PRICES, Price, price_for
@@ -61,6 +62,7 @@ class Flags:
     temperature: float | None = None
     max_tokens: int | None = None
     thinking: str | None = None
+    fallback: list[str] = field(default_factory=list)
 
     def apply(self, settings: Settings) -> None:
         """Lay these flags over ``settings`` (a flag given wins over every other source)."""
@@ -83,6 +85,7 @@ class Flags:
         settings.set("temperature", self.temperature, "--temperature")
         settings.set("max_tokens", self.max_tokens, "--max-tokens")
         settings.set("thinking", self.thinking, "--thinking")
+        settings.set("fallback", self.fallback or None, "--fallback")
         if self.skills:
             configured = settings.get("skills", [])
             origin = settings.origins.get("skills")
@@ -235,6 +238,7 @@ def _flag_options(
     temperature: TemperatureOption = None,
     max_tokens: MaxTokensOption = None,
     thinking: ThinkingOption = None,
+    fallback: FallbackOption = None,
 ) -> None:
     """The :class:`Flags` fields as typer options, in their order in a command's help (this
     signature is what :func:`with_flags` splices in; the function never runs)."""
@@ -256,6 +260,7 @@ def with_flags(command: Callable[..., None]) -> Callable[..., None]:
     @functools.wraps(command)
     def typer_command(**values: Any) -> None:
         given = {name: values.pop(name) for name in names}
+        given["fallback"] = given["fallback"] or []
         command(**values, flags=Flags(**{**given, "skills": given["skills"] or []}))
 
     # typer reads the signature and the annotations (typing.get_type_hints) of what it calls
@@ -320,6 +325,7 @@ def agent_options(
     chosen = model if model is not None else _resolve(resolve_model, spec, settings.get("timeout"))
     if on_retry is not None:
         _report_retries(chosen, on_retry)
+    chosen = with_fallbacks(chosen, settings)
     folders = skill_folders(
         [], settings.get("skills", []), use_standard=bool(settings.get("default_skills"))
     )
@@ -338,6 +344,7 @@ def agent_options(
         workspace_allow=frozenset(settings.get("workspace.allow") or ()),
         workspace_network=bool(settings.get("workspace.network")),
         model_settings=model_settings(settings),
+        extra_middleware=subagents_middleware(settings, chosen),
     )
     return Resolved(
         options=options,

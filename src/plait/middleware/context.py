@@ -21,6 +21,7 @@ from plait.tools import ToolRegistry
 
 if TYPE_CHECKING:
     from plait.models.base import Model, ModelRequest, ModelResponse
+    from plait.stores.base import ThreadStore
 
 __all__ = [
     "DispatchContext",
@@ -102,6 +103,8 @@ class TurnContext:
     finalizers: list[Finalizer] = field(default_factory=list)
     skip_wraps: frozenset[Any] = frozenset()
     streaming: bool = False
+    store: ThreadStore | None = None
+    """The agent's thread store (a subagent's thread goes in it too)."""
     _error: BaseException | None = None
     _observers: list[EventSink] | None = None
 

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
         ToolCallDelta,
         collect_stream,
     )
+    from plait.models.fallback import FallbackModel, FallbackNotice
     from plait.models.language_model import LanguageModelMiddleware, WrappedModel, wrap_model
     from plait.models.openai import OpenAIChatModel
     from plait.models.openai_responses import OpenAIResponsesModel
@@ -45,6 +46,8 @@ __all__ = [
     "AnthropicModel",
     "Backoff",
     "CallClass",
+    "FallbackModel",
+    "FallbackNotice",
     "FunctionModel",
     "InvalidScriptEntry",
     "LanguageModelMiddleware",
@@ -90,6 +93,7 @@ if not TYPE_CHECKING:
                 "ToolCallDelta",
                 "collect_stream",
             ),
+            "plait.models.fallback": ("FallbackModel", "FallbackNotice"),
             "plait.models.language_model": (
                 "LanguageModelMiddleware",
                 "WrappedModel",

@@ -18,7 +18,7 @@ import asyncio
 import weakref
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from plait.errors import ConfigurationError
 from plait.messages import (
@@ -43,6 +43,9 @@ from plait.runtime.turn import RunResult, Turn
 from plait.runtime.validator import ToolCallValidator
 from plait.stores.base import ThreadStore
 from plait.tools import Tool, check_timeout
+
+if TYPE_CHECKING:
+    from plait.runtime.delegation import AgentTool, TreeLimits
 
 __all__ = ["Agent", "Limits", "RunInput", "RunStream"]
 
@@ -177,6 +180,22 @@ class Agent:
         self.max_tokens = max_tokens
         self.model_settings = model_settings
         self._unsettled: dict[str, asyncio.Task[Any]] = {}
+
+    def as_tool(
+        self,
+        name: str,
+        description: str,
+        *,
+        limits: TreeLimits | None = None,
+        timeout: float | None = None,
+    ) -> AgentTool:
+        """This agent as a tool another agent's model calls with a ``task``: each call runs one
+        turn on the thread ``<parent thread>/<call id>`` of the parent's store and answers with
+        its final output (:mod:`plait.runtime.delegation`: events, usage, limits, errors).
+        ``timeout`` (seconds) bounds each call instead of the parent's ``Limits.tool_timeout``."""
+        from plait.runtime.delegation import AgentTool
+
+        return AgentTool(self, name, description, limits=limits, timeout=timeout)
 
     def describe(self) -> str:
         """The resolved middleware order, one line each: position, name, pin, hooks overridden.

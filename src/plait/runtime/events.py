@@ -21,12 +21,14 @@ __all__ = [
     "DispatchFinished",
     "ErrorOccurred",
     "Event",
+    "ModelCallRerouted",
     "ModelCallRetried",
     "ModelRequestSent",
     "ModelResponseReceived",
     "ReasoningDeltaReceived",
     "ReasoningDropped",
     "RepetitionDetected",
+    "SubagentEventRelayed",
     "TextDeltaReceived",
     "ToolCallFinished",
     "ToolCallRejected",
@@ -107,6 +109,35 @@ class ModelCallRetried(Event):
     retry: int
     max_retries: int
     type: str = "model_call_retried"
+
+
+@dataclass(slots=True, kw_only=True)
+class ModelCallRerouted(Event):
+    """A :class:`~plait.models.FallbackModel` moved a model call from ``failed`` to ``next``
+    (model names) after ``error`` (an outage its ``on=`` accepts); ``dropped_reasoning`` is how
+    many reasoning parts of other providers ``next`` is not sent. ``dispatch`` as for
+    :class:`ModelCallRetried`. Emitted before the next model is called."""
+
+    dispatch: int
+    failed: str
+    next: str
+    error: ProviderError
+    dropped_reasoning: int = 0
+    type: str = "model_call_rerouted"
+
+
+@dataclass(slots=True, kw_only=True)
+class SubagentEventRelayed(Event):
+    """``event``, emitted by the subagent ``name`` at ``depth`` (1 for a child of the root) on
+    its thread ``thread_id``, relayed live to the parent's caller (``agent.as_tool``,
+    :mod:`plait.runtime.delegation`). A grandchild's events are relayed once, with its own
+    name and depth."""
+
+    name: str
+    depth: int
+    thread_id: str
+    event: Event
+    type: str = "subagent_event_relayed"
 
 
 @dataclass(slots=True, kw_only=True)

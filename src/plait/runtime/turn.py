@@ -38,12 +38,14 @@ from plait.models.base import (
     ResponseComplete,
     TextDelta,
 )
+from plait.models.fallback import FallbackNotice, fallback_listener
 from plait.models.retrying import RetryNotice, retry_listener
 from plait.models.timeouts import agent_deadline
 from plait.runtime import storing
 from plait.runtime.events import (
     DispatchFinished,
     ErrorOccurred,
+    ModelCallRerouted,
     ModelCallRetried,
     ModelRequestSent,
     ModelResponseReceived,
@@ -127,8 +129,24 @@ def _report_retries(ctx: TurnContext) -> None:
             )
         )
 
-    token = retry_listener.set(heard)
-    ctx.finalizers.append(lambda _error: retry_listener.reset(token))
+    def fell_back(n: FallbackNotice) -> None:  # a FallbackModel's, the same way
+        ctx.emit(
+            ModelCallRerouted(
+                dispatch=ctx.dispatch_count - 1,
+                failed=n.failed,
+                next=n.next,
+                error=n.error,
+                dropped_reasoning=n.dropped,
+            )
+        )
+
+    retried, fell = retry_listener.set(heard), fallback_listener.set(fell_back)
+
+    def reset(_error: BaseException | None) -> None:
+        retry_listener.reset(retried)
+        fallback_listener.reset(fell)
+
+    ctx.finalizers.append(reset)
 
 
 class Turn:
@@ -254,6 +272,7 @@ class Turn:
             input=self.input,
             emit=self.emit,
             streaming=self.streaming,
+            store=store,
         )
         self.emit(TurnStarted(thread_id=self.thread_id, input=self.input))
         for event in self._input_events:

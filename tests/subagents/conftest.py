@@ -1,0 +1,3 @@
+from otel_memory import otel
+
+__all__ = ["otel"]
