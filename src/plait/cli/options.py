@@ -314,10 +314,10 @@ def agent_options(
     ``on_retry`` is told of each retry of a model call. Raises
     :class:`~plait.errors.ConfigurationError` (no provider, bad spec, missing key).
     """
-    from plait.models.registry import resolve_model
+    from plait.cli.providers import provider_model
 
     spec = model_spec(settings) if model is None else getattr(model, "name", "model")
-    chosen = model if model is not None else _resolve(resolve_model, spec, settings.get("timeout"))
+    chosen = model if model is not None else provider_model(spec, settings, settings.get("timeout"))
     if on_retry is not None:
         _report_retries(chosen, on_retry)
     folders = skill_folders(
@@ -399,14 +399,6 @@ def _limits(settings: Settings) -> Limits | None:
         if settings.get(f"limits.{key}") is not None
     }
     return Limits(**given) if given else None
-
-
-def _resolve(resolve_model: Callable[..., Model], spec: str, timeout: float | None) -> Model:
-    if timeout is None:
-        return resolve_model(spec)
-    from plait.models.timeouts import ModelTimeouts
-
-    return resolve_model(spec, timeouts=ModelTimeouts(total=timeout))
 
 
 def _report_retries(model: Model, on_retry: Callable[[RetryNotice], None]) -> None:
