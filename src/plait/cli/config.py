@@ -135,6 +135,9 @@ class McpServerConfig(_Strict):
     defer: bool | None = None
     """``true``: the server's tools stay out of requests until the model finds them with
     ``search_tools``."""
+    log_file: str | None = None
+    """Where a stdio server's stderr goes (default: ``mcp-logs/<name>.log`` in the data
+    folder)."""
 
     def settings(self) -> dict[str, Any]:
         """The keys that were set, as a plain mapping."""
