@@ -163,3 +163,23 @@ def test_mcp_content_that_cannot_be_shown_is_one_warning_line() -> None:
     (line,) = out.getvalue().splitlines()
     assert line.startswith("! files.files_shot sent content that cannot be shown:")
     assert "image bytes are not image/png" in line
+
+
+def test_a_server_in_the_folders_mcp_json_reaches_the_model_with_its_env_expanded(
+    server: WireServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    monkeypatch.chdir(project)
+    monkeypatch.setenv("DEMO_PY", STDIO[0])
+    entry = {"command": "${DEMO_PY}", "args": STDIO[1:], "env": {"X": "${UNSET_X:-y}"}}
+    (project / ".mcp.json").write_text(json.dumps({"mcpServers": {"demo": entry}}))
+    server._replies.append(sse_tool_call("demo_echo", {"text": "via .mcp.json"}))
+    server._replies.append(sse_text("Echoed."))
+    model = f"openai-compatible:m@{server.url}/v1"
+    result = plait("run", "echo it", "--json", "--model", model, home=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "demo_echo" in {t["function"]["name"] for t in server.bodies()[0]["tools"]}
+    events = [json.loads(line) for line in result.stdout.splitlines()]
+    finished = [e for e in events if e["type"] == "tool_call_finished"]
+    assert [e["result"]["data"] for e in finished] == ["via .mcp.json"]
