@@ -117,9 +117,7 @@ def test_a_working_servers_stderr_goes_to_its_log_file_shown_by_verbose(
     server._replies.append(sse_text("Hello."))
     model = f"openai-compatible:m@{server.url}/v1"
     chatty = shlex.join(STDIO)
-    result = plait(
-        "run", "hi", "-v", "--model", model, "--mcp", f"demo={chatty}", home=tmp_path
-    )
+    result = plait("run", "hi", "-v", "--model", model, "--mcp", f"demo={chatty}", home=tmp_path)
     assert result.returncode == 0, result.stderr
     log = tmp_path / "mcp-logs" / "demo.log"
     assert f"MCP server demo logs to {log}" in " ".join(result.stderr.split())

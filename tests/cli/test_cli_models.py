@@ -176,9 +176,7 @@ def test_a_key_written_in_the_file_works_with_a_warning(server: WireServer, home
     result = models(home, "--model", "openai")
     assert result.returncode == 0, result.stderr
     assert server.received[0].headers["authorization"] == "Bearer sk-in-file"
-    assert "providers.openai.api_key holds an API key in a file" in " ".join(
-        result.stderr.split()
-    )
+    assert "providers.openai.api_key holds an API key in a file" in " ".join(result.stderr.split())
 
 
 def test_a_configured_base_url_that_cannot_be_reached_is_named(home: Path) -> None:

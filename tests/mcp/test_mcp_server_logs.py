@@ -22,11 +22,19 @@ FLOOD = (
 )
 
 
+def _read(path: Path) -> str:
+    return path.read_text(errors="replace") if path.exists() else ""
+
+
+def _size(path: Path) -> int:
+    return path.stat().st_size
+
+
 async def _wait_for(path: Path, needle: str, deadline: float = 30.0) -> str:
     loop = asyncio.get_running_loop()
     end = loop.time() + deadline
     while loop.time() < end:
-        text = path.read_text(errors="replace") if path.exists() else ""
+        text = _read(path)
         if needle in text:
             return text
         await asyncio.sleep(0.05)
@@ -46,8 +54,8 @@ async def test_a_server_flooding_stderr_fills_its_log_up_to_the_bound_only(tmp_p
     async with open_stdio([sys.executable, "-c", "import sys; sys.stdin.read()"], None, None,
                           1 << 20, log_file=str(log)):  # fmt: skip
         pass
-    assert Path(f"{log}.1").stat().st_size > MAX_LOG_BYTES  # the full one, moved aside
-    assert log.stat().st_size < 1024 and log.read_text().startswith("[plait] ")
+    assert _size(Path(f"{log}.1")) > MAX_LOG_BYTES  # the full one, moved aside
+    assert _size(log) < 1024 and _read(log).startswith("[plait] ")
 
 
 async def test_a_working_servers_stderr_is_in_its_log_file(tmp_path: Path) -> None:
