@@ -61,6 +61,7 @@ class Flags:
     temperature: float | None = None
     max_tokens: int | None = None
     thinking: str | None = None
+    quiet: bool = False
 
     def apply(self, settings: Settings) -> None:
         """Lay these flags over ``settings`` (a flag given wins over every other source)."""
@@ -189,6 +190,16 @@ ThinkingOption = Annotated[
     ),
 ]
 
+QuietOption = Annotated[
+    bool,
+    typer.Option(
+        "--quiet",
+        "-q",
+        help="Show each skill warning once: one already shown (in any earlier run) is left "
+        "out. Remembered in skill-warnings-shown.json in the data folder.",
+    ),
+]
+
 
 def _timeout_flag(value: float | None) -> float | None:
     """``--timeout`` by the rule of every timeout setting (:func:`parse_timeout`)."""
@@ -235,6 +246,7 @@ def _flag_options(
     temperature: TemperatureOption = None,
     max_tokens: MaxTokensOption = None,
     thinking: ThinkingOption = None,
+    quiet: QuietOption = False,
 ) -> None:
     """The :class:`Flags` fields as typer options, in their order in a command's help (this
     signature is what :func:`with_flags` splices in; the function never runs)."""

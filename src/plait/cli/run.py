@@ -158,6 +158,10 @@ def _resolve(
         store = resolved.options.store
         recorder = TraceRecorder(open_trace_store(store), agent="plait")
         resolved.options.leading_middleware = [recorder]
+    if flags.quiet:  # before the recorder: the trace still records every warning
+        from plait.cli.quiet import QuietSkillWarnings
+
+        resolved.options.leading_middleware.insert(0, QuietSkillWarnings())
     return resolved
 
 
