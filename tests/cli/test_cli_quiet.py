@@ -1,5 +1,5 @@
 """``-q/--quiet``: a skill warning shows on its first run, and not on later ones; without
-``-q`` it shows every time; a new warning still shows once; the memory is bounded.
+``-q`` it shows every time; a new warning still shows once; the memory is bounded."""
 
 from __future__ import annotations
 
