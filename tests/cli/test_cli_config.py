@@ -439,3 +439,21 @@ def test_run_uses_a_providers_base_url_and_names_it_when_it_cannot_be_reached(
     )  # fmt: skip
     assert result.returncode == 1
     assert f"Could not reach the server at {url}" in " ".join(result.stderr.split())
+
+
+def test_config_show_names_the_new_sources_and_hides_their_secrets(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project = home / "project"
+    write(project / "plait.toml", '[providers.openai]\napi_key = "sk-secret-in-file"\n')
+    monkeypatch.setenv("GH_TOKEN", "ghp-secret-token")
+    entry = {"type": "http", "url": "https://x.example/mcp",
+             "headers": {"Authorization": "Bearer ${GH_TOKEN}"}}  # fmt: skip
+    write(project / ".mcp.json", json.dumps({"mcpServers": {"gh": entry}}))
+    result = run_plait("config", "show", "--format", "json", home=home / "plait-home")
+    assert result.returncode == 0, result.stderr
+    shown = json.loads(result.stdout)["settings"]
+    assert shown["providers.openai.api_key"]["value"] == "<hidden>"
+    assert shown["mcp.gh"]["value"]["headers"] == {"Authorization": "<hidden>"}
+    assert shown["mcp.gh"]["from"] == str(project / ".mcp.json")
+    assert "secret" not in result.stdout
