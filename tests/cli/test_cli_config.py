@@ -374,3 +374,86 @@ def test_an_endless_timeout_reaches_the_model_as_no_deadline(
     direct = resolve_model("openai-compatible:m@http://127.0.0.1:9/v1")
     for built in (model, direct):
         assert isinstance(built, OpenAIChatModel) and built.timeouts.total == math.inf
+
+
+def test_mcp_json_servers_join_and_plait_toml_wins_a_name_clash_with_a_note(home: Path) -> None:
+    project = home / "project"
+    write(project / "plait.toml", '[mcp.files]\ncommand = "from-toml"\n')
+    dotmcp = write(
+        project / ".mcp.json",
+        json.dumps(
+            {
+                "mcpServers": {
+                    "files": {"command": "from-json"},
+                    "docs": {"type": "http", "url": "${DOCS_URL:-http://127.0.0.1:1}/mcp"},
+                }
+            }
+        ),
+    )
+    settings = load_settings()
+    assert settings.get("mcp.files").settings() == {"command": "from-toml"}
+    assert settings.get("mcp.docs").settings() == {"url": "http://127.0.0.1:1/mcp"}
+    assert settings.origins["mcp.docs"] == str(dotmcp)
+    assert any("'files'" in n and "a config file wins over .mcp.json" in n for n in settings.notes)
+
+
+def test_mcp_json_is_read_from_the_current_folder_only_and_can_be_turned_off(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project = home / "project"
+    write(project / ".mcp.json", json.dumps({"mcpServers": {"up": {"command": "srv"}}}))
+    (project / "sub").mkdir()
+    monkeypatch.chdir(project / "sub")
+    assert load_settings().section("mcp") == {}  # as Claude Code: no parent's .mcp.json
+    monkeypatch.chdir(project)
+    assert list(load_settings().section("mcp")) == ["up"]
+    write(project / "plait.toml", "mcp_json = false\n")
+    assert load_settings().section("mcp") == {}
+
+
+def test_a_bad_mcp_json_entry_stops_run_with_the_file_and_key_and_no_traceback(
+    home: Path,
+) -> None:
+    dotmcp = write(
+        home / "project" / ".mcp.json",
+        json.dumps({"mcpServers": {"gh": {"command": "srv", "env": {"T": "${NO_SUCH_VAR}"}}}}),
+    )
+    result = run_plait("run", "hi", "--model", "openai-compatible:m@http://127.0.0.1:1/v1",
+                       home=home / "plait-home")  # fmt: skip
+    assert result.returncode == 2
+    shown = " ".join(result.stderr.split())
+    assert f"{dotmcp}: mcpServers.gh.env.T: ${{NO_SUCH_VAR}} is not set" in shown
+    assert "Traceback" not in result.stderr + result.stdout
+
+
+def test_run_uses_a_providers_base_url_and_names_it_when_it_cannot_be_reached(
+    home: Path,
+) -> None:
+    from plait.trace.server import free_port
+
+    url = f"http://127.0.0.1:{free_port()}/v1"
+    write(home / "project" / "plait.toml", f'[providers.openai]\nbase_url = "{url}"\n')
+    result = run_plait(
+        "run", "hi", "--model", "openai:gpt-x", "--no-trace", home=home / "plait-home",
+        env={"OPENAI_API_KEY": "sk-test", "PLAIT_MODEL_TIMEOUT": "20"},
+    )  # fmt: skip
+    assert result.returncode == 1
+    assert f"Could not reach the server at {url}" in " ".join(result.stderr.split())
+
+
+def test_config_show_names_the_new_sources_and_hides_their_secrets(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project = home / "project"
+    write(project / "plait.toml", '[providers.openai]\napi_key = "sk-secret-in-file"\n')
+    monkeypatch.setenv("GH_TOKEN", "ghp-secret-token")
+    entry = {"type": "http", "url": "https://x.example/mcp",
+             "headers": {"Authorization": "Bearer ${GH_TOKEN}"}}  # fmt: skip
+    write(project / ".mcp.json", json.dumps({"mcpServers": {"gh": entry}}))
+    result = run_plait("config", "show", "--format", "json", home=home / "plait-home")
+    assert result.returncode == 0, result.stderr
+    shown = json.loads(result.stdout)["settings"]
+    assert shown["providers.openai.api_key"]["value"] == "<hidden>"
+    assert shown["mcp.gh"]["value"]["headers"] == {"Authorization": "<hidden>"}
+    assert shown["mcp.gh"]["from"] == str(project / ".mcp.json")
+    assert "secret" not in result.stdout

@@ -156,18 +156,20 @@ def test_the_overflow_error_suggests_only_what_the_cli_can_change(
         assert library_only not in text
 
 
-def test_configured_mcp_servers_reach_the_agent_and_one_that_cannot_start_is_reported(
+def test_configured_mcp_servers_reach_the_agent_and_one_that_cannot_start_fails_the_run(
     server: WireServer, project: Path
 ) -> None:
-    """``[mcp.*]`` servers reach the agent: one that cannot start is named in a warning, its
-    tools are left out, and the run goes on."""
+    """``[mcp.*]`` servers reach the agent: one that cannot start fails a one-shot run (exit 1)
+    before any model call, in one message naming the server, its command and its log."""
     (project / "plait.toml").write_text(
         '[mcp.files]\ncommand = "plait-test-no-such-mcp-server"\n', encoding="utf-8"
     )
-    server._replies.append(sse_answer("Fine."))
     result = plait("run", "hi", "--model", spec(server))
-    assert result.exit_code == 0, result.output
-    assert "MCP server files skipped" in " ".join(result.output.split())
+    assert result.exit_code == 1, result.output
+    shown = " ".join(result.output.split())
+    assert "MCP server 'files' could not start (plait-test-no-such-mcp-server)" in shown
+    assert "mcp-logs/files.log" in shown
+    assert server.bodies() == []
 
 
 def test_a_bad_config_file_stops_run_with_its_name(project: Path) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -78,19 +79,49 @@ def test_bad_mcp_flags_exit_two_before_any_model_call(
     assert server.bodies() == []
 
 
-def test_a_server_that_cannot_start_is_skipped_with_a_warning_and_the_run_goes_on(
+def test_a_server_that_cannot_start_fails_a_one_shot_run_in_one_line(
+    server: WireServer, tmp_path: Path
+) -> None:
+    model = f"openai-compatible:m@{server.url}/v1"
+    result = plait("run", "hi", "--model", model, "--mcp", "a=/nonexistent/srv", home=tmp_path)
+    assert result.returncode == 1, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    shown = " ".join(result.stderr.split())
+    assert "MCP server 'a' could not start (/nonexistent/srv):" in shown
+    assert f"its log: {tmp_path / 'mcp-logs' / 'a.log'}" in shown
+    assert len(lines) <= 3 and "Traceback" not in result.stderr  # one message, wrapped at most
+    assert server.bodies() == []  # no model call was made
+    assert "could not start: " in (tmp_path / "mcp-logs" / "a.log").read_text()
+
+
+def test_a_server_that_writes_to_stderr_and_exits_logs_to_its_file_not_the_terminal(
+    server: WireServer, tmp_path: Path
+) -> None:
+    model = f"openai-compatible:m@{server.url}/v1"
+    crash = shlex.join(
+        [sys.executable, "-c", "import sys; sys.stderr.write('boom-' + 'detail'); sys.exit(3)"]
+    )
+    result = plait("run", "hi", "--model", model, "--mcp", f"crash={crash}", home=tmp_path)
+    assert result.returncode == 1
+    assert "boom-detail" not in result.stdout + result.stderr
+    log = tmp_path / "mcp-logs" / "crash.log"
+    assert "MCP server 'crash' could not start" in " ".join(result.stderr.split())
+    assert str(log) in " ".join(result.stderr.split())
+    text = log.read_text()
+    assert "starting: " in text and "boom-detail" in text
+
+
+def test_a_working_servers_stderr_goes_to_its_log_file_shown_by_verbose(
     server: WireServer, tmp_path: Path
 ) -> None:
     server._replies.append(sse_text("Hello."))
     model = f"openai-compatible:m@{server.url}/v1"
-    result = plait("run", "hi", "--model", model, "--mcp", "a=/nonexistent/srv", home=tmp_path)
+    chatty = shlex.join(STDIO)
+    result = plait("run", "hi", "-v", "--model", model, "--mcp", f"demo={chatty}", home=tmp_path)
     assert result.returncode == 0, result.stderr
-    shown = " ".join((result.stdout + result.stderr).split())
-    assert "! MCP server a skipped, its tools are left out: MCP server 'a' could not be" in shown
-    assert "Hello." in shown
-    assert "tools" not in server.bodies()[0] or not any(
-        t["function"]["name"].startswith("a_") for t in server.bodies()[0]["tools"]
-    )
+    log = tmp_path / "mcp-logs" / "demo.log"
+    assert f"MCP server demo logs to {log}" in " ".join(result.stderr.split())
+    assert log.read_text().startswith("[plait] ")
 
 
 def test_tools_a_server_lists_badly_are_left_out_with_a_warning_and_the_run_goes_on(
@@ -130,3 +161,23 @@ def test_mcp_content_that_cannot_be_shown_is_one_warning_line() -> None:
     (line,) = out.getvalue().splitlines()
     assert line.startswith("! files.files_shot sent content that cannot be shown:")
     assert "image bytes are not image/png" in line
+
+
+def test_a_server_in_the_folders_mcp_json_reaches_the_model_with_its_env_expanded(
+    server: WireServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    monkeypatch.chdir(project)
+    monkeypatch.setenv("DEMO_PY", STDIO[0])
+    entry = {"command": "${DEMO_PY}", "args": STDIO[1:], "env": {"X": "${UNSET_X:-y}"}}
+    (project / ".mcp.json").write_text(json.dumps({"mcpServers": {"demo": entry}}))
+    server._replies.append(sse_tool_call("demo_echo", {"text": "via .mcp.json"}))
+    server._replies.append(sse_text("Echoed."))
+    model = f"openai-compatible:m@{server.url}/v1"
+    result = plait("run", "echo it", "--json", "--model", model, home=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "demo_echo" in {t["function"]["name"] for t in server.bodies()[0]["tools"]}
+    events = [json.loads(line) for line in result.stdout.splitlines()]
+    finished = [e for e in events if e["type"] == "tool_call_finished"]
+    assert [e["result"]["data"] for e in finished] == ["via .mcp.json"]

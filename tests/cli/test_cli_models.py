@@ -136,3 +136,70 @@ def test_a_server_that_never_answers_is_given_up_on_at_the_deadline(
     message = " ".join(result.stderr.split())
     assert f"{server.url}/v1/models sent no complete list of models within 0.5 s" in message
     assert "--timeout" in message
+
+
+def test_a_providers_base_url_and_key_variable_from_plait_toml_are_used(
+    server: WireServer, home: Path
+) -> None:
+    server.serve_models(["gw-model"])
+    Path("plait.toml").write_text(
+        f'[providers.openai]\nbase_url = "{server.url}/v1"\napi_key_env = "MY_GATEWAY_KEY"\n',
+        encoding="utf-8",
+    )
+    result = models(home, "--model", "openai", env={"MY_GATEWAY_KEY": "sk-gateway"})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "gw-model\n"
+    assert f"1 model at {server.url}/v1/models" in result.stderr
+    assert server.received[0].headers["authorization"] == "Bearer sk-gateway"
+
+
+def test_a_key_variable_the_config_names_but_the_environment_lacks_is_named(
+    server: WireServer, home: Path
+) -> None:
+    Path("plait.toml").write_text(
+        f'[providers.anthropic]\nbase_url = "{server.url}"\napi_key_env = "MY_ANTHROPIC"\n',
+        encoding="utf-8",
+    )
+    result = models(home, "--model", "anthropic")
+    assert result.returncode == 2
+    shown = " ".join(result.stderr.split())
+    assert "set MY_ANTHROPIC" in shown and "plait.toml names it" in shown
+    assert server.received == []
+
+
+def test_a_key_written_in_the_file_works_with_a_warning(server: WireServer, home: Path) -> None:
+    server.serve_models(["k"])
+    Path("plait.toml").write_text(
+        f'[providers.openai]\nbase_url = "{server.url}/v1"\napi_key = "sk-in-file"\n',
+        encoding="utf-8",
+    )
+    result = models(home, "--model", "openai")
+    assert result.returncode == 0, result.stderr
+    assert server.received[0].headers["authorization"] == "Bearer sk-in-file"
+    assert "providers.openai.api_key holds an API key in a file" in " ".join(result.stderr.split())
+
+
+def test_a_configured_base_url_that_cannot_be_reached_is_named(home: Path) -> None:
+    url = f"http://127.0.0.1:{free_port()}/v1"
+    Path("plait.toml").write_text(
+        f'[providers.openai-compatible]\nbase_url = "{url}"\n', encoding="utf-8"
+    )
+    result = models(home, "--model", "openai-compatible:any")
+    assert result.returncode == 1
+    assert f"Could not reach {url}/models" in " ".join(result.stderr.split())
+
+
+@pytest.mark.parametrize(
+    ("table", "needle"),
+    [
+        ('[providers.openai]\nbase_url = "localhost:8080"\n', "providers.openai.base_url"),
+        ('[providers.openai]\napi_key_env = "MY KEY"\n', "providers.openai.api_key_env"),
+        ('[providers.openai]\nbase = "x"\n', "unknown key 'providers.openai.base'"),
+        ('[providers.mistral]\nbase_url = "http://x"\n', "providers.mistral"),
+    ],
+)
+def test_a_bad_provider_table_names_the_key(home: Path, table: str, needle: str) -> None:
+    Path("plait.toml").write_text(table, encoding="utf-8")
+    result = models(home, "--model", "openai")
+    assert result.returncode == 2
+    assert needle in " ".join(result.stderr.split())

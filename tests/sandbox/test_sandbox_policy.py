@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -31,7 +32,6 @@ for path in sys.argv[1:]:
 print(json.dumps(seen))
 """
 
-PYTHON = os.path.realpath(sys.executable)
 HOME_ENTRIES = [p for p in DEFAULT_READ_DENY if p.startswith("~/")]
 
 
@@ -47,8 +47,10 @@ def fill(home: Path) -> None:
             path.write_text("secret")
 
 
-async def report(box: BubblewrapSandbox, workspace: Path, paths: list[str]) -> dict[str, object]:
-    command = SandboxCommand((sys.executable, "-c", REPORT, *paths), workspace, 30, 1_000_000)
+async def report(
+    box: BubblewrapSandbox, workspace: Path, paths: list[str], python: str = sys.executable
+) -> dict[str, object]:
+    command = SandboxCommand((python, "-c", REPORT, *paths), workspace, 30, 1_000_000)
     run = await box.run(command)
     assert run.exit_code == 0, run.output
     seen: dict[str, object] = json.loads(run.output)
@@ -64,21 +66,94 @@ def as_empty(paths: list[str]) -> dict[str, object]:
     return {p: ([] if os.path.isdir(p) else "") for p in paths}
 
 
-async def test_every_readable_default_entry_reads_as_empty(tmp_path: Path) -> None:
+def ways_to(python: str) -> list[str]:
+    """Every path on the way to the interpreter ``python`` runs: each symlink it goes through
+    to the real binary, and for a virtualenv the ``home =`` folder of its ``pyvenv.cfg`` (as
+    written and resolved): what the sandbox must show, and all it may show, of a hidden home."""
+    ways: list[str] = []
+    path = os.path.abspath(python)
+    for _ in range(40):
+        ways.append(path)
+        venv = Path(path).parent.parent / "pyvenv.cfg"
+        if venv.is_file():
+            for line in venv.read_text().splitlines():
+                key, _, value = line.partition("=")
+                if key.strip() == "home":
+                    ways += [value.strip(), os.path.realpath(value.strip())]
+        if not os.path.islink(path):
+            break
+        path = os.path.normpath(os.path.join(os.path.dirname(path), os.readlink(path)))
+    return ways
+
+
+async def check_defaults_read_as_empty(workspace: Path, python: str) -> dict[str, object]:
+    """Run the default policy's report with ``python``: each readable default entry reads as
+    empty (or is gone, inside another hidden folder: ~/.npmrc in /root), except that a folder
+    on a way to the interpreter (a venv under ~/.cache, pyenv under ~ or /root) lists only the
+    next step of each way. Returns what was seen."""
     visible = readable_defaults()
-    python = PYTHON
-    if os.getuid() == 0:  # root's secrets: the case this list exists for (containers, CI)
-        assert {"/root", "/etc/shadow", "/etc/gshadow"} <= set(visible)
-    workspace = tmp_path / "ws"
-    workspace.mkdir()
-    seen = await report(BubblewrapSandbox(), workspace, visible)
-    # empty, or gone when inside another hidden folder (~/.npmrc in /root); a folder holding
-    # the interpreter (pyenv under /root) shows only the way to it
+    seen = await report(BubblewrapSandbox(), workspace, visible, python)
+    ways = ways_to(python)
     for path in visible:
-        if python.startswith(path + "/"):
-            assert seen[path] == [python[len(path) + 1 :].split("/")[0]]
+        steps = sorted({w[len(path) + 1 :].split("/")[0] for w in ways if w.startswith(path + "/")})
+        if steps:
+            assert seen[path] == steps, path
         else:
             assert seen[path] in ([], "", "FileNotFoundError"), path
+    return seen
+
+
+async def test_every_readable_default_entry_reads_as_empty(tmp_path: Path) -> None:
+    if os.getuid() == 0:  # root's secrets: the case this list exists for (containers, CI)
+        assert {"/root", "/etc/shadow", "/etc/gshadow"} <= set(readable_defaults())
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    await check_defaults_read_as_empty(workspace, sys.executable)
+
+
+def poetry_layout(home: Path) -> tuple[Path, str]:
+    """A venv in ``home/.cache`` (poetry's place) made with ``python -m venv`` from a Python in
+    ``home/.pyenv`` (a link to this test's real interpreter); returns it and the version."""
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    pyenv_bin = home / ".pyenv" / "versions" / version / "bin"
+    pyenv_bin.mkdir(parents=True)
+    base = os.path.realpath(getattr(sys, "_base_executable", sys.executable))
+    (pyenv_bin / f"python{version}").symlink_to(base)
+    (pyenv_bin / "python3").symlink_to(f"python{version}")
+    venv = home / ".cache" / "pypoetry" / "virtualenvs" / "project-py"
+    made = subprocess.run(
+        [str(pyenv_bin / "python3"), "-m", "venv", "--without-pip", str(venv)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert made.returncode == 0, made.stderr
+    return venv, version
+
+
+async def test_a_venv_under_the_home_cache_made_from_a_pyenv_python_shows_both_ways_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # poetry's and uv's default places: the venv in ~/.cache, its Python in ~/.pyenv (here a
+    # link to this test's real interpreter, which may itself sit under /root/.pyenv)
+    home = tmp_path / "home"
+    fill(home)
+    (home / "notes.txt").write_text("secret")
+    venv, version = poetry_layout(home)
+    monkeypatch.setenv("HOME", str(home))
+    for variable in ("PLAIT_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME"):
+        monkeypatch.delenv(variable, raising=False)
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    python = str(venv / "bin" / "python")
+    seen = await check_defaults_read_as_empty(workspace, python)
+    assert seen[str(home)] == [".cache", ".pyenv"]  # both ways to the interpreter, nothing else
+    shown = [str(home / ".cache"), str(home / ".pyenv" / "versions"), str(venv / "bin")]
+    inside = await report(BubblewrapSandbox(), workspace, [*shown, str(home / "notes.txt")], python)
+    assert inside[str(home / ".cache")] == ["pypoetry"]
+    assert inside[str(home / ".pyenv" / "versions")] == [version]
+    assert "python" in inside[str(venv / "bin")]  # type: ignore[operator]
+    assert inside[str(home / "notes.txt")] == "FileNotFoundError"
 
 
 async def test_the_home_credential_stores_read_as_empty_even_when_the_home_is_shown(

@@ -9,6 +9,7 @@ eviction) writing to the same data directory as the thread store.
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -33,6 +34,8 @@ __all__ = [
     "Mode",
     "NoProviderConfigured",
     "build_agent",
+    "mcp_log_dir",
+    "with_log_files",
 ]
 
 DEFAULT_SYSTEM_PROMPT = (
@@ -169,7 +172,7 @@ async def _assemble(options: AgentOptions, store: Any, backend: Any) -> tuple[Ag
         if options.mcp:
             from plait.mcp import McpToolset, servers_from_mapping
 
-            toolset = McpToolset(servers_from_mapping(options.mcp))
+            toolset = McpToolset(servers_from_mapping(with_log_files(options.mcp)))
             middleware.append(toolset)
             closers.append(toolset.aclose)
         agent = Agent(
@@ -185,6 +188,28 @@ async def _assemble(options: AgentOptions, store: Any, backend: Any) -> tuple[Ag
         await _close_quietly(closers)
         raise
     return agent, closers
+
+
+def mcp_log_dir() -> Path:
+    """Where stdio MCP servers' stderr goes: ``mcp-logs/<server>.log`` in the CLI's data folder
+    (:func:`plait.cli.db.data_dir`), one file per server, at most
+    :data:`plait.mcp.stdio.MAX_LOG_BYTES` each (plus the previous one, ``<server>.log.1``)."""
+    from plait.cli.db import data_dir
+
+    return data_dir() / "mcp-logs"
+
+
+def with_log_files(servers: dict[str, Any]) -> dict[str, Any]:
+    """``servers`` (``{name: settings}``) with a ``log_file`` in :func:`mcp_log_dir` for each
+    stdio server that names none: their logs stay off the terminal."""
+    folder = mcp_log_dir()
+    given: dict[str, Any] = {}
+    for name, settings in servers.items():
+        if isinstance(settings, dict) and "command" in settings and "log_file" not in settings:
+            safe = re.sub(r"[^A-Za-z0-9._-]", "_", str(name))[:64].lstrip(".") or "server"
+            settings = {**settings, "log_file": str(folder / f"{safe}.log")}
+        given[name] = settings
+    return given
 
 
 def _workspace(

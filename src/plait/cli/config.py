@@ -7,6 +7,10 @@ key by key):
 source                     where
 =========================  ===================================================================
 default                    the values documented on :class:`ConfigFile`
+``.mcp.json``              the current folder's (only: Claude Code reads no parent's either), as
+                           Claude Code and Cursor write it (``mcpServers``, see
+                           :mod:`plait.mcp.dotmcp`); a server a config file names too is the
+                           config file's (with a note); ``mcp_json = false`` leaves it unread
 user file                  ``$PLAIT_HOME/config.toml``, else ``$XDG_CONFIG_HOME/plait/config.toml``
                            (``~/.config/plait/config.toml``)
 project file               the nearest ``plait.toml`` from the current folder up, or, in the same
@@ -15,7 +19,8 @@ environment                ``PLAIT_MODEL``, ``PLAIT_STORE``, ``PLAIT_MODEL_TIMEO
 command line               the flags of ``plait run`` / ``plait chat``
 =========================  ===================================================================
 
-``[limits]``, ``[workspace]``, ``[mcp.<name>]`` and ``[prices.<model>]`` merge key by key too;
+``[limits]``, ``[workspace]``, ``[mcp.<name>]``, ``[prices.<model>]`` and
+``[providers.<name>]`` merge key by key too;
 ``skills`` folders add up (project first, then user: earlier folders win name clashes). Relative
 paths in a file are relative to that file's folder; ``~`` is expanded. Unknown keys and wrong
 types are a :class:`ConfigFileError` naming the file and the key, and so is a file tomllib cannot
@@ -55,6 +60,7 @@ __all__ = [
     "LimitsConfig",
     "McpServerConfig",
     "PriceConfig",
+    "ProviderConfig",
     "Settings",
     "WorkspaceConfig",
     "config_home",
@@ -129,6 +135,9 @@ class McpServerConfig(_Strict):
     defer: bool | None = None
     """``true``: the server's tools stay out of requests until the model finds them with
     ``search_tools``."""
+    log_file: str | None = None
+    """Where a stdio server's stderr goes (default: ``mcp-logs/<name>.log`` in the data
+    folder)."""
 
     def settings(self) -> dict[str, Any]:
         """The keys that were set, as a plain mapping."""
@@ -151,6 +160,23 @@ class WorkspaceConfig(_Strict):
     """Gated actions allowed without asking: ``"write"`` (write_file, edit_file), ``"shell"``."""
     network: bool | None = None
     """``true``: ``shell`` commands may use the network (default: none)."""
+
+
+ProviderName = Literal["openai", "openai-responses", "anthropic", "openai-compatible"]
+"""The providers a ``[providers.<name>]`` table may configure (a model spec's first part)."""
+
+
+class ProviderConfig(_Strict):
+    """``[providers.<name>]``: where a provider's models are reached and with which key, for
+    ``-m <name>:<model>`` and ``plait models``. ``api_key_env`` names the variable holding the
+    key (default: ``OPENAI_API_KEY`` / ``ANTHROPIC_API_KEY``); ``api_key`` holds the key itself
+    (a warning says to prefer ``api_key_env``: a file is easily committed). Both given: the
+    variable, when it is set."""
+
+    base_url: Annotated[str, Field(pattern=r"^https?://\S+$")] | None = None
+    """The API's base URL (e.g. ``https://gateway.example/v1``; the SDK's default when unset)."""
+    api_key_env: Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")] | None = None
+    api_key: Annotated[str, Field(min_length=1)] | None = None
 
 
 class PriceConfig(_Strict):
@@ -194,10 +220,14 @@ class ConfigFile(_Strict):
     limits: LimitsConfig | None = None
     workspace: WorkspaceConfig | None = None
     mcp: dict[str, McpServerConfig] | None = None
+    mcp_json: bool | None = None
+    """``false``: do not read the current folder's ``.mcp.json`` (like ``[mcp.*]`` tables, its
+    servers are commands that run: read it first in a repository you do not trust)."""
     prices: dict[str, PriceConfig] | None = None
     fallback: list[str] | None = None
     """Models to try in order when the model is down or rate limited (as ``--fallback``)."""
     subagents: dict[str, SubagentConfig] | None = None
+    providers: dict[ProviderName, ProviderConfig] | None = None
 
 
 _PATH_KEYS = frozenset({"store"})
@@ -347,6 +377,7 @@ def _known_keys(parent: tuple[int | str, ...]) -> list[str]:
         "mcp": McpServerConfig,
         "prices": PriceConfig,
         "subagents": SubagentConfig,
+        "providers": ProviderConfig,
     }
     if parent and str(parent[0]) in sections:
         model = sections[str(parent[0])]
@@ -357,7 +388,8 @@ def _apply_file(settings: Settings, config: ConfigFile, path: Path) -> None:
     origin = str(path)
     base = path.parent
     data = config.model_dump(
-        exclude_none=True, exclude={"skills", "limits", "workspace", "mcp", "prices", "subagents"}
+        exclude_none=True,
+        exclude={"skills", "limits", "workspace", "mcp", "prices", "subagents", "providers"},
     )
     for key, value in data.items():
         if key in _PATH_KEYS and "://" not in value:
@@ -378,6 +410,14 @@ def _apply_file(settings: Settings, config: ConfigFile, path: Path) -> None:
         settings.set(
             f"subagents.{name}", {**sub.model_dump(exclude_none=True), "skills": skills}, origin
         )
+    for name, provider in (config.providers or {}).items():
+        for key, value in provider.model_dump(exclude_none=True).items():
+            settings.set(f"providers.{name}.{key}", value, origin)
+        if provider.api_key is not None:
+            settings.notes.append(
+                f"{path}: providers.{name}.api_key holds an API key in a file, which is easily "
+                'committed or shared; prefer api_key_env = "VARIABLE" (the key in its variable).'
+            )
 
 
 def load_settings(cwd: Path | None = None) -> Settings:
@@ -406,6 +446,8 @@ def load_settings(cwd: Path | None = None) -> Settings:
     if skills:
         settings.values["skills"] = [folder for folder, _ in skills]
         settings.origins["skills"] = ", ".join(dict.fromkeys(origin for _, origin in skills))
+    if settings.get("mcp_json"):
+        _apply_mcp_json(settings, (cwd or Path.cwd()) / ".mcp.json")
     for key, variable in _ENVIRONMENT.items():
         settings.set(key, os.environ.get(variable) or None, f"${variable}")
     if settings.origins.get("timeout", "").startswith("$"):
@@ -415,8 +457,39 @@ def load_settings(cwd: Path | None = None) -> Settings:
     return settings
 
 
+def _apply_mcp_json(settings: Settings, path: Path) -> None:
+    """The servers of ``path`` (a ``.mcp.json``), under the config files' own: a name they
+    already give keeps their settings, with a note. Raises :class:`ConfigFileError` naming the
+    file and the key of a bad entry."""
+    if not path.is_file():
+        return
+    from plait.mcp.dotmcp import read_mcp_json  # plait.mcp loads only when there is one
+    from plait.mcp.errors import McpConfigError
+
+    try:
+        found = read_mcp_json(path)
+    except McpConfigError as exc:
+        raise ConfigFileError(path, str(exc).removeprefix(f"{path}: ")) from None
+    settings.notes.extend(found.notes)
+    for name, values in found.servers.items():
+        key = f"mcp.{name}"
+        if key in settings.values:
+            settings.notes.append(
+                f"MCP server {name!r}: the one in {settings.origins[key]} is used, not the one "
+                f"in {path} (a config file wins over .mcp.json)."
+            )
+            continue
+        try:
+            server = McpServerConfig.model_validate(values)
+        except ValidationError as exc:
+            detail = _validation_message(exc, False)
+            raise ConfigFileError(path, f"mcpServers.{name}: {detail}") from None
+        settings.set(key, server, str(path))
+
+
 _DEFAULTS: dict[str, Any] = {
     "mode": "disclosure",
+    "mcp_json": True,
     "default_skills": True,
     "sandbox": "bwrap",
     "allow_scripts": False,

@@ -37,10 +37,29 @@ def _plain(value: Any) -> Any:
     return value
 
 
+_HIDDEN = "<hidden>"
+
+
+def _shown(key: str, value: Any, origin: str) -> Any:
+    """``value`` as it may be printed: an API key, and the ``env`` and ``headers`` values of a
+    ``.mcp.json`` server (``${VAR}`` expanded: tokens), are hidden."""
+    if key.startswith("providers.") and key.endswith(".api_key"):
+        return _HIDDEN
+    if key.startswith("mcp.") and origin.endswith(".mcp.json") and isinstance(value, dict):
+        for table in ("env", "headers"):
+            if isinstance(value.get(table), dict):
+                value = {**value, table: dict.fromkeys(value[table], _HIDDEN)}
+    return value
+
+
 def describe(settings: Settings) -> list[tuple[str, Any, str]]:
     """``(key, value, origin)`` for every setting, sorted by key, plus the model actually chosen
-    and the skills folders actually used (the standard ones that exist included)."""
-    rows = [(k, _plain(v), settings.origins[k]) for k, v in sorted(settings.values.items())]
+    and the skills folders actually used (the standard ones that exist included). Secrets are
+    hidden (see :func:`_shown`)."""
+    rows = [
+        (k, _shown(k, _plain(v), settings.origins[k]), settings.origins[k])
+        for k, v in sorted(settings.values.items())
+    ]
     if "model" not in settings.values:
         try:
             rows.append(("model", model_spec(settings), "a provider key in the environment"))

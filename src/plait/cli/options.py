@@ -63,6 +63,7 @@ class Flags:
     max_tokens: int | None = None
     thinking: str | None = None
     fallback: list[str] = field(default_factory=list)
+    quiet: bool = False
 
     def apply(self, settings: Settings) -> None:
         """Lay these flags over ``settings`` (a flag given wins over every other source)."""
@@ -192,6 +193,16 @@ ThinkingOption = Annotated[
     ),
 ]
 
+QuietOption = Annotated[
+    bool,
+    typer.Option(
+        "--quiet",
+        "-q",
+        help="Show each skill warning once: one already shown (in any earlier run) is left "
+        "out. Remembered in skill-warnings-shown.json in the data folder.",
+    ),
+]
+
 
 def _timeout_flag(value: float | None) -> float | None:
     """``--timeout`` by the rule of every timeout setting (:func:`parse_timeout`)."""
@@ -239,6 +250,7 @@ def _flag_options(
     max_tokens: MaxTokensOption = None,
     thinking: ThinkingOption = None,
     fallback: FallbackOption = None,
+    quiet: QuietOption = False,
 ) -> None:
     """The :class:`Flags` fields as typer options, in their order in a command's help (this
     signature is what :func:`with_flags` splices in; the function never runs)."""
@@ -319,10 +331,10 @@ def agent_options(
     ``on_retry`` is told of each retry of a model call. Raises
     :class:`~plait.errors.ConfigurationError` (no provider, bad spec, missing key).
     """
-    from plait.models.registry import resolve_model
+    from plait.cli.providers import provider_model
 
     spec = model_spec(settings) if model is None else getattr(model, "name", "model")
-    chosen = model if model is not None else _resolve(resolve_model, spec, settings.get("timeout"))
+    chosen = model if model is not None else provider_model(spec, settings, settings.get("timeout"))
     if on_retry is not None:
         _report_retries(chosen, on_retry)
     chosen = with_fallbacks(chosen, settings)
@@ -406,14 +418,6 @@ def _limits(settings: Settings) -> Limits | None:
         if settings.get(f"limits.{key}") is not None
     }
     return Limits(**given) if given else None
-
-
-def _resolve(resolve_model: Callable[..., Model], spec: str, timeout: float | None) -> Model:
-    if timeout is None:
-        return resolve_model(spec)
-    from plait.models.timeouts import ModelTimeouts
-
-    return resolve_model(spec, timeouts=ModelTimeouts(total=timeout))
 
 
 def _report_retries(model: Model, on_retry: Callable[[RetryNotice], None]) -> None:

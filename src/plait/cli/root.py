@@ -23,6 +23,10 @@ COMMANDS: tuple[tuple[str, str], ...] = (
         "Run the bundled example skills end to end with a scripted model (no key, no network).",
     ),
     ("ui", "Open the local trace page: runs, waterfalls, context diffs, tokens and costs."),
+    (
+        "serve",
+        "Serve agents over HTTP: AG-UI, OpenAI-compatible chat completions, threads and runs.",
+    ),
     ("models", "List the models the configured provider offers."),
     ("skills", "Validate, inspect and render Agent Skills (SKILL.md) folders."),
     ("threads", "List, show, export and delete stored conversations."),

@@ -20,6 +20,7 @@ from plait.cli.agents import AgentOptions, Closer, build_agent
 from plait.cli.approval import TerminalApprover
 from plait.cli.console import JsonEventWriter, fail, report_error, report_note
 from plait.cli.inputs import attachment_part, task_text, user_message
+from plait.cli.mcp_servers import McpServerDidNotStart, log_lines, start_servers
 from plait.cli.options import Flags, Resolved, agent_options, merged_settings, with_flags
 from plait.cli.thread_choice import (
     NoThreadToContinue,
@@ -157,6 +158,10 @@ def _resolve(
         store = resolved.options.store
         recorder = TraceRecorder(open_trace_store(store), agent="plait")
         resolved.options.leading_middleware = [recorder]
+    if flags.quiet:  # before the recorder: the trace still records every warning
+        from plait.cli.quiet import QuietSkillWarnings
+
+        resolved.options.leading_middleware.insert(0, QuietSkillWarnings())
     return resolved
 
 
@@ -328,9 +333,12 @@ def run(
         nonlocal thread_id
         agent, closers, found = await _open(resolved.options, thread, continue_)
         thread_id = found or thread_id
-        if verbose and not json_lines:
-            _print_order(info, agent)
         try:
+            if verbose and not json_lines:
+                _print_order(info, agent)
+                for line in log_lines(agent):
+                    info.print(Text(line, style="dim"), soft_wrap=True)
+            await start_servers(agent)  # one that cannot start fails the run (exit 1)
             await _turn(
                 agent, user_message(text, parts), thread_id, printer, resolved.spec, found is None
             )
@@ -341,6 +349,8 @@ def run(
         asyncio.run(main())
     except ThreadChoiceError as exc:
         fail(str(exc), 2)
+    except McpServerDidNotStart as exc:
+        fail(str(exc), 1)
     except PlaitError as exc:
         report_error(_error_message(exc))
         _last_line(printer, info, thread_id, f"thread: {thread_id}")

@@ -81,6 +81,9 @@ class StdioTransport:
     env: Mapping[str, str] | None = None
     cwd: str | None = None
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+    log_file: str | None = None
+    """Where the server's stderr goes (bounded, see :mod:`plait.mcp.stdio`); ``None``: this
+    process's stderr."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -281,7 +284,8 @@ class McpClient:
             self._reason = reason
         ready = self._ready
         if ready is not None and not ready.done():
-            ready.set_exception(McpConnectError(self.server, self._reason))
+            log = getattr(self.transport, "log_file", None)
+            ready.set_exception(McpConnectError(self.server, self._reason, log_file=log))
             ready.exception()  # retrieved here; connect() raises it to its caller
         while not self._requests.empty():
             request = self._requests.get_nowait()
@@ -298,6 +302,7 @@ class McpClient:
                     transport.cwd,
                     transport.max_message_bytes,
                     on_too_large=lambda exc: self._stop(str(exc)),
+                    log_file=transport.log_file,
                 )
             )
             return read, write

@@ -26,7 +26,7 @@ __all__ = ["SERVER_KEYS", "parse_mcp_option", "servers_from_mapping"]
 SERVER_KEYS = frozenset(
     {"command", "url", "env", "cwd", "headers", "prefix", "allow", "block", "timeout",
      "init_timeout", "max_tools", "max_result_chars", "max_description_chars", "max_schema_chars",
-     "max_message_bytes", "defer"}
+     "max_message_bytes", "defer", "log_file"}
 )  # fmt: skip
 """The settings one server takes (the keyword arguments of :class:`McpServer`)."""
 

@@ -27,12 +27,19 @@ class McpConfigError(McpError, ConfigurationError):
 class McpConnectError(McpError):
     """A server could not be started or did not finish ``initialize`` in time."""
 
-    def __init__(self, server: str, reason: str) -> None:
+    def __init__(self, server: str, reason: str, *, log_file: str | None = None) -> None:
         self.server = server
         self.reason = reason
+        self.log_file = log_file
+        """The file holding the server's stderr, when it has one."""
+        where = (
+            f"its errors are in {log_file}"
+            if log_file
+            else "run the command by hand to see its errors"
+        )
         super().__init__(
             f"MCP server {server!r} could not be connected: {reason}. Check its command or URL "
-            "(run the command by hand to see its errors)."
+            f"({where})."
         )
 
 

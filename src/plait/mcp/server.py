@@ -20,6 +20,7 @@ abandoned and the session stays up.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import math
 import re
@@ -122,7 +123,9 @@ class McpServer:
     ``max_description_chars`` each tool's description; ``max_schema_chars`` each tool's input
     schema (a tool with a longer one is left out, see :attr:`rejected_tools`);
     ``max_message_bytes`` one message from the server (a stdio line, an HTTP response or event; a
-    longer one ends the session). Close it with :meth:`aclose` or ``async with``; an
+    longer one ends the session). ``log_file`` takes a stdio server's stderr (bounded: see
+    :mod:`plait.mcp.stdio`) instead of this process's stderr. Close it with :meth:`aclose` or
+    ``async with``; an
     :class:`~plait.runtime.Agent` never closes servers it was given. A closed server stays
     closed: using it again raises :class:`~plait.mcp.errors.McpServerClosed` (create a new one).
     """
@@ -147,6 +150,7 @@ class McpServer:
         max_schema_chars: int = DEFAULT_MAX_SCHEMA_CHARS,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         defer: bool = False,
+        log_file: str | None = None,
     ) -> None:
         _require_sdk(name)
         self.name = name
@@ -154,6 +158,12 @@ class McpServer:
         if max_message_bytes < 1024:
             raise McpConfigError(f"MCP server {name!r}: max_message_bytes must be >= 1024.")
         self.transport = _transport(name, command, url, env, cwd, headers, max_message_bytes)
+        if log_file is not None:
+            if not isinstance(self.transport, StdioTransport) or not isinstance(log_file, str):
+                raise McpConfigError(
+                    f"MCP server {name!r}: log_file (a path) applies to command= servers only."
+                )
+            self.transport = dataclasses.replace(self.transport, log_file=log_file)
         self.allow = None if allow is None else frozenset(_names(allow, "allow", name))
         self.block = frozenset(_names(block, "block", name))
         self.timeout = _seconds(timeout, "timeout", name)
@@ -182,6 +192,11 @@ class McpServer:
 
     def __repr__(self) -> str:
         return f"<McpServer {self.name!r}>"
+
+    @property
+    def log_file(self) -> str | None:
+        """Where a stdio server's stderr goes (``None``: this process's stderr, or HTTP)."""
+        return getattr(self.transport, "log_file", None)
 
     async def connect(self) -> None:
         """Start the session now (it otherwise starts on first use); restarts a dead one.
