@@ -78,6 +78,9 @@ class Tool:
     timeout: float | None = None
     """Seconds a call may run before it is cancelled; ``None`` uses the agent's
     ``Limits.tool_timeout``."""
+    requires_approval: bool | Callable[[dict[str, Any]], bool] = False
+    """Whether a call waits for a person's decision before it runs (the turn pauses; see
+    :mod:`plait.runtime.pause`): ``True``, or a function of the call's validated arguments."""
 
     def __init__(self, definition: ToolDefinition) -> None:
         self.definition = definition
@@ -132,7 +135,9 @@ class FunctionTool(Tool):
         metadata: Mapping[str, Any] | None = None,
         blocking: bool = False,
         timeout: float | None = None,
+        requires_approval: bool | Callable[[dict[str, Any]], bool] = False,
     ) -> None:
+        self.requires_approval = requires_approval
         from pydantic import (  # imported with the first tool, not plait
             ConfigDict,
             ValidationError,
@@ -230,6 +235,7 @@ def tool(
     blocking: bool = False,
     metadata: Mapping[str, Any] | None = None,
     timeout: float | None = None,
+    requires_approval: bool | Callable[[dict[str, Any]], bool] = False,
 ) -> Callable[[Callable[..., Any]], FunctionTool]: ...
 
 
@@ -243,12 +249,15 @@ def tool(
     blocking: bool = False,
     metadata: Mapping[str, Any] | None = None,
     timeout: float | None = None,
+    requires_approval: bool | Callable[[dict[str, Any]], bool] = False,
 ) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
     """Make a :class:`FunctionTool` from a typed function; usable bare or with options.
 
     ``blocking=True`` runs a sync function in a worker thread so it cannot stall the loop;
     ``deferred=True`` registers the tool without advertising it (see the skills battery);
-    ``timeout`` overrides ``Limits.tool_timeout`` for this tool (see :class:`FunctionTool`).
+    ``timeout`` overrides ``Limits.tool_timeout`` for this tool (see :class:`FunctionTool`);
+    ``requires_approval`` (``True``, or a function of the validated arguments) pauses the turn
+    on each call until a person decides (see :mod:`plait.runtime.pause`).
     """
 
     def build(f: Callable[..., Any]) -> FunctionTool:
@@ -262,6 +271,7 @@ def tool(
             metadata=meta,
             blocking=blocking,
             timeout=timeout,
+            requires_approval=requires_approval,
         )
 
     return build(fn) if fn is not None else build
