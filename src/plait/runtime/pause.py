@@ -57,6 +57,7 @@ __all__ = [
     "PendingCall",
     "Reject",
     "pending_calls",
+    "was_approved",
 ]
 
 PENDING_KEY = "plait.pending"
@@ -134,7 +135,9 @@ def decision_to_json(decision: Decision) -> dict[str, Any]:
 class PauseTurn(Exception):
     """Raise from ``before_tool_call`` to hold the call: it does not run, and the turn pauses
     once the dispatch's other calls are done (see the module docstring). ``reason`` is shown to
-    whoever decides."""
+    whoever decides. On resume an approved call passes through ``before_tool_call`` again: a
+    middleware that does not want to ask twice checks :func:`was_approved` first (as
+    :class:`ApprovalMiddleware` does); one that raises again holds the call again."""
 
     def __init__(self, reason: str) -> None:
         self.reason = reason
@@ -146,7 +149,7 @@ _HELD = object()  # TurnContext.scratch key: {call id: PendingCall} held in this
 _PAUSED = object()  # TurnContext.scratch key: the list of PendingCall the turn ended on
 
 
-def approved(ctx: TurnContext, call_id: str) -> bool:
+def was_approved(ctx: TurnContext, call_id: str) -> bool:
     """Whether ``call_id`` was approved by a resume decision (so no gate holds it again)."""
     ids: set[str] | None = ctx.scratch.get(_APPROVED)
     return ids is not None and call_id in ids
@@ -179,7 +182,7 @@ def gate(call: ToolCall, d: DispatchContext) -> str | None:
     (the call fails with the validation error, as any other)."""
     tool = d.registry.get(call.name)
     rule = getattr(tool, "requires_approval", False) if tool is not None else False
-    if rule is False or approved(d.turn, call.id):
+    if rule is False or was_approved(d.turn, call.id):
         return None
     if callable(rule):
         try:
@@ -346,7 +349,7 @@ class ApprovalMiddleware(Middleware):
         self.reason = reason
 
     async def before_tool_call(self, call: ToolCall, ctx: DispatchContext) -> ToolCall | None:
-        if approved(ctx.turn, call.id):
+        if was_approved(ctx.turn, call.id):
             return call
         if self.patterns and not _matches(call.name, self.patterns):
             return call
