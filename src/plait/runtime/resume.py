@@ -10,8 +10,10 @@ The resume is the same turn, continued in whatever process runs it:
    exactly once. A resume that finds the pending dispatch already claimed (its claimant died
    between claim and append) raises ``ResumeConflict`` too; ``agent.run(...,
    on_paused="reject")`` then answers the held calls with a rejection and goes on.
-3. A fresh registry and ``turn_input`` (managed skills re-project, disclosure recomputes), then
-   the paused dispatch: ``Approve`` runs the call through the normal tool path
+3. A fresh registry and ``turn_input`` (managed skills re-project), then the paused dispatch
+   again up to its model call (``dispatch_input`` and ``before_model_call`` on the request the
+   model answered, so disclosed skill tools are registered as they were; the model is not
+   called, its recorded answer stands), then its held calls: ``Approve`` runs the call through the normal tool path
    (``before_tool_call`` / ``wrap_tool_call`` / ``after_tool_call``, timeouts; no gate holds it
    again), ``Reject`` answers it with the message, ``Answer`` with the result. The dispatch is
    then appended whole (assistant message, one result per call in call order, followups) with
@@ -146,6 +148,7 @@ class ResumedTurn(Turn):
                 ToolCall(c.id, c.name, edits[c.id]) if c.id in edits else c
                 for c in assistant.tool_calls
             ]
+        await self._replay_request(d)
         response = ModelResponse(content=assistant.text, tool_calls=list(assistant.tool_calls))
         d.response = response
         decisions = {i: decision_to_json(dec) for i, dec in self.decisions.items()}
@@ -172,6 +175,21 @@ class ResumedTurn(Turn):
         del ctx.state[PENDING_KEY]
         await self._finish_dispatch(d, response)
         return response
+
+    async def _replay_request(self, d: DispatchContext) -> None:
+        """The paused dispatch up to its model call, again: ``dispatch_input`` and
+        ``before_model_call`` see the request the model answered, so middleware that registers
+        tools there (disclosed skill tools) registers them as it did; the model is not called,
+        its recorded answer stands."""
+        stack = self.stack
+        if stack.has_dispatch_input:
+            await stack.run_dispatch_input(d)
+            self._check(d)
+        request = self.build_request(d.turn)
+        if stack.has_before_model_call:
+            request = await stack.run_before_model_call(request, d)
+            self._check(d)
+        d.request = request
 
     def _decided(
         self, paused: PausedDispatch, d: DispatchContext
