@@ -4,6 +4,7 @@ the thread holds while paused, each decision kind, and the typed errors."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -61,7 +62,7 @@ FIVE = [
 ]
 
 
-def _pairs_valid(messages: list[Any]) -> bool:
+def _pairs_valid(messages: Sequence[Any]) -> bool:
     """Every tool call has exactly one result right after its assistant message."""
     open_calls: set[str] = set()
     for m in messages:
@@ -88,7 +89,9 @@ async def test_two_of_five_parallel_calls_are_held_and_the_other_three_run_at_on
 
     assert result.paused and result.output == ""
     assert [p.id for p in result.pending] == ["c2", "c4"]
-    assert result.pending[0] == PendingCall("c2", "delete", {"name": "b"}, "delete requires approval")
+    assert result.pending[0] == PendingCall(
+        "c2", "delete", {"name": "b"}, "delete requires approval"
+    )
     assert sorted(ran) == ["pay 5", "read a", "read c"]
     assert any(isinstance(e, TurnPaused) for e in result.events)
     snapshot = await store.load("t")
@@ -134,7 +137,7 @@ async def test_a_paused_thread_refuses_a_plain_run_with_the_way_to_resume() -> N
     agent = Agent(ScriptedModel([FIVE, "never"]), tools=_tools([]))
     await agent.run("go", thread_id="t")
 
-    with pytest.raises(ThreadPaused, match="agent.resume") as caught:
+    with pytest.raises(ThreadPaused, match=r"agent\.resume") as caught:
         await agent.run("something else", thread_id="t")
 
     assert caught.value.call_ids == ["c2", "c4"]
@@ -187,7 +190,7 @@ async def test_a_second_resume_is_a_typed_conflict_and_runs_nothing() -> None:
 async def test_resuming_a_thread_that_never_paused_says_so() -> None:
     agent = Agent(ScriptedModel(["hi"]))
     await agent.run("hello", thread_id="t")
-    with pytest.raises(ThreadNotPaused, match="agent.run"):
+    with pytest.raises(ThreadNotPaused, match=r"agent\.run"):
         await agent.resume("t", {})
 
 

@@ -11,15 +11,15 @@ The resume is the same turn, continued in whatever process runs it:
    between claim and append) raises ``ResumeConflict`` too; ``agent.run(...,
    on_paused="reject")`` then answers the held calls with a rejection and goes on.
 3. A fresh registry and ``turn_input`` (managed skills re-project), then the paused dispatch
-   again up to its model call (``dispatch_input`` and ``before_model_call`` on the request the
-   model answered, so disclosed skill tools are registered as they were; the model is not
-   called, its recorded answer stands), then its held calls: ``Approve`` runs the call through the normal tool path
-   (``before_tool_call`` / ``wrap_tool_call`` / ``after_tool_call``, timeouts; no gate holds it
-   again), ``Reject`` answers it with the message, ``Answer`` with the result. The dispatch is
-   then appended whole (assistant message, one result per call in call order, followups) with
-   the pending entry removed, ``dispatch_output`` having run, and the dispatch loop goes on.
-   ``turn_output`` runs once, at the end. The decisions are kept (bounded) under
-   :data:`DECISIONS_KEY` for the trace: who decided what, when.
+   again up to its model call: ``dispatch_input`` and ``before_model_call`` run on the request
+   the model answered, so disclosed skill tools are registered as they were; the model is not
+   called, its recorded answer stands. Then the held calls: ``Approve`` runs the call through
+   the normal tool path (``before_tool_call`` / ``wrap_tool_call`` / ``after_tool_call``,
+   timeouts; no gate holds it again), ``Reject`` answers it with the message, ``Answer`` with
+   the result. The dispatch is then appended whole (assistant message, one result per call in
+   call order, followups) with the pending entry removed, ``dispatch_output`` having run, and
+   the dispatch loop goes on. ``turn_output`` runs once, at the end. The decisions are kept
+   (bounded) under :data:`DECISIONS_KEY` for the trace: who decided what, when.
 """
 
 from __future__ import annotations
