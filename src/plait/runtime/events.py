@@ -252,8 +252,6 @@ class ToolTimeoutReached(Event):
 RUNTIME_EVENTS = frozenset(
     {
         "turn_started",
-        "turn_paused",
-        "turn_resumed",
         "model_request_sent",
         "text_delta_received",
         "reasoning_delta_received",
@@ -265,4 +263,6 @@ RUNTIME_EVENTS = frozenset(
     }
 )
 """The ``type`` of the events the turn loop itself emits for a turn, a model call and a tool call:
-what tracing and telemetry show as spans or steps, not as middleware actions."""
+what tracing and telemetry show as spans or steps, not as middleware actions. ``turn_paused`` and
+``turn_resumed`` are not among them: the trace shows them as actions (the held calls and why;
+the decisions, who made them and when)."""

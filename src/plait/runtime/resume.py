@@ -152,7 +152,7 @@ class ResumedTurn(Turn):
         response = ModelResponse(content=assistant.text, tool_calls=list(assistant.tool_calls))
         d.response = response
         decisions = {i: decision_to_json(dec) for i, dec in self.decisions.items()}
-        self.emit(
+        ctx.emit(  # through ctx: observers (the trace recorder) see it
             TurnResumed(
                 dispatch=d.index,
                 decisions=decisions,
@@ -210,5 +210,5 @@ class ResumedTurn(Turn):
                 value = storable_value(decision.result, "result", [])
                 result, by = ToolResult(p.id, value), "answered"
             decided[p.id] = ToolMessage.from_result(result, p.name)
-            self.emit(ToolCallFinished(dispatch=d.index, call=call, result=result, skipped_by=by))
+            d.turn.emit(ToolCallFinished(dispatch=d.index, call=call, result=result, skipped_by=by))
         return decided, to_run
