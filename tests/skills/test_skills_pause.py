@@ -51,7 +51,7 @@ async def test_a_pause_on_a_managed_skill_tool_resumes_with_the_body_and_the_too
     paused = await Agent(ScriptedModel(script), middleware=chain, store=store).run(
         "read a.pdf", thread_id="t"
     )
-    assert [p.name for p in paused.pending] == ["pdf_extract"]
+    assert [(p.name, p.skill) for p in paused.pending] == [("pdf_extract", "pdf")]
     snapshot = await store.load("t")
     assert BODY not in dump_messages(snapshot.messages) and BODY not in str(snapshot.state)
 
@@ -70,6 +70,33 @@ async def test_a_pause_on_a_managed_skill_tool_resumes_with_the_body_and_the_too
     assert results == {"c2": "text of a.pdf"}
     assert BODY not in dump_messages((await store.load("t")).messages)
     await store.aclose()
+
+
+@tool(requires_approval=True)
+def pdf_delete(path: str) -> str:
+    """Delete a PDF."""
+    return f"deleted {path}"
+
+
+async def test_a_managed_skill_tool_that_requires_approval_is_held_with_its_skill() -> None:
+    md = "---\nname: pdf\ndescription: PDF work. Use for PDFs.\n---\nBody.\n"
+    manager = await create_skill_manager(
+        sources=[MemorySource({"pdf": {"SKILL.md": md}})],
+        gate=allow_all,
+        skill_tools={"pdf": [pdf_delete]},
+    )
+    script = [
+        ToolCall("c1", "load_skill", {"skill": "pdf"}),
+        ToolCall("c2", "pdf_delete", {"path": "a.pdf"}),
+        "gone",
+    ]
+    agent = Agent(ScriptedModel(script), middleware=[*manager.middleware])
+    paused = await agent.run("delete a.pdf", thread_id="t")
+    assert [(p.id, p.skill) for p in paused.pending] == [("c2", "pdf")]
+    result = await agent.resume("t", {"c2": Approve()})
+    assert result.output == "gone"
+    results = {m.tool_call_id: m.data for m in result.new_messages if isinstance(m, ToolMessage)}
+    assert results == {"c2": "deleted a.pdf"}
 
 
 @tool(requires_approval=True)
