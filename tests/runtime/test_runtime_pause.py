@@ -273,3 +273,35 @@ async def test_stream_resume_yields_the_resumed_turn_live() -> None:
     assert resumed[-1] == "turn_finished"
     assert stream.result is not None and stream.result.output == "gone"
     assert ran == ["delete x"]
+
+
+async def test_a_claimed_pause_whose_resume_died_is_rejected_as_maybe_run() -> None:
+    agent = Agent(ScriptedModel([FIVE, "moved on"]), tools=_tools([]))
+    await agent.run("go", thread_id="t")
+    snapshot = await agent.store.load("t")
+    state = dict(snapshot.state)
+    state[PENDING_KEY] = {**state[PENDING_KEY], "claimed": {"at": 1.0}}  # as a dead resume left it
+    await agent.store.append("t", [], expected_version=snapshot.version, state=state)
+
+    with pytest.raises(ResumeConflict, match="did not finish"):
+        await agent.resume("t", {"c2": Approve(), "c4": Approve()})
+    result = await agent.run("next", thread_id="t", on_paused="reject")
+
+    assert result.output == "moved on"
+    messages = (await agent.store.load("t")).messages
+    held = [m for m in messages if isinstance(m, ToolMessage) and m.tool_call_id in ("c2", "c4")]
+    assert all("may have run" in str(m.data) for m in held) and len(held) == 2
+
+
+async def test_a_pause_from_a_newer_format_is_refused_not_misread() -> None:
+    from plait.errors import ConfigurationError
+
+    agent = Agent(ScriptedModel([FIVE]), tools=_tools([]))
+    await agent.run("go", thread_id="t")
+    snapshot = await agent.store.load("t")
+    state = dict(snapshot.state)
+    state[PENDING_KEY] = {**state[PENDING_KEY], "format": 99}
+    await agent.store.append("t", [], expected_version=snapshot.version, state=state)
+
+    with pytest.raises(ConfigurationError, match="newer plait"):
+        await agent.resume("t", {"c2": Approve(), "c4": Approve()})

@@ -65,6 +65,14 @@ PENDING_KEY = "plait.pending"
 
 DEFAULT_REJECTION = "The user rejected this tool call; it did not run."
 
+INTERRUPTED_RESUME = (
+    "Tool call not confirmed: the resume that was deciding it stopped before it finished; it "
+    "may have run. Check before calling it again."
+)
+
+PENDING_FORMAT = 1
+"""The version of what :data:`PENDING_KEY` holds; a newer one is refused, not misread."""
+
 OnPaused = Literal["raise", "reject"]
 
 
@@ -224,7 +232,7 @@ class PausedDispatch:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "format": 1,
+            "format": PENDING_FORMAT,
             "dispatch": self.dispatch,
             "assistant": _to_json([self.assistant])[0],
             "finished": _to_json(list(self.finished.values())),
@@ -236,6 +244,11 @@ class PausedDispatch:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> PausedDispatch:
+        if data.get("format", PENDING_FORMAT) > PENDING_FORMAT:
+            raise ConfigurationError(
+                f"This thread was paused by a newer plait (pending format {data['format']}, "
+                f"this one reads {PENDING_FORMAT}); resume it with that version or upgrade."
+            )
         assistant = load_messages(json.dumps([data["assistant"]]))[0]
         finished = load_messages(json.dumps(data["finished"]))
         if not isinstance(assistant, AssistantMessage):
@@ -310,8 +323,11 @@ async def settle_before_turn(
         return history
     if on_paused != "reject":
         raise ThreadPaused(turn.thread_id, [p.id for p in paused.pending])
+    # A claimed pause: its resume stopped between its claim and its append, so an approved
+    # call may have run; the model is told so rather than that it did not.
+    text = DEFAULT_REJECTION if paused.claimed is None else INTERRUPTED_RESUME
     decided = {
-        p.id: ToolMessage.from_result(ToolResult(p.id, DEFAULT_REJECTION, is_error=True), p.name)
+        p.id: ToolMessage.from_result(ToolResult(p.id, text, is_error=True), p.name)
         for p in paused.pending
     }
     del state[PENDING_KEY]
