@@ -14,7 +14,7 @@ import fnmatch
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import IO
+from typing import IO, TYPE_CHECKING, Protocol
 
 from rich.console import Console
 from rich.text import Text
@@ -23,7 +23,12 @@ from plait.cli.approval import read_line
 from plait.cli.console import short
 from plait.runtime.pause import Approve, Decision, PendingCall, Reject
 
-__all__ = ["DecisionPolicy", "decide", "describe_pending"]
+if TYPE_CHECKING:
+    from plait.middleware.context import Event
+    from plait.runtime.agent import Agent
+    from plait.runtime.turn import RunResult
+
+__all__ = ["DecisionPolicy", "decide", "describe_pending", "settle_pending"]
 
 NOBODY_TO_ASK = (
     "Rejected: nobody could be asked to approve this call (a non-interactive run). The user can "
@@ -99,3 +104,37 @@ async def decide(
             decision = await _ask(call, console, stdin)
         decisions[call.id] = decision or Reject(NOBODY_TO_ASK, by="nobody (denied by default)")
     return decisions
+
+
+class _Printer(Protocol):
+    def __call__(self, event: Event) -> None: ...
+
+    def finish(self) -> None: ...
+
+
+async def settle_pending(
+    agent: Agent,
+    thread_id: str,
+    pending: Sequence[PendingCall],
+    printer: _Printer,
+    policy: DecisionPolicy | None = None,
+    *,
+    console: Console | None = None,
+    stdin: IO[str] | None = None,
+) -> RunResult | None:
+    """Decide ``pending`` (:func:`decide`) and resume the turn, printing its events, until it
+    ends unpaused; returns the last result (``None`` if nothing was pending). ``plait run`` and
+    ``plait chat`` call it when a turn pauses, with ``console`` and ``stdin`` when a person is at
+    the terminal."""
+    result: RunResult | None = None
+    while pending:
+        decisions = await decide(pending, policy or DecisionPolicy(), console=console, stdin=stdin)
+        stream = agent.stream_resume(thread_id, decisions)
+        try:
+            async for event in stream:
+                printer(event)
+        finally:
+            printer.finish()
+        result = stream.result
+        pending = result.pending if result is not None else []
+    return result
