@@ -17,7 +17,6 @@ import typer
 
 from plait.cli.agents import build_agent
 from plait.cli.console import JsonEventWriter, fail, report_error
-from plait.cli.decisions import DecisionPolicy, decide
 from plait.cli.options import Flags, with_flags
 from plait.cli.thread_choice import ThreadChoiceError, resolve_thread_id
 from plait.errors import PlaitError
@@ -51,6 +50,7 @@ def resume(
 ) -> None:
     """Resume a paused turn: show each held tool call (tool, arguments, skill) and approve,
     edit or reject it, then let the turn go on."""
+    from plait.cli.decisions import DecisionPolicy, decide
     from plait.cli.display import TurnDisplay, info_console, make_console
     from plait.cli.run import _resolve
     from plait.runtime.pause import paused_dispatch
