@@ -85,7 +85,7 @@ async def test_a_managed_skill_tool_that_requires_approval_is_held_with_its_skil
         gate=allow_all,
         skill_tools={"pdf": [pdf_delete]},
     )
-    script = [
+    script: list[ToolCall | str] = [
         ToolCall("c1", "load_skill", {"skill": "pdf"}),
         ToolCall("c2", "pdf_delete", {"path": "a.pdf"}),
         "gone",

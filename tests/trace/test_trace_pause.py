@@ -38,9 +38,8 @@ async def test_a_pause_and_its_resume_are_on_the_trace(tmp_path: Path) -> None:
 
     statuses = _rows(path, "SELECT status FROM trace_runs ORDER BY started")
     assert statuses == [("paused",), ("ok",)]
-    actions = dict(
-        _rows(path, "SELECT name, data FROM trace_spans WHERE kind = 'action' ORDER BY started")
-    )
+    rows = _rows(path, "SELECT name, data FROM trace_spans WHERE kind = 'action' ORDER BY started")
+    actions: dict[str, object] = {str(name): data for name, data in rows}
     paused = json.loads(str(actions["turn_paused"]))
     assert "s1" in json.dumps(paused["pending"]) and "send requires approval" in json.dumps(paused)
     resumed = json.loads(str(actions["turn_resumed"]))
