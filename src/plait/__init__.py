@@ -31,11 +31,15 @@ from plait.__about__ import __version__
 from plait.errors import (
     ConfigurationError,
     ContextOverflowError,
+    DecisionError,
     DispatchRejected,
     LimitExceeded,
     PlaitError,
     ProviderError,
+    ResumeConflict,
     ThreadConflictError,
+    ThreadNotPaused,
+    ThreadPaused,
     ToolArgumentsError,
     ToolError,
     ToolExecutionError,
@@ -86,7 +90,18 @@ if TYPE_CHECKING:
         ScriptedModel,
         wrap_model,
     )
-    from plait.runtime import Agent, Limits, RunResult, RunStream
+    from plait.runtime import (
+        Agent,
+        Answer,
+        ApprovalMiddleware,
+        Approve,
+        Limits,
+        PauseTurn,
+        PendingCall,
+        Reject,
+        RunResult,
+        RunStream,
+    )
     from plait.skills import FilesystemSource, SkillsMiddleware
     from plait.skills.managed import SkillManager, create_skill_manager
     from plait.stores import MemoryThreadStore, SQLiteThreadStore, ThreadStore
@@ -94,9 +109,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Agent",
+    "Answer",
+    "ApprovalMiddleware",
+    "Approve",
     "AssistantMessage",
     "ConfigurationError",
     "ContextOverflowError",
+    "DecisionError",
     "DispatchContext",
     "DispatchRejected",
     "Event",
@@ -119,10 +138,14 @@ __all__ = [
     "ModelRequest",
     "ModelResponse",
     "OverflowRecoveryMiddleware",
+    "PauseTurn",
+    "PendingCall",
     "PlaitError",
     "ProviderError",
     "ReasoningPart",
+    "Reject",
     "ResultEvictionMiddleware",
+    "ResumeConflict",
     "RunResult",
     "RunStream",
     "SQLiteBackend",
@@ -134,6 +157,8 @@ __all__ = [
     "SystemMessage",
     "TextPart",
     "ThreadConflictError",
+    "ThreadNotPaused",
+    "ThreadPaused",
     "ThreadStore",
     "Tool",
     "ToolArgumentsError",
@@ -194,7 +219,13 @@ if not TYPE_CHECKING:
             ),
             "plait.runtime": (
                 "Agent",
+                "Answer",
+                "ApprovalMiddleware",
+                "Approve",
                 "Limits",
+                "PauseTurn",
+                "PendingCall",
+                "Reject",
                 "RunResult",
                 "RunStream",
             ),

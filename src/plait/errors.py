@@ -10,16 +10,20 @@ __all__ = [
     "ConfigurationError",
     "ContentError",
     "ContextOverflowError",
+    "DecisionError",
     "DispatchRejected",
     "LimitExceeded",
     "ModelResponseError",
     "ModelTimeoutError",
     "PlaitError",
     "ProviderError",
+    "ResumeConflict",
     "StoreError",
     "StoreTimeoutError",
     "ThreadBusyError",
     "ThreadConflictError",
+    "ThreadNotPaused",
+    "ThreadPaused",
     "ToolArgumentsError",
     "ToolError",
     "ToolExecutionError",
@@ -325,3 +329,65 @@ class ModelTimeoutError(ProviderError):
 
 class ContextOverflowError(ProviderError):
     """The request is longer than the model's context window."""
+
+
+class ThreadPaused(PlaitError):
+    """The thread's last turn is paused on tool calls that wait for a decision; a new turn
+    would leave them unanswered. Resume it, or run with ``on_paused="reject"``."""
+
+    def __init__(self, thread_id: str, call_ids: list[str]) -> None:
+        self.thread_id = thread_id
+        self.call_ids = call_ids
+        super().__init__(
+            f"Thread {thread_id!r} is paused: tool call(s) {', '.join(call_ids)} wait for a "
+            "decision. Resume it with agent.resume(thread_id, {call_id: Approve() | "
+            "Reject(message) | Answer(result)}) (`plait threads resume ID` on the command "
+            "line), or run with on_paused='reject' to reject them and start the new turn."
+        )
+
+
+class ThreadNotPaused(PlaitError):
+    """``agent.resume`` was called on a thread with nothing pending."""
+
+    def __init__(self, thread_id: str) -> None:
+        self.thread_id = thread_id
+        super().__init__(
+            f"Thread {thread_id!r} has no paused turn to resume; start a new turn with "
+            "agent.run(...) instead."
+        )
+
+
+class DecisionError(PlaitError, ValueError):
+    """The decisions given to ``agent.resume`` do not match the pending calls: ``missing``
+    names the pending call ids without a decision, ``unknown`` the ids that are not pending."""
+
+    def __init__(self, thread_id: str, missing: list[str], unknown: list[str]) -> None:
+        self.thread_id = thread_id
+        self.missing = missing
+        self.unknown = unknown
+        problems = []
+        if missing:
+            problems.append(f"no decision for pending call(s) {', '.join(missing)}")
+        if unknown:
+            problems.append(f"call(s) {', '.join(unknown)} are not pending")
+        super().__init__(
+            f"Cannot resume thread {thread_id!r}: {'; '.join(problems)}. Give exactly one "
+            "Approve(), Reject(message) or Answer(result) per pending call id "
+            "(RunResult.pending lists them)."
+        )
+
+
+class ResumeConflict(ThreadConflictError):
+    """Another resume claimed the paused turn first (or one claimed it and did not finish):
+    the pending calls are decided exactly once, so this resume ran nothing."""
+
+    def __init__(self, thread_id: str, expected: int, actual: int, detail: str = "") -> None:
+        super().__init__(thread_id, expected, actual)
+        self.args = (
+            f"Thread {thread_id!r}: another resume claimed its paused turn first{detail}; this "
+            "resume ran nothing. Load the thread to see the outcome; if that resume died, run "
+            "with on_paused='reject' to reject the calls it held and go on.",
+        )
+
+    def __str__(self) -> str:
+        return str(self.args[0])

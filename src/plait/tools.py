@@ -82,6 +82,9 @@ class Tool:
     """Whether running a call twice does no more harm than once. A durable turn
     (:mod:`plait.durable`) re-runs an idempotent call that was in flight when its worker died;
     a call of a tool with ``idempotent=False`` is never run again: it gets an error result."""
+    requires_approval: bool | Callable[[dict[str, Any]], bool] = False
+    """Whether a call waits for a person's decision before it runs (the turn pauses; see
+    :mod:`plait.runtime.pause`): ``True``, or a function of the call's validated arguments."""
 
     def __init__(self, definition: ToolDefinition) -> None:
         self.definition = definition
@@ -137,8 +140,10 @@ class FunctionTool(Tool):
         blocking: bool = False,
         timeout: float | None = None,
         idempotent: bool = True,
+        requires_approval: bool | Callable[[dict[str, Any]], bool] = False,
     ) -> None:
         self.idempotent = idempotent
+        self.requires_approval = requires_approval
         from pydantic import (  # imported with the first tool, not plait
             ConfigDict,
             ValidationError,
@@ -237,6 +242,7 @@ def tool(
     metadata: Mapping[str, Any] | None = None,
     timeout: float | None = None,
     idempotent: bool = True,
+    requires_approval: bool | Callable[[dict[str, Any]], bool] = False,
 ) -> Callable[[Callable[..., Any]], FunctionTool]: ...
 
 
@@ -251,6 +257,7 @@ def tool(
     metadata: Mapping[str, Any] | None = None,
     timeout: float | None = None,
     idempotent: bool = True,
+    requires_approval: bool | Callable[[dict[str, Any]], bool] = False,
 ) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
     """Make a :class:`FunctionTool` from a typed function; usable bare or with options.
 
@@ -258,6 +265,8 @@ def tool(
     ``deferred=True`` registers the tool without advertising it (see the skills battery);
     ``timeout`` overrides ``Limits.tool_timeout`` for this tool (see :class:`FunctionTool`);
     ``idempotent=False`` marks a tool that must not run twice (see :attr:`Tool.idempotent`).
+    ``requires_approval`` (``True``, or a function of the validated arguments) pauses the turn
+    on each call until a person decides (see :mod:`plait.runtime.pause`).
     """
 
     def build(f: Callable[..., Any]) -> FunctionTool:
@@ -272,6 +281,7 @@ def tool(
             blocking=blocking,
             timeout=timeout,
             idempotent=idempotent,
+            requires_approval=requires_approval,
         )
 
     return build(fn) if fn is not None else build

@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from plait.errors import ConfigurationError
 from plait.models.registry import MODEL_SPEC_FORMS
@@ -95,7 +95,7 @@ class AgentOptions:
     """Default: the current folder."""
     workspace_allow: frozenset[str] = frozenset()
     """Gated actions allowed without asking (``--yes``: ``{"write", "shell"}``)."""
-    workspace_approve: Approver | None = None
+    workspace_approve: Approver | Literal["pause"] | None = None
     """Asked for a gated call ``workspace_allow`` does not cover; ``None``: such calls are
     refused (a run with no terminal to ask at)."""
     workspace_network: bool = False

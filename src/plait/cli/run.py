@@ -230,11 +230,21 @@ async def _turn(
     }
     if new_thread:  # the folder -c looks for (plait.cli.thread_choice)
         state.update(started_in())
+    stream = agent.stream(text, thread_id=thread_id, state=state)
     try:
-        async for event in agent.stream(text, thread_id=thread_id, state=state):
+        async for event in stream:
             printer(event)
     finally:
         printer.finish()
+    if stream.result is not None and stream.result.paused:  # held calls: ask, or deny
+        from plait.cli.decisions import settle_pending
+
+        person = sys.stdin is not None and sys.stdin.isatty() and hasattr(printer, "info")
+        console = getattr(printer, "info", None) if person else None
+        stdin = sys.stdin if person else None
+        await settle_pending(
+            agent, thread_id, stream.result.pending, printer, console=console, stdin=stdin
+        )
 
 
 def _print_order(console: Console, agent: Agent) -> None:

@@ -36,6 +36,7 @@ from plait.cli.thread_choice import (
     resolve_thread_id,
     shown_id,
 )
+from plait.cli.threads_resume import resume
 from plait.errors import PlaitError
 from plait.messages import AssistantMessage, Message, ToolMessage, UserMessage
 from plait.parts import FilePart, ImagePart, part_label
@@ -346,3 +347,6 @@ def delete_thread(
         f"Deleted thread {escape(shown_id(found))} and {len(removed)} offloaded file(s).",
         soft_wrap=True,
     )
+
+
+threads_app.command("resume")(resume)

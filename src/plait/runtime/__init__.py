@@ -16,14 +16,29 @@ from plait.runtime.events import (
     ToolCallStarted,
     ToolTimeoutReached,
     TurnFinished,
+    TurnPaused,
+    TurnResumed,
     TurnStarted,
     ValuesReplaced,
+)
+from plait.runtime.pause import (
+    Answer,
+    ApprovalMiddleware,
+    Approve,
+    Decision,
+    PauseTurn,
+    PendingCall,
+    Reject,
 )
 from plait.runtime.tool_search import ToolSearch
 from plait.runtime.turn import RunResult
 
 __all__ = [
     "Agent",
+    "Answer",
+    "ApprovalMiddleware",
+    "Approve",
+    "Decision",
     "DispatchFinished",
     "ErrorOccurred",
     "Limits",
@@ -31,8 +46,11 @@ __all__ = [
     "ModelCallRetried",
     "ModelRequestSent",
     "ModelResponseReceived",
+    "PauseTurn",
+    "PendingCall",
     "ReasoningDeltaReceived",
     "ReasoningDropped",
+    "Reject",
     "RunInput",
     "RunResult",
     "RunStream",
@@ -43,6 +61,8 @@ __all__ = [
     "ToolSearch",
     "ToolTimeoutReached",
     "TurnFinished",
+    "TurnPaused",
+    "TurnResumed",
     "TurnStarted",
     "ValuesReplaced",
 ]

@@ -37,7 +37,9 @@ from plait.middleware.stack import MiddlewareStack
 from plait.models.base import Model, ModelSettings
 from plait.models.timeouts import DEFAULT_MODEL_TIMEOUT
 from plait.runtime import storing
+from plait.runtime.pause import Decision, OnPaused
 from plait.runtime.repetition import RepetitionDetector
+from plait.runtime.resume import ResumedTurn
 from plait.runtime.tool_search import ToolSearch
 from plait.runtime.turn import RunResult, Turn
 from plait.runtime.validator import ToolCallValidator
@@ -250,8 +252,14 @@ class Agent:
         thread_id: str | None = None,
         state: Mapping[str, Any] | None = None,
         model_settings: ModelSettings | None = None,
+        on_paused: OnPaused = "raise",
     ) -> RunResult:
         """Run one turn and return its :class:`RunResult`.
+
+        A turn whose tool calls wait for a decision ends paused (``result.paused``, the calls in
+        ``result.pending``; see :mod:`plait.runtime.pause`): continue it with :meth:`resume`.
+        On a paused thread a new turn raises :class:`~plait.errors.ThreadPaused`, unless
+        ``on_paused="reject"``: every held call is then answered with a rejection first.
 
         ``state`` updates the thread state before the turn starts (e.g. ``{"skills_metadata":
         None}`` to reload skills). ``model_settings`` go on top of the agent's for this turn's
@@ -273,9 +281,51 @@ class Agent:
             model_settings=model_settings,
         )
         turn.lease_deadline = deadline
+        turn.on_paused = on_paused
         result = await turn.run()
         result.events = events
         return result
+
+    async def resume(
+        self,
+        thread_id: str,
+        decisions: Mapping[str, Decision],
+        *,
+        model_settings: ModelSettings | None = None,
+    ) -> RunResult:
+        """Continue the paused turn of ``thread_id`` with one decision per held call id
+        (:class:`~plait.runtime.pause.Approve`, ``Reject``, ``Answer``), in any process on the
+        same store; returns the turn's :class:`RunResult` (which may be paused again).
+
+        Raises :class:`~plait.errors.DecisionError` (a held call without a decision, or an id
+        that is not held), :class:`~plait.errors.ThreadNotPaused`, or
+        :class:`~plait.errors.ResumeConflict` when another resume claimed the turn first; in
+        each case nothing ran. See :mod:`plait.runtime.resume`.
+        """
+        events: list[Event] = []
+        deadline = await self._settle(thread_id)
+        turn = ResumedTurn(
+            self,
+            thread_id,
+            decisions,
+            events.append,
+            streaming=False,
+            model_settings=model_settings,
+        )
+        turn.lease_deadline = deadline
+        result = await turn.run()
+        result.events = events
+        return result
+
+    def stream_resume(
+        self,
+        thread_id: str,
+        decisions: Mapping[str, Decision],
+        *,
+        model_settings: ModelSettings | None = None,
+    ) -> RunStream:
+        """:meth:`resume`, yielding the turn's events live (a :class:`RunStream`)."""
+        return RunStream(self, [], thread_id, {}, model_settings, decisions=decisions)
 
     def stream(
         self,
@@ -284,11 +334,17 @@ class Agent:
         thread_id: str | None = None,
         state: Mapping[str, Any] | None = None,
         model_settings: ModelSettings | None = None,
+        on_paused: OnPaused = "raise",
     ) -> RunStream:
         """Run one turn, yielding its events live (text and reasoning deltas included); see
-        :class:`RunStream`. ``model_settings`` as for :meth:`run`."""
+        :class:`RunStream`. ``model_settings`` and ``on_paused`` as for :meth:`run`."""
         return RunStream(
-            self, _as_messages(input), thread_id or new_id(), dict(state or {}), model_settings
+            self,
+            _as_messages(input),
+            thread_id or new_id(),
+            dict(state or {}),
+            model_settings,
+            on_paused=on_paused,
         )
 
     def run_sync(
@@ -339,8 +395,13 @@ class RunStream:
         thread_id: str,
         state: dict[str, Any],
         model_settings: ModelSettings | None = None,
+        *,
+        on_paused: OnPaused = "raise",
+        decisions: Mapping[str, Decision] | None = None,
     ) -> None:
         self._turn_args = (agent, thread_id, input, state, model_settings)
+        self._on_paused: OnPaused = on_paused
+        self._decisions = decisions
         self._iterated = False
         self._events: weakref.ref[_TurnEvents] | None = None
         self.thread_id = thread_id
@@ -354,6 +415,12 @@ class RunStream:
             )
         self._iterated = True
         events = _TurnEvents(self, *self._turn_args)
+        events._turn.on_paused = self._on_paused
+        if self._decisions is not None:  # agent.stream_resume
+            agent, thread_id, _, _, settings = self._turn_args
+            events._turn = ResumedTurn(
+                agent, thread_id, self._decisions, events._queue.put_nowait, True, settings
+            )
         # A weak reference: the loop's iterator must be the only strong one, so a ``break``
         # drops it and cancels the turn at once.
         self._events = weakref.ref(events)

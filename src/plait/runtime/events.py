@@ -8,13 +8,16 @@ Every event derives from :class:`~plait.middleware.context.Event`; batteries add
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from plait.errors import ProviderError
 from plait.messages import AssistantMessage, Message, ToolCall, ToolResult, Usage
 from plait.middleware.context import Event
 from plait.models.base import ModelRequest
 from plait.storable import Replacement
+
+if TYPE_CHECKING:
+    from plait.runtime.pause import PendingCall
 
 __all__ = [
     "RUNTIME_EVENTS",
@@ -36,6 +39,8 @@ __all__ = [
     "ToolCallStarted",
     "ToolTimeoutReached",
     "TurnFinished",
+    "TurnPaused",
+    "TurnResumed",
     "TurnStarted",
     "ValuesReplaced",
 ]
@@ -197,6 +202,29 @@ class TurnFinished(Event):
 
 
 @dataclass(slots=True, kw_only=True)
+class TurnPaused(Event):
+    """The turn ended paused: ``pending`` calls of dispatch ``dispatch`` wait for a decision
+    (see :mod:`plait.runtime.pause`); the siblings that were not held have run."""
+
+    dispatch: int
+    pending: list[PendingCall]
+    type: str = "turn_paused"
+
+
+@dataclass(slots=True, kw_only=True)
+class TurnResumed(Event):
+    """A paused turn goes on: ``decisions`` maps each held call id to what was decided (JSON:
+    ``{"kind": "approve" | "reject" | "answer", "by": ..., "args"?: ..., "message"?: ...}``),
+    ``paused_at`` / ``resumed_at`` are Unix times."""
+
+    dispatch: int
+    decisions: dict[str, dict[str, Any]]
+    paused_at: float
+    resumed_at: float
+    type: str = "turn_resumed"
+
+
+@dataclass(slots=True, kw_only=True)
 class ToolCallRejected(Event):
     """The validator refused a call before it ran; ``reason`` is what the model reads."""
 
@@ -266,4 +294,6 @@ RUNTIME_EVENTS = frozenset(
     }
 )
 """The ``type`` of the events the turn loop itself emits for a turn, a model call and a tool call:
-what tracing and telemetry show as spans or steps, not as middleware actions."""
+what tracing and telemetry show as spans or steps, not as middleware actions. ``turn_paused`` and
+``turn_resumed`` are not among them: the trace shows them as actions (the held calls and why;
+the decisions, who made them and when)."""

@@ -18,6 +18,7 @@ the tool raises anything else   ``Tool '<name>' failed: <Type>: <message>``, als
                                 Python turns it into in a coroutine) and ``StopAsyncIteration``
 the tool runs past its timeout  ``Tool '<name>' timed out after <n> s and was cancelled. ...``
 the turn ended before it ran    ``Tool call not run: the turn was ended ...`` (is_error)
+held for a decision             none yet: the turn pauses (:mod:`plait.runtime.pause`)
 ==============================  =========================================================
 
 A tool (or tool middleware) that raises ``CancelledError`` without its task being cancelled
@@ -63,6 +64,7 @@ from plait.runtime.events import (
     ToolTimeoutReached,
     ValuesReplaced,
 )
+from plait.runtime.pause import PauseTurn, gate, hold
 from plait.storable import Replacement, storable_value
 from plait.tools import FunctionTool, Tool, ToolContext
 
@@ -202,6 +204,10 @@ async def _run_one(
             decided = await stack.run_before_tool_call(call, d)
         else:
             decided = call
+        if isinstance(decided, ToolCall):
+            reason = gate(decided, d)
+            if reason is not None:
+                return hold(decided, reason, d)
         if isinstance(decided, SkipToolCall):
             skipped_by = decided.by
             result = ToolResult(call.id, decided.message, is_error=True)
@@ -214,6 +220,8 @@ async def _run_one(
             result = await handler(decided)
             if stack.has_after_tool_call:
                 result = await stack.run_after_tool_call(decided, result, d)
+    except PauseTurn as pause:  # a before_tool_call holds the call for a decision
+        return hold(call, pause.reason, d)
     except BaseException as exc:
         if _propagates(exc):
             raise

@@ -41,7 +41,7 @@ from plait.models.base import (
 from plait.models.fallback import FallbackNotice, fallback_listener
 from plait.models.retrying import RetryNotice, retry_listener
 from plait.models.timeouts import agent_deadline
-from plait.runtime import storing
+from plait.runtime import pause, storing
 from plait.runtime.events import (
     DispatchFinished,
     ErrorOccurred,
@@ -55,6 +55,7 @@ from plait.runtime.events import (
     TurnStarted,
 )
 from plait.runtime.model_settings import dropped_reasoning, turn_settings
+from plait.runtime.pause import PendingCall
 from plait.runtime.responses import checked_response, checking
 from plait.runtime.storing import (
     append_storable,
@@ -84,6 +85,13 @@ class RunResult:
     usage: Usage
     state: dict[str, Any]
     events: list[Event] = field(default_factory=list)
+    pending: list[PendingCall] = field(default_factory=list)
+    """The calls the turn paused on (empty unless it paused): decide each, then
+    ``agent.resume(thread_id, decisions)``."""
+
+    @property
+    def paused(self) -> bool:
+        return bool(self.pending)
 
 
 def _aborted(error: BaseException | None) -> TurnAborted:
@@ -180,6 +188,7 @@ class Turn:
         # Set by the agent when this turn's wait began by settling an abandoned turn: the lease
         # must then be had by this event-loop time (one deadline for the whole wait).
         self.lease_deadline: float | None = None
+        self.on_paused: pause.OnPaused = "raise"  # a paused thread: raise, or reject its calls
         self._started = False
 
     async def run(self) -> RunResult:
@@ -205,6 +214,12 @@ class Turn:
             if ctx.aborted:
                 raise _aborted(ctx.error)
             output = await self._dispatch_loop(ctx)
+            pending = pause.pending_calls(ctx)
+            if pending is not None:  # turn_output runs once, when the resumed turn ends
+                self._finalize(ctx, None)
+                return RunResult(
+                    "", self.thread_id, self.new_messages, ctx.usage, ctx.state, [], pending
+                )
             await self.stack.run_turn_output(ctx)
             if ctx.aborted:
                 raise _aborted(ctx.error)
@@ -247,7 +262,7 @@ class Turn:
         state = snapshot.state
         state.update(self.state_update)
         self.version = snapshot.version
-        history = snapshot.messages
+        history = await pause.settle_before_turn(self, snapshot.messages, state, self.on_paused)
         repeated = unanswered_repeat(history, self.input)
         if repeated is None:
             self.input = await self._append(self.input, state)
@@ -257,6 +272,11 @@ class Turn:
             if self.state_update:
                 await self._append([], state)
         self.new_messages = list(self.input)
+        return self._context(history, state)
+
+    def _context(self, history: list[Message], state: dict[str, Any]) -> TurnContext:
+        """The turn's fresh registry and context on ``history`` + the input; emits
+        ``TurnStarted``."""
         registry = ToolRegistry(self.agent.tools)
         for m in self.stack:
             for t in m.tools():
@@ -272,7 +292,7 @@ class Turn:
             input=self.input,
             emit=self.emit,
             streaming=self.streaming,
-            store=store,
+            store=self.agent.store,
         )
         self.emit(TurnStarted(thread_id=self.thread_id, input=self.input))
         for event in self._input_events:
@@ -294,7 +314,7 @@ class Turn:
             d = DispatchContext(ctx, ctx.dispatch_count)
             ctx.dispatch_count += 1
             response = await self._dispatch(d)
-            if not response.tool_calls:
+            if not response.tool_calls or pause.pending_calls(ctx) is not None:
                 return response.content
 
     def _check(self, d: DispatchContext) -> None:
@@ -352,8 +372,18 @@ class Turn:
         d.add_message(assistant)
         self.emit(ModelResponseReceived(dispatch=d.index, message=assistant))
         if response.tool_calls:
-            for message in await self._run_tools(response.tool_calls, d):
+            results = await self._run_tools(response.tool_calls, d)
+            if pause.held_calls(d):
+                await pause.pause_dispatch(self, d, results)
+                return response
+            for message in results:
                 d.add_message(message)
+        await self._finish_dispatch(d, response)
+        return response
+
+    async def _finish_dispatch(self, d: DispatchContext, response: ModelResponse) -> None:
+        """Followups, ``dispatch_output``, then the dispatch's messages persisted."""
+        ctx, stack = d.turn, self.stack
         for followup in d.followups:
             d.add_message(followup)
         if stack.has_dispatch_output:
@@ -372,7 +402,6 @@ class Turn:
         self.new_messages.extend(persisted)
         self.emit(DispatchFinished(dispatch=d.index, messages=persisted, usage=response.usage))
         self._check(d)
-        return response
 
     async def _run_tools(self, calls: list[ToolCall], d: DispatchContext) -> list[ToolMessage]:
         """Run the calls. If the turn is cancelled meanwhile, the dispatch so far (the call and

@@ -19,7 +19,9 @@ What it records, per turn (one *run*):
   rejected call, a provider retry), observed through ``TurnContext.observe``: its type and
   fields, bounded; a provider retry is also listed on its model call (``retries``);
 * the run's end through ``TurnContext.finalizers``: ``ok`` with the answer, or ``error`` /
-  ``cancelled`` with the error, however the turn failed (a model call, a limit, a store error).
+  ``cancelled`` with the error, however the turn failed (a model call, a limit, a store error),
+  or ``paused`` when it ended on held tool calls (its ``turn_paused`` action lists them; the
+  resume is a run of its own whose ``turn_resumed`` action says who decided what, and when).
 
 Requests are turned into deltas by :class:`~plait.trace.requests.RequestDeltas`. A turn's rows
 are one transaction, written in order by one background writer when the turn ends, however it
@@ -121,6 +123,7 @@ class _RunTrace:
     call: dict[str, Any] | None = None
     messages: TurnMessages = dataclasses.field(default_factory=TurnMessages)
     tools: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    paused: bool = False
 
 
 class TraceRecorder(Middleware):
@@ -240,6 +243,12 @@ class TraceRecorder(Middleware):
         a store error, an abort, a cancellation) closes its run with that error, written in the
         background (:meth:`drain`)."""
         trace.ended = True
+        if error is None and trace.paused:  # no turn_output: the resume records its own run
+            trace.run.update(status="paused", finished=time.time())
+            if not trace.batch.runs:
+                trace.batch.runs.append(trace.run)
+            self._flush_soon(ctx, trace)
+            return
         if error is None:
             return  # closed ``ok`` by turn_output (a run marked ok whose turn then failed is not)
         cancelled = not isinstance(error, Exception)
@@ -253,6 +262,8 @@ class TraceRecorder(Middleware):
         self._flush_soon(ctx, trace)
 
     def _action(self, trace: _RunTrace, event: Event) -> None:
+        if event.type == "turn_paused":  # shown as an action (what waits, why); see _finish
+            trace.paused = True
         if isinstance(event, ToolCallFinished):
             if event.skipped_by is not None:
                 self._skipped(trace, event)

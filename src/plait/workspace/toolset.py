@@ -19,7 +19,10 @@ tool                 what it does                                               
 
 A gated call runs when its action (``"write"``, ``"shell"``) is in ``allow``; otherwise
 ``approve(tool_name, args)`` (sync or async) is asked, and without an approver the call is
-refused with a message saying how to allow it. Pass the tools as the agent's own
+refused with a message saying how to allow it. ``approve="pause"`` routes the decision
+through the turn's pause/resume instead (:mod:`plait.runtime.pause`): a gated call is held, the
+turn ends paused, and ``agent.resume`` with ``Approve()`` runs it; for a person who answers later
+or in another process (``plait threads resume``). Pass the tools as the agent's own
 (``Agent(tools=workspace.tools())``): an agent tool wins over a middleware's of the same name, so
 this ``read_file`` replaces the skills middleware's, and ``read_fallback=skills.read_tool``
 keeps skill paths readable through the one name.
@@ -30,7 +33,7 @@ from __future__ import annotations
 import inspect
 import math
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import Any, Final, TypeVar
+from typing import Any, Final, Literal, TypeVar
 
 from plait.errors import ConfigurationError, ToolError
 from plait.messages import FilePart, ImagePart
@@ -72,7 +75,7 @@ class Workspace:
         root: str = ".",
         *,
         allow: Iterable[str] = (),
-        approve: Approver | None = None,
+        approve: Approver | Literal["pause"] | None = None,
         sandbox: Sandbox | None = None,
         network: bool = False,
         shell: bool = True,
@@ -134,9 +137,9 @@ class Workspace:
 
     async def _gate(self, tool: str, args: dict[str, Any]) -> None:
         action = _GATE[tool]
-        if action in self.allow:
-            return
-        if self.approve is not None:
+        if action in self.allow or self.approve == "pause":
+            return  # allowed, or held by the turn until a resume approved this very call
+        if callable(self.approve):
             answer = self.approve(tool, args)
             if inspect.isawaitable(answer):
                 answer = await answer
@@ -234,7 +237,15 @@ class Workspace:
         built: list[Callable[..., Any]] = [ls, read_file, write_file, edit_file, glob, grep]
         if self.shell_enabled:
             built.append(shell)
-        return [FunctionTool(fn, name=fn.__name__) for fn in built]
+        paused = self.approve == "pause"
+        return [
+            FunctionTool(
+                fn,
+                name=fn.__name__,
+                requires_approval=paused and _GATE.get(fn.__name__, "") not in ("", *self.allow),
+            )
+            for fn in built
+        ]
 
 
 async def _guarded(work: Awaitable[T], *, escape: bool = True) -> T:

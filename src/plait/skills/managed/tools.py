@@ -106,6 +106,7 @@ class SkillOwnedTool(Tool):
         super().__init__(ToolDefinition(d.name, d.description, d.parameters, metadata))
         self.inner = inner
         self.timeout = inner.timeout  # the tool's own deadline, not the agent-wide default
+        self.requires_approval = inner.requires_approval  # a gated tool stays gated (a pause)
         self.record = record
         self.gate = gate
         self.owner = owner

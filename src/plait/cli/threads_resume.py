@@ -1,0 +1,100 @@
+"""``plait threads resume ID``: decide a paused turn's held calls and let the turn go on.
+
+The agent is built as ``plait run`` builds it (the same flags and config), so the turn continues
+with the same model, skills and tools, in this process, from the thread store. Decisions come
+from ``--approve-all`` / ``--approve TOOL`` / ``--deny-all`` or, with a person at the terminal,
+from the prompt (:mod:`plait.cli.decisions`); with neither, held calls are rejected. A turn that
+pauses again is decided again, until it ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from typing import Annotated
+
+import typer
+
+from plait.cli.agents import build_agent
+from plait.cli.console import JsonEventWriter, fail, report_error
+from plait.cli.options import Flags, with_flags
+from plait.cli.thread_choice import ThreadChoiceError, resolve_thread_id
+from plait.errors import PlaitError
+
+__all__ = ["ApproveAllOption", "ApproveOption", "DenyAllOption", "resume"]
+
+ApproveAllOption = Annotated[
+    bool, typer.Option("--approve-all", help="Approve every held tool call without asking.")
+]
+ApproveOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--approve",
+        metavar="TOOL",
+        help="Approve held calls of this tool without asking (repeatable; patterns: mcp_*).",
+    ),
+]
+DenyAllOption = Annotated[
+    bool, typer.Option("--deny-all", help="Reject every held tool call without asking.")
+]
+
+
+@with_flags
+def resume(
+    thread: Annotated[str, typer.Argument(help="The paused thread's id, or a unique prefix.")],
+    flags: Flags = Flags(),  # noqa: B008 (replaced by with_flags; typer never sees it)
+    approve_all: ApproveAllOption = False,
+    approve: ApproveOption = None,
+    deny_all: DenyAllOption = False,
+    json_lines: Annotated[bool, typer.Option("--json", help="Print events as JSON lines.")] = False,
+) -> None:
+    """Resume a paused turn: show each held tool call (tool, arguments, skill) and approve,
+    edit or reject it, then let the turn go on."""
+    from plait.cli.decisions import DecisionPolicy, decide
+    from plait.cli.display import TurnDisplay, info_console, make_console
+    from plait.cli.run import _resolve
+    from plait.runtime.pause import paused_dispatch
+
+    console = make_console()
+    info = info_console(console)
+    printer: TurnDisplay | JsonEventWriter = (
+        JsonEventWriter() if json_lines else TurnDisplay(console, info=info)
+    )
+    resolved = _resolve(flags, printer, trace=True)
+    # A held workspace call was decided here: an approved one runs, not asked about again.
+    resolved.options.workspace_approve = "pause"
+    policy = DecisionPolicy(approve_all=approve_all, approve=list(approve or []), deny_all=deny_all)
+    interactive = sys.stdin is not None and sys.stdin.isatty() and not json_lines
+
+    async def main() -> None:
+        agent, closers = await build_agent(resolved.options)
+        try:
+            thread_id = await resolve_thread_id(agent.store, thread)
+            paused = paused_dispatch((await agent.store.load(thread_id)).state)
+            if paused is None:
+                fail(f"Thread {thread_id} is not paused; nothing to resume.", 2)
+            pending = paused.pending
+            while pending:
+                decisions = await decide(
+                    pending,
+                    policy,
+                    console=info if interactive else None,
+                    stdin=sys.stdin if interactive else None,
+                )
+                stream = agent.stream_resume(thread_id, decisions)
+                try:
+                    async for event in stream:
+                        printer(event)
+                finally:
+                    printer.finish()
+                pending = stream.result.pending if stream.result is not None else []
+        finally:
+            for close in closers:
+                await close()
+
+    try:
+        asyncio.run(main())
+    except ThreadChoiceError as exc:
+        fail(str(exc), 2)
+    except PlaitError as exc:
+        report_error(str(exc))
