@@ -100,7 +100,9 @@ async def test_one_hour_ttl_marks_every_breakpoint_and_is_reported_apart(
     model = _model(server, cache=AnthropicCache(ttl="1h"))
     response = await model.generate(ModelRequest(_tool_loop(), tools=TOOLS, system_prompt="X."))
 
-    controls = [b["cache_control"] for b in server.received[0].body["tools"] if "cache_control" in b]
+    controls = [
+        b["cache_control"] for b in server.received[0].body["tools"] if "cache_control" in b
+    ]
     assert controls == [{"type": "ephemeral", "ttl": "1h"}]
     assert response.usage.cache_write_1h_tokens == response.usage.cache_write_tokens > 0
     await model.aclose()
@@ -180,7 +182,11 @@ def test_the_server_refuses_a_1h_breakpoint_after_a_5m_one(server: AnthropicServ
                 {
                     "role": "user",
                     "content": [
-                        {"type": "text", "text": "b", "cache_control": {"type": "ephemeral", "ttl": "1h"}}
+                        {
+                            "type": "text",
+                            "text": "b",
+                            "cache_control": {"type": "ephemeral", "ttl": "1h"},
+                        }
                     ],
                 }
             ],

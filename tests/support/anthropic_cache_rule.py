@@ -128,9 +128,7 @@ class PromptCacheRule:
                 )
             ttl = control.get("ttl", "5m")
             if control.get("type") != "ephemeral" or ttl not in _TTL_SECONDS:
-                raise CacheRuleViolation(
-                    f"{where}.cache_control.ttl: Input should be '5m' or '1h'"
-                )
+                raise CacheRuleViolation(f"{where}.cache_control.ttl: Input should be '5m' or '1h'")
             if found and found[-1][1] == "5m" and ttl == "1h":
                 raise CacheRuleViolation(
                     "a ttl='1h' cache_control block must not come after a ttl='5m' "

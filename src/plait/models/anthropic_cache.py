@@ -47,7 +47,7 @@ _UNCACHEABLE = frozenset({"thinking", "redacted_thinking"})
 class AnthropicCache:
     """Which breakpoints to place and their ``ttl`` (``"5m"``, the API's default, or ``"1h"``).
 
-    ``tools``, ``system`` and ``messages`` turn breakpoints 1, 2 and 3–4 of the module table on
+    ``tools``, ``system`` and ``messages`` turn breakpoints 1, 2 and 3-4 of the module table on
     or off. Raises :class:`~plait.errors.ConfigurationError` for another ``ttl``."""
 
     ttl: Literal["5m", "1h"] = "5m"
@@ -168,5 +168,5 @@ def projected_block_count(request: ModelRequest) -> int:
     count = 0
     for message in wire:
         content = message["content"]
-        count += 1 if isinstance(content, str) else len(content)
+        count += 1 if isinstance(content, str) else len(list(content))
     return count

@@ -1,6 +1,7 @@
 """The runtime: ``Agent``, the turn loop and its events."""
 
 from plait.runtime.agent import Agent, Limits, RunInput, RunStream
+from plait.runtime.cache_watch import CacheBroken, CacheWatch
 from plait.runtime.events import (
     DispatchFinished,
     ErrorOccurred,
@@ -22,6 +23,8 @@ from plait.runtime.turn import RunResult
 
 __all__ = [
     "Agent",
+    "CacheBroken",
+    "CacheWatch",
     "DispatchFinished",
     "ErrorOccurred",
     "Limits",
