@@ -6,7 +6,7 @@ usage, 1,024-token minimum.
 Each turn the model reads a file (results of mixed size: 300, 1,500 or 9,000 characters) and
 answers; a skills catalog (disclosure mode, 40 skills) sits in the system prompt. Run twice:
 ``plain`` (no summarization, no eviction) and ``context`` (``ResultEvictionMiddleware`` at 1,000
-tokens and ``SummarizationMiddleware`` at 30,000 tokens firing), each with caching off
+tokens and ``SummarizationMiddleware`` at 8,000 tokens firing), each with caching off
 (``AnthropicModel(cache=None)``) and on (the default). ``CacheWatch`` reports every cache break
 and where it came from. Prints input tokens billed fresh, cache writes, cache reads, input cost
 at claude-sonnet-4-5 list prices and that cost against the same tokens uncached; then whether
@@ -28,18 +28,18 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "tests" / "support"))
 
-from anthropic_server import AnthropicServer  # noqa: E402
+from anthropic_server import AnthropicServer
 
-from plait import Agent  # noqa: E402
-from plait.backends import MemoryBackend  # noqa: E402
-from plait.context import ResultEvictionMiddleware, SummarizationMiddleware  # noqa: E402
-from plait.messages import Usage  # noqa: E402
-from plait.middleware.base import Middleware  # noqa: E402
-from plait.models.anthropic import AnthropicModel  # noqa: E402
-from plait.pricing import PRICES, Price  # noqa: E402
-from plait.runtime import CacheBroken, CacheWatch  # noqa: E402
-from plait.skills import SkillsMiddleware  # noqa: E402
-from plait.tools import tool  # noqa: E402
+from plait import Agent
+from plait.backends import MemoryBackend
+from plait.context import ResultEvictionMiddleware, SummarizationMiddleware
+from plait.messages import Usage
+from plait.middleware.base import Middleware
+from plait.models.anthropic import AnthropicModel
+from plait.pricing import PRICES, Price
+from plait.runtime import CacheBroken, CacheWatch
+from plait.skills import SkillsMiddleware
+from plait.tools import tool
 
 PRICE: Price = PRICES["claude-sonnet-4-5"]
 FACTS = {1: "the vault code is 4417", 20: "the ferry leaves at 06:40", 40: "Mara owns the kiln"}
@@ -64,7 +64,9 @@ def brain(body: dict[str, Any]) -> list[dict[str, Any]]:
         return [{"type": "text", "text": "Noted; the report is read."}]
     text = " ".join(b.get("text", "") for b in blocks if b.get("type") == "text")
     if "Summarize" in text or "summar" in (body.get("system") or [{}])[0].get("text", ""):
-        return [{"type": "text", "text": "Summary: reports were read; " + "; ".join(FACTS.values())}]
+        return [
+            {"type": "text", "text": "Summary: reports were read; " + "; ".join(FACTS.values())}
+        ]
     turn = int(text.rsplit("#", 1)[-1]) if "#" in text else 0
     return [{"type": "tool_use", "name": "read_report", "input": {"turn": turn}}]
 
@@ -88,7 +90,7 @@ async def session(
     middleware: list[Middleware] = []
     backend = MemoryBackend()
     if context:
-        middleware.append(SummarizationMiddleware(30_000, keep_messages=8, backend=backend))
+        middleware.append(SummarizationMiddleware(8_000, keep_messages=8, backend=backend))
         middleware.append(ResultEvictionMiddleware(1_000, backend=backend))
     middleware += [SkillsMiddleware([skills]), CacheWatch()]
     agent = Agent(
@@ -131,7 +133,9 @@ def input_cost(usage: Usage) -> float:
     read = PRICE.cache_read if PRICE.cache_read is not None else PRICE.input
     write = PRICE.cache_write if PRICE.cache_write is not None else PRICE.input
     return (
-        fresh(usage) * PRICE.input + usage.cache_read_tokens * read + usage.cache_write_tokens * write
+        fresh(usage) * PRICE.input
+        + usage.cache_read_tokens * read
+        + usage.cache_write_tokens * write
     ) / 1e6
 
 

@@ -85,3 +85,31 @@ def test_hosts_and_bad_options() -> None:
     assert not is_openai_host("https://api.openai.com.evil.example/v1")
     with pytest.raises(ConfigurationError, match="retention"):
         OpenAIPromptCache(retention="1h")  # type: ignore[arg-type]
+
+
+async def test_the_local_server_caches_prefixes_in_128_token_steps_above_1024() -> None:
+    from responses_server import ResponsesServer, Turn
+
+    long = "The quarterly figures, line by line. " * 200
+    with ResponsesServer(prompt_cache=True) as server:
+        model = OpenAIResponsesModel(
+            "gpt-5-mini",
+            api_key="k",
+            base_url=server.url,
+            prompt_cache=OpenAIPromptCache(send=True),
+        )
+        for _ in range(3):
+            server.turn(Turn(reasoning=None, text="ok"))
+        meta = {"thread_id": "t"}
+        first = await model.generate(ModelRequest([UserMessage(long)], metadata=meta))
+        grown = [UserMessage(long), UserMessage("And the margin?")]
+        second = await model.generate(ModelRequest(grown, metadata=meta))
+        other = await model.generate(ModelRequest(grown, metadata={"thread_id": "u"}))
+        await model.aclose()
+
+    assert first.usage.cache_read_tokens == 0
+    assert second.usage.cache_read_tokens >= 1024
+    assert (second.usage.cache_read_tokens - 1024) % 128 == 0
+    assert second.usage.cache_read_tokens <= first.usage.input_tokens
+    assert other.usage.cache_read_tokens == 0  # another prompt_cache_key: another cache
+    assert server.received[0]["prompt_cache_key"] == "t"
