@@ -63,10 +63,6 @@ def brain(body: dict[str, Any]) -> list[dict[str, Any]]:
     if any(b.get("type") == "tool_result" for b in blocks):
         return [{"type": "text", "text": "Noted; the report is read."}]
     text = " ".join(b.get("text", "") for b in blocks if b.get("type") == "text")
-    if "Summarize" in text or "summar" in (body.get("system") or [{}])[0].get("text", ""):
-        return [
-            {"type": "text", "text": "Summary: reports were read; " + "; ".join(FACTS.values())}
-        ]
     turn = int(text.rsplit("#", 1)[-1]) if "#" in text else 0
     return [{"type": "tool_use", "name": "read_report", "input": {"turn": turn}}]
 
