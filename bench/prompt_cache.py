@@ -102,23 +102,16 @@ async def session(
         for event in result.events:
             if isinstance(event, CacheBroken):
                 breaks[f"{event.where}: {event.reason}"] += 1
+    for m in middleware:
+        if isinstance(m, SummarizationMiddleware):
+            await m.drain()
     last_request = str(server.received[-1].body)
-    for path in await _files(backend):
-        last_request += await _read(backend, path) if path in last_request else ""
+    reachable = last_request
+    for path in await backend.ls(""):
+        if path in last_request or path.rsplit("/", 1)[0] + "/" in last_request:
+            reachable += await backend.read(path)
     await model.aclose()
-    return usage, breaks, last_request
-
-
-async def _files(backend: MemoryBackend) -> list[str]:
-    return [p for p in backend.files] if hasattr(backend, "files") else []
-
-
-async def _read(backend: MemoryBackend, path: str) -> str:
-    try:
-        data: Any = await backend.read(path)
-    except Exception:  # a file the bench cannot read adds nothing
-        return ""
-    return data.decode() if isinstance(data, bytes) else str(data)
+    return usage, breaks, reachable
 
 
 def fresh(usage: Usage) -> int:
