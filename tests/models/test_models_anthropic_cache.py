@@ -191,3 +191,19 @@ def test_the_server_refuses_a_1h_breakpoint_after_a_5m_one(server: AnthropicServ
                 }
             ],
         )
+
+
+async def test_a_stream_reports_cache_reads_and_one_hour_writes(server: AnthropicServer) -> None:
+    from plait.models.base import collect_stream
+
+    model = _model(server, cache=AnthropicCache(ttl="1h"))
+    history = _tool_loop()
+    first = await collect_stream(model.stream(ModelRequest(history, system_prompt="X.")))
+    history += [AssistantMessage("Done."), UserMessage("More?")]
+    second = await collect_stream(model.stream(ModelRequest(history, system_prompt="X.")))
+
+    assert first.usage.cache_write_1h_tokens == first.usage.cache_write_tokens > 1024
+    assert second.usage.cache_read_tokens == first.usage.cache_write_tokens
+    # input_tokens counts every prompt token: fresh, read and written
+    assert second.usage.input_tokens >= second.usage.cache_read_tokens + 1
+    await model.aclose()
