@@ -22,41 +22,20 @@ Placement: innermost (its ``before_model_call`` runs last, on the request as sen
 from __future__ import annotations
 
 from collections import OrderedDict
-from dataclasses import dataclass
 from typing import Any
 
 from plait.errors import ConfigurationError
 from plait.messages import Message, ToolMessage
 from plait.middleware.base import Middleware
-from plait.middleware.context import DispatchContext, Event
+from plait.middleware.context import DispatchContext
 from plait.middleware.ordering import Placement
 from plait.models.base import ModelRequest
 from plait.models.prompt_cache import stable_length
+from plait.runtime.events import CacheBroken
 
 __all__ = ["CacheBroken", "CacheWatch"]
 
 _SUMMARY_SOURCE = "plait.context.summary"
-
-
-@dataclass(slots=True, kw_only=True)
-class CacheBroken(Event):
-    """Dispatch ``dispatch`` of thread ``thread_id`` sent a prefix that differs from the
-    thread's previous request at block ``block`` (counting tools, then the system prompt, then
-    messages): ``where`` is ``"tools"``, ``"system"`` or ``"messages"``, ``index`` the tool's or
-    message's position there (``message_id`` names the message), ``reason`` a short why
-    (``"summary"``, ``"evicted result"``, ``"message removed"``, ``"tools changed"``,
-    ``"system prompt changed"``, ``"message changed"``); ``blocks`` is how many blocks of the
-    previous request the cache can no longer serve."""
-
-    dispatch: int
-    thread_id: str
-    block: int
-    where: str
-    index: int
-    reason: str
-    blocks: int
-    message_id: str | None = None
-    type: str = "cache_broken"
 
 
 _Entry = tuple[str, object, int]  # (kind, object, fingerprint)
