@@ -57,3 +57,19 @@ def test_cost_without_cache_rates_charges_cached_tokens_as_input() -> None:
 def test_price_refuses_rates_that_are_not_finite_non_negative_numbers(bad: object) -> None:
     with pytest.raises(ConfigurationError, match="dollars per million tokens"):
         Price(bad, 1.0)  # type: ignore[arg-type]
+
+
+def test_one_hour_writes_cost_twice_the_input_rate_and_savings_are_reported() -> None:
+    from plait.pricing import cache_savings
+
+    price = Price(input=3.0, output=15.0, cache_read=0.30, cache_write=3.75)
+    usage = Usage(
+        input_tokens=1_000_000,
+        cache_read_tokens=500_000,
+        cache_write_tokens=300_000,
+        cache_write_1h_tokens=100_000,
+    )
+    # fresh 200k at 3.00, reads 500k at 0.30, 5m writes 200k at 3.75, 1h writes 100k at 6.00
+    assert cost(usage, price) == pytest.approx(0.6 + 0.15 + 0.75 + 0.6)
+    assert cache_savings(usage, price) == pytest.approx(3.0 - 2.1)
+    assert PRICES["claude-sonnet-4-5"].cache_write_1h == 6.0

@@ -195,6 +195,11 @@ class Usage:
     ``reasoning_tokens`` is the part of ``output_tokens`` the model spent thinking (OpenAI's
     ``reasoning_tokens``, Anthropic's ``thinking_tokens``), already counted in ``output_tokens``;
     0 when the provider does not say.
+
+    ``cache_read_tokens`` and ``cache_write_tokens`` are the parts of ``input_tokens`` read from
+    and written to the provider's prompt cache; ``cache_write_1h_tokens`` is the part of
+    ``cache_write_tokens`` written with Anthropic's 1-hour TTL (billed at twice the input rate
+    instead of 1.25 times).
     """
 
     input_tokens: int = 0
@@ -203,6 +208,7 @@ class Usage:
     cache_write_tokens: int = 0
     requests: int = 0
     reasoning_tokens: int = 0
+    cache_write_1h_tokens: int = 0
 
     @property
     def total_tokens(self) -> int:
@@ -216,6 +222,7 @@ class Usage:
             self.cache_write_tokens + other.cache_write_tokens,
             self.requests + other.requests,
             self.reasoning_tokens + other.reasoning_tokens,
+            self.cache_write_1h_tokens + other.cache_write_1h_tokens,
         )
 
 

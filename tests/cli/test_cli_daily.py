@@ -56,7 +56,7 @@ def test_tokens_and_cost_after_the_turn_when_the_config_prices_the_model(
     result = plait("run", "go")
     assert result.exit_code == 0, result.output
     assert "Done." in result.output
-    assert "in 1,234 · out 56 · cached 1,000 · $0.0004" in result.output
+    assert "in 1,234 · out 56 · cached 1,000 (81%) · $0.0004 (saved $0.0009)" in result.output
 
 
 def test_continue_resumes_the_most_recent_thread(server: WireServer, project: Path) -> None:

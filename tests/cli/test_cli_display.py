@@ -79,11 +79,14 @@ def test_the_spinner_runs_from_the_request_to_the_first_words_only_on_a_terminal
 def test_tokens_after_the_turn_and_cost_only_with_a_price() -> None:
     piped, out = console(False)
     answer(TurnDisplay(piped), "ok")
-    assert "in 1,234 · out 56 · cached 1,000" in out.getvalue()
+    assert "in 1,234 · out 56 · cached 1,000 (81%)" in out.getvalue()
     assert "$" not in out.getvalue()
     price = Price(input=1.0, output=2.0, cache_read=0.1)
-    # (234 fresh * 1 + 1000 cached * 0.1 + 56 * 2) per million = $0.000446
-    assert usage_line(Usage(1234, 56, 1000), price) == "in 1,234 · out 56 · cached 1,000 · $0.0004"
+    # (234 fresh * 1 + 1000 cached * 0.1 + 56 * 2) per million = $0.000446; uncached $0.001346
+    assert (
+        usage_line(Usage(1234, 56, 1000), price)
+        == "in 1,234 · out 56 · cached 1,000 (81%) · $0.0004 (saved $0.0009)"
+    )
     assert usage_line(Usage(10, 2), Price(1e6, 1e6)).endswith("$12.00")
 
 

@@ -20,7 +20,7 @@ EVENT_MODULES = (
     "plait.mcp.events",
     "plait.workspace.events",
 )
-IRREGULAR_PARTICIPLES = {"Found", "Sent", "Withdrawn"}
+IRREGULAR_PARTICIPLES = {"Broken", "Found", "Sent", "Withdrawn"}
 
 
 def _all_event_classes() -> list[type[Event]]:

@@ -67,6 +67,7 @@ def make_model(server: WireServer, sleeps: list[float], **options: Any) -> Anthr
         sleeps.append(seconds)
 
     options.setdefault("backoff", Backoff(base_delay=0.5, jitter=0.0, sleep=record_sleep))
+    options.setdefault("cache", None)  # the mapping alone; breakpoints: test_models_anthropic_cache
     return AnthropicModel(
         "claude-sonnet-4-6", api_key="sk-ant-test", base_url=server.url, **options
     )

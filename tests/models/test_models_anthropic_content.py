@@ -47,7 +47,9 @@ def server() -> Iterator[AnthropicServer]:
 
 @pytest.fixture
 async def model(server: AnthropicServer) -> AsyncIterator[AnthropicModel]:
-    adapter = AnthropicModel("claude-sonnet-4-6", api_key="sk-ant-test", base_url=server.url)
+    adapter = AnthropicModel(
+        "claude-sonnet-4-6", api_key="sk-ant-test", base_url=server.url, cache=None
+    )
     yield adapter
     await adapter.aclose()
 

@@ -18,6 +18,8 @@ It refuses (HTTP 400, ``invalid_request_error``, with messages modelled on the r
   data it did not issue; reasoning blocks after a ``text``/``tool_use`` block of their message, or
   out of the order they were issued in;
 - a ``tool_result`` naming no ``tool_use`` of the assistant message before it;
+- more than 4 ``cache_control`` breakpoints, a 1-hour one after a 5-minute one, one on a
+  thinking block (:mod:`anthropic_cache_rule`, which also reports cache reads and writes);
 - an image or document block that is not valid base64, whose media type is not allowed, whose
   bytes do not match the media type, an image over 5 MB, more than 100 images; a non-text block in
   ``system``.
@@ -42,6 +44,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from anthropic_cache_rule import CacheRuleViolation, PromptCacheRule
 
 Brain = Callable[[dict[str, Any]], list[dict[str, Any]]]
 """Request body -> the answer's block specs: ``{"type": "thinking", "thinking": text}``,
@@ -85,6 +89,8 @@ class AnthropicServer:
         self.received: list[Received] = []
         self.models: list[str] = []
         """The model ids ``GET /v1/models`` lists, newest first."""
+        self.cache = PromptCacheRule()
+        """The prompt cache (:mod:`anthropic_cache_rule`): usage reports its reads and writes."""
         self._key = secrets.token_bytes(32)
         self._issued_order: dict[str, int] = {}  # signature or redacted data -> issue number
         self._lock = threading.Lock()
@@ -146,6 +152,10 @@ class AnthropicServer:
             self.received.append(received)
             try:
                 self._check(received)
+                try:
+                    cached = self.cache.usage(received.body)
+                except CacheRuleViolation as violation:
+                    raise Refused(str(violation)) from None
                 blocks = self._answer(received.body)
             except Refused as refusal:
                 received.refused = str(refusal)
@@ -155,6 +165,7 @@ class AnthropicServer:
                 }
                 return refusal.status, "application/json", json.dumps(error).encode()
         message = self._message(received.body, blocks)
+        message["usage"].update(cached)
         if received.body.get("stream"):
             return 200, "text/event-stream", _sse(message)
         return 200, "application/json", json.dumps(message).encode()
@@ -363,7 +374,7 @@ def _sse(message: dict[str, Any]) -> bytes:
     """``message`` as the event stream the API sends for it."""
     events: list[dict[str, Any]] = []
     start = {**message, "content": [], "stop_reason": None}
-    start["usage"] = {"input_tokens": message["usage"]["input_tokens"], "output_tokens": 1}
+    start["usage"] = {**message["usage"], "output_tokens": 1}
     events.append({"type": "message_start", "message": start})
     for index, block in enumerate(message["content"]):
         kind = block["type"]

@@ -41,6 +41,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from openai_cache_rule import OpenAIPrefixCache
+
 MAX_IMAGES = 500
 MAX_IMAGE_BYTES = 50 * 1024 * 1024
 _SIGNATURES = {
@@ -87,7 +89,10 @@ class BadRequest(Exception):
 class ResponsesServer:
     """Serve queued turns to ``POST /v1/responses``; use as a context manager."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, prompt_cache: bool = False) -> None:
+        self.prompt_cache = OpenAIPrefixCache() if prompt_cache else None
+        """With ``prompt_cache=True`` usage counts the prompt and its cached prefix by
+        OpenAI's rule (:mod:`openai_cache_rule`) instead of the turn's figures."""
         self.received: list[dict[str, Any]] = []
         self.rejected: list[dict[str, Any]] = []
         """The 400 bodies sent, in order."""
@@ -194,12 +199,15 @@ class ResponsesServer:
                     "arguments": args if isinstance(args, str) else json.dumps(args),
                 }
             )
+        prompt, cached = turn.input_tokens, turn.cached_tokens
+        if self.prompt_cache is not None:
+            prompt, cached = self.prompt_cache.tokens_and_cached(body)
         usage = {
-            "input_tokens": turn.input_tokens,
-            "input_tokens_details": {"cached_tokens": turn.cached_tokens},
+            "input_tokens": prompt,
+            "input_tokens_details": {"cached_tokens": cached},
             "output_tokens": turn.output_tokens,
             "output_tokens_details": {"reasoning_tokens": turn.reasoning_tokens},
-            "total_tokens": turn.input_tokens + turn.output_tokens,
+            "total_tokens": prompt + turn.output_tokens,
         }
         return {
             "id": self._next_id("resp"),

@@ -30,7 +30,7 @@ from rich.text import Text
 from plait.cli.console import EventPrinter
 from plait.cli.subagents import progress_line
 from plait.messages import Usage
-from plait.pricing import Price, cost
+from plait.pricing import Price, cache_savings, cost
 from plait.runtime.events import (
     ModelCallRetried,
     ModelRequestSent,
@@ -58,15 +58,24 @@ def info_console(console: Console) -> Console:
     return console if console.is_terminal else make_console(stderr=True)
 
 
+def _dollars(amount: float) -> str:
+    return f"${amount:.4f}" if abs(amount) < 1 else f"${amount:,.2f}"
+
+
 def usage_line(usage: Usage, price: Price | None = None) -> str:
-    """``in 1,234 · out 56 · cached 1,000 · $0.0042`` (cached only when some were; the cost only
-    with a ``price``)."""
+    """``in 1,234 · out 56 · cached 1,000 (81%) · $0.0042 (saved $0.0027)``: the cache reads
+    and their share of the input only when some were read, the cost only with a ``price`` (and
+    what the cache saved against the same tokens uncached, when it saved anything)."""
     parts = [f"in {usage.input_tokens:,}", f"out {usage.output_tokens:,}"]
     if usage.cache_read_tokens:
-        parts.append(f"cached {usage.cache_read_tokens:,}")
+        share = usage.cache_read_tokens / max(usage.input_tokens, 1)
+        parts.append(f"cached {usage.cache_read_tokens:,} ({share:.0%})")
     if price is not None:
-        dollars = cost(usage, price)
-        parts.append(f"${dollars:.4f}" if dollars < 1 else f"${dollars:,.2f}")
+        text = _dollars(cost(usage, price))
+        saved = cache_savings(usage, price)
+        if usage.cache_read_tokens and saved > 0:
+            text += f" (saved {_dollars(saved)})"
+        parts.append(text)
     return " · ".join(parts)
 
 

@@ -13,6 +13,7 @@ TYPE_CHECKING = False  # not typing's: importing this package must not import ty
 
 if TYPE_CHECKING:
     from plait.models.anthropic import AnthropicModel
+    from plait.models.anthropic_cache import AnthropicCache
     from plait.models.base import (
         CallClass,
         Model,
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
     from plait.models.fallback import FallbackModel, FallbackNotice
     from plait.models.language_model import LanguageModelMiddleware, WrappedModel, wrap_model
     from plait.models.openai import OpenAIChatModel
+    from plait.models.openai_cache import OpenAIPromptCache
     from plait.models.openai_responses import OpenAIResponsesModel
     from plait.models.registry import resolve_model
     from plait.models.retrying import Backoff
@@ -43,6 +45,7 @@ if TYPE_CHECKING:
     from plait.models.timeouts import ModelTimeouts
 
 __all__ = [
+    "AnthropicCache",
     "AnthropicModel",
     "Backoff",
     "CallClass",
@@ -57,6 +60,7 @@ __all__ = [
     "ModelSettings",
     "ModelTimeouts",
     "OpenAIChatModel",
+    "OpenAIPromptCache",
     "OpenAIResponsesModel",
     "Reasoning",
     "ReasoningDelta",
@@ -79,6 +83,7 @@ if not TYPE_CHECKING:
         __name__,
         {
             "plait.models.anthropic": ("AnthropicModel",),
+            "plait.models.anthropic_cache": ("AnthropicCache",),
             "plait.models.base": (
                 "CallClass",
                 "Model",
@@ -100,6 +105,7 @@ if not TYPE_CHECKING:
                 "wrap_model",
             ),
             "plait.models.openai": ("OpenAIChatModel",),
+            "plait.models.openai_cache": ("OpenAIPromptCache",),
             "plait.models.openai_responses": ("OpenAIResponsesModel",),
             "plait.models.registry": ("resolve_model",),
             "plait.models.retrying": ("Backoff",),

@@ -14,9 +14,10 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from plait.errors import ConfigurationError
+from plait.models.anthropic_cache import AnthropicCache, place_breakpoints, projected_block_count
 from plait.models.anthropic_mapping import (
     PROVIDER,
     AnthropicStreamAssembler,
@@ -66,6 +67,10 @@ class AnthropicModel:
     thinking blocks come back as reasoning parts and are replayed verbatim. Settings the API
     refuses raise :class:`~plait.errors.ConfigurationError` and images or files over its limits
     :class:`~plait.errors.ContentError`, both before anything is sent.
+
+    ``cache`` asks Anthropic to cache the prompt: ``cache_control`` breakpoints on the tools,
+    the system prompt and the newest stable messages, 5-minute TTL by default
+    (:mod:`plait.models.anthropic_cache`); ``cache=None`` sends none.
     """
 
     provider_label = "anthropic"
@@ -85,7 +90,13 @@ class AnthropicModel:
         max_retries: int = 3,
         timeouts: ModelTimeouts | None = None,
         backoff: Backoff | None = None,
+        cache: AnthropicCache | None = AnthropicCache(),  # noqa: B008 - frozen, shared
     ) -> None:
+        if cache is not None and not isinstance(cache, AnthropicCache):
+            raise ConfigurationError(
+                f"AnthropicModel: cache must be an AnthropicCache or None, not {cache!r}."
+            )
+        self.cache = cache
         self.model = model
         self.max_tokens = max_tokens
         self.max_retries = max_retries
@@ -138,8 +149,13 @@ class AnthropicModel:
     def request_body(
         self, request: ModelRequest
     ) -> tuple[MessageCreateParamsBase, dict[str, object]]:
-        """``(params, extra_body)`` this model sends for ``request`` (without ``stream``)."""
-        return to_anthropic_request(request, model=self.model, max_tokens=self.max_tokens)
+        """``(params, extra_body)`` this model sends for ``request`` (without ``stream``), its
+        cache breakpoints placed."""
+        params, extra = to_anthropic_request(request, model=self.model, max_tokens=self.max_tokens)
+        if self.cache is not None:
+            body: Any = params
+            place_breakpoints(body, request, self.cache, projected_block_count(request))
+        return params, extra
 
     async def generate(self, request: ModelRequest) -> ModelResponse:
         from anthropic.types import Message as MessageType

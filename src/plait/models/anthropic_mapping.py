@@ -49,7 +49,11 @@ usage                       ``input_tokens`` counts cached tokens too (as OpenAI
                             context budgeting sees the real prompt size; thinking is billed in
                             ``output_tokens``, and ``output_tokens_details.thinking_tokens``
                             (when the API reports it, also on a stream's ``message_delta``)
-                            becomes ``reasoning_tokens``; without it, 0
+                            becomes ``reasoning_tokens``; without it, 0; cache reads
+                            and writes as ``cache_read_tokens`` / ``cache_write_tokens``,
+                            ``cache_creation.ephemeral_1h_input_tokens`` as
+                            ``cache_write_1h_tokens``
+``cache_control``           breakpoints placed by :mod:`plait.models.anthropic_cache`
 ==========================  ================================================================
 """
 
@@ -315,6 +319,8 @@ def _usage(usage: AnthropicUsage | None) -> Usage:
         return Usage(requests=1)
     cache_read = usage.cache_read_input_tokens or 0
     cache_write = usage.cache_creation_input_tokens or 0
+    creation = getattr(usage, "cache_creation", None)
+    write_1h = (getattr(creation, "ephemeral_1h_input_tokens", 0) or 0) if creation else 0
     details = usage.output_tokens_details
     return Usage(
         input_tokens=(usage.input_tokens or 0) + cache_read + cache_write,
@@ -323,6 +329,7 @@ def _usage(usage: AnthropicUsage | None) -> Usage:
         cache_write_tokens=cache_write,
         requests=1,
         reasoning_tokens=details.thinking_tokens if details else 0,
+        cache_write_1h_tokens=min(write_1h, cache_write),
     )
 
 

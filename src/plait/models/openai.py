@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from plait.errors import ConfigurationError
 from plait.models.base import ModelRequest, ModelResponse, ResponseComplete, StreamEvent
+from plait.models.openai_cache import OpenAIPromptCache, cache_fields
 from plait.models.openai_content import check_openai_content
 from plait.models.openai_mapping import (
     MaxTokensKey,
@@ -74,6 +75,10 @@ class OpenAIChatModel:
     without it too is not remembered: the error only quoted the field); such streams report no
     usage unless the server sends it anyway. ``True`` always asks (a refusal is the error);
     ``False`` never asks.
+
+    ``prompt_cache`` sends ``prompt_cache_key`` (the thread id by default) and, when set,
+    ``prompt_cache_retention``, to OpenAI itself only (:mod:`plait.models.openai_cache`);
+    ``None`` sends neither.
     """
 
     reasoning_provider = "openai-chat"
@@ -92,6 +97,7 @@ class OpenAIChatModel:
         backoff: Backoff | None = None,
         provider_label: str = "openai",
         stream_usage: bool | None = None,
+        prompt_cache: OpenAIPromptCache | None = OpenAIPromptCache(),  # noqa: B008 - frozen
     ) -> None:
         if not (stream_usage is None or isinstance(stream_usage, bool)):
             raise ConfigurationError(
@@ -99,6 +105,7 @@ class OpenAIChatModel:
                 f"if the server refuses), not {stream_usage!r}."
             )
         self.model = model
+        self.prompt_cache = prompt_cache
         self.stream_usage = stream_usage
         self.stream_usage_refused = False
         """Whether the server refused ``stream_options`` (``stream_usage=None``): later streams
@@ -138,7 +145,10 @@ class OpenAIChatModel:
         :class:`~plait.errors.ContentError`); a compatible server judges its own."""
         if self.provider_label == "openai":
             check_openai_content(request.messages, model=self.name)
-        return to_openai_request(request, model=self.model, max_tokens_key=self._max_tokens_key)
+        params = to_openai_request(request, model=self.model, max_tokens_key=self._max_tokens_key)
+        fields: Any = cache_fields(request, self.prompt_cache, self._client.base_url)
+        params.update(fields)
+        return params
 
     async def generate(self, request: ModelRequest) -> ModelResponse:
         from openai.types.chat import ChatCompletion as ChatCompletionType

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from plait.models.base import ModelRequest, ModelResponse, ResponseComplete, StreamEvent
 from plait.models.openai import classify_openai_error, new_openai_client, reuse_openai_client
+from plait.models.openai_cache import OpenAIPromptCache, cache_fields
 from plait.models.openai_content import check_openai_content
 from plait.models.openai_responses_mapping import (
     PROVIDER,
@@ -48,7 +49,8 @@ class OpenAIResponsesModel:
     Images and files are checked against OpenAI's limits before any request is sent
     (:mod:`plait.models.openai_content`, a :class:`~plait.errors.ContentError` naming the limit).
     ``base_url``, ``client``, ``max_retries``, ``timeouts`` and ``backoff`` work as for
-    :class:`~plait.models.openai.OpenAIChatModel`.
+    :class:`~plait.models.openai.OpenAIChatModel`, and so does ``prompt_cache``
+    (:mod:`plait.models.openai_cache`).
     """
 
     reasoning_provider = PROVIDER
@@ -67,8 +69,10 @@ class OpenAIResponsesModel:
         store: bool = False,
         include: Sequence[str] = ("reasoning.encrypted_content",),
         provider_label: str = "openai-responses",
+        prompt_cache: OpenAIPromptCache | None = OpenAIPromptCache(),  # noqa: B008 - frozen
     ) -> None:
         self.model = model
+        self.prompt_cache = prompt_cache
         self.store = store
         self.include = tuple(include)
         self.provider_label = provider_label
@@ -97,9 +101,11 @@ class OpenAIResponsesModel:
         Raises :class:`~plait.errors.ContentError` when the conversation's images or files break
         OpenAI's limits."""
         check_openai_content(request.messages, model=self.name)
-        return to_responses_request(
+        body = to_responses_request(
             request, model=self.model, store=self.store, include=self.include
         )
+        body.update(cache_fields(request, self.prompt_cache, self._client.base_url))
+        return body
 
     async def generate(self, request: ModelRequest) -> ModelResponse:
         from openai.types.responses import Response

@@ -1,6 +1,7 @@
 """The runtime: ``Agent``, the turn loop and its events."""
 
 from plait.runtime.agent import Agent, Limits, RunInput, RunStream
+from plait.runtime.cache_watch import CacheBroken, CacheWatch
 from plait.runtime.events import (
     DispatchFinished,
     ErrorOccurred,
@@ -38,6 +39,8 @@ __all__ = [
     "Answer",
     "ApprovalMiddleware",
     "Approve",
+    "CacheBroken",
+    "CacheWatch",
     "Decision",
     "DispatchFinished",
     "ErrorOccurred",

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "RUNTIME_EVENTS",
+    "CacheBroken",
     "DispatchFinished",
     "ErrorOccurred",
     "Event",
@@ -265,6 +266,28 @@ class ValuesReplaced(Event):
     source: str
     replacements: list[Replacement]
     type: str = "values_replaced"
+
+
+@dataclass(slots=True, kw_only=True)
+class CacheBroken(Event):
+    """Reported by :class:`~plait.runtime.cache_watch.CacheWatch`: dispatch ``dispatch`` of
+    thread ``thread_id`` sent a prefix that differs from the
+    thread's previous request at block ``block`` (counting tools, then the system prompt, then
+    messages): ``where`` is ``"tools"``, ``"system"`` or ``"messages"``, ``index`` the tool's or
+    message's position there (``message_id`` names the message), ``reason`` a short why
+    (``"summary"``, ``"evicted result"``, ``"message removed"``, ``"tools changed"``,
+    ``"system prompt changed"``, ``"message changed"``); ``blocks`` is how many blocks of the
+    previous request the cache can no longer serve."""
+
+    dispatch: int
+    thread_id: str
+    block: int
+    where: str
+    index: int
+    reason: str
+    blocks: int
+    message_id: str | None = None
+    type: str = "cache_broken"
 
 
 @dataclass(slots=True, kw_only=True)

@@ -41,6 +41,7 @@ _COUNTS = (
     "cache_write_tokens",
     "requests",
     "reasoning_tokens",
+    "cache_write_1h_tokens",
 )
 
 
@@ -53,6 +54,7 @@ def checked_response(response: object, model: object, *, wrapped: bool = False) 
     if type(response) is ModelResponse and type(u := response.usage) is Usage:
         a, b, c = u.input_tokens, u.output_tokens, u.cache_read_tokens
         d, e, f = u.cache_write_tokens, u.requests, u.reasoning_tokens
+        g = u.cache_write_1h_tokens
         reason, name = response.finish_reason, response.model
         if (
             type(a) is int
@@ -61,12 +63,14 @@ def checked_response(response: object, model: object, *, wrapped: bool = False) 
             and type(d) is int
             and type(e) is int
             and type(f) is int
+            and type(g) is int
             and a >= 0
             and b >= 0
             and c >= 0
             and d >= 0
             and e >= 0
             and f >= 0
+            and g >= 0
             and type(response.content) is str
             and type(response.tool_calls) is list
             and (type(reason) is str or reason is None)

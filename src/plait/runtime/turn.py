@@ -339,6 +339,8 @@ class Turn:
             call_class="agent",
             reasoning=settings.reasoning,
             extra=settings.extra,
+            # what the adapters' prompt caching reads (plait.models.prompt_cache)
+            metadata={"thread_id": ctx.thread_id, "projected_messages": len(ctx.ephemeral)},
         )
 
     async def _dispatch(self, d: DispatchContext) -> ModelResponse:

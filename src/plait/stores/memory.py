@@ -357,6 +357,8 @@ def _copy_usage(usage: Any) -> Usage:
     copy.requests = count = usage.requests
     plain = plain and type(count) is int
     copy.reasoning_tokens = count = usage.reasoning_tokens
+    plain = plain and type(count) is int
+    copy.cache_write_1h_tokens = count = usage.cache_write_1h_tokens
     if not (plain and type(count) is int):
         raise _NotPlain
     result: Usage = copy
