@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import weakref
+from types import UnionType
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Self, overload
@@ -151,13 +152,15 @@ class Agent(Generic[OutputT]):
         model_hooks: Iterable[ModelHook | Middleware] = (),
         default_guards: bool = True,
         model_settings: ModelSettings | None = None,
-        output_type: type[OutputT] = str,  # type: ignore[assignment]  # OutputT defaults to str
+        # OutputT defaults to str; a union (``A | B``) is typed by annotating the agent:
+        # ``agent: Agent[A | B] = Agent(model, output_type=A | B)``.
+        output_type: type[OutputT] | UnionType = str,  # type: ignore[assignment]
         output_mode: OutputMode = "auto",
         output_retries: int = DEFAULT_OUTPUT_RETRIES,
     ) -> None:
         if output_retries < 0:
             raise ConfigurationError("output_retries must be 0 or more.")
-        self.output_type: type[OutputT] = output_type
+        self.output_type: type[OutputT] | UnionType = output_type
         self.output_mode: OutputMode = output_mode
         self.output_retries = output_retries
         self._output_validators: list[OutputValidator] = []
