@@ -275,6 +275,11 @@ def to_anthropic_request(
             params["tool_choice"] = to_anthropic_tool_choice(request.tool_choice)
     if thinking is not None:
         params["thinking"] = cast("Any", thinking)
+    if (output := request.output_schema) is not None:
+        from anthropic import transform_schema  # constraints the API lacks move to descriptions
+
+        schema = transform_schema(dict(output.schema))
+        params["output_config"] = {"format": {"type": "json_schema", "schema": schema}}
     extra: dict[str, object] = {}
     if request.temperature is not None:
         extra["temperature"] = request.temperature

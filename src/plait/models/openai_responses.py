@@ -51,6 +51,8 @@ class OpenAIResponsesModel:
     :class:`~plait.models.openai.OpenAIChatModel`.
     """
 
+    supports_native_output = True
+    """``text.format`` with a strict JSON schema (structured output)."""
     reasoning_provider = PROVIDER
     """Reasoning parts of another provider are dropped from requests (``ReasoningDropped``)."""
 

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import asyncio
 import weakref
-from types import UnionType
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from types import UnionType
 from typing import Any, Generic, Self, overload
 
 from typing_extensions import TypeVar
