@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import aclosing
 from pathlib import Path
 from typing import Any
 
@@ -145,20 +146,9 @@ def responses() -> Iterator[ResponsesServer]:
 
 
 async def _run(model: Model, mode: str, thread: str = "t") -> Ticket:
-    async with model_closing(model):
+    async with aclosing(model):
         agent = Agent(model, output_type=Ticket, output_mode=mode)  # type: ignore[arg-type]
         return (await agent.run("file it", thread_id=thread)).output
-
-
-class model_closing:  # noqa: N801 - used like contextlib.aclosing
-    def __init__(self, model: Model) -> None:
-        self.model = model
-
-    async def __aenter__(self) -> Model:
-        return self.model
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.model.aclose()
 
 
 async def test_responses_native_uses_text_format(responses: ResponsesServer) -> None:
@@ -182,7 +172,7 @@ async def test_responses_server_refuses_a_loose_schema(responses: ResponsesServe
     model = OpenAIResponsesModel("gpt-5-mini", api_key="sk-test", base_url=responses.url)
     schema = {"type": "object", "properties": {"a": {}}, "additionalProperties": False}
     loose = OutputSchema("Loose", schema)  # "a" not in required: strict mode refuses it
-    async with model_closing(model):
+    async with aclosing(model):
         with pytest.raises(ProviderError, match="Missing 'a'"):
             await model.generate(ModelRequest([UserMessage("x")], output_schema=loose))
 
@@ -208,7 +198,7 @@ async def test_anthropic_refuses_numeric_constraints_it_does_not_take() -> None:
     with AnthropicServer(lambda body: []) as server:
         model = _anthropic(server)
         schema = OutputSchema("N", {"type": "integer", "minimum": 1})
-        async with model_closing(model):
+        async with aclosing(model):
             # the adapter moves the constraint into the description, so the server takes it
             request = ModelRequest([UserMessage("x")], output_schema=schema)
             await model.generate(request)
@@ -227,7 +217,7 @@ async def test_anthropic_tool_mode_never_complies_leaves_a_valid_thread() -> Non
 
     with AnthropicServer(brain) as server:
         model = _anthropic(server)
-        async with model_closing(model):
+        async with aclosing(model):
             agent = Agent(model, output_type=Ticket, output_mode="tool")
             with pytest.raises(OutputValidationError) as caught:
                 await agent.run("file it", thread_id="t")
