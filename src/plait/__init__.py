@@ -33,6 +33,8 @@ from plait.errors import (
     ContextOverflowError,
     DispatchRejected,
     LimitExceeded,
+    OutputRetry,
+    OutputValidationError,
     PlaitError,
     ProviderError,
     ThreadConflictError,
@@ -86,7 +88,7 @@ if TYPE_CHECKING:
         ScriptedModel,
         wrap_model,
     )
-    from plait.runtime import Agent, Limits, RunResult, RunStream
+    from plait.runtime import Agent, Limits, OutputDelta, RunResult, RunStream
     from plait.skills import FilesystemSource, SkillsMiddleware
     from plait.skills.managed import SkillManager, create_skill_manager
     from plait.stores import MemoryThreadStore, SQLiteThreadStore, ThreadStore
@@ -118,6 +120,9 @@ __all__ = [
     "ModelHook",
     "ModelRequest",
     "ModelResponse",
+    "OutputDelta",
+    "OutputRetry",
+    "OutputValidationError",
     "OverflowRecoveryMiddleware",
     "PlaitError",
     "ProviderError",
@@ -195,6 +200,7 @@ if not TYPE_CHECKING:
             "plait.runtime": (
                 "Agent",
                 "Limits",
+                "OutputDelta",
                 "RunResult",
                 "RunStream",
             ),

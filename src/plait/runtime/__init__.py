@@ -17,10 +17,20 @@ from plait.runtime.events import (
     TurnStarted,
     ValuesReplaced,
 )
+from plait.runtime.output import (
+    DEFAULT_OUTPUT_RETRIES,
+    FINAL_RESULT_TOOL,
+    OutputDelta,
+    OutputMode,
+    OutputValidator,
+)
+from plait.runtime.output_schema import OutputSpec, strict_schema
 from plait.runtime.tool_search import ToolSearch
 from plait.runtime.turn import RunResult
 
 __all__ = [
+    "DEFAULT_OUTPUT_RETRIES",
+    "FINAL_RESULT_TOOL",
     "Agent",
     "DispatchFinished",
     "ErrorOccurred",
@@ -28,6 +38,10 @@ __all__ = [
     "ModelCallRetried",
     "ModelRequestSent",
     "ModelResponseReceived",
+    "OutputDelta",
+    "OutputMode",
+    "OutputSpec",
+    "OutputValidator",
     "ReasoningDeltaReceived",
     "ReasoningDropped",
     "RunInput",
@@ -41,4 +55,5 @@ __all__ = [
     "TurnFinished",
     "TurnStarted",
     "ValuesReplaced",
+    "strict_schema",
 ]
