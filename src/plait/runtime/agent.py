@@ -225,6 +225,8 @@ class Agent(Generic[OutputT]):
         return fn
 
     def _output_spec(self, output_type: object) -> OutputSpec[Any]:
+        if isinstance(output_type, OutputSpec):
+            return output_type
         spec = self._output_specs.get(output_type)
         if spec is None:
             spec = self._output_specs[output_type] = OutputSpec(output_type)
@@ -304,7 +306,7 @@ class Agent(Generic[OutputT]):
         thread_id: str | None = None,
         state: Mapping[str, Any] | None = None,
         model_settings: ModelSettings | None = None,
-        output_type: type[T],
+        output_type: type[T] | OutputSpec[T],
     ) -> RunResult[T]: ...
 
     async def run(
@@ -363,7 +365,7 @@ class Agent(Generic[OutputT]):
         thread_id: str | None = None,
         state: Mapping[str, Any] | None = None,
         model_settings: ModelSettings | None = None,
-        output_type: type[T],
+        output_type: type[T] | OutputSpec[T],
     ) -> RunStream[T]: ...
 
     def stream(

@@ -110,13 +110,19 @@ class OutputSpec(Generic[T]):
     ``[a-zA-Z0-9_-]{1,64}``). ``schema`` is the strict-compatible schema the model is given;
     ``wrapped`` says whether it is the type's own or ``{"response": ...}`` around it.
     Raises :class:`~plait.errors.ConfigurationError` for a type pydantic cannot describe.
+
+    ``OutputSpec(Any, schema={...}, name="...")`` asks for a JSON schema given as it is (``plait
+    run --output-schema``): it is made strict-compatible the same way, and the answer validates
+    as any JSON value (add an ``output_validator`` to hold it to the schema).
     """
 
-    def __init__(self, output_type: Any) -> None:
+    def __init__(
+        self, output_type: Any, *, schema: Mapping[str, Any] | None = None, name: str = ""
+    ) -> None:
         self.output_type = output_type
         try:
             self.adapter: TypeAdapter[T] = TypeAdapter(output_type)
-            raw = self.adapter.json_schema()
+            raw = dict(schema) if schema is not None else self.adapter.json_schema()
         except Exception as exc:
             raise ConfigurationError(
                 f"output_type {output_type!r} cannot be used as a structured output: {exc}. "
@@ -135,7 +141,7 @@ class OutputSpec(Generic[T]):
         converter = _Strict()
         self.schema: dict[str, Any] = converter.convert(raw)
         self._optional = converter.optional
-        title = getattr(output_type, "__name__", None) or str(raw.get("title") or "output")
+        title = name or getattr(output_type, "__name__", None) or str(raw.get("title") or "output")
         self.name = re.sub(r"[^a-zA-Z0-9_-]", "_", title)[:64] or "output"
 
     def validate_json(self, text: str) -> T:
