@@ -311,3 +311,39 @@ def test_bad_configuration_is_a_typed_error() -> None:
 
     with pytest.raises(ConfigurationError, match="structured output"):
         Agent(model, output_type=Opaque)
+
+
+@pytest.mark.parametrize("mode", ["native", "tool"])
+async def test_the_stored_answer_is_revalidated_on_load(mode: str) -> None:
+    answer = {"title": "Kept", "priority": 3}
+    entries: list[str | ToolCall] = (
+        ['{"title": "x", "priority": 0}', json.dumps(answer)]
+        if mode == "native"
+        else [
+            ToolCall("c1", "final_result", {"title": "x", "priority": 0}),
+            ToolCall("c2", "final_result", answer),
+        ]
+    )
+    model = ScriptedModel(entries)
+    agent = Agent(model, output_type=Ticket, output_mode=mode)  # type: ignore[arg-type]
+    result = await agent.run("go", thread_id="t")
+    assert await agent.stored_output("t") == result.output == Ticket(title="Kept", priority=3)
+    with pytest.raises(ValueError, match="kind"):
+        await agent.stored_output("t", output_type=Refusal)
+    with pytest.raises(LookupError):
+        await agent.stored_output("empty")
+    model.assert_complete()
+
+
+async def test_final_result_is_never_evicted() -> None:
+    from plait.backends import MemoryBackend
+    from plait.context import ResultEvictionMiddleware
+
+    model = ScriptedModel([ToolCall("c1", "final_result", {"title": "T" * 400, "priority": 1})])
+    eviction = ResultEvictionMiddleware(1, backend=MemoryBackend())
+    agent = Agent(model, output_type=Ticket, middleware=[eviction])
+    result = await agent.run("go", thread_id="t")
+    assert result.output.priority == 1
+    stored = [m for m in (await agent.store.load("t")).messages if isinstance(m, ToolMessage)]
+    assert stored[0].result.data == "Final result accepted."
+    model.assert_complete()

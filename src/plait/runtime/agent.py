@@ -46,6 +46,7 @@ from plait.runtime.output import (
     OutputRun,
     OutputValidator,
     resolve_mode,
+    stored_output,
 )
 from plait.runtime.output_schema import OutputSpec
 from plait.runtime.repetition import RepetitionDetector
@@ -240,6 +241,14 @@ class Agent(Generic[OutputT]):
         mode = resolve_mode(self.output_mode, self.model)
         spec = self._output_spec(wanted)
         return OutputRun(spec, mode, self.output_retries, self._output_validators)
+
+    async def stored_output(self, thread_id: str, output_type: object | None = None) -> Any:
+        """The thread's last structured answer, loaded from the store and validated again
+        against ``output_type`` (default: the agent's); raises ``LookupError`` if it has none,
+        ``ValueError`` if the stored answer no longer validates (a changed type)."""
+        wanted = self.output_type if output_type is None else output_type
+        snapshot = await self.store.load(thread_id)
+        return stored_output(snapshot.messages, self._output_spec(wanted))
 
     def describe(self) -> str:
         """The resolved middleware order, one line each: position, name, pin, hooks overridden.

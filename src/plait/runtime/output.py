@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
 from plait.errors import ConfigurationError, OutputRetry, OutputValidationError, ToolError
-from plait.messages import ToolCall, ToolDefinition, UserMessage
+from plait.messages import AssistantMessage, Message, ToolCall, ToolDefinition, UserMessage
 from plait.middleware.context import DispatchContext, Event, EventSink
 from plait.models.base import (
     ModelRequest,
@@ -248,3 +248,24 @@ class OutputRun:
 def final_calls(calls: Sequence[ToolCall]) -> list[ToolCall]:
     """The ``final_result`` calls among ``calls``."""
     return [c for c in calls if c.name == FINAL_RESULT_TOOL]
+
+
+def stored_output(messages: Sequence[Message], spec: OutputSpec[Any]) -> Any:
+    """The last structured answer in ``messages`` (as persisted: the model's own JSON text or
+    ``final_result`` arguments), validated again with ``spec``. Raises ``LookupError`` when the
+    thread holds no answer, ``ValueError`` when the stored one no longer validates."""
+    failed: ValueError | None = None
+    for message in reversed(messages):
+        if not isinstance(message, AssistantMessage):
+            continue
+        for call in reversed(message.tool_calls):
+            if call.name == FINAL_RESULT_TOOL:
+                try:
+                    return spec.validate_args(call.args)
+                except ValueError as exc:  # a rejected try: an earlier one may validate
+                    failed = failed or exc
+        if not message.tool_calls and message.text.strip():
+            return spec.validate_json(message.text)
+    if failed is not None:
+        raise failed
+    raise LookupError("the thread holds no structured answer")
