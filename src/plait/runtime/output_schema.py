@@ -21,12 +21,12 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from typing import Any, Generic, TypeVar
-
-import pydantic_core
-from pydantic import TypeAdapter, ValidationError
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from plait.errors import ConfigurationError
+
+if TYPE_CHECKING:  # pydantic loads with the first output type, not with the agent
+    from pydantic import TypeAdapter, ValidationError
 
 __all__ = ["OutputSpec", "strict_schema"]
 
@@ -119,6 +119,8 @@ class OutputSpec(Generic[T]):
     def __init__(
         self, output_type: Any, *, schema: Mapping[str, Any] | None = None, name: str = ""
     ) -> None:
+        from pydantic import TypeAdapter
+
         self.output_type = output_type
         try:
             self.adapter: TypeAdapter[T] = TypeAdapter(output_type)
@@ -146,6 +148,8 @@ class OutputSpec(Generic[T]):
 
     def validate_json(self, text: str) -> T:
         """The answer ``text`` (JSON) as an instance; raises ``ValueError`` with the problems."""
+        import pydantic_core
+
         try:
             data = pydantic_core.from_json(text)
         except ValueError as exc:
@@ -154,6 +158,8 @@ class OutputSpec(Generic[T]):
 
     def validate_args(self, data: Any) -> T:
         """Validate the decoded JSON ``data`` (a ``final_result`` call's arguments, say)."""
+        from pydantic import ValidationError
+
         data = self._drop_nulls(data, self.schema)
         if self.wrapped:
             if not isinstance(data, dict) or WRAPPER_KEY not in data:
@@ -167,6 +173,8 @@ class OutputSpec(Generic[T]):
     def partial(self, text: str) -> Any:
         """The JSON parsed so far from a prefix ``text`` (dicts, lists, scalars; not
         validated), unwrapped; ``None`` when nothing parses yet."""
+        import pydantic_core
+
         try:
             data = pydantic_core.from_json(text, allow_partial=True)
         except ValueError:
