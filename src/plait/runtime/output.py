@@ -38,6 +38,7 @@ from plait.models.base import (
     ModelRequest,
     ModelResponse,
     OutputSchema,
+    ResponseComplete,
     StreamEvent,
     TextDelta,
     ToolCallDelta,
@@ -66,6 +67,10 @@ FINAL_RESULT_TOOL = "final_result"
 MAX_PARTIAL_CHARS = 1_000_000
 """Characters of a streamed answer parsed for :class:`OutputDelta` events; past it, no more
 partial events (the final output still arrives)."""
+
+_MIN_PARSE_STEP = 16
+"""A prefix is parsed again once it grew by this many characters or an eighth of its length,
+whichever is more, so parsing a streamed answer costs O(n) overall, not O(n²)."""
 
 
 @dataclass(slots=True, kw_only=True)
@@ -147,6 +152,7 @@ class OutputRun:
         self._stream_args: dict[int, str] = {}
         self._final_index: int | None = None
         self._last_partial: Any = None
+        self._parsed_at = 0
 
     # --- the request ----------------------------------------------------------------------
 
@@ -187,6 +193,7 @@ class OutputRun:
         """After a dispatch's tools ran (before it is persisted): judge a text answer, and add
         the retry prompt to the dispatch when another try is due."""
         self._stream_text, self._stream_args, self._final_index = "", {}, None
+        self._parsed_at = 0
         counted, self._counted = self._counted, self.failures
         finals = final_calls(response.tool_calls)
         if finals and not self.done and self.error is None and self.failures == counted:
@@ -224,8 +231,14 @@ class OutputRun:
     # --- streaming ------------------------------------------------------------------------
 
     def observe(self, event: StreamEvent, d: DispatchContext, emit: EventSink) -> None:
-        """Turn streamed JSON into :class:`OutputDelta` events."""
-        if isinstance(event, TextDelta) and self.mode == "native":
+        """Turn streamed JSON into :class:`OutputDelta` events (throttled: see
+        ``_MIN_PARSE_STEP``; the stream's end always parses what arrived)."""
+        final = isinstance(event, ResponseComplete)
+        if final:
+            text = self._stream_text if self.mode == "native" else ""
+            if self._final_index is not None:
+                text = self._stream_args.get(self._final_index, "")
+        elif isinstance(event, TextDelta) and self.mode == "native":
             self._stream_text += event.text
             text = self._stream_text
         elif isinstance(event, ToolCallDelta) and self.mode == "tool":
@@ -239,6 +252,9 @@ class OutputRun:
             return
         if not text or len(text) > MAX_PARTIAL_CHARS:
             return
+        if not final and len(text) - self._parsed_at < max(_MIN_PARSE_STEP, self._parsed_at // 8):
+            return
+        self._parsed_at = len(text)
         partial = self.spec.partial(text)
         if partial is not None and partial != self._last_partial:
             self._last_partial = partial
