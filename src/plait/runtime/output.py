@@ -148,8 +148,8 @@ class OutputRun:
         self.done = False
         self.error: OutputValidationError | None = None
         self._errors: list[str] = []
-        self._stream_text = ""
-        self._stream_args: dict[int, str] = {}
+        self._chunks: list[str] = []  # this dispatch's streamed JSON, as it arrived
+        self._length = 0
         self._final_index: int | None = None
         self._last_partial: Any = None
         self._parsed_at = 0
@@ -192,7 +192,7 @@ class OutputRun:
     async def settle(self, response: ModelResponse, d: DispatchContext) -> None:
         """After a dispatch's tools ran (before it is persisted): judge a text answer, and add
         the retry prompt to the dispatch when another try is due."""
-        self._stream_text, self._stream_args, self._final_index = "", {}, None
+        self._chunks, self._length, self._final_index = [], 0, None
         self._parsed_at = 0
         counted, self._counted = self._counted, self.failures
         finals = final_calls(response.tool_calls)
@@ -231,31 +231,35 @@ class OutputRun:
     # --- streaming ------------------------------------------------------------------------
 
     def observe(self, event: StreamEvent, d: DispatchContext, emit: EventSink) -> None:
-        """Turn streamed JSON into :class:`OutputDelta` events (throttled: see
-        ``_MIN_PARSE_STEP``; the stream's end always parses what arrived)."""
+        """Turn streamed JSON (the native answer text, or the ``final_result`` call's argument
+        fragments) into :class:`OutputDelta` events. Throttled (see ``_MIN_PARSE_STEP``) and
+        kept as chunks joined only when parsed, so a long answer costs O(n); the stream's end
+        always parses what arrived."""
         final = isinstance(event, ResponseComplete)
-        if final:
-            text = self._stream_text if self.mode == "native" else ""
-            if self._final_index is not None:
-                text = self._stream_args.get(self._final_index, "")
-        elif isinstance(event, TextDelta) and self.mode == "native":
-            self._stream_text += event.text
-            text = self._stream_text
+        if isinstance(event, TextDelta) and self.mode == "native":
+            piece = event.text
         elif isinstance(event, ToolCallDelta) and self.mode == "tool":
-            if event.name == FINAL_RESULT_TOOL:
+            if event.name == FINAL_RESULT_TOOL and self._final_index is None:
                 self._final_index = event.index
             if event.index != self._final_index:
                 return
-            text = self._stream_args.get(event.index, "") + event.args_fragment
-            self._stream_args[event.index] = text
+            piece = event.args_fragment
+        elif not final:
+            return
         else:
+            piece = ""
+        if piece:
+            self._chunks.append(piece)
+            self._length += len(piece)
+        length = self._length
+        if not length or length > MAX_PARTIAL_CHARS:
             return
-        if not text or len(text) > MAX_PARTIAL_CHARS:
+        if not final and length - self._parsed_at < max(_MIN_PARSE_STEP, self._parsed_at // 8):
             return
-        if not final and len(text) - self._parsed_at < max(_MIN_PARSE_STEP, self._parsed_at // 8):
+        if final and length == self._parsed_at:
             return
-        self._parsed_at = len(text)
-        partial = self.spec.partial(text)
+        self._parsed_at = length
+        partial = self.spec.partial("".join(self._chunks))
         if partial is not None and partial != self._last_partial:
             self._last_partial = partial
             emit(OutputDelta(dispatch=d.index, partial=partial))
