@@ -18,6 +18,7 @@ from plait import (
     Message,
     ModelResponse,
     ScriptedModel,
+    SystemMessage,
     ToolCall,
     ToolMessage,
     UserMessage,
@@ -346,4 +347,29 @@ async def test_final_result_is_never_evicted() -> None:
     assert result.output.priority == 1
     stored = [m for m in (await agent.store.load("t")).messages if isinstance(m, ToolMessage)]
     assert stored[0].result.data == "Final result accepted."
+    model.assert_complete()
+
+
+async def test_a_retry_survives_summarization_with_its_pair_intact() -> None:
+    from plait.context import SummarizationMiddleware
+
+    history: list[Message] = [UserMessage("x" * 400), AssistantMessage("y" * 400)] * 3
+    model = ScriptedModel(
+        [
+            ToolCall("c1", "final_result", {"title": "x", "priority": 0}),
+            ToolCall("c2", "final_result", {"title": "ok", "priority": 1}),
+        ]
+    )
+    summarize = SummarizationMiddleware(200, keep_messages=2, trigger_ratio=0.5)
+    agent = Agent(model, output_type=Ticket, middleware=[summarize])
+    await agent.store.append("t", history, expected_version=0)
+    result = await agent.run("go", thread_id="t")
+    assert result.output.title == "ok"
+    assert len(model.requests[0].messages) < len(history) + 1  # the older turns were folded
+    second = list(model.requests[1].messages)
+    # the rejected final_result call and its error result reached the model together
+    calls = [m for m in second if isinstance(m, AssistantMessage) and m.tool_calls]
+    assert calls and calls[-1].tool_calls[0].id == "c1"
+    assert isinstance(second[-1], ToolMessage) and second[-1].result.tool_call_id == "c1"
+    assert _pairs_intact([m for m in second if not isinstance(m, SystemMessage)])
     model.assert_complete()
