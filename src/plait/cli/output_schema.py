@@ -14,17 +14,18 @@ import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from plait.errors import ConfigurationError, OutputRetry
-from plait.messages import UserMessage
-from plait.middleware.context import Event
-from plait.runtime.agent import Agent
-from plait.runtime.events import TextDeltaReceived
-from plait.runtime.output import OutputValidator
-from plait.runtime.output_schema import OutputSpec
+
+if TYPE_CHECKING:  # the runtime loads when a turn runs, not for `plait run --help`
+    from plait.messages import UserMessage
+    from plait.middleware.context import Event
+    from plait.runtime.agent import Agent
+    from plait.runtime.output import OutputValidator
+    from plait.runtime.output_schema import OutputSpec
 
 __all__ = ["MAX_SCHEMA_BYTES", "OutputSchemaOption", "load_output_schema", "stream_structured"]
 
@@ -59,6 +60,8 @@ def load_output_schema(path: Path) -> tuple[OutputSpec[Any], OutputValidator]:
         ) from exc
     if not isinstance(schema, dict):
         raise ConfigurationError(f"--output-schema: {path} must hold a JSON object.")
+    from plait.runtime.output_schema import OutputSpec
+
     check = validator_class(schema)
     name = re.sub(r"[^a-zA-Z0-9_-]", "_", str(schema.get("title") or path.stem))[:64]
     spec: OutputSpec[Any] = OutputSpec(Any, schema=schema, name=name or "output")
@@ -94,6 +97,8 @@ async def stream_structured(
 ) -> None:
     """Run the turn for ``--output-schema``: events to ``printer`` except the answer's raw text
     (it is JSON, printed once validated), then the answer's JSON on standard output."""
+    from plait.runtime.events import TextDeltaReceived
+
     spec, holds_to_schema = output
     agent.output_validator(holds_to_schema)
     stream = agent.stream(text, thread_id=thread_id, state=state, output_type=spec)
