@@ -24,3 +24,12 @@ def test_ci_runs_the_readme_test_command() -> None:
     ci = (ROOT / ".ci" / "run").read_text()
     assert "python -m pytest" in README and "python -m pytest" in ci
     assert "pip install -e '.[dev]'" in README and "pip install --quiet -e '.[dev]'" in ci
+
+
+def test_structured_output_example_runs_as_written() -> None:
+    block = re.search(r"## Structured output.*?```python\n(.*?)```", README, re.S)
+    assert block is not None
+    scope: dict[str, object] = {}
+    exec(compile(block.group(1), "README-structured-output", "exec"), scope)
+    ticket = scope["ticket"]
+    assert getattr(ticket, "title", None) == "Disk full"

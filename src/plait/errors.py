@@ -15,6 +15,8 @@ __all__ = [
     "LimitExceeded",
     "ModelResponseError",
     "ModelTimeoutError",
+    "OutputRetry",
+    "OutputValidationError",
     "PlaitError",
     "ProviderError",
     "ResumeConflict",
@@ -131,6 +133,36 @@ class ToolError(PlaitError):
     refused"); any other exception is reported as ``Tool 'x' failed: Type: message`` plus an
     error event.
     """
+
+
+class OutputRetry(PlaitError):
+    """Raise from an ``@agent.output_validator`` to reject a valid-looking answer: ``reason`` is
+    sent to the model (as the retry prompt, or the ``final_result`` call's error result) and it
+    answers again, within the agent's ``output_retries``."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class OutputValidationError(PlaitError):
+    """The model's answer did not validate against the output type after ``output_retries``
+    retries. ``raw`` is the last answer as the model gave it (JSON text or the ``final_result``
+    arguments), ``errors`` what was wrong with it. Every message of the turn is persisted and the
+    thread stays valid (no call without its result): run again, raise ``output_retries``, or
+    simplify the output type."""
+
+    def __init__(self, raw: str, errors: list[str], retries: int) -> None:
+        shown = "; ".join(errors[:5]) or "no answer in the output type"
+        super().__init__(
+            f"The model's answer did not validate after {retries} retr"
+            f"{'y' if retries == 1 else 'ies'}: {clipped(shown, 600)}. Raw answer: "
+            f"{quoted(raw)}. The thread is persisted and valid; raise Agent(output_retries=...) "
+            "or simplify the output type."
+        )
+        self.raw = raw
+        self.errors = errors
+        self.retries = retries
 
 
 class ToolExecutionError(PlaitError):

@@ -22,7 +22,9 @@ It refuses (HTTP 400, ``invalid_request_error``, with messages modelled on the r
   thinking block (:mod:`anthropic_cache_rule`, which also reports cache reads and writes);
 - an image or document block that is not valid base64, whose media type is not allowed, whose
   bytes do not match the media type, an image over 5 MB, more than 100 images; a non-text block in
-  ``system``.
+  ``system``; an ``output_config.format`` schema with an object lacking
+  ``additionalProperties: false`` or a constraint structured outputs do not take (``minimum``,
+  ``maxLength`` …).
 
 ``GET /v1/models`` lists :attr:`AnthropicServer.models` (newest first, as the API does), paged
 as the API pages (``limit``, default 20; ``after_id``; ``has_more``, ``last_id``).
@@ -46,6 +48,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from anthropic_cache_rule import CacheRuleViolation, PromptCacheRule
+from strict_schema import anthropic_schema_problem
 
 Brain = Callable[[dict[str, Any]], list[dict[str, Any]]]
 """Request body -> the answer's block specs: ``{"type": "thinking", "thinking": text}``,
@@ -206,6 +209,11 @@ class AnthropicServer:
         body = received.body
         if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
             raise Refused("messages: Field required")
+        output_format = (body.get("output_config") or {}).get("format")
+        if output_format is not None:
+            problem = anthropic_schema_problem(output_format.get("schema"))
+            if problem is not None:
+                raise Refused(problem)
         if not isinstance(body.get("max_tokens"), int):
             raise Refused("max_tokens: Field required")
         thinking = body.get("thinking") or {}

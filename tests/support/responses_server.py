@@ -17,7 +17,8 @@ shape) when it breaks a rule:
   ``function_call`` needs its output;
 - ``input_image`` data URLs must be base64 of a PNG, JPEG, GIF or WebP whose bytes match the
   stated media type; at most 500 images and 50 MB of image bytes per request; ``input_file``
-  data must be a PDF when it says so.
+  data must be a PDF when it says so;
+- a strict ``text.format`` JSON schema must follow OpenAI's strict rules (:mod:`strict_schema`).
 
 Answers, whole or streamed, follow the real event sequence: ``response.created``,
 ``response.in_progress``, per item ``response.output_item.added`` ... ``.done`` (reasoning:
@@ -42,6 +43,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from openai_cache_rule import OpenAIPrefixCache
+from strict_schema import openai_schema_problem
 
 MAX_IMAGES = 500
 MAX_IMAGE_BYTES = 50 * 1024 * 1024
@@ -235,6 +237,11 @@ class ResponsesServer:
         if not isinstance(items, list):
             raise BadRequest("Invalid type for 'input': expected an array.", param="input")
         store = body.get("store", True)
+        fmt = (body.get("text") or {}).get("format") or {}
+        if fmt.get("type") == "json_schema" and fmt.get("strict"):
+            problem = openai_schema_problem(str(fmt.get("name")), fmt.get("schema"))
+            if problem is not None:
+                raise BadRequest(problem, "invalid_json_schema", "text.format.schema")
         for tool in body.get("tools") or []:
             if tool.get("type") != "function" or not isinstance(tool.get("parameters"), dict):
                 raise BadRequest("Invalid tool: a function tool needs parameters.", param="tools")

@@ -5,6 +5,10 @@ and is recorded, so a test can assert on the exact JSON the SDK sent. ``.sse`` f
 served as ``text/event-stream``, written event by event. No SDK is patched; nothing leaves the
 machine.
 
+A Chat Completions body with a ``response_format`` of type ``json_schema`` and ``strict: true``
+is held to OpenAI's strict-schema rules (:mod:`strict_schema`) and refused with the API's 400
+before any queued reply is taken.
+
 ``serve_models(ids)`` makes ``GET …/models`` (the OpenAI models list) answer those ids without a
 queued reply.
 """
@@ -18,6 +22,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+
+from strict_schema import openai_schema_problem
 
 
 @dataclass
@@ -126,12 +132,35 @@ class WireServer:
             path = received.path.split("?", 1)[0]
             if received.method == "GET" and self.models is not None and path.endswith("/models"):
                 return self._models_reply()
+            refused = _refused_response_format(received.body)
+            if refused is not None:
+                return refused
             if self._replies:
                 return self._replies.popleft()
         # 418: a status no adapter retries, so a missing reply fails the test at once.
         message = f"wire server: no reply queued for {received.method} {received.path}"
         error = {"type": "error", "error": {"type": "test_error", "message": message}}
         return Reply(418, [json.dumps(error).encode()], "application/json")
+
+
+def _refused_response_format(body: Any) -> Reply | None:
+    """OpenAI's 400 for a strict ``response_format`` whose schema breaks the strict rules."""
+    fmt = body.get("response_format") if isinstance(body, dict) else None
+    if not isinstance(fmt, dict) or fmt.get("type") != "json_schema":
+        return None
+    spec = fmt.get("json_schema") or {}
+    if not spec.get("strict"):
+        return None
+    problem = openai_schema_problem(str(spec.get("name")), spec.get("schema"))
+    if problem is None:
+        return None
+    error = {
+        "message": problem,
+        "type": "invalid_request_error",
+        "param": "response_format",
+        "code": None,
+    }
+    return Reply(400, [json.dumps({"error": error}).encode()], "application/json")
 
 
 def _handler_for(server: WireServer) -> type[BaseHTTPRequestHandler]:

@@ -259,3 +259,26 @@ async def test_content_capture_works_the_same_when_streaming(otel: Otel) -> None
             "finish_reason": "stop",
         }
     ]
+
+
+@pytest.mark.parametrize("mode", ["native", "tool"])
+async def test_a_structured_output_is_json_on_the_chat_span(otel: Otel, mode: str) -> None:
+    from pydantic import BaseModel
+
+    class Verdict(BaseModel):
+        ok: bool
+
+    entry = '{"ok": true}' if mode == "native" else ToolCall("c1", "final_result", {"ok": True})
+    model = ScriptedModel([entry])
+    agent = Agent(model, output_type=Verdict, output_mode=mode, middleware=[otel.telemetry()])  # type: ignore[arg-type]
+    assert (await agent.run("judge")).output == Verdict(ok=True)
+    chats = [s for s in otel.spans() if s.name.startswith("chat")]
+    assert chats and all(attrs(c)["gen_ai.output.type"] == "json" for c in chats)
+    model.assert_complete()
+
+
+async def test_a_text_answer_sets_no_output_type(otel: Otel) -> None:
+    agent = Agent(ScriptedModel(["hi"]), middleware=[otel.telemetry()])
+    await agent.run("x")
+    chats = [s for s in otel.spans() if s.name.startswith("chat")]
+    assert chats and all("gen_ai.output.type" not in attrs(c) for c in chats)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from pathlib import Path
 
@@ -208,4 +209,29 @@ async def test_reasoning_tokens_are_recorded_and_summed(tmp_path: Path) -> None:
     assert view is not None
     assert [d["usage"]["reasoning"] for d in view["dispatches"]] == [32, 32]
     assert view["usage"]["reasoning"] == 64 and view["usage"]["output"] == 80
+    await recorder.aclose()
+
+
+@pytest.mark.parametrize("mode", ["native", "tool"])
+async def test_a_structured_answer_is_recorded_as_its_json(tmp_path: Path, mode: str) -> None:
+    from pydantic import BaseModel
+
+    class Verdict(BaseModel):
+        ok: bool
+        why: str
+
+    answer: dict[str, object] = {"ok": True, "why": "fine"}
+    entry = json.dumps(answer) if mode == "native" else ToolCall("c1", "final_result", answer)
+    store = SQLiteTraceStore(tmp_path / "t.sqlite3")
+    recorder = TraceRecorder(store)
+    agent = Agent(
+        ScriptedModel([entry]),
+        output_type=Verdict,
+        output_mode=mode,  # type: ignore[arg-type]
+        middleware=[recorder],
+    )
+    assert (await agent.run("judge", thread_id="t")).output == Verdict(ok=True, why="fine")
+    await recorder.drain()
+    (run,) = await store.runs()
+    assert json.loads(run["output"]) == answer
     await recorder.aclose()

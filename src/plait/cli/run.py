@@ -22,6 +22,7 @@ from plait.cli.console import JsonEventWriter, fail, report_error, report_note
 from plait.cli.inputs import attachment_part, task_text, user_message
 from plait.cli.mcp_servers import McpServerDidNotStart, log_lines, start_servers
 from plait.cli.options import Flags, Resolved, agent_options, merged_settings, with_flags
+from plait.cli.output_schema import OutputSchemaOption, load_output_schema, stream_structured
 from plait.cli.thread_choice import (
     NoThreadToContinue,
     ThreadChoiceError,
@@ -224,12 +225,19 @@ async def _turn(
     printer: TurnDisplay | JsonEventWriter,
     spec: str,
     new_thread: bool = False,
+    output: Any = None,  # --output-schema: (spec, validator) from load_output_schema
 ) -> None:
     state: dict[str, Any] = {
         THREAD_INFO_KEY: {"model": spec, "updated": datetime.now(UTC).isoformat()}
     }
     if new_thread:  # the folder -c looks for (plait.cli.thread_choice)
         state.update(started_in())
+    if output is not None:
+        try:
+            await stream_structured(agent, text, thread_id, state, printer, output)
+        finally:
+            printer.finish()
+        return
     stream = agent.stream(text, thread_id=thread_id, state=state)
     try:
         async for event in stream:
@@ -299,6 +307,7 @@ def run(
     json_lines: JsonOption = False,
     no_thinking: NoThinkingOption = False,
     no_trace: NoTraceOption = False,
+    output_schema: OutputSchemaOption = None,
 ) -> None:
     """Run one turn: stream the answer and show tool calls, skills and context events.
 
@@ -322,6 +331,7 @@ def run(
     try:
         text = task_text(task)
         parts = attachments(attach or [])
+        output = load_output_schema(output_schema) if output_schema else None
     except ConfigurationError as exc:
         fail(str(exc), 2)
     if not text.strip():
@@ -350,7 +360,13 @@ def run(
                     info.print(Text(line, style="dim"), soft_wrap=True)
             await start_servers(agent)  # one that cannot start fails the run (exit 1)
             await _turn(
-                agent, user_message(text, parts), thread_id, printer, resolved.spec, found is None
+                agent,
+                user_message(text, parts),
+                thread_id,
+                printer,
+                resolved.spec,
+                found is None,
+                output,
             )
         finally:
             await _close(agent, closers)

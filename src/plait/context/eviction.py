@@ -69,6 +69,7 @@ from plait.messages import ToolCall, ToolMessage, ToolResult
 from plait.middleware.base import Middleware
 from plait.middleware.context import DispatchContext
 from plait.paths import normalize_virtual_path
+from plait.runtime.output import FINAL_RESULT_TOOL
 from plait.tokens import (
     CHARS_PER_TOKEN,
     TokenCounter,
@@ -124,7 +125,8 @@ class ResultEvictionMiddleware(Middleware):
             reader = shared_reader(backend, self.page_chars)
             reader.allow(self.root, page_chars=self.page_chars)
             self._read_tool = reader.tool
-        self.excluded_tools = frozenset(excluded_tools) | {READ_TOOL_NAME}
+        # the final-answer tool's result is the structured output's receipt: never evicted
+        self.excluded_tools = frozenset(excluded_tools) | {READ_TOOL_NAME, FINAL_RESULT_TOOL}
         self._prunable = backend if isinstance(backend, PrunableBackend) else None
 
     def tools(self) -> Sequence[Tool]:

@@ -74,6 +74,9 @@ class AnthropicModel:
     """
 
     provider_label = "anthropic"
+    supports_native_output = True
+    """``output_config.format`` (structured outputs; Claude Sonnet 4.5, Opus 4.1, Haiku 4.5 and
+    later): for an older model, run the agent with ``output_mode="tool"``."""
     reasoning_provider = PROVIDER
     """The ``provider`` of the reasoning parts this model makes and replays (others are
     dropped from its requests; the runtime reports them with ``ReasoningDropped``)."""

@@ -79,6 +79,7 @@ from plait.models.anthropic_thinking import INTERLEAVED_BETA, thinking_settings
 from plait.models.base import (
     ModelRequest,
     ModelResponse,
+    OutputSchema,
     ReasoningDelta,
     StreamEvent,
     TextDelta,
@@ -280,11 +281,25 @@ def to_anthropic_request(
     if thinking is not None:
         params["thinking"] = cast("Any", thinking)
     extra: dict[str, object] = {}
+    if (output := request.output_schema) is not None:
+        # In the body as JSON (extra_body), so SDKs that predate output_config send it too.
+        extra["output_config"] = {"format": {"type": "json_schema", "schema": _schema(output)}}
     if request.temperature is not None:
         extra["temperature"] = request.temperature
     if request.extra:
         extra.update(request.extra)
     return params, extra
+
+
+def _schema(output: OutputSchema) -> dict[str, Any]:
+    """The schema as structured outputs take it: constraints the API lacks (``minimum``,
+    ``maxLength`` …) move into descriptions with the SDK's ``transform_schema`` where the
+    installed SDK has it (the answer is still validated against them)."""
+    try:
+        from anthropic import transform_schema
+    except ImportError:  # an SDK before structured outputs
+        return dict(output.schema)
+    return transform_schema(dict(output.schema))
 
 
 def to_anthropic_headers(request: ModelRequest) -> dict[str, str]:

@@ -30,6 +30,7 @@ __all__ = [
     "ModelRequest",
     "ModelResponse",
     "ModelSettings",
+    "OutputSchema",
     "Reasoning",
     "ReasoningDelta",
     "ResponseComplete",
@@ -97,6 +98,21 @@ class ModelSettings:
         )
 
 
+@dataclass(slots=True, frozen=True)
+class OutputSchema:
+    """Native structured output asked of the provider: answer with JSON matching ``schema``.
+
+    ``name`` is the schema's name (``response_format.json_schema.name``, ``[a-zA-Z0-9_-]``, at
+    most 64 characters); ``strict`` asks the provider to enforce the schema, which must then be
+    strict-compatible (:func:`plait.runtime.output_schema.strict_schema` makes it so). An
+    adapter that cannot honour it says so with ``supports_native_output = False``.
+    """
+
+    name: str
+    schema: Mapping[str, Any]
+    strict: bool = True
+
+
 @dataclass(slots=True)
 class ModelRequest:
     """Everything a provider needs for one call. Middleware returns changed copies
@@ -121,6 +137,8 @@ class ModelRequest:
     """Thinking settings (:class:`Reasoning`); ``None`` leaves the model's default."""
     extra: Mapping[str, Any] = field(default_factory=dict)
     """Provider-specific body fields (:attr:`ModelSettings.extra`)."""
+    output_schema: OutputSchema | None = None
+    """Native structured output (:class:`OutputSchema`); ``None`` for free text."""
 
     def replace(self, **changes: Any) -> ModelRequest:
         """A copy with ``changes`` applied (list and dict fields are not deep-copied)."""

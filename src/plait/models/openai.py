@@ -81,6 +81,9 @@ class OpenAIChatModel:
     ``None`` sends neither.
     """
 
+    supports_native_output = True
+    """``response_format`` with a strict JSON schema (structured output); for a compatible
+    server without it, run the agent with ``output_mode="tool"``."""
     reasoning_provider = "openai-chat"
     """Chat Completions has no reasoning items: any reasoning part in a request is dropped (the
     agent's ``ReasoningDropped`` event says so)."""

@@ -236,6 +236,15 @@ def to_openai_request(
     reasoning = request.reasoning
     if reasoning is not None and reasoning.effort is not None and reasoning.enabled:
         params["reasoning_effort"] = reasoning.effort  # o-series and gpt-5 models take it
+    if (output := request.output_schema) is not None:
+        params["response_format"] = {
+            "type": "json_schema",
+            "json_schema": {
+                "name": output.name,
+                "schema": dict(output.schema),
+                "strict": output.strict,
+            },
+        }
     return params
 
 

@@ -53,6 +53,8 @@ class OpenAIResponsesModel:
     (:mod:`plait.models.openai_cache`).
     """
 
+    supports_native_output = True
+    """``text.format`` with a strict JSON schema (structured output)."""
     reasoning_provider = PROVIDER
     """Reasoning parts of another provider are dropped from requests (``ReasoningDropped``)."""
 

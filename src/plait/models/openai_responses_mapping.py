@@ -292,6 +292,15 @@ def to_responses_request(
         body["max_output_tokens"] = request.max_tokens
     if request.reasoning is not None and (reasoning := to_responses_reasoning(request.reasoning)):
         body["reasoning"] = reasoning
+    if (output := request.output_schema) is not None:
+        body["text"] = {
+            "format": {
+                "type": "json_schema",
+                "name": output.name,
+                "schema": dict(output.schema),
+                "strict": output.strict,
+            }
+        }
     return body
 
 

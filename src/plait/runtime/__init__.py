@@ -22,6 +22,14 @@ from plait.runtime.events import (
     TurnStarted,
     ValuesReplaced,
 )
+from plait.runtime.output import (
+    DEFAULT_OUTPUT_RETRIES,
+    FINAL_RESULT_TOOL,
+    OutputDelta,
+    OutputMode,
+    OutputValidator,
+)
+from plait.runtime.output_schema import OutputSpec, strict_schema
 from plait.runtime.pause import (
     Answer,
     ApprovalMiddleware,
@@ -35,6 +43,8 @@ from plait.runtime.tool_search import ToolSearch
 from plait.runtime.turn import RunResult
 
 __all__ = [
+    "DEFAULT_OUTPUT_RETRIES",
+    "FINAL_RESULT_TOOL",
     "Agent",
     "Answer",
     "ApprovalMiddleware",
@@ -49,6 +59,10 @@ __all__ = [
     "ModelCallRetried",
     "ModelRequestSent",
     "ModelResponseReceived",
+    "OutputDelta",
+    "OutputMode",
+    "OutputSpec",
+    "OutputValidator",
     "PauseTurn",
     "PendingCall",
     "ReasoningDeltaReceived",
@@ -68,4 +82,5 @@ __all__ = [
     "TurnResumed",
     "TurnStarted",
     "ValuesReplaced",
+    "strict_schema",
 ]

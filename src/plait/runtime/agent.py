@@ -18,7 +18,10 @@ import asyncio
 import weakref
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Self
+from types import UnionType
+from typing import TYPE_CHECKING, Any, Generic, Self, overload
+
+from typing_extensions import TypeVar
 
 from plait.errors import ConfigurationError
 from plait.messages import (
@@ -37,6 +40,15 @@ from plait.middleware.stack import MiddlewareStack
 from plait.models.base import Model, ModelSettings
 from plait.models.timeouts import DEFAULT_MODEL_TIMEOUT
 from plait.runtime import storing
+from plait.runtime.output import (
+    DEFAULT_OUTPUT_RETRIES,
+    OutputMode,
+    OutputRun,
+    OutputValidator,
+    resolve_mode,
+    stored_output,
+)
+from plait.runtime.output_schema import OutputSpec
 from plait.runtime.pause import Decision, OnPaused
 from plait.runtime.repetition import RepetitionDetector
 from plait.runtime.resume import ResumedTurn
@@ -52,6 +64,9 @@ if TYPE_CHECKING:
 __all__ = ["Agent", "Limits", "RunInput", "RunStream"]
 
 RunInput = str | Message | Sequence[Message]
+
+OutputT = TypeVar("OutputT", default=str)
+T = TypeVar("T")
 
 DEFAULT_TOOL_TIMEOUT = 300.0
 """Seconds a tool call may run by default (``Limits.tool_timeout``)."""
@@ -91,7 +106,7 @@ def _as_messages(value: RunInput) -> list[Message]:
     return list(value)
 
 
-class Agent:
+class Agent(Generic[OutputT]):
     """An agent: ``model`` plus ``tools``, ``middleware`` (one ordered list, or a
     :class:`MiddlewareStack`), a ``system_prompt`` and a thread ``store`` (in memory by default;
     use :class:`~plait.stores.SQLiteThreadStore` to keep threads across processes).
@@ -117,6 +132,13 @@ class Agent:
     declared constraint is checked (:mod:`plait.middleware.ordering`); a broken one raises
     :class:`~plait.errors.ConfigurationError`. :meth:`describe` shows the result.
 
+    ``output_type`` (default ``str``: the answer's text) makes ``RunResult.output`` a validated
+    instance: a pydantic model, a dataclass, a ``TypedDict``, a union of those, a list or a
+    scalar (:mod:`plait.runtime.output`). ``output_mode`` is ``"native"``, ``"tool"`` or
+    ``"auto"``; ``output_retries`` (default 1) is how many invalid answers a turn sends back to
+    the model before it raises :class:`~plait.errors.OutputValidationError`;
+    :meth:`output_validator` adds checks of your own.
+
     The agent owns what it creates (a model resolved from a spec string, the default store) and
     closes it in :meth:`aclose` / ``async with``; everything passed in stays the caller's.
     """
@@ -136,7 +158,19 @@ class Agent:
         model_hooks: Iterable[ModelHook | Middleware] = (),
         default_guards: bool = True,
         model_settings: ModelSettings | None = None,
+        # OutputT defaults to str; a union (``A | B``) is typed by annotating the agent:
+        # ``agent: Agent[A | B] = Agent(model, output_type=A | B)``.
+        output_type: type[OutputT] | UnionType = str,  # type: ignore[assignment]
+        output_mode: OutputMode = "auto",
+        output_retries: int = DEFAULT_OUTPUT_RETRIES,
     ) -> None:
+        if output_retries < 0:
+            raise ConfigurationError("output_retries must be 0 or more.")
+        self.output_type: type[OutputT] | UnionType = output_type
+        self.output_mode: OutputMode = output_mode
+        self.output_retries = output_retries
+        self._output_validators: list[OutputValidator] = []
+        self._output_specs: dict[object, OutputSpec[Any]] = {}
         # What the agent creates it owns and closes in aclose(); what it is given, the caller does.
         self._owned: list[Model | ThreadStore] = []
         if isinstance(model, str):
@@ -151,6 +185,12 @@ class Agent:
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
             raise ConfigurationError(f"Two agent tools share a name: {', '.join(duplicates)}.")
+        if "final_result" in names and output_type is not str:
+            raise ConfigurationError(
+                "A tool is named 'final_result', the structured output's answer tool; rename it."
+            )
+        if output_type is not str:
+            self._output_spec(output_type)  # a type pydantic cannot describe fails here
         guards: list[Middleware] = []
         if default_guards:
             guards = [ToolCallValidator(), RepetitionDetector()]
@@ -199,6 +239,38 @@ class Agent:
 
         return AgentTool(self, name, description, limits=limits, timeout=timeout)
 
+    def output_validator(self, fn: OutputValidator) -> OutputValidator:
+        """Decorator: ``fn(output) -> output`` (sync or async) runs on every answer that
+        validated against the output type, in the order added; raise
+        :class:`~plait.errors.OutputRetry` with a reason the model reads to reject it."""
+        self._output_validators.append(fn)
+        return fn
+
+    def _output_spec(self, output_type: object) -> OutputSpec[Any]:
+        if isinstance(output_type, OutputSpec):
+            return output_type
+        spec = self._output_specs.get(output_type)
+        if spec is None:
+            spec = self._output_specs[output_type] = OutputSpec(output_type)
+        return spec
+
+    def _output_run(self, output_type: object | None) -> OutputRun | None:
+        """The turn's structured-output state, or ``None`` for a text answer."""
+        wanted = self.output_type if output_type is None else output_type
+        if wanted is str:
+            return None
+        mode = resolve_mode(self.output_mode, self.model)
+        spec = self._output_spec(wanted)
+        return OutputRun(spec, mode, self.output_retries, self._output_validators)
+
+    async def stored_output(self, thread_id: str, output_type: object | None = None) -> Any:
+        """The thread's last structured answer, loaded from the store and validated again
+        against ``output_type`` (default: the agent's); raises ``LookupError`` if it has none,
+        ``ValueError`` if the stored answer no longer validates (a changed type)."""
+        wanted = self.output_type if output_type is None else output_type
+        snapshot = await self.store.load(thread_id)
+        return stored_output(snapshot.messages, self._output_spec(wanted))
+
     def describe(self) -> str:
         """The resolved middleware order, one line each: position, name, pin, hooks overridden.
 
@@ -245,6 +317,7 @@ class Agent:
         await asyncio.wait({task}, timeout=within)
         return deadline
 
+    @overload
     async def run(
         self,
         input: RunInput,
@@ -253,8 +326,33 @@ class Agent:
         state: Mapping[str, Any] | None = None,
         model_settings: ModelSettings | None = None,
         on_paused: OnPaused = "raise",
-    ) -> RunResult:
-        """Run one turn and return its :class:`RunResult`.
+        output_type: None = None,
+    ) -> RunResult[OutputT]: ...
+
+    @overload
+    async def run(
+        self,
+        input: RunInput,
+        *,
+        thread_id: str | None = None,
+        state: Mapping[str, Any] | None = None,
+        model_settings: ModelSettings | None = None,
+        on_paused: OnPaused = "raise",
+        output_type: type[T] | OutputSpec[T],
+    ) -> RunResult[T]: ...
+
+    async def run(
+        self,
+        input: RunInput,
+        *,
+        thread_id: str | None = None,
+        state: Mapping[str, Any] | None = None,
+        model_settings: ModelSettings | None = None,
+        on_paused: OnPaused = "raise",
+        output_type: object | None = None,
+    ) -> RunResult[Any]:
+        """Run one turn and return its :class:`RunResult`. ``output_type`` overrides the
+        agent's for this turn.
 
         A turn whose tool calls wait for a decision ends paused (``result.paused``, the calls in
         ``result.pending``; see :mod:`plait.runtime.pause`): continue it with :meth:`resume`.
@@ -279,6 +377,7 @@ class Agent:
             events.append,
             streaming=False,
             model_settings=model_settings,
+            output=self._output_run(output_type),
         )
         turn.lease_deadline = deadline
         turn.on_paused = on_paused
@@ -292,7 +391,7 @@ class Agent:
         decisions: Mapping[str, Decision],
         *,
         model_settings: ModelSettings | None = None,
-    ) -> RunResult:
+    ) -> RunResult[OutputT]:
         """Continue the paused turn of ``thread_id`` with one decision per held call id
         (:class:`~plait.runtime.pause.Approve`, ``Reject``, ``Answer``), in any process on the
         same store; returns the turn's :class:`RunResult` (which may be paused again).
@@ -311,6 +410,7 @@ class Agent:
             events.append,
             streaming=False,
             model_settings=model_settings,
+            output=self._output_run(None),
         )
         turn.lease_deadline = deadline
         result = await turn.run()
@@ -323,9 +423,35 @@ class Agent:
         decisions: Mapping[str, Decision],
         *,
         model_settings: ModelSettings | None = None,
-    ) -> RunStream:
+    ) -> RunStream[OutputT]:
         """:meth:`resume`, yielding the turn's events live (a :class:`RunStream`)."""
-        return RunStream(self, [], thread_id, {}, model_settings, decisions=decisions)
+        return RunStream(
+            self, [], thread_id, {}, model_settings, self._output_run(None), decisions=decisions
+        )
+
+    @overload
+    def stream(
+        self,
+        input: RunInput,
+        *,
+        thread_id: str | None = None,
+        state: Mapping[str, Any] | None = None,
+        model_settings: ModelSettings | None = None,
+        on_paused: OnPaused = "raise",
+        output_type: None = None,
+    ) -> RunStream[OutputT]: ...
+
+    @overload
+    def stream(
+        self,
+        input: RunInput,
+        *,
+        thread_id: str | None = None,
+        state: Mapping[str, Any] | None = None,
+        model_settings: ModelSettings | None = None,
+        on_paused: OnPaused = "raise",
+        output_type: type[T] | OutputSpec[T],
+    ) -> RunStream[T]: ...
 
     def stream(
         self,
@@ -335,15 +461,20 @@ class Agent:
         state: Mapping[str, Any] | None = None,
         model_settings: ModelSettings | None = None,
         on_paused: OnPaused = "raise",
-    ) -> RunStream:
-        """Run one turn, yielding its events live (text and reasoning deltas included); see
-        :class:`RunStream`. ``model_settings`` and ``on_paused`` as for :meth:`run`."""
+        output_type: object | None = None,
+    ) -> RunStream[Any]:
+        """Run one turn, yielding its events live (text and reasoning deltas included, and
+        :class:`~plait.runtime.output.OutputDelta` for a structured output); see
+        :class:`RunStream`. ``model_settings``, ``on_paused`` and ``output_type`` as for
+        :meth:`run`."""
+        output = self._output_run(output_type)
         return RunStream(
             self,
             _as_messages(input),
             thread_id or new_id(),
             dict(state or {}),
             model_settings,
+            output,
             on_paused=on_paused,
         )
 
@@ -354,7 +485,7 @@ class Agent:
         thread_id: str | None = None,
         state: Mapping[str, Any] | None = None,
         model_settings: ModelSettings | None = None,
-    ) -> RunResult:
+    ) -> RunResult[OutputT]:
         """:meth:`run` for synchronous code (starts an event loop; not for use inside one)."""
         try:
             asyncio.get_running_loop()
@@ -366,7 +497,7 @@ class Agent:
         )
 
 
-class RunStream:
+class RunStream(Generic[OutputT]):
     """The events of one turn as an async iterator. After iteration ends, :attr:`result` holds
     the :class:`RunResult`; if the turn failed, iteration raises its error after yielding the
     error event.
@@ -390,22 +521,23 @@ class RunStream:
 
     def __init__(
         self,
-        agent: Agent,
+        agent: Agent[Any],
         input: list[Message],
         thread_id: str,
         state: dict[str, Any],
         model_settings: ModelSettings | None = None,
+        output: OutputRun | None = None,
         *,
         on_paused: OnPaused = "raise",
         decisions: Mapping[str, Decision] | None = None,
     ) -> None:
-        self._turn_args = (agent, thread_id, input, state, model_settings)
+        self._turn_args = (agent, thread_id, input, state, model_settings, output)
         self._on_paused: OnPaused = on_paused
         self._decisions = decisions
         self._iterated = False
         self._events: weakref.ref[_TurnEvents] | None = None
         self.thread_id = thread_id
-        self.result: RunResult | None = None
+        self.result: RunResult[OutputT] | None = None
 
     def __aiter__(self) -> AsyncIterator[Event]:
         if self._iterated:
@@ -417,9 +549,9 @@ class RunStream:
         events = _TurnEvents(self, *self._turn_args)
         events._turn.on_paused = self._on_paused
         if self._decisions is not None:  # agent.stream_resume
-            agent, thread_id, _, _, settings = self._turn_args
+            agent, thread_id, _, _, settings, output = self._turn_args
             events._turn = ResumedTurn(
-                agent, thread_id, self._decisions, events._queue.put_nowait, True, settings
+                agent, thread_id, self._decisions, events._queue.put_nowait, True, settings, output
             )
         # A weak reference: the loop's iterator must be the only strong one, so a ``break``
         # drops it and cancels the turn at once.
@@ -437,7 +569,7 @@ class RunStream:
             await self._turn_args[0]._settle(self.thread_id)
 
 
-async def _drive(turn: Turn, queue: asyncio.Queue[Event | None]) -> RunResult:
+async def _drive(turn: Turn, queue: asyncio.Queue[Event | None]) -> RunResult[Any]:
     # A module-level function, not a method: the task must not keep the iterator alive, so that
     # dropping the iterator (a ``break``) cancels the turn at once.
     try:
@@ -457,12 +589,13 @@ class _TurnEvents:
 
     def __init__(
         self,
-        stream: RunStream,
-        agent: Agent,
+        stream: RunStream[Any],
+        agent: Agent[Any],
         thread_id: str,
         input: list[Message],
         state: dict[str, Any],
         model_settings: ModelSettings | None,
+        output: OutputRun | None,
     ) -> None:
         self._stream = stream
         self._agent = agent
@@ -476,8 +609,9 @@ class _TurnEvents:
             self._queue.put_nowait,
             streaming=True,
             model_settings=model_settings,
+            output=output,
         )
-        self._task: asyncio.Task[RunResult] | None = None
+        self._task: asyncio.Task[RunResult[Any]] | None = None
         self._events: list[Event] = []
         self._finished = False
 

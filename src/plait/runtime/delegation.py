@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import json
 from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -87,7 +88,7 @@ def current_depth() -> int:
     return 0 if node is None else node[1]
 
 
-def _child_agent(source: Agent | Callable[[], Agent]) -> tuple[Agent, bool]:
+def _child_agent(source: Agent[Any] | Callable[[], Agent[Any]]) -> tuple[Agent[Any], bool]:
     """The agent to run and whether it was made for this call (then closed after it)."""
     # An Agent is not callable; a factory is (no import of the agent module: it imports this).
     if not callable(source):
@@ -101,7 +102,7 @@ def _child_agent(source: Agent | Callable[[], Agent]) -> tuple[Agent, bool]:
 
 
 async def run_subagent(
-    source: Agent | Callable[[], Agent],
+    source: Agent[Any] | Callable[[], Agent[Any]],
     name: str,
     task: str,
     ctx: ToolContext,
@@ -178,7 +179,11 @@ async def run_subagent(
         _current.reset(token)
         if made:
             await agent.aclose()
-    return result.output
+    if isinstance(result.output, str):
+        return result.output
+    from pydantic_core import to_jsonable_python  # a structured answer reaches the parent as JSON
+
+    return json.dumps(to_jsonable_python(result.output), ensure_ascii=False)
 
 
 class AgentTool(Tool):
@@ -187,7 +192,7 @@ class AgentTool(Tool):
 
     def __init__(
         self,
-        agent: Agent | Callable[[], Agent],
+        agent: Agent[Any] | Callable[[], Agent[Any]],
         name: str,
         description: str,
         *,

@@ -48,6 +48,7 @@ from plait.storable import storable_value
 
 if TYPE_CHECKING:
     from plait.runtime.agent import Agent
+    from plait.runtime.output import OutputRun
 
 __all__ = ["DECISIONS_KEY", "MAX_DECISION_RECORDS", "ResumedTurn"]
 
@@ -75,14 +76,15 @@ class ResumedTurn(Turn):
 
     def __init__(
         self,
-        agent: Agent,
+        agent: Agent[Any],
         thread_id: str,
         decisions: Mapping[str, Decision],
         emit: EventSink,
         streaming: bool,
         model_settings: ModelSettings | None = None,
+        output: OutputRun | None = None,
     ) -> None:
-        super().__init__(agent, thread_id, [], None, emit, streaming, model_settings)
+        super().__init__(agent, thread_id, [], None, emit, streaming, model_settings, output)
         self.decisions = dict(decisions)
         self._paused: PausedDispatch | None = None
         self._resumed_at = 0.0

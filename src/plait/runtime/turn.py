@@ -16,7 +16,9 @@ import asyncio
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic
+
+from typing_extensions import TypeVar
 
 from plait.errors import (
     DispatchRejected,
@@ -71,15 +73,19 @@ from plait.tools import ToolRegistry
 
 if TYPE_CHECKING:
     from plait.runtime.agent import Agent
+    from plait.runtime.output import OutputRun
 
 __all__ = ["RunResult", "Turn"]
 
+OutputT = TypeVar("OutputT", default=str)
+
 
 @dataclass(slots=True)
-class RunResult:
-    """What a turn produced: the final answer, the messages it added, usage and events."""
+class RunResult(Generic[OutputT]):
+    """What a turn produced: the final answer (the text, or the validated instance of the
+    output type), the messages it added, usage and events."""
 
-    output: str
+    output: OutputT
     thread_id: str
     new_messages: list[Message]
     usage: Usage
@@ -162,15 +168,17 @@ class Turn:
 
     def __init__(
         self,
-        agent: Agent,
+        agent: Agent[Any],
         thread_id: str,
         input: Sequence[Message],
         state: dict[str, Any] | None,
         emit: EventSink,
         streaming: bool,
         model_settings: ModelSettings | None = None,
+        output: OutputRun | None = None,
     ) -> None:
         self.agent = agent
+        self.output = output  # a structured output's state (plait.runtime.output), or None
         # What every request of the turn carries (see plait.runtime.model_settings).
         self.settings = turn_settings(
             agent.temperature, agent.max_tokens, agent.model_settings, model_settings
@@ -191,7 +199,7 @@ class Turn:
         self.on_paused: pause.OnPaused = "raise"  # a paused thread: raise, or reject its calls
         self._started = False
 
-    async def run(self) -> RunResult:
+    async def run(self) -> RunResult[Any]:
         # The store's turn lease (if it has one) is held before the thread is even loaded.
         store, thread_id = self.agent.store, self.thread_id
         if self.lease_deadline is None:
@@ -206,7 +214,7 @@ class Turn:
                 self.emit(ErrorOccurred(error=exc, where="turn", fatal=True))
             raise
 
-    async def _run(self) -> RunResult:
+    async def _run(self) -> RunResult[Any]:
         ctx = await self._start()
         self._started = True
         try:
@@ -231,7 +239,8 @@ class Turn:
             raise
         self.emit(TurnFinished(output=output, usage=ctx.usage))
         self._finalize(ctx, None)
-        return RunResult(output, self.thread_id, self.new_messages, ctx.usage, ctx.state)
+        value = output if self.output is None else self.output.value
+        return RunResult(value, self.thread_id, self.new_messages, ctx.usage, ctx.state)
 
     def _finalize(self, ctx: TurnContext, error: BaseException | None) -> None:
         """Run ``ctx.finalizers``, last registered first; one that raises is reported and the
@@ -282,6 +291,8 @@ class Turn:
             for t in m.tools():
                 if t.name not in registry:
                     registry.register(t)
+        for t in self.output.tools() if self.output is not None else ():
+            registry.register(t, replace=True)
         ctx = TurnContext(
             thread_id=self.thread_id,
             registry=registry,
@@ -314,7 +325,12 @@ class Turn:
             d = DispatchContext(ctx, ctx.dispatch_count)
             ctx.dispatch_count += 1
             response = await self._dispatch(d)
-            if not response.tool_calls or pause.pending_calls(ctx) is not None:
+            if pause.pending_calls(ctx) is not None:  # paused: resumed by agent.resume
+                return response.content
+            if self.output is not None:
+                if self.output.finished():  # raises OutputValidationError past the retries
+                    return self.output.raw
+            elif not response.tool_calls:
                 return response.content
 
     def _check(self, d: DispatchContext) -> None:
@@ -328,7 +344,7 @@ class Turn:
 
     def build_request(self, ctx: TurnContext) -> ModelRequest:
         settings = self.settings
-        return ModelRequest(
+        request = ModelRequest(
             # O(1): a snapshot of the history, not a copy (see plait.history)
             messages=request_messages(ctx.messages, ctx.ephemeral),
             tools=ctx.registry.definitions(),
@@ -342,6 +358,7 @@ class Turn:
             # what the adapters' prompt caching reads (plait.models.prompt_cache)
             metadata={"thread_id": ctx.thread_id, "projected_messages": len(ctx.ephemeral)},
         )
+        return request if self.output is None else self.output.request(request)
 
     async def _dispatch(self, d: DispatchContext) -> ModelResponse:
         ctx, stack = d.turn, self.stack
@@ -384,8 +401,11 @@ class Turn:
         return response
 
     async def _finish_dispatch(self, d: DispatchContext, response: ModelResponse) -> None:
-        """Followups, ``dispatch_output``, then the dispatch's messages persisted."""
+        """The output's judgement, followups, ``dispatch_output``, then the dispatch's messages
+        persisted."""
         ctx, stack = d.turn, self.stack
+        if self.output is not None:  # judges the answer, adds a retry prompt when one is due
+            await self.output.settle(response, d)
         for followup in d.followups:
             d.add_message(followup)
         if stack.has_dispatch_output:
@@ -462,6 +482,8 @@ class Turn:
             async for event in model.stream(request):
                 if d.first_chunk_at is None:
                     d.first_chunk_at = time.perf_counter()
+                if self.output is not None:
+                    self.output.observe(event, d, self.emit)
                 if isinstance(event, TextDelta):
                     # Shown live (a terminal, a JSON line): encodable like what is stored; the
                     # final response reports the replacement.

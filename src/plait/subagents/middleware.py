@@ -46,7 +46,7 @@ class Subagent:
     an :class:`~plait.Agent`, or a function returning a new one per call (closed after it)."""
 
     description: str
-    agent: Agent | Callable[[], Agent]
+    agent: Agent[Any] | Callable[[], Agent[Any]]
 
 
 class TaskTool(Tool):

@@ -20,6 +20,7 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
 
 from plait.messages import Message
 from plait.models.base import ModelRequest, ModelResponse
+from plait.runtime.output import FINAL_RESULT_TOOL
 from plait.telemetry.content import (
     JsonMemo,
     input_messages,
@@ -189,6 +190,7 @@ class Instruments:
             request.temperature,
             request.max_tokens,
             streaming,
+            _output_type(request),
         )
         found = self._shapes.get(key)
         if found is not None:
@@ -206,6 +208,8 @@ class Instruments:
         if request.max_tokens is not None:
             attributes["gen_ai.request.max_tokens"] = request.max_tokens
         attributes["gen_ai.request.stream"] = streaming
+        if (output_type := key[-1]) is not None:
+            attributes["gen_ai.output.type"] = output_type
         found = (f"chat {model_name}", attributes, metric)
         if len(self._shapes) >= _MAX_SHAPES:
             self._shapes.clear()
@@ -338,3 +342,13 @@ class Instruments:
         if usage is not None and (usage.input_tokens or usage.output_tokens):
             self.token_usage.record(usage.input_tokens, input_set)
             self.token_usage.record(usage.output_tokens, output_set)
+
+
+def _output_type(request: ModelRequest) -> str | None:
+    """``gen_ai.output.type``: ``"json"`` for a structured output asked natively or through the
+    final-answer tool; ``None`` (not set) for free text."""
+    if request.output_schema is not None:
+        return "json"
+    if any(t.name == FINAL_RESULT_TOOL and t.metadata.get("output") for t in request.tools):
+        return "json"
+    return None

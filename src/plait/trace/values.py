@@ -11,6 +11,7 @@ from typing import Any
 from plait.errors import clipped
 from plait.messages import AssistantMessage, Message, ToolCall
 from plait.models.base import ModelResponse
+from plait.runtime.output import FINAL_RESULT_TOOL
 from plait.trace.parts import part_refs
 
 __all__: list[str] = []
@@ -76,8 +77,12 @@ def response_data(response: ModelResponse, model: Any, max_chars: int) -> dict[s
 
 
 def next_answer(messages: Sequence[Message]) -> str:
-    """The text of the last assistant message of ``messages`` (``""`` if none)."""
+    """The text of the last assistant message of ``messages`` (``""`` if none); a structured
+    answer given through the final-answer tool is shown as its JSON (indented)."""
     for message in reversed(messages):
         if isinstance(message, AssistantMessage):
+            for call in message.tool_calls:
+                if call.name == FINAL_RESULT_TOOL:
+                    return json.dumps(call.args, indent=2, ensure_ascii=False)
             return message.text
     return ""
