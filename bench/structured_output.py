@@ -9,7 +9,7 @@ cost the median over rounds of the paired difference with ``text`` (same round):
 * ``native``: ``output_type=Ticket``, ``output_mode="native"``: the JSON answer is validated;
 * ``tool``: ``output_type=Ticket``: the model calls ``final_result``, which runs as a tool;
 * ``native, streamed 20 KB``: ``agent.stream`` with a 20 KB JSON answer in word-sized deltas,
-  partial parses for ``OutputDelta`` included (paired with ``text, streamed 20 KB``).
+  partial parses for ``OutputDeltaReceived`` included (paired with ``text, streamed 20 KB``).
 
 Run: ``python bench/structured_output.py [--rounds 9] [--turns 200]``.
 """

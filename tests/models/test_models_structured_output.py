@@ -22,7 +22,7 @@ from plait.models.anthropic import AnthropicModel
 from plait.models.base import ModelRequest, OutputSchema
 from plait.models.openai import OpenAIChatModel
 from plait.models.openai_responses import OpenAIResponsesModel
-from plait.runtime.output import OutputDelta
+from plait.runtime.output import OutputDeltaReceived
 
 FIXTURES = Path(__file__).parent / "fixtures" / "openai"
 
@@ -131,7 +131,7 @@ async def test_chat_stream_native_yields_the_output(
 
     wire._replies.append(sse_answer(json.dumps(TICKET)))
     stream = Agent(chat, output_type=Ticket).stream("file it")
-    deltas = [e async for e in stream if isinstance(e, OutputDelta)]
+    deltas = [e async for e in stream if isinstance(e, OutputDeltaReceived)]
     assert deltas and deltas[-1].partial["title"] == "Disk"
     assert stream.result is not None and stream.result.output == EXPECTED
 

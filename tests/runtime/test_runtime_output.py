@@ -25,7 +25,7 @@ from plait import (
     tool,
 )
 from plait.errors import ConfigurationError, OutputRetry, OutputValidationError
-from plait.runtime.output import OutputDelta
+from plait.runtime.output import OutputDeltaReceived
 from plait.runtime.output_schema import OutputSpec
 
 
@@ -287,7 +287,7 @@ async def test_stream_yields_partial_objects_then_the_typed_output(mode: str) ->
     model = ScriptedModel([entry])
     agent = Agent(model, output_type=Ticket, output_mode=mode)  # type: ignore[arg-type]
     stream = agent.stream("go")
-    partials = [e.partial async for e in stream if isinstance(e, OutputDelta)]
+    partials = [e.partial async for e in stream if isinstance(e, OutputDeltaReceived)]
     assert stream.result is not None and stream.result.output == Ticket.model_validate(answer)
     assert partials and partials[-1] == answer
     assert any(p != answer for p in partials)  # something arrived before the whole object

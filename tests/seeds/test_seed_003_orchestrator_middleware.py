@@ -257,7 +257,7 @@ def test_composing_a_stack_rejects_non_middleware() -> None:
 async def test_model_request_carries_the_seed_fields_and_call_class() -> None:
     model = ScriptedModel(["ok"])
     agent = Agent(model, system_prompt="sys", model_name="m-1", temperature=0.3, max_tokens=99)
-    await agent.run("go")
+    result = await agent.run("go")
     r = model.requests[0]
     assert (r.system_prompt, r.model, r.temperature, r.max_tokens, r.call_class) == (
         "sys",
@@ -266,7 +266,8 @@ async def test_model_request_carries_the_seed_fields_and_call_class() -> None:
         99,
         "agent",
     )
-    assert r.metadata == {}
+    # what the adapters' prompt caching reads (plait.models.prompt_cache), nothing else
+    assert r.metadata == {"thread_id": result.thread_id, "projected_messages": 0}
 
 
 # -- language-model middleware ---------------------------------------------------------------

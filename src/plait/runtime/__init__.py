@@ -25,7 +25,7 @@ from plait.runtime.events import (
 from plait.runtime.output import (
     DEFAULT_OUTPUT_RETRIES,
     FINAL_RESULT_TOOL,
-    OutputDelta,
+    OutputDeltaReceived,
     OutputMode,
     OutputValidator,
 )
@@ -59,7 +59,7 @@ __all__ = [
     "ModelCallRetried",
     "ModelRequestSent",
     "ModelResponseReceived",
-    "OutputDelta",
+    "OutputDeltaReceived",
     "OutputMode",
     "OutputSpec",
     "OutputValidator",

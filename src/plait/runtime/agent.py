@@ -464,7 +464,7 @@ class Agent(Generic[OutputT]):
         output_type: object | None = None,
     ) -> RunStream[Any]:
         """Run one turn, yielding its events live (text and reasoning deltas included, and
-        :class:`~plait.runtime.output.OutputDelta` for a structured output); see
+        :class:`~plait.runtime.output.OutputDeltaReceived` for a structured output); see
         :class:`RunStream`. ``model_settings``, ``on_paused`` and ``output_type`` as for
         :meth:`run`."""
         output = self._output_run(output_type)

@@ -29,6 +29,7 @@ __all__ = [
     "ModelCallRetried",
     "ModelRequestSent",
     "ModelResponseReceived",
+    "OutputDeltaReceived",
     "ReasoningDeltaReceived",
     "ReasoningDropped",
     "RepetitionDetected",
@@ -303,12 +304,24 @@ class ToolTimeoutReached(Event):
     type: str = "tool_timeout_reached"
 
 
+@dataclass(slots=True, kw_only=True)
+class OutputDeltaReceived(Event):
+    """The structured answer parsed so far, as it streams (``agent.stream`` only): ``partial`` is
+    the JSON decoded from the prefix received (dicts, lists, scalars; not yet validated). The
+    typed output arrives in ``RunResult.output`` at the end."""
+
+    dispatch: int
+    partial: Any
+    type: str = "output_delta_received"
+
+
 RUNTIME_EVENTS = frozenset(
     {
         "turn_started",
         "model_request_sent",
         "text_delta_received",
         "reasoning_delta_received",
+        "output_delta_received",
         "model_response_received",
         "tool_call_started",
         "tool_call_finished",

@@ -28,12 +28,11 @@ from __future__ import annotations
 import inspect
 import json
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
 from plait.errors import ConfigurationError, OutputRetry, OutputValidationError, ToolError
 from plait.messages import AssistantMessage, Message, ToolCall, ToolDefinition, UserMessage
-from plait.middleware.context import DispatchContext, Event, EventSink
+from plait.middleware.context import DispatchContext, EventSink
 from plait.models.base import (
     ModelRequest,
     ModelResponse,
@@ -43,13 +42,14 @@ from plait.models.base import (
     TextDelta,
     ToolCallDelta,
 )
+from plait.runtime.events import OutputDeltaReceived
 from plait.runtime.output_schema import OutputSpec
 from plait.tools import Tool, ToolContext
 
 __all__ = [
     "DEFAULT_OUTPUT_RETRIES",
     "FINAL_RESULT_TOOL",
-    "OutputDelta",
+    "OutputDeltaReceived",
     "OutputMode",
     "OutputRun",
     "OutputValidator",
@@ -65,23 +65,12 @@ DEFAULT_OUTPUT_RETRIES = 1
 FINAL_RESULT_TOOL = "final_result"
 
 MAX_PARTIAL_CHARS = 1_000_000
-"""Characters of a streamed answer parsed for :class:`OutputDelta` events; past it, no more
+"""Characters of a streamed answer parsed for :class:`OutputDeltaReceived` events; past it, no more
 partial events (the final output still arrives)."""
 
 _MIN_PARSE_STEP = 16
 """A prefix is parsed again once it grew by this many characters or an eighth of its length,
 whichever is more, so parsing a streamed answer costs O(n) overall, not O(n²)."""
-
-
-@dataclass(slots=True, kw_only=True)
-class OutputDelta(Event):
-    """The structured answer parsed so far, as it streams (``agent.stream`` only): ``partial`` is
-    the JSON decoded from the prefix received (dicts, lists, scalars; not yet validated). The
-    typed output arrives in ``RunResult.output`` at the end."""
-
-    dispatch: int
-    partial: Any
-    type: str = "output_delta"
 
 
 def resolve_mode(mode: OutputMode, model: object) -> Literal["native", "tool"]:
@@ -232,7 +221,7 @@ class OutputRun:
 
     def observe(self, event: StreamEvent, d: DispatchContext, emit: EventSink) -> None:
         """Turn streamed JSON (the native answer text, or the ``final_result`` call's argument
-        fragments) into :class:`OutputDelta` events. Throttled (see ``_MIN_PARSE_STEP``) and
+        fragments) into :class:`OutputDeltaReceived` events. Throttled (see ``_MIN_PARSE_STEP``) and
         kept as chunks joined only when parsed, so a long answer costs O(n); the stream's end
         always parses what arrived."""
         final = isinstance(event, ResponseComplete)
@@ -262,7 +251,7 @@ class OutputRun:
         partial = self.spec.partial("".join(self._chunks))
         if partial is not None and partial != self._last_partial:
             self._last_partial = partial
-            emit(OutputDelta(dispatch=d.index, partial=partial))
+            emit(OutputDeltaReceived(dispatch=d.index, partial=partial))
 
 
 def final_calls(calls: Sequence[ToolCall]) -> list[ToolCall]:
