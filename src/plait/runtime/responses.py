@@ -28,11 +28,15 @@ real fault) takes the slow path that finds the field at fault.
 from __future__ import annotations
 
 from plait.errors import ModelResponseError, clipped
-from plait.messages import ToolCall, Usage
+from plait.messages import ToolCall, Usage, new_id
 from plait.middleware.base import ModelHandler
+from plait.middleware.context import TurnContext
 from plait.models.base import ModelRequest, ModelResponse
+from plait.models.fallback import FallbackNotice, fallback_listener
+from plait.models.retrying import RetryNotice, retry_listener
+from plait.runtime.events import ModelCallRerouted, ModelCallRetried
 
-__all__ = ["checked_response", "checking"]
+__all__ = ["checked_response", "checking", "report_retries", "with_unique_call_ids"]
 
 _COUNTS = (
     "input_tokens",
@@ -158,3 +162,58 @@ def _fault(response: object) -> tuple[str, str] | None:
     if not isinstance(response.metadata, dict):
         return "metadata", f"is {_shown(response.metadata)}, not a dict"
     return None
+
+
+def with_unique_call_ids(response: ModelResponse) -> ModelResponse:
+    """Give every tool call of ``response`` a non-empty id unique within it.
+
+    Some OpenAI-compatible servers send empty or repeated ids; results are paired with calls by
+    id, so such calls get a fresh ``call_<hex>`` id before anything runs or is persisted.
+    """
+    calls = response.tool_calls
+    if len(calls) < 2 and (not calls or calls[0].id):
+        return response  # the common case, decided without a set
+    seen: set[str] = set()
+    fixed = None
+    for i, call in enumerate(calls):
+        if not call.id or call.id in seen:
+            fixed = fixed if fixed is not None else list(calls)
+            fixed[i] = ToolCall(f"call_{new_id()[:24]}", call.name, call.args, call.raw_args)
+        seen.add(fixed[i].id if fixed is not None else call.id)
+    return response if fixed is None else response.replace(tool_calls=fixed)
+
+
+def report_retries(ctx: TurnContext) -> None:
+    """Every provider retry of a model call made during the turn becomes a ``ModelCallRetried``
+    sent through ``ctx.emit`` (so middleware that tees the events sees it); the listener is
+    removed when the turn ends (a finalizer registered first, so it runs last)."""
+
+    def heard(notice: RetryNotice) -> None:
+        ctx.emit(
+            ModelCallRetried(
+                dispatch=ctx.dispatch_count - 1,
+                error=notice.error,
+                delay=notice.delay,
+                retry=notice.retry,
+                max_retries=notice.max_retries,
+            )
+        )
+
+    def fell_back(n: FallbackNotice) -> None:  # a FallbackModel's, the same way
+        ctx.emit(
+            ModelCallRerouted(
+                dispatch=ctx.dispatch_count - 1,
+                failed=n.failed,
+                next=n.next,
+                error=n.error,
+                dropped_reasoning=n.dropped,
+            )
+        )
+
+    retried, fell = retry_listener.set(heard), fallback_listener.set(fell_back)
+
+    def reset(_error: BaseException | None) -> None:
+        retry_listener.reset(retried)
+        fallback_listener.reset(fell)
+
+    ctx.finalizers.append(reset)

@@ -29,7 +29,7 @@ from plait.errors import (
     TurnAborted,
 )
 from plait.history import History, request_messages
-from plait.messages import Message, ToolCall, ToolMessage, Usage, new_id
+from plait.messages import Message, ToolCall, ToolMessage, Usage
 from plait.middleware.context import DispatchContext, Event, EventSink, TurnContext
 from plait.middleware.stack import MiddlewareStack
 from plait.models.base import (
@@ -40,15 +40,11 @@ from plait.models.base import (
     ResponseComplete,
     TextDelta,
 )
-from plait.models.fallback import FallbackNotice, fallback_listener
-from plait.models.retrying import RetryNotice, retry_listener
 from plait.models.timeouts import agent_deadline
 from plait.runtime import pause, storing
 from plait.runtime.events import (
     DispatchFinished,
     ErrorOccurred,
-    ModelCallRerouted,
-    ModelCallRetried,
     ModelRequestSent,
     ModelResponseReceived,
     ReasoningDeltaReceived,
@@ -58,7 +54,12 @@ from plait.runtime.events import (
 )
 from plait.runtime.model_settings import dropped_reasoning, turn_settings
 from plait.runtime.pause import PendingCall
-from plait.runtime.responses import checked_response, checking
+from plait.runtime.responses import (
+    checked_response,
+    checking,
+    report_retries,
+    with_unique_call_ids,
+)
 from plait.runtime.storing import (
     append_storable,
     storable_input,
@@ -106,61 +107,6 @@ def _aborted(error: BaseException | None) -> TurnAborted:
     if isinstance(error, TurnAborted):
         return error
     return TurnAborted(error or RuntimeError("aborted"))
-
-
-def _with_unique_call_ids(response: ModelResponse) -> ModelResponse:
-    """Give every tool call of ``response`` a non-empty id unique within it.
-
-    Some OpenAI-compatible servers send empty or repeated ids; results are paired with calls by
-    id, so such calls get a fresh ``call_<hex>`` id before anything runs or is persisted.
-    """
-    calls = response.tool_calls
-    if len(calls) < 2 and (not calls or calls[0].id):
-        return response  # the common case, decided without a set
-    seen: set[str] = set()
-    fixed = None
-    for i, call in enumerate(calls):
-        if not call.id or call.id in seen:
-            fixed = fixed if fixed is not None else list(calls)
-            fixed[i] = ToolCall(f"call_{new_id()[:24]}", call.name, call.args, call.raw_args)
-        seen.add(fixed[i].id if fixed is not None else call.id)
-    return response if fixed is None else response.replace(tool_calls=fixed)
-
-
-def _report_retries(ctx: TurnContext) -> None:
-    """Every provider retry of a model call made during the turn becomes a ``ModelCallRetried``
-    sent through ``ctx.emit`` (so middleware that tees the events sees it); the listener is
-    removed when the turn ends (a finalizer registered first, so it runs last)."""
-
-    def heard(notice: RetryNotice) -> None:
-        ctx.emit(
-            ModelCallRetried(
-                dispatch=ctx.dispatch_count - 1,
-                error=notice.error,
-                delay=notice.delay,
-                retry=notice.retry,
-                max_retries=notice.max_retries,
-            )
-        )
-
-    def fell_back(n: FallbackNotice) -> None:  # a FallbackModel's, the same way
-        ctx.emit(
-            ModelCallRerouted(
-                dispatch=ctx.dispatch_count - 1,
-                failed=n.failed,
-                next=n.next,
-                error=n.error,
-                dropped_reasoning=n.dropped,
-            )
-        )
-
-    retried, fell = retry_listener.set(heard), fallback_listener.set(fell_back)
-
-    def reset(_error: BaseException | None) -> None:
-        retry_listener.reset(retried)
-        fallback_listener.reset(fell)
-
-    ctx.finalizers.append(reset)
 
 
 class Turn:
@@ -308,7 +254,7 @@ class Turn:
         self.emit(TurnStarted(thread_id=self.thread_id, input=self.input))
         for event in self._input_events:
             self.emit(event)
-        _report_retries(ctx)  # last: from here on, the turn's finalizers run however it ends
+        report_retries(ctx)  # last: from here on, the turn's finalizers run however it ends
         return ctx
 
     async def _dispatch_loop(self, ctx: TurnContext) -> str:
@@ -380,11 +326,11 @@ class Turn:
         if wrapped:  # what the model returned is checked before any middleware sees it
             handler = stack.wrap_model(checking(handler, ctx.model), d)
         response = checked_response(await handler(request), ctx.model, wrapped=wrapped)
-        response = _with_unique_call_ids(response)
+        response = with_unique_call_ids(response)
         if stack.has_after_model_call:
             response = await stack.run_after_model_call(response, request, d)
             self._check(d)
-        response = storable_response(_with_unique_call_ids(response), self.emit)
+        response = storable_response(with_unique_call_ids(response), self.emit)
         d.response = response
         ctx.usage = ctx.usage + response.usage
         assistant = response.to_message()
