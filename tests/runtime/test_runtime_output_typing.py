@@ -28,3 +28,11 @@ async def test_output_types_reach_the_caller() -> None:
     verdict: Verdict = result.output
     plan: Plan = (await typed_agent.run("x", output_type=Plan)).output  # a per-run override
     assert text == "hi" and verdict.ok and plan.steps == ["a"]
+
+
+def test_run_sync_takes_a_per_run_output_type() -> None:
+    script: list[ToolCall | str] = [ToolCall("c", "final_result", {"steps": ["a", "b"]}), "plain"]
+    agent = Agent(ScriptedModel(script))
+    plan: Plan = agent.run_sync("x", output_type=Plan).output
+    text: str = agent.run_sync("y").output
+    assert plan.steps == ["a", "b"] and text == "plain"

@@ -478,6 +478,7 @@ class Agent(Generic[OutputT]):
             on_paused=on_paused,
         )
 
+    @overload
     def run_sync(
         self,
         input: RunInput,
@@ -485,13 +486,43 @@ class Agent(Generic[OutputT]):
         thread_id: str | None = None,
         state: Mapping[str, Any] | None = None,
         model_settings: ModelSettings | None = None,
-    ) -> RunResult[OutputT]:
+        output_type: None = None,
+    ) -> RunResult[OutputT]: ...
+
+    @overload
+    def run_sync(
+        self,
+        input: RunInput,
+        *,
+        thread_id: str | None = None,
+        state: Mapping[str, Any] | None = None,
+        model_settings: ModelSettings | None = None,
+        output_type: type[T] | OutputSpec[T],
+    ) -> RunResult[T]: ...
+
+    def run_sync(
+        self,
+        input: RunInput,
+        *,
+        thread_id: str | None = None,
+        state: Mapping[str, Any] | None = None,
+        model_settings: ModelSettings | None = None,
+        output_type: object | None = None,
+    ) -> RunResult[Any]:
         """:meth:`run` for synchronous code (starts an event loop; not for use inside one)."""
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            run = self.run(input, thread_id=thread_id, state=state, model_settings=model_settings)
-            return asyncio.run(run)
+            runner: Any = self.run  # the overloads above type the result
+            run = runner(
+                input,
+                thread_id=thread_id,
+                state=state,
+                model_settings=model_settings,
+                output_type=output_type,
+            )
+            result: RunResult[Any] = asyncio.run(run)
+            return result
         raise ConfigurationError(
             "run_sync() was called inside a running event loop; use 'await agent.run(...)'."
         )
