@@ -192,3 +192,28 @@ def test_run_help_documents_the_workspace_stdin_and_pipes() -> None:
         "--no-thinking",
     ):
         assert needle in text, needle
+
+
+def test_approve_tool_decides_held_workspace_calls_one_by_one(
+    server: WireServer, project: Path
+) -> None:
+    server._replies.append(sse_tool_call("write_file", {"path": "out.txt", "content": "made"}))
+    server._replies.append(sse_tool_call("shell", {"command": "touch ran"}))
+    server._replies.append(sse_answer("Wrote, no shell."))
+    result = plait(server, "write out.txt, then touch ran", "--approve", "write_*")
+    assert result.exit_code == 0, result.output
+    assert (project / "out.txt").read_text(encoding="utf-8") == "made"
+    assert not (project / "ran").exists()  # not covered by the flag, nobody to ask: rejected
+    [rejected] = tool_results(server, 2)[-1:]
+    assert "--approve-all or --approve TOOL" in rejected["content"]
+
+
+@pytest.mark.parametrize(("flag", "written"), [("--approve-all", True), ("--deny-all", False)])
+def test_approve_all_and_deny_all_decide_every_held_call(
+    server: WireServer, project: Path, flag: str, written: bool
+) -> None:
+    server._replies.append(sse_tool_call("write_file", {"path": "out.txt", "content": "made"}))
+    server._replies.append(sse_answer("Done."))
+    result = plait(server, "write out.txt", flag)
+    assert result.exit_code == 0, result.output
+    assert (project / "out.txt").exists() == written

@@ -305,3 +305,22 @@ async def test_a_pause_from_a_newer_format_is_refused_not_misread() -> None:
 
     with pytest.raises(ConfigurationError, match="newer plait"):
         await agent.resume("t", {"c2": Approve(), "c4": Approve()})
+
+
+async def test_an_approval_never_carries_over_to_a_later_call_reusing_its_id() -> None:
+    # Some OpenAI-compatible servers number calls per response ("call_1" every time): the
+    # approval of one dispatch's call must not let the next dispatch's call run unasked.
+    ran: list[str] = []
+    script: list[Any] = [
+        ToolCall("call_1", "delete", {"name": "a"}),
+        ToolCall("call_1", "delete", {"name": "b"}),
+        "done",
+    ]
+    agent = Agent(ScriptedModel(script), tools=_tools(ran))
+    first = await agent.run("delete a, then b", thread_id="t")
+    assert [p.args for p in first.pending] == [{"name": "a"}]
+    second = await agent.resume("t", {"call_1": Approve()})
+    assert ran == ["delete a"]
+    assert [p.args for p in second.pending] == [{"name": "b"}]  # asked again, not run
+    third = await agent.resume("t", {"call_1": Reject("no")})
+    assert ran == ["delete a"] and third.output == "done"

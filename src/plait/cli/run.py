@@ -30,6 +30,7 @@ from plait.cli.thread_choice import (
     choose_thread,
     started_in,
 )
+from plait.cli.threads_resume import ApproveAllOption, ApproveOption, DenyAllOption
 from plait.cli.ui import NoTraceOption, open_trace_store, trace_hint
 from plait.errors import (
     ConfigurationError,
@@ -42,6 +43,7 @@ from plait.models.registry import MODEL_SPEC_FORMS
 from plait.skills.skill_file import is_skill_file_name
 
 if TYPE_CHECKING:  # the display and the agent load with run and chat, not with every command
+    from plait.cli.decisions import DecisionPolicy
     from plait.cli.display import TurnDisplay
     from plait.runtime.agent import Agent
 
@@ -226,6 +228,7 @@ async def _turn(
     spec: str,
     new_thread: bool = False,
     output: Any = None,  # --output-schema: (spec, validator) from load_output_schema
+    policy: DecisionPolicy | None = None,  # what --approve-all/--approve/--deny-all decide
 ) -> None:
     state: dict[str, Any] = {
         THREAD_INFO_KEY: {"model": spec, "updated": datetime.now(UTC).isoformat()}
@@ -251,7 +254,7 @@ async def _turn(
         console = getattr(printer, "info", None) if person else None
         stdin = sys.stdin if person else None
         await settle_pending(
-            agent, thread_id, stream.result.pending, printer, console=console, stdin=stdin
+            agent, thread_id, stream.result.pending, printer, policy, console=console, stdin=stdin
         )
 
 
@@ -308,6 +311,9 @@ def run(
     no_thinking: NoThinkingOption = False,
     no_trace: NoTraceOption = False,
     output_schema: OutputSchemaOption = None,
+    approve_all: ApproveAllOption = False,
+    approve: ApproveOption = None,
+    deny_all: DenyAllOption = False,
 ) -> None:
     """Run one turn: stream the answer and show tool calls, skills and context events.
 
@@ -323,6 +329,11 @@ def run(
 
     When standard output is not a terminal it gets the answer only (plait run TASK >
     answer.txt); usage, tool, thread and trace lines go to standard error.
+
+    A tool call held for approval (a tool marked requires_approval, an ApprovalMiddleware, and
+    with one of these flags a gated workspace call) is asked about at the terminal;
+    --approve-all, --approve TOOL (e.g. --approve write_file) and --deny-all decide without
+    asking, and with nobody to ask it is rejected.
     """
     from plait.cli.display import TurnDisplay, info_console, make_console
 
@@ -347,6 +358,12 @@ def run(
         else TurnDisplay(console, verbose=verbose, info=info, thinking=not no_thinking)
     )
     resolved = _resolve(flags, printer, mcp, trace=not no_trace)
+    from plait.cli.decisions import DecisionPolicy  # with the runtime, not with every command
+
+    policy = DecisionPolicy(approve_all, list(approve or []), deny_all)
+    if approve_all or approve or deny_all:
+        # Gated workspace calls pause the turn, and these flags decide them, call by call.
+        resolved.options.workspace_approve = "pause"
     thread_id = thread or new_id()
 
     async def main() -> None:
@@ -367,6 +384,7 @@ def run(
                 resolved.spec,
                 found is None,
                 output,
+                policy,
             )
         finally:
             await _close(agent, closers)

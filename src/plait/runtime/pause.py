@@ -167,6 +167,12 @@ def mark_approved(ctx: TurnContext, call_ids: Iterable[str]) -> None:
     ctx.scratch.setdefault(_APPROVED, set()).update(call_ids)
 
 
+def clear_approved(ctx: TurnContext) -> None:
+    """Forget the approvals once the resumed dispatch's calls ran: some servers reuse call ids
+    across responses, and a later call must never pass on an earlier call's approval."""
+    ctx.scratch.pop(_APPROVED, None)
+
+
 def _skill_of(d: DispatchContext, name: str) -> str | None:
     tool = d.registry.get(name)
     if tool is None:

@@ -165,7 +165,10 @@ class ResumedTurn(Turn):
         d.add_message(assistant)
         decided, to_run = self._decided(paused, d)
         pause.mark_approved(ctx, [c.id for c in to_run])
-        results = await self._run_tools(to_run, d) if to_run else []
+        try:
+            results = await self._run_tools(to_run, d) if to_run else []
+        finally:  # for this dispatch's calls only: a later call reusing an id is asked again
+            pause.clear_approved(ctx)
         if pause.held_calls(d):  # a middleware held an approved call for its own reason
             everything = {**paused.finished, **decided, **{r.tool_call_id: r for r in results}}
             ordered = [everything[c.id] for c in assistant.tool_calls if c.id in everything]
