@@ -193,6 +193,23 @@ ThinkingOption = Annotated[
     ),
 ]
 
+# What decides held tool calls without asking (plait run, plait threads resume).
+ApproveAllOption = Annotated[
+    bool, typer.Option("--approve-all", help="Approve every held tool call without asking.")
+]
+ApproveOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--approve",
+        metavar="TOOL",
+        help="Approve held calls of this tool without asking (repeatable; patterns: mcp_*).",
+    ),
+]
+DenyAllOption = Annotated[
+    bool, typer.Option("--deny-all", help="Reject every held tool call without asking.")
+]
+
+
 QuietOption = Annotated[
     bool,
     typer.Option(

@@ -21,7 +21,16 @@ from plait.cli.approval import TerminalApprover
 from plait.cli.console import JsonEventWriter, fail, report_error, report_note
 from plait.cli.inputs import attachment_part, task_text, user_message
 from plait.cli.mcp_servers import McpServerDidNotStart, log_lines, start_servers
-from plait.cli.options import Flags, Resolved, agent_options, merged_settings, with_flags
+from plait.cli.options import (
+    ApproveAllOption,
+    ApproveOption,
+    DenyAllOption,
+    Flags,
+    Resolved,
+    agent_options,
+    merged_settings,
+    with_flags,
+)
 from plait.cli.output_schema import OutputSchemaOption, load_output_schema, stream_structured
 from plait.cli.thread_choice import (
     NoThreadToContinue,
@@ -30,7 +39,6 @@ from plait.cli.thread_choice import (
     choose_thread,
     started_in,
 )
-from plait.cli.threads_resume import ApproveAllOption, ApproveOption, DenyAllOption
 from plait.cli.ui import NoTraceOption, open_trace_store, trace_hint
 from plait.errors import (
     ConfigurationError,

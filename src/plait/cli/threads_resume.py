@@ -17,26 +17,11 @@ import typer
 
 from plait.cli.agents import build_agent
 from plait.cli.console import JsonEventWriter, fail, report_error
-from plait.cli.options import Flags, with_flags
+from plait.cli.options import ApproveAllOption, ApproveOption, DenyAllOption, Flags, with_flags
 from plait.cli.thread_choice import ThreadChoiceError, resolve_thread_id
 from plait.errors import PlaitError
 
-__all__ = ["ApproveAllOption", "ApproveOption", "DenyAllOption", "resume"]
-
-ApproveAllOption = Annotated[
-    bool, typer.Option("--approve-all", help="Approve every held tool call without asking.")
-]
-ApproveOption = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--approve",
-        metavar="TOOL",
-        help="Approve held calls of this tool without asking (repeatable; patterns: mcp_*).",
-    ),
-]
-DenyAllOption = Annotated[
-    bool, typer.Option("--deny-all", help="Reject every held tool call without asking.")
-]
+__all__ = ["resume"]
 
 
 @with_flags
