@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from plait.durable.codec import dump_run, load_run
 from plait.durable.errors import DurabilityError
 from plait.durable.journal import Journal
+from plait.durable.sqlite_compat import sqlite_engine_kwargs
 from plait.durable.store import JournaledStore
 from plait.errors import ThreadBusyError
 from plait.messages import dump_messages, load_messages, new_id
@@ -55,12 +56,17 @@ def dbos_config(name: str, system_database_url: str | None = None, **more: Any) 
     ``postgresql://...``, for many workers). ``more`` goes into the config as given."""
     from dbos import DBOSPortableJSONSerializer
 
+    url = system_database_url or f"sqlite:///{name}.sqlite"
     config: dict[str, Any] = {
         "name": name,
-        "system_database_url": system_database_url or f"sqlite:///{name}.sqlite",
+        "system_database_url": url,
         "serializer": DBOSPortableJSONSerializer(),
-        **more,
     }
+    if url.startswith("sqlite"):  # an older SQLite under Python 3.12+ (plait.durable.sqlite_compat)
+        engine_kwargs = sqlite_engine_kwargs(url)
+        if engine_kwargs:
+            config["db_engine_kwargs"] = engine_kwargs
+    config.update(more)
     return config  # type: ignore[return-value]
 
 
