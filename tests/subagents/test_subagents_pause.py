@@ -143,9 +143,7 @@ async def test_a_grandchilds_pause_reaches_the_root_and_back_beside_a_finished_s
         ScriptedModel([[task("c1", "mid", "Go deep."), task("c2", "quick", "Be quick.")], "all"]),
         store=store,
         middleware=[
-            Subagents(
-                {"mid": Subagent("Delegates.", middle), "quick": Subagent("Answers.", quick)}
-            )
+            Subagents({"mid": Subagent("Delegates.", middle), "quick": Subagent("Answers.", quick)})
         ],
     )
     paused = await agent.run("Go.", thread_id="r")

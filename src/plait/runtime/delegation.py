@@ -10,8 +10,8 @@ thread                      ``<parent thread>/<tool call id>`` in the parent's s
                             agent's own store is not used), so it can be opened later and is
                             never mixed into the parent's history
 events                      every child event reaches the parent's caller live, wrapped in a
-                            ``SubagentEventRelayed`` (name, depth, thread id, the event); a
-                            grandchild's arrive once, tagged with its own name and depth
+                            ``SubagentEventRelayed`` (name, depth, thread id, the parent's call
+                            id, the event); a grandchild's arrive once, with its own tags
 usage                       each model call of the subtree (its ``DispatchFinished`` usage) is
                             added to the parent's turn usage, so ``RunResult.usage`` is the
                             tree's, failed children included
@@ -25,6 +25,8 @@ deadline                    :attr:`TreeLimits.timeout` seconds from the first de
 failure                     a child that raises, times out or runs out of budget gives the
                             parent's model a tool error (``ToolError``) and the parent goes on
 parallel calls              bounded by the parent's ``Limits.max_concurrent_tools``
+paused child                pauses the parent's call; the parent's resume resumes the child
+                            (:mod:`plait.runtime.delegation_pause`)
 ==========================  ====================================================================
 
 The tree (limits, model-call count, deadline) travels in a context variable, so a child that
