@@ -4,6 +4,10 @@ down, and beside a sibling that finished)."""
 
 from __future__ import annotations
 
+import asyncio
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 from plait import Agent
@@ -177,4 +181,63 @@ async def test_a_new_run_with_on_paused_reject_rejects_the_subagents_call(
     parent_thread = await store.load("t")
     [rejected] = [m for m in parent_thread.messages if isinstance(m, ToolMessage)]
     assert rejected.tool_call_id == "c1" and rejected.is_error
+    await store.aclose()
+
+
+RESUME_IN_ANOTHER_PROCESS = """
+import asyncio, json, sys
+from plait import Agent
+from plait.models.scripted import ScriptedModel
+from plait.runtime import Approve
+from plait.runtime.pause import paused_dispatch
+from plait.stores.sqlite import SQLiteThreadStore
+from plait.subagents import Subagent, Subagents
+from plait.tools import tool
+
+@tool(requires_approval=True)
+def delete(path: str) -> str:
+    '''Delete a file.'''
+    return f"deleted {path} in the other process"
+
+async def main():
+    store = SQLiteThreadStore(sys.argv[1])
+    pending = paused_dispatch((await store.load("t")).state).pending
+    child = Agent(ScriptedModel(["gone"]), tools=[delete])
+    agent = Agent(
+        ScriptedModel(["Cleaned up elsewhere."]),
+        store=store,
+        middleware=[Subagents({"ops": Subagent("Deletes files.", child)})],
+    )
+    result = await agent.resume("t", {p.id: Approve(by="worker") for p in pending})
+    child_thread = await store.load("t/c1")
+    print(json.dumps({
+        "pending": [p.id for p in pending],
+        "output": result.output,
+        "child": [getattr(m, "data", None) for m in child_thread.messages],
+    }))
+    await store.aclose()
+
+asyncio.run(main())
+"""
+
+
+async def test_a_paused_subagent_is_resumed_by_another_process(tmp_path: Path) -> None:
+    db = tmp_path / "threads.db"
+    store = SQLiteThreadStore(db)
+    world = World()
+    child = ops(world, ToolCall("d1", "delete", {"path": "x.txt"}), "never")
+    agent = parent(store, child, task("c1", "ops", "Delete x.txt."), "never")
+    assert (await agent.run("Clean up.", thread_id="t")).paused
+    await store.aclose()
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", RESUME_IN_ANOTHER_PROCESS, str(db), stdout=subprocess.PIPE
+    )
+    stdout, _ = await asyncio.wait_for(process.communicate(), 60)
+    assert process.returncode == 0
+    seen = json.loads(stdout)
+    assert seen["pending"] == ["c1/d1"] and seen["output"] == "Cleaned up elsewhere."
+    assert seen["child"][2] == "deleted x.txt in the other process" and world.deleted == []
+    store = SQLiteThreadStore(db)
+    [result] = [m for m in (await store.load("t")).messages if isinstance(m, ToolMessage)]
+    assert (result.tool_call_id, result.data) == ("c1", "gone")
     await store.aclose()
