@@ -241,3 +241,26 @@ async def test_a_paused_subagent_is_resumed_by_another_process(tmp_path: Path) -
     [result] = [m for m in (await store.load("t")).messages if isinstance(m, ToolMessage)]
     assert (result.tool_call_id, result.data) == ("c1", "gone")
     await store.aclose()
+
+
+async def test_a_child_that_pauses_again_pauses_the_parent_again(tmp_path: Path) -> None:
+    world = World()
+    store = SQLiteThreadStore(tmp_path / "threads.db")
+    child = ops(
+        world,
+        ToolCall("d1", "delete", {"path": "a"}),
+        ToolCall("d2", "delete", {"path": "b"}),
+        "both gone",
+    )
+    agent = parent(store, child, task("c1", "ops", "Delete a and b."), "Done.")
+    first = await agent.run("Clean up.", thread_id="t")
+    assert [p.id for p in first.pending] == ["c1/d1"]
+    second = await agent.resume("t", {"c1/d1": Approve(args={"path": "a2"})})
+    assert second.paused and [p.id for p in second.pending] == ["c1/d2"]
+    assert world.deleted == ["a2"]  # the edited arguments reached the child
+    assert not any(isinstance(m, ToolMessage) for m in (await store.load("t")).messages)
+    done = await agent.resume("t", {"c1/d2": Approve()})
+    assert done.output == "Done." and world.deleted == ["a2", "b"]
+    [result] = [m for m in (await store.load("t")).messages if isinstance(m, ToolMessage)]
+    assert (result.tool_call_id, result.data) == ("c1", "both gone")
+    await store.aclose()
