@@ -264,3 +264,20 @@ async def test_a_child_that_pauses_again_pauses_the_parent_again(tmp_path: Path)
     [result] = [m for m in (await store.load("t")).messages if isinstance(m, ToolMessage)]
     assert (result.tool_call_id, result.data) == ("c1", "both gone")
     await store.aclose()
+
+
+async def test_an_agent_as_tool_pauses_and_resumes_the_same_way(tmp_path: Path) -> None:
+    world = World()
+    store = SQLiteThreadStore(tmp_path / "threads.db")
+    child = ops(world, ToolCall("d1", "delete", {"path": "x"}), "x is gone")
+    agent = Agent(
+        ScriptedModel([ToolCall("c1", "cleaner", {"task": "Delete x."}), "Done."]),
+        store=store,
+        tools=[child.as_tool("cleaner", "Deletes files.")],
+    )
+    paused = await agent.run("Clean up.", thread_id="t")
+    [pending] = paused.pending
+    assert pending.subagent == SubagentPending("cleaner", 1, "t/c1", "c1", "d1")
+    done = await agent.resume("t", {pending.id: Approve()})
+    assert done.output == "Done." and world.deleted == ["x"]
+    await store.aclose()
