@@ -259,10 +259,15 @@ async def test_a_grandchilds_usage_and_events_reach_the_root_once() -> None:
     result = await agent.run("Go.", thread_id="r")
     assert result.usage.input_tokens == 110
     finished = [
-        (e.name, e.depth, e.thread_id)
+        (e.name, e.depth, e.thread_id, e.call_id)
         for e in result.events
         if isinstance(e, SubagentEventRelayed) and isinstance(e.event, DispatchFinished)
     ]
-    assert sorted(finished) == [("deeper", 2, "r/c1/g1"), ("x", 1, "r/c1"), ("x", 1, "r/c1")]
+    # call_id: the tool call that runs the subagent, in its parent's thread.
+    assert sorted(finished) == [
+        ("deeper", 2, "r/c1/g1", "g1"),
+        ("x", 1, "r/c1", "c1"),
+        ("x", 1, "r/c1", "c1"),
+    ]
     deep = await agent.store.load("r/c1/g1")
     assert [type(m).__name__ for m in deep.messages] == ["UserMessage", "AssistantMessage"]
