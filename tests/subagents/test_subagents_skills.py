@@ -1,14 +1,20 @@
-"""Skills in subagents: a child that shares the parent's ``SkillsMiddleware`` reads the parent's
-catalog without a second discovery walk; a child with its own sources walks only those."""
+"""Skills in subagents: a child that shares the parent's ``SkillsMiddleware``, or has skills of
+either mode over ``inherited_sources``, reads the parent's catalog without a second discovery
+walk; a child with its own sources walks only those."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
+import pytest
+
 from plait import Agent
+from plait.errors import ConfigurationError
 from plait.messages import ToolCall, ToolMessage
 from plait.models.scripted import ScriptedModel
 from plait.skills import SkillsMiddleware
+from plait.skills.inherited import inherited_sources
+from plait.skills.managed import allow_all, create_skill_manager
 from plait.skills.model import DiscoveryItem
 from plait.skills.sources.memory import MemorySource
 from plait.subagents import Subagent, Subagents
@@ -76,3 +82,48 @@ async def test_a_child_inherits_the_parents_catalog_without_a_second_walk() -> N
     # A second delegation on the same parent: still no new walk.
     again = await agent.run("Again.", thread_id="p")
     assert again.output == "ok again" and shared.walks == 1
+
+
+async def test_children_in_both_modes_over_the_parents_catalog_walk_it_once() -> None:
+    source = CountingSource({"pdf": {"SKILL.md": md("pdf")}, "sql": {"SKILL.md": md("sql")}})
+    skills = SkillsMiddleware(sources=[source])
+    manager = await create_skill_manager(sources=inherited_sources(skills), gate=allow_all)
+    managed_model = ScriptedModel([ToolCall("l1", "load_skill", {"skill": "sql"}), "sql loaded"])
+    managed = Agent(managed_model, middleware=[*manager.middleware])
+    reader_model = ScriptedModel(["read the list"])
+    reader = Agent(
+        reader_model,
+        middleware=[SkillsMiddleware(sources=inherited_sources(skills), instructions="Mine:")],
+    )
+    parent_model = ScriptedModel(
+        [[task("c1", "managed", "Load sql."), task("c2", "reader", "Look.")], "ok"]
+    )
+    agent = Agent(
+        parent_model,
+        middleware=[
+            skills,
+            Subagents(
+                {"managed": Subagent("Managed.", managed), "reader": Subagent("Reads.", reader)}
+            ),
+        ],
+    )
+    try:
+        result = await agent.run("Go.", thread_id="p")
+    finally:
+        await manager.aclose()
+    assert result.output == "ok"
+    assert source.walks == 1  # create_skill_manager's discovery loaded the parent's catalog
+    [loaded, read] = [m for m in result.new_messages if isinstance(m, ToolMessage)]
+    assert (loaded.data, read.data) == ("sql loaded", "read the list")
+    # The managed child loaded sql through the parent's source; the reader lists both skills
+    # under its own instructions.
+    [load_result] = [m for m in managed_model.requests[1].messages if isinstance(m, ToolMessage)]
+    assert isinstance(load_result.data, dict) and load_result.data["skill"] == "sql"
+    prompt = reader_model.requests[0].system_prompt
+    assert "Mine:" in prompt and "pdf" in prompt and "sql" in prompt
+    assert "pdf" in parent_model.requests[0].system_prompt
+
+
+def test_inherited_sources_needs_a_catalog() -> None:
+    with pytest.raises(ConfigurationError, match="SkillsMiddleware or a SkillCatalog"):
+        inherited_sources(object())  # type: ignore[arg-type]
