@@ -281,3 +281,17 @@ async def test_an_agent_as_tool_pauses_and_resumes_the_same_way(tmp_path: Path) 
     done = await agent.resume("t", {pending.id: Approve()})
     assert done.output == "Done." and world.deleted == ["x"]
     await store.aclose()
+
+
+async def test_a_pause_with_a_subagents_call_is_written_in_a_format_older_readers_refuse(
+    tmp_path: Path,
+) -> None:
+    world = World()
+    store = SQLiteThreadStore(tmp_path / "threads.db")
+    agent = parent(
+        store, ops(world, ToolCall("d1", "delete", {"path": "x"}), "-"), task("c1", "ops", "x"), "-"
+    )
+    await agent.run("Go.", thread_id="t")
+    assert (await store.load("t")).state[PENDING_KEY]["format"] == 2
+    assert (await store.load("t/c1")).state[PENDING_KEY]["format"] == 1  # its own calls only
+    await store.aclose()

@@ -71,8 +71,10 @@ INTERRUPTED_RESUME = (
     "may have run. Check before calling it again."
 )
 
-PENDING_FORMAT = 1
-"""The version of what :data:`PENDING_KEY` holds; a newer one is refused, not misread."""
+PENDING_FORMAT = 2
+"""The version of what :data:`PENDING_KEY` holds; a newer one is refused, not misread. 2 adds
+a subagent's held calls (``PendingCall.subagent``), written only by a pause that has one, so a
+reader of 1 refuses those instead of taking them for its own calls."""
 
 OnPaused = Literal["raise", "reject"]
 
@@ -285,7 +287,7 @@ class PausedDispatch:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "format": PENDING_FORMAT,
+            "format": PENDING_FORMAT if any(p.subagent for p in self.pending) else 1,
             "dispatch": self.dispatch,
             "assistant": _to_json([self.assistant])[0],
             "finished": _to_json(list(self.finished.values())),
