@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from chat_completions import sse_answer
@@ -114,3 +115,73 @@ def test_the_terminal_shows_a_subagents_start_and_end_and_a_fallback_only() -> N
     assert "← subagent kid answered" in shown
     assert "child text" not in shown
     assert "a failed (503 down); trying b" in shown
+
+
+def sse_task(call_id: str, subagent: str, description: str, *, prompt: int, completion: int) -> Any:
+    """A Chat Completions stream calling the ``task`` tool, with the given usage."""
+    from wire_server import Reply
+
+    args = json.dumps({"subagent_type": subagent, "description": description})
+    call = {"index": 0, "id": call_id, "type": "function"}
+    chunks = [
+        {
+            "role": "assistant",
+            "tool_calls": [{**call, "function": {"name": "task", "arguments": args}}],
+        },
+        None,
+    ]
+    usage = {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+    }
+    body = []
+    for delta, finish, use in (
+        (chunks[0], None, None),
+        (None, "tool_calls", None),
+        (None, None, usage),
+    ):
+        choices = (
+            [{"index": 0, "delta": delta or {}, "finish_reason": finish}] if delta or finish else []
+        )
+        data = {
+            "id": "c",
+            "object": "chat.completion.chunk",
+            "created": 1750000000,
+            "model": "m",
+            "choices": choices,
+            "usage": use,
+        }
+        body.append(b"data: " + json.dumps(data).encode() + b"\n\n")
+    body.append(b"data: [DONE]\n\n")
+    return Reply(200, body, "text/event-stream")
+
+
+def test_run_with_a_subagent_counts_the_whole_trees_usage(
+    primary: WireServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "plait.toml").write_text(
+        '[subagents.researcher]\ndescription = "Researches."\nsystem = "Be thorough."\n'
+    )
+    monkeypatch.chdir(project)
+    primary._replies.extend(
+        [
+            sse_task("call_1", "researcher", "Find the answer.", prompt=100, completion=5),
+            sse_answer("The answer is 42.", prompt=20, completion=2),  # the subagent
+            sse_answer("It is 42.", prompt=130, completion=4),
+        ]
+    )
+    spec = f"openai-compatible:m@{primary.url}/v1"
+    result = run_plait("run", "What is it?", "--model", spec, home=tmp_path / "home")
+    assert result.returncode == 0, result.stderr
+    shown = result.stdout + result.stderr
+    assert "It is 42." in shown
+    assert "in 250 · out 11" in shown  # 100 + 20 + 130 in, 5 + 2 + 4 out: the tree's
+    assert "→ subagent researcher started (thread " in shown
+    # The subagent got its own prompt and the task, not the parent's conversation.
+    child = primary.bodies()[1]
+    assert child["messages"][0] == {"role": "system", "content": "Be thorough."}
+    assert child["messages"][-1]["content"] == "Find the answer."
+    assert "What is it?" not in json.dumps(child)

@@ -214,3 +214,48 @@ async def test_settings_of_another_family_are_adapted() -> None:
     assert to_claude.temperature is None
     assert _settings_for(request, "anthropic", "anthropic") is request
     assert ModelSettings().extra == {}
+
+
+async def test_an_anthropic_fallback_gets_settings_it_accepts_and_no_openai_reasoning() -> None:
+    """OpenAI primary down; the Anthropic fallback gets the request without the temperature it
+    refuses with thinking on, without OpenAI's body fields and without OpenAI's reasoning item
+    (the request as written would fail in the Anthropic adapter: temperature with thinking)."""
+    foreign = ReasoningPart(
+        provider="openai-responses",
+        text="hmm",
+        payload={"type": "reasoning", "id": "rs_1", "encrypted_content": "ENC-OPENAI"},
+    )
+    request = ModelRequest(
+        messages=[
+            UserMessage("First?"),
+            AssistantMessage([foreign, TextPart("First answer.")]),
+            UserMessage("Hello?"),
+        ],
+        temperature=0.2,
+        max_tokens=4096,
+        reasoning=Reasoning(effort="low"),
+        extra={"seed": 7},
+    )
+    with (
+        WireServer(FIXTURES / "openai") as openai_wire,
+        WireServer(FIXTURES / "anthropic") as claude_wire,
+    ):
+        openai_wire.reply("server_error.json", status=503, headers={"retry-after": "0"})
+        claude_wire.reply("text.json")
+        gpt = OpenAIChatModel(
+            "gpt-4.1-mini", api_key="sk-test", base_url=openai_wire.url + "/v1", max_retries=0
+        )
+        claude = AnthropicModel(
+            "claude-sonnet-4-6", api_key="sk-ant-test", base_url=claude_wire.url
+        )
+        model = FallbackModel([gpt, claude], owns=True)
+        try:
+            response = await model.generate(request)
+        finally:
+            await model.aclose()
+        assert response.content
+        sent = claude_wire.bodies()[0]
+    assert "temperature" not in sent and "seed" not in sent
+    assert sent["thinking"]["type"] == "enabled"
+    assert "ENC-OPENAI" not in json.dumps(sent) and "rs_1" not in json.dumps(sent)
+    assert [m["role"] for m in sent["messages"]] == ["user", "assistant", "user"]

@@ -149,9 +149,10 @@ async def test_a_child_that_raises_is_a_tool_error_and_the_parent_goes_on() -> N
     def boom(request: ModelRequest) -> ScriptEntry:
         raise RuntimeError("the child broke")
 
-    agent, _ = parent_over(Subagent("Breaks.", Agent(FunctionModel(boom))))
+    agent, model = parent_over(Subagent("Breaks.", Agent(FunctionModel(boom))))
     result = await agent.run("Go.", thread_id="p")
     [failed] = results(result.new_messages)
+    assert model.requests[1].messages[-1] == failed  # the parent's model read the error
     assert failed.is_error and "the child broke" in str(failed.data)
     assert "p/c1" in str(failed.data)
     assert result.output == "I will do it myself."
@@ -163,9 +164,10 @@ async def test_a_child_past_the_tree_deadline_is_stopped_and_the_parent_goes_on(
         return "never"
 
     sub = Subagent("Stalls.", Agent(FunctionModel(stall)))
-    agent, _ = parent_over(sub, limits=TreeLimits(timeout=0.2))
+    agent, model = parent_over(sub, limits=TreeLimits(timeout=0.2))
     result = await agent.run("Go.")
     [failed] = results(result.new_messages)
+    assert model.requests[1].messages[-1] == failed  # the parent's model read the error
     assert failed.is_error and "deadline" in str(failed.data)
     assert result.output == "I will do it myself."
 
@@ -175,9 +177,10 @@ async def test_a_child_over_its_own_tool_timeout_is_a_tool_error() -> None:
         await asyncio.Event().wait()
         return "never"
 
-    agent, _ = parent_over(Subagent("Stalls.", Agent(FunctionModel(stall))), timeout=0.2)
+    agent, model = parent_over(Subagent("Stalls.", Agent(FunctionModel(stall))), timeout=0.2)
     result = await agent.run("Go.")
     [failed] = results(result.new_messages)
+    assert model.requests[1].messages[-1] == failed  # the parent's model read the error
     assert failed.is_error and "timed out" in str(failed.data)
 
 
@@ -191,9 +194,10 @@ async def test_the_tree_model_call_budget_stops_a_looping_child() -> None:
 
     loop = FunctionModel(lambda request: ToolCall(f"a{len(request.messages)}", "again", {}))
     sub = Subagent("Loops.", Agent(loop, tools=[again], default_guards=False))
-    agent, _ = parent_over(sub, limits=TreeLimits(max_model_calls=3))
+    agent, model = parent_over(sub, limits=TreeLimits(max_model_calls=3))
     result = await agent.run("Go.")
     [failed] = results(result.new_messages)
+    assert model.requests[1].messages[-1] == failed  # the parent's model read the error
     assert failed.is_error and "budget (3)" in str(failed.data)
     assert len(loop.requests) == 3  # the fourth call never reached the model
     assert result.output == "I will do it myself."
@@ -255,10 +259,15 @@ async def test_a_grandchilds_usage_and_events_reach_the_root_once() -> None:
     result = await agent.run("Go.", thread_id="r")
     assert result.usage.input_tokens == 110
     finished = [
-        (e.name, e.depth, e.thread_id)
+        (e.name, e.depth, e.thread_id, e.call_id)
         for e in result.events
         if isinstance(e, SubagentEventRelayed) and isinstance(e.event, DispatchFinished)
     ]
-    assert sorted(finished) == [("deeper", 2, "r/c1/g1"), ("x", 1, "r/c1"), ("x", 1, "r/c1")]
+    # call_id: the tool call that runs the subagent, in its parent's thread.
+    assert sorted(finished) == [
+        ("deeper", 2, "r/c1/g1", "g1"),
+        ("x", 1, "r/c1", "c1"),
+        ("x", 1, "r/c1", "c1"),
+    ]
     deep = await agent.store.load("r/c1/g1")
     assert [type(m).__name__ for m in deep.messages] == ["UserMessage", "AssistantMessage"]

@@ -33,8 +33,9 @@ event was relayed to the caller (text is on screen) a failure ends the call as i
 fallback: replaying the answer from another model would show two answers.
 
 **Settings per provider.** A request's settings were written for the primary model. A fallback
-whose provider (its ``reasoning_provider``: ``anthropic``, ``openai``, ``openai-chat``) differs
-from the primary's gets the request without ``extra`` (provider-specific body fields) and
+whose provider (its ``reasoning_provider``: ``anthropic``, ``openai-responses``,
+``openai-chat``) differs from the primary's gets the request without ``extra``
+(provider-specific body fields) and
 without the :class:`~plait.models.Reasoning` fields its family refuses (``budget_tokens`` for
 OpenAI, which takes ``effort``; a ``temperature`` other than 1 for Anthropic with thinking on).
 Reasoning parts of another provider are never replayed: every adapter drops them from what it

@@ -10,8 +10,8 @@ thread                      ``<parent thread>/<tool call id>`` in the parent's s
                             agent's own store is not used), so it can be opened later and is
                             never mixed into the parent's history
 events                      every child event reaches the parent's caller live, wrapped in a
-                            ``SubagentEventRelayed`` (name, depth, thread id, the event); a
-                            grandchild's arrive once, tagged with its own name and depth
+                            ``SubagentEventRelayed`` (name, depth, thread id, the parent's call
+                            id, the event); a grandchild's arrive once, with its own tags
 usage                       each model call of the subtree (its ``DispatchFinished`` usage) is
                             added to the parent's turn usage, so ``RunResult.usage`` is the
                             tree's, failed children included
@@ -25,13 +25,15 @@ deadline                    :attr:`TreeLimits.timeout` seconds from the first de
 failure                     a child that raises, times out or runs out of budget gives the
                             parent's model a tool error (``ToolError``) and the parent goes on
 parallel calls              bounded by the parent's ``Limits.max_concurrent_tools``
+paused child                pauses the parent's call; the parent's resume resumes the child
+                            (:mod:`plait.runtime.delegation_pause`)
 ==========================  ====================================================================
 
 The tree (limits, model-call count, deadline) travels in a context variable, so a child that
 delegates in turn shares it without any wiring. The limits of the outermost delegation apply.
 
-Seam for paused turns: a child whose turn pauses (awaiting approval) will have to pause the
-parent; :func:`run_subagent` is the one place that will learn it (see the package README).
+A child whose turn pauses (a call awaiting approval) pauses the parent's call, and the
+parent's resume resumes the child (:mod:`plait.runtime.delegation_pause`).
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ from typing import TYPE_CHECKING, Any
 from plait.errors import ConfigurationError, LimitExceeded, ToolError
 from plait.messages import ToolDefinition, UserMessage
 from plait.middleware.context import Event
+from plait.runtime import delegation_pause
 from plait.runtime.events import DispatchFinished, ModelRequestSent, SubagentEventRelayed
 from plait.tools import Tool, ToolContext
 
@@ -112,7 +115,9 @@ async def run_subagent(
 ) -> str:
     """Run ``task`` as one turn of the subagent ``source`` for the tool call ``ctx.call`` and
     return its final answer; every failure becomes a :class:`~plait.errors.ToolError`. ``state``
-    goes into the child thread's state before its turn starts."""
+    goes into the child thread's state before its turn starts. A child turn that pauses raises
+    :class:`~plait.runtime.pause.PauseTurn` (the parent's call is held); in the parent's resume
+    the child's paused turn is resumed instead (:mod:`plait.runtime.delegation_pause`)."""
     from plait.runtime.turn import Turn
 
     loop = asyncio.get_running_loop()
@@ -142,7 +147,9 @@ async def run_subagent(
             inner = event.event
         else:
             parent.emit(
-                SubagentEventRelayed(name=name, depth=depth, thread_id=thread_id, event=event)
+                SubagentEventRelayed(
+                    name=name, depth=depth, thread_id=thread_id, event=event, call_id=ctx.call.id
+                )
             )
             inner = event
             if isinstance(event, ModelRequestSent):
@@ -157,9 +164,15 @@ async def run_subagent(
         if isinstance(inner, DispatchFinished):
             parent.usage = parent.usage + inner.usage
 
-    turn = Turn(
-        agent, thread_id, [UserMessage(task)], dict(state or {}), sink, streaming=parent.streaming
-    )
+    decisions = delegation_pause.decisions_for(parent, ctx.call.id)
+    if decisions is None:
+        turn = Turn(
+            agent, thread_id, [UserMessage(task)], dict(state or {}), sink, parent.streaming
+        )
+    else:  # the parent's resume reaches the child's paused turn
+        from plait.runtime.resume import ResumedTurn
+
+        turn = ResumedTurn(agent, thread_id, decisions, sink, parent.streaming)
     token = _current.set((tree, depth))
     try:
         async with asyncio.timeout_at(tree.deadline):
@@ -179,6 +192,8 @@ async def run_subagent(
         _current.reset(token)
         if made:
             await agent.aclose()
+    if result.pending:
+        raise delegation_pause.child_paused(name, depth, thread_id, ctx.call.id, result.pending)
     if isinstance(result.output, str):
         return result.output
     from pydantic_core import to_jsonable_python  # a structured answer reaches the parent as JSON

@@ -137,13 +137,16 @@ class ModelCallRerouted(Event):
 class SubagentEventRelayed(Event):
     """``event``, emitted by the subagent ``name`` at ``depth`` (1 for a child of the root) on
     its thread ``thread_id``, relayed live to the parent's caller (``agent.as_tool``,
-    :mod:`plait.runtime.delegation`). A grandchild's events are relayed once, with its own
-    name and depth."""
+    :mod:`plait.runtime.delegation`). ``call_id`` is the tool call that runs the subagent, in
+    its parent's thread (the parent's thread is ``thread_id`` without ``/<call_id>``), so a
+    trace can nest the child's run under that call. A grandchild's events are relayed once,
+    with its own name, depth and call id."""
 
     name: str
     depth: int
     thread_id: str
     event: Event
+    call_id: str = ""
     type: str = "subagent_event_relayed"
 
 

@@ -56,6 +56,7 @@ __all__ = [
     "PauseTurn",
     "PendingCall",
     "Reject",
+    "SubagentPending",
     "pending_calls",
     "was_approved",
 ]
@@ -70,35 +71,76 @@ INTERRUPTED_RESUME = (
     "may have run. Check before calling it again."
 )
 
-PENDING_FORMAT = 1
-"""The version of what :data:`PENDING_KEY` holds; a newer one is refused, not misread."""
+PENDING_FORMAT = 2
+"""The version of what :data:`PENDING_KEY` holds; a newer one is refused, not misread. 2 adds
+a subagent's held calls (``PendingCall.subagent``), written only by a pause that has one, so a
+reader of 1 refuses those instead of taking them for its own calls."""
 
 OnPaused = Literal["raise", "reject"]
 
 
 @dataclass(slots=True, frozen=True)
+class SubagentPending:
+    """Where a subagent's held call waits (:mod:`plait.runtime.delegation_pause`): in the
+    subagent ``name`` at ``depth``, on its thread ``thread_id``, run by this thread's tool call
+    ``call_id``; that thread holds it as ``child_id``."""
+
+    name: str
+    depth: int
+    thread_id: str
+    call_id: str
+    child_id: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__slots__}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> SubagentPending:
+        return cls(**{k: data[k] for k in cls.__slots__})
+
+
+@dataclass(slots=True, frozen=True)
 class PendingCall:
     """A tool call that waits for a decision: its ``id``, tool ``name``, ``args``, why it is
-    held (``reason``) and the skill whose tool it is (``skill``, ``None`` for the agent's own)."""
+    held (``reason``) and the skill whose tool it is (``skill``, ``None`` for the agent's own).
+    A subagent's held call is listed by its parent too, as ``<call id>/<child's id>`` with
+    ``subagent`` saying where it waits; the decision made for that id reaches the subagent."""
 
     id: str
     name: str
     args: dict[str, Any]
     reason: str
     skill: str | None = None
+    subagent: SubagentPending | None = None
+
+    @property
+    def call_id(self) -> str:
+        """The id of this thread's call it holds: ``id``, or the call running the subagent."""
+        return self.id if self.subagent is None else self.subagent.call_id
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out = {
             "id": self.id,
             "name": self.name,
             "args": self.args,
             "reason": self.reason,
             "skill": self.skill,
         }
+        if self.subagent is not None:
+            out["subagent"] = self.subagent.to_json()
+        return out
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> PendingCall:
-        return cls(data["id"], data["name"], dict(data["args"]), data["reason"], data["skill"])
+        sub = data.get("subagent")
+        return cls(
+            data["id"],
+            data["name"],
+            dict(data["args"]),
+            data["reason"],
+            data["skill"],
+            None if sub is None else SubagentPending.from_json(sub),
+        )
 
 
 @dataclass(slots=True, frozen=True)
@@ -145,10 +187,14 @@ class PauseTurn(Exception):
     once the dispatch's other calls are done (see the module docstring). ``reason`` is shown to
     whoever decides. On resume an approved call passes through ``before_tool_call`` again: a
     middleware that does not want to ask twice checks :func:`was_approved` first (as
-    :class:`ApprovalMiddleware` does); one that raises again holds the call again."""
+    :class:`ApprovalMiddleware` does); one that raises again holds the call again.
 
-    def __init__(self, reason: str) -> None:
+    A tool raises it with ``pending`` when its call waits on calls held elsewhere (a paused
+    subagent's, :mod:`plait.runtime.delegation_pause`): those are listed instead of the call."""
+
+    def __init__(self, reason: str, pending: Sequence[PendingCall] = ()) -> None:
         self.reason = reason
+        self.pending = tuple(pending)
         super().__init__(reason)
 
 
@@ -181,12 +227,15 @@ def _skill_of(d: DispatchContext, name: str) -> str | None:
     return skill if isinstance(skill, str) else None
 
 
-def hold(call: ToolCall, reason: str, d: DispatchContext) -> ToolMessage:
-    """Hold ``call`` in dispatch ``d``; the placeholder result returned is never persisted."""
-    held: dict[str, PendingCall] = d.turn.scratch.setdefault(_HELD, {})
-    held[call.id] = PendingCall(
-        call.id, call.name, dict(call.args), reason, _skill_of(d, call.name)
-    )
+def hold(
+    call: ToolCall, reason: str, d: DispatchContext, instead: Sequence[PendingCall] = ()
+) -> ToolMessage:
+    """Hold ``call`` in dispatch ``d`` (listed as ``instead`` when given: see
+    :class:`PauseTurn`); the placeholder result returned is never persisted."""
+    held: dict[str, list[PendingCall]] = d.turn.scratch.setdefault(_HELD, {})
+    held[call.id] = list(instead) or [
+        PendingCall(call.id, call.name, dict(call.args), reason, _skill_of(d, call.name))
+    ]
     return ToolMessage.from_result(ToolResult(call.id, f"held: {reason}", is_error=True), call.name)
 
 
@@ -207,9 +256,9 @@ def gate(call: ToolCall, d: DispatchContext) -> str | None:
     return f"{call.name} requires approval" if rule else None
 
 
-def held_calls(d: DispatchContext) -> dict[str, PendingCall]:
-    """The calls held in dispatch ``d`` (empty when none)."""
-    held: dict[str, PendingCall] = d.turn.scratch.get(_HELD, {})
+def held_calls(d: DispatchContext) -> dict[str, list[PendingCall]]:
+    """The calls held in dispatch ``d``, each with what it is listed as (empty when none)."""
+    held: dict[str, list[PendingCall]] = d.turn.scratch.get(_HELD, {})
     return held
 
 
@@ -238,7 +287,7 @@ class PausedDispatch:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "format": PENDING_FORMAT,
+            "format": PENDING_FORMAT if any(p.subagent for p in self.pending) else 1,
             "dispatch": self.dispatch,
             "assistant": _to_json([self.assistant])[0],
             "finished": _to_json(list(self.finished.values())),
@@ -305,7 +354,7 @@ async def pause_dispatch(turn: Turn, d: DispatchContext, results: Sequence[ToolM
         dispatch=d.index,
         assistant=assistant,
         finished={m.tool_call_id: m for m in messages if isinstance(m, ToolMessage)},
-        pending=[held[i] for i in calls if i in held],
+        pending=[p for i in calls if i in held for p in held[i]],
         followups=list(d.followups),
         paused_at=time.time(),
     )
@@ -332,9 +381,11 @@ async def settle_before_turn(
     # A claimed pause: its resume stopped between its claim and its append, so an approved
     # call may have run; the model is told so rather than that it did not.
     text = DEFAULT_REJECTION if paused.claimed is None else INTERRUPTED_RESUME
+    held = {p.call_id for p in paused.pending}  # a paused subagent's call: rejected whole
     decided = {
-        p.id: ToolMessage.from_result(ToolResult(p.id, text, is_error=True), p.name)
-        for p in paused.pending
+        c.id: ToolMessage.from_result(ToolResult(c.id, text, is_error=True), c.name)
+        for c in paused.assistant.tool_calls
+        if c.id in held
     }
     del state[PENDING_KEY]
     written = await turn._append(paused.messages(decided), state)

@@ -32,7 +32,7 @@ from plait.errors import DecisionError, ResumeConflict, ThreadConflictError, Thr
 from plait.messages import ToolCall, ToolMessage, ToolResult
 from plait.middleware.context import DispatchContext, EventSink, TurnContext
 from plait.models.base import ModelResponse, ModelSettings
-from plait.runtime import pause
+from plait.runtime import delegation_pause, pause
 from plait.runtime.events import ToolCallFinished, TurnResumed
 from plait.runtime.pause import (
     PENDING_KEY,
@@ -201,8 +201,11 @@ class ResumedTurn(Turn):
     ) -> tuple[dict[str, ToolMessage], list[ToolCall]]:
         """The results of rejected and answered calls, and the approved calls to run."""
         decided: dict[str, ToolMessage] = {}
-        to_run: list[ToolCall] = []
+        # A paused subagent's call runs again and resumes it (plait.runtime.delegation_pause).
+        to_run = delegation_pause.route_decisions(paused, self.decisions, d.turn)
         for p in paused.pending:
+            if p.subagent is not None:
+                continue
             decision = self.decisions[p.id]
             call = ToolCall(p.id, p.name, p.args)
             if isinstance(decision, Approve):

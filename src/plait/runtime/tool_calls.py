@@ -18,7 +18,8 @@ the tool raises anything else   ``Tool '<name>' failed: <Type>: <message>``, als
                                 Python turns it into in a coroutine) and ``StopAsyncIteration``
 the tool runs past its timeout  ``Tool '<name>' timed out after <n> s and was cancelled. ...``
 the turn ended before it ran    ``Tool call not run: the turn was ended ...`` (is_error)
-held for a decision             none yet: the turn pauses (:mod:`plait.runtime.pause`)
+held for a decision             none yet: the turn pauses (:mod:`plait.runtime.pause`);
+                                also when the tool raises ``PauseTurn`` (a paused subagent)
 ==============================  =========================================================
 
 A tool (or tool middleware) that raises ``CancelledError`` without its task being cancelled
@@ -172,6 +173,8 @@ def _executor(d: DispatchContext, default_timeout: float) -> ToolHandler:
                 data = await pending
         except (ToolError, ToolTimeoutError) as exc:
             return ToolResult(call.id, str(exc), is_error=True)
+        except PauseTurn:  # the tool holds its own call (a paused subagent's)
+            raise
         except BaseException as exc:
             if _propagates(exc):
                 raise
@@ -221,7 +224,7 @@ async def _run_one(
             if stack.has_after_tool_call:
                 result = await stack.run_after_tool_call(decided, result, d)
     except PauseTurn as pause:  # a before_tool_call holds the call for a decision
-        return hold(call, pause.reason, d)
+        return hold(call, pause.reason, d, pause.pending)
     except BaseException as exc:
         if _propagates(exc):
             raise

@@ -5,6 +5,15 @@ from __future__ import annotations
 
 from plait.runtime.delegation import AgentTool, TreeLimits
 from plait.runtime.events import SubagentEventRelayed
+from plait.runtime.pause import SubagentPending
 from plait.subagents.middleware import Subagent, Subagents, TaskTool
 
-__all__ = ["AgentTool", "Subagent", "SubagentEventRelayed", "Subagents", "TaskTool", "TreeLimits"]
+__all__ = [
+    "AgentTool",
+    "Subagent",
+    "SubagentEventRelayed",
+    "SubagentPending",
+    "Subagents",
+    "TaskTool",
+    "TreeLimits",
+]

@@ -48,6 +48,7 @@ from plait.middleware.ordering import Placement
 from plait.models.base import Model, ModelRequest, ModelResponse
 from plait.models.language_model import wrap_model
 from plait.runtime.events import RUNTIME_EVENTS
+from plait.runtime.pause import PauseTurn
 from plait.telemetry.content import MAX_CONTENT_CHARS
 from plait.telemetry.instruments import ContentCursor, Instruments, fail
 from plait.telemetry.model import ModelTelemetry
@@ -63,6 +64,7 @@ _CONTENT_FIELDS = frozenset({"text", "original", "output", "input", "messages"})
 _MAX_EVENT_TEXT = 200
 _MAX_TOOL_NAMES = 1024
 _RETRIED = "model_call_retried"
+_RELAYED = "subagent_event_relayed"
 _MAX_EVENT_ITEMS = 50
 
 
@@ -187,6 +189,8 @@ class GenAITelemetry(Middleware):
 
         def observe(event: Event) -> None:
             kind = event.type
+            if kind == _RELAYED:  # a subagent's: its own telemetry records it, on its spans
+                return
             if kind not in RUNTIME_EVENTS or (
                 kind == "tool_call_finished" and getattr(event, "skipped_by", None) is not None
             ):
@@ -264,6 +268,11 @@ class GenAITelemetry(Middleware):
         token = otel_context.attach(trace.set_span_in_context(span))
         try:
             result = await call_next(call)
+        except PauseTurn:  # the tool's call is held (a paused subagent): not a failure
+            otel_context.detach(token)
+            span.set_attribute("plait.tool.paused", True)
+            span.end()
+            raise
         except BaseException as exc:
             otel_context.detach(token)
             if capture and span.is_recording():
