@@ -12,7 +12,10 @@ answers; a skills catalog (disclosure mode, 40 skills) follows the system prompt
 - ``context``: ``ResultEvictionMiddleware`` at 1,000 tokens and ``SummarizationMiddleware`` at
   8,000 tokens, both firing;
 - ``catalog``: ``plain`` with ``auto_refresh=True``, a 41st skill added before turn 30 (the
-  catalog changes once) and ``skill-03`` pinned at turn 45 (a persisted message).
+  catalog changes once) and ``skill-03`` pinned at turn 45 (a persisted message);
+- ``managed``: managed skills instead of disclosure (``create_skill_manager`` over the same 40
+  skills), ``skill-03`` loaded inline before turn 20 and unloaded before turn 40: its body is
+  projected after the newest breakpoint on every call in between.
 
 each with caching off and on. Anthropic: off is ``AnthropicModel(cache=None)`` (no breakpoint:
 nothing cached), on the default breakpoints; OpenAI (``OpenAIResponsesModel``, gpt-5 prices):
@@ -66,12 +69,15 @@ from plait.models.base import Model
 from plait.models.openai_cache import OpenAIPromptCache
 from plait.models.openai_responses import OpenAIResponsesModel
 from plait.pricing import PRICES, Price, cost
-from plait.runtime import CacheBroken, CacheWatch
-from plait.skills import SkillsMiddleware
+from plait.runtime import CacheBroken, CacheWatch, ModelResponseReceived
+from plait.skills import FilesystemSource, SkillsMiddleware
+from plait.skills.managed import SkillManager, create_skill_manager
+from plait.skills.managed.tools import allow_all
 from plait.tools import tool
 
+_INPUT_KEYS = ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
 MODELS = {"anthropic": "claude-sonnet-4-5", "openai": "gpt-5"}
-RUNS = ("plain", "context", "catalog")
+RUNS = ("plain", "context", "catalog", "managed")
 
 
 @tool
@@ -92,6 +98,22 @@ class Outcome:
     usage: Usage = field(default_factory=Usage)
     breaks: dict[str, list[int]] = field(default_factory=lambda: defaultdict(list))
     reachable: str = ""
+    short: list[int] = field(default_factory=list)
+    """Turns with a call that read less than the whole previous request back (the server's
+    rule: the ground truth CacheWatch's reports are checked against)."""
+
+
+def short_reads(calls: list[tuple[int, int]], step: int) -> list[int]:
+    """Indexes of ``(prompt, read)`` calls that read less of the previous prompt than the rule
+    allows (Anthropic: all of it, ``step`` 1; OpenAI: down to a 128-token step)."""
+    out = []
+    for i in range(1, len(calls)):
+        previous = calls[i - 1][0] - (step > 1)  # OpenAI: the last token closes the JSON
+        if previous < 1_024:
+            continue
+        if calls[i][1] < previous - (previous - 1_024) % step:
+            out.append(i)
+    return out
 
 
 def input_cost(usage: Usage, price: Price) -> float:
@@ -106,7 +128,13 @@ async def session(provider: str, turns: int, run: str, cache: bool, skills: Path
     if run == "context":
         middleware.append(SummarizationMiddleware(8_000, keep_messages=8, backend=backend))
         middleware.append(ResultEvictionMiddleware(1_000, backend=backend))
-    middleware += [SkillsMiddleware([skills], auto_refresh=run == "catalog"), CacheWatch()]
+    manager: SkillManager | None = None
+    if run == "managed":
+        manager = await create_skill_manager(sources=[FilesystemSource(skills)], gate=allow_all)
+        middleware += manager.middleware
+    else:
+        middleware.append(SkillsMiddleware([skills], auto_refresh=run == "catalog"))
+    middleware.append(CacheWatch())
     thread = f"{run}-{'on' if cache else 'off'}"
     server: AnthropicServer | ResponsesServer
     model: Model
@@ -128,10 +156,15 @@ async def session(provider: str, turns: int, run: str, cache: bool, skills: Path
         model, tools=[read_report], middleware=middleware, system_prompt="You read reports."
     )
     catalog_turn, pin_turn = turns // 2, turns * 3 // 4  # 30 and 45 of 60
+    calls_turn: list[int] = []
     with server:
         for turn in range(1, turns + 1):
             if run == "catalog" and turn == catalog_turn:
                 write_skill(skills, 40)
+            if manager is not None and turn == turns // 3:
+                await manager.load("skill-03", channel="inline")
+            if manager is not None and turn == turns * 2 // 3:
+                await manager.unload("skill-03")
             pin = run == "catalog" and turn == pin_turn
             state = {"pinned_skills": ["skill-03"]} if pin else None
             if isinstance(server, ResponsesServer):
@@ -140,6 +173,9 @@ async def session(provider: str, turns: int, run: str, cache: bool, skills: Path
             result = await agent.run(
                 f"Read the report of turn #{turn}", thread_id=thread, state=state
             )
+            calls_turn += [turn] * sum(
+                1 for e in result.events if isinstance(e, ModelResponseReceived)
+            )
             out.usage = out.usage + result.usage
             for event in result.events:
                 if isinstance(event, CacheBroken):
@@ -147,6 +183,16 @@ async def session(provider: str, turns: int, run: str, cache: bool, skills: Path
         for m in middleware:
             if isinstance(m, SummarizationMiddleware):
                 await m.drain()
+        if isinstance(server, AnthropicServer):
+            log = [
+                (sum(u[k] for k in _INPUT_KEYS), u["cache_read_input_tokens"])
+                for u in server.cache.log
+            ]
+            shorts = short_reads(log, 1)
+        else:
+            assert server.prompt_cache is not None
+            shorts = short_reads(server.prompt_cache.log, 128)
+        out.short = sorted({calls_turn[i] for i in shorts})
         last = server.received[-1]
         body = last.body if isinstance(server, AnthropicServer) else last
         out.reachable = json.dumps(body)
@@ -154,6 +200,8 @@ async def session(provider: str, turns: int, run: str, cache: bool, skills: Path
         if path in out.reachable or path.rsplit("/", 1)[0] + "/" in out.reachable:
             out.reachable += await backend.read(path)
     await model.aclose()
+    if manager is not None:
+        await manager.aclose()
     shutil.rmtree(skills / "skill-40", ignore_errors=True)
     return out
 
@@ -203,6 +251,7 @@ async def main() -> None:
             print(f"\n{provider} ({MODELS[provider]} prices), {args.turns} turns")
             print(HEADER)
             all_breaks: dict[str, dict[str, list[int]]] = {}
+            short: dict[str, list[int]] = {}
             for run in RUNS:
                 for cache in (False, True):
                     out = await session(provider, args.turns, run, cache, skills)
@@ -211,6 +260,7 @@ async def main() -> None:
                     print(row(f"plait {run}", caching, out.usage, price, facts), flush=True)
                     if cache:
                         all_breaks[run] = out.breaks
+                        short[run] = out.short
             if provider == "anthropic" and args.deepagents is not None:
                 print(deepagents_row(args.deepagents))
             print("cache breaks (CacheWatch, caching on), by cause: count [turns]")
@@ -220,6 +270,7 @@ async def main() -> None:
                     for why, at in sorted(breaks.items(), key=lambda kv: -len(kv[1]))
                 )
                 print(f"  {run}: {shown or 'none'}")
+                print(f"    server: a short read at turns {short[run] or 'none'}")
     if args.deepagents is None:
         print("\ndeepagents: not measured in this run (--deepagents FILE; module docstring)")
 
