@@ -1,34 +1,63 @@
-"""Prompt caching over a scripted 60-turn session (issue 25), against the local Anthropic wire
-server (``tests/support/anthropic_server.py``), which implements Anthropic's caching rule:
-prefix match at ``cache_control`` breakpoints with a 20-block look-back, writes and reads in
-usage, 1,024-token minimum.
+"""Prompt caching over a scripted 60-turn session (issue 25), against the local wire servers,
+which implement each provider's caching rule: Anthropic's (``tests/support/anthropic_server.py``
+with ``anthropic_cache_rule``: prefix match at ``cache_control`` breakpoints with a 20-block
+look-back, writes and reads in usage, 1,024-token minimum) and OpenAI's
+(``tests/support/responses_server.py`` with ``openai_cache_rule``: automatic prefix match in
+128-token steps above 1,024 tokens, per ``prompt_cache_key``).
 
-Each turn the model reads a file (results of mixed size: 300, 1,500 or 9,000 characters) and
-answers; a skills catalog (disclosure mode, 40 skills) sits in the system prompt. Run twice:
-``plain`` (no summarization, no eviction) and ``context`` (``ResultEvictionMiddleware`` at 1,000
-tokens and ``SummarizationMiddleware`` at 8,000 tokens firing), each with caching off
-(``AnthropicModel(cache=None)``) and on (the default). ``CacheWatch`` reports every cache break
-and where it came from. Prints input tokens billed fresh, cache writes, cache reads, input cost
-at claude-sonnet-4-5 list prices and that cost against the same tokens uncached; then whether
-the facts planted in turns 1, 20 and 40 are still within reach (in the last request, or in a
-file the last request names).
+Each turn the model reads a report (results of mixed size: 300, 1,500 or 9,000 characters) and
+answers; a skills catalog (disclosure mode, 40 skills) follows the system prompt. Runs:
 
-    .venv/bin/python bench/prompt_cache.py [--turns 60]
+- ``plain``: no summarization, no eviction;
+- ``context``: ``ResultEvictionMiddleware`` at 1,000 tokens and ``SummarizationMiddleware`` at
+  8,000 tokens, both firing;
+- ``catalog``: ``plain`` with ``auto_refresh=True``, a 41st skill added before turn 30 (the
+  catalog changes once) and ``skill-03`` pinned at turn 45 (a persisted message);
+- ``managed``: managed skills instead of disclosure (``create_skill_manager`` over the same 40
+  skills), ``skill-03`` loaded inline before turn 20 and unloaded before turn 40: its body is
+  projected after the newest breakpoint on every call in between.
+
+each with caching off and on. Anthropic: off is ``AnthropicModel(cache=None)`` (no breakpoint:
+nothing cached), on the default breakpoints; OpenAI (``OpenAIResponsesModel``, gpt-5 prices):
+OpenAI caches by itself and cannot be turned off, so off is the same requests counted with no
+cache at all, on is the server's rule with plait's ``prompt_cache_key`` (the thread id,
+``OpenAIPromptCache(send=True)``: the local server is not api.openai.com). ``CacheWatch``
+reports every cache break; the bench prints each cause with the turns it happened at.
+
+Prints, per provider, input tokens, billed fresh, cache writes, cache reads, the share read,
+the input cost at list prices (``plait.pricing``: claude-sonnet-4-5, gpt-5) and its ratio to the
+same tokens uncached; then whether the facts planted in turns 1, 20 and 40 are still within
+reach (in the last request, or in a file the last request names).
+
+    .venv/bin/python bench/prompt_cache.py [--turns 60] [--provider anthropic|openai|both]
+
+deepagents beside plait (``bench/prompt_cache_deepagents.py``, in its own venv: its docstring
+says how to install it)::
+
+    /tmp/da-venv/bin/python bench/prompt_cache_deepagents.py --out /tmp/deepagents.json
+    .venv/bin/python bench/prompt_cache.py --deepagents /tmp/deepagents.json
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
+import shutil
 import sys
 import tempfile
-from collections import Counter
+from collections import defaultdict
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "tests" / "support"))
+sys.path.insert(0, str(Path(__file__).parent))
 
 from anthropic_server import AnthropicServer
+from openai_cache_rule import OpenAIPrefixCache
+from prompt_cache_script import ANSWER, FACTS, brain, report_text, skills_folder, write_skill
+from responses_server import ResponsesServer, Turn
 
 from plait import Agent
 from plait.backends import MemoryBackend
@@ -36,136 +65,214 @@ from plait.context import ResultEvictionMiddleware, SummarizationMiddleware
 from plait.messages import Usage
 from plait.middleware.base import Middleware
 from plait.models.anthropic import AnthropicModel
-from plait.pricing import PRICES, Price
-from plait.runtime import CacheBroken, CacheWatch
-from plait.skills import SkillsMiddleware
+from plait.models.base import Model
+from plait.models.openai_cache import OpenAIPromptCache
+from plait.models.openai_responses import OpenAIResponsesModel
+from plait.pricing import PRICES, Price, cost
+from plait.runtime import CacheBroken, CacheWatch, ModelResponseReceived
+from plait.skills import FilesystemSource, SkillsMiddleware
+from plait.skills.managed import SkillManager, create_skill_manager
+from plait.skills.managed.tools import allow_all
 from plait.tools import tool
 
-PRICE: Price = PRICES["claude-sonnet-4-5"]
-FACTS = {1: "the vault code is 4417", 20: "the ferry leaves at 06:40", 40: "Mara owns the kiln"}
-SIZES = (300, 1_500, 9_000)
+_INPUT_KEYS = ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+MODELS = {"anthropic": "claude-sonnet-4-5", "openai": "gpt-5"}
+RUNS = ("plain", "context", "catalog", "managed")
 
 
 @tool
 def read_report(turn: int) -> str:
     """Read the report of one turn."""
-    size = SIZES[turn % len(SIZES)]
-    fact = FACTS.get(turn, "")
-    line = f"report {turn}: row data, nothing unusual here. "
-    body = (line * (size // len(line) + 1))[:size]
-    return f"{fact}. {body}" if fact else body
+    return report_text(turn)
 
 
-def brain(body: dict[str, Any]) -> list[dict[str, Any]]:
-    last = body["messages"][-1]
-    content = last["content"]
-    blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
-    if any(b.get("type") == "tool_result" for b in blocks):
-        return [{"type": "text", "text": "Noted; the report is read."}]
-    text = " ".join(b.get("text", "") for b in blocks if b.get("type") == "text")
-    turn = int(text.rsplit("#", 1)[-1]) if "#" in text else 0
-    return [{"type": "tool_use", "name": "read_report", "input": {"turn": turn}}]
+class NoCache(OpenAIPrefixCache):
+    """The same token count, nothing cached (OpenAI with caching off, were that possible)."""
+
+    def tokens_and_cached(self, body: dict[str, Any]) -> tuple[int, int]:
+        return super().tokens_and_cached(body)[0], 0
 
 
-def skills_folder(root: Path) -> Path:
-    for i in range(40):
-        folder = root / f"skill-{i:02d}"
-        folder.mkdir(parents=True)
-        (folder / "SKILL.md").write_text(
-            f"---\nname: skill-{i:02d}\ndescription: Handles report kind {i} with care and "
-            f"checks the figures of kind {i} twice.\n---\n\nSteps for kind {i}.\n"
-        )
-    return root
+@dataclass
+class Outcome:
+    usage: Usage = field(default_factory=Usage)
+    breaks: dict[str, list[int]] = field(default_factory=lambda: defaultdict(list))
+    reachable: str = ""
+    short: list[int] = field(default_factory=list)
+    """Turns with a call that read less than the whole previous request back (the server's
+    rule: the ground truth CacheWatch's reports are checked against)."""
 
 
-async def session(
-    server: AnthropicServer, turns: int, *, cache: bool, context: bool, skills: Path
-) -> tuple[Usage, Counter[str], str]:
-    options: dict[str, Any] = {} if cache else {"cache": None}
-    model = AnthropicModel("claude-sonnet-4-5", api_key="k", base_url=server.url, **options)
-    middleware: list[Middleware] = []
+def short_reads(calls: list[tuple[int, int]], step: int) -> list[int]:
+    """Indexes of ``(prompt, read)`` calls that read less of the previous prompt than the rule
+    allows (Anthropic: all of it, ``step`` 1; OpenAI: down to a 128-token step)."""
+    out = []
+    for i in range(1, len(calls)):
+        previous = calls[i - 1][0] - (step > 1)  # OpenAI: the last token closes the JSON
+        if previous < 1_024:
+            continue
+        if calls[i][1] < previous - (previous - 1_024) % step:
+            out.append(i)
+    return out
+
+
+def input_cost(usage: Usage, price: Price) -> float:
+    """The input side of ``usage`` at ``price`` (``plait.pricing.cost`` without output)."""
+    return cost(replace(usage, output_tokens=0), price)
+
+
+async def session(provider: str, turns: int, run: str, cache: bool, skills: Path) -> Outcome:
+    out = Outcome()
     backend = MemoryBackend()
-    if context:
+    middleware: list[Middleware] = []
+    if run == "context":
         middleware.append(SummarizationMiddleware(8_000, keep_messages=8, backend=backend))
         middleware.append(ResultEvictionMiddleware(1_000, backend=backend))
-    middleware += [SkillsMiddleware([skills]), CacheWatch()]
+    manager: SkillManager | None = None
+    if run == "managed":
+        manager = await create_skill_manager(sources=[FilesystemSource(skills)], gate=allow_all)
+        middleware += manager.middleware
+    else:
+        middleware.append(SkillsMiddleware([skills], auto_refresh=run == "catalog"))
+    middleware.append(CacheWatch())
+    thread = f"{run}-{'on' if cache else 'off'}"
+    server: AnthropicServer | ResponsesServer
+    model: Model
+    if provider == "anthropic":
+        server = AnthropicServer(brain)
+        options: dict[str, Any] = {} if cache else {"cache": None}
+        model = AnthropicModel(MODELS[provider], api_key="k", base_url=server.url, **options)
+    else:
+        server = ResponsesServer(prompt_cache=True)
+        if not cache:
+            server.prompt_cache = NoCache()
+        model = OpenAIResponsesModel(
+            MODELS[provider],
+            api_key="k",
+            base_url=server.url,
+            prompt_cache=OpenAIPromptCache(send=True) if cache else None,
+        )
     agent = Agent(
         model, tools=[read_report], middleware=middleware, system_prompt="You read reports."
     )
-    thread = f"{'on' if cache else 'off'}-{'ctx' if context else 'plain'}"
-    usage = Usage()
-    breaks: Counter[str] = Counter()
-    last_request = ""
-    for turn in range(1, turns + 1):
-        result = await agent.run(f"Read the report of turn #{turn}", thread_id=thread)
-        usage = usage + result.usage
-        for event in result.events:
-            if isinstance(event, CacheBroken):
-                breaks[f"{event.where}: {event.reason}"] += 1
-    for m in middleware:
-        if isinstance(m, SummarizationMiddleware):
-            await m.drain()
-    last_request = str(server.received[-1].body)
-    reachable = last_request
+    catalog_turn, pin_turn = turns // 2, turns * 3 // 4  # 30 and 45 of 60
+    calls_turn: list[int] = []
+    with server:
+        for turn in range(1, turns + 1):
+            if run == "catalog" and turn == catalog_turn:
+                write_skill(skills, 40)
+            if manager is not None and turn == turns // 3:
+                await manager.load("skill-03", channel="inline")
+            if manager is not None and turn == turns * 2 // 3:
+                await manager.unload("skill-03")
+            pin = run == "catalog" and turn == pin_turn
+            state = {"pinned_skills": ["skill-03"]} if pin else None
+            if isinstance(server, ResponsesServer):
+                server.turn(Turn(reasoning=None, calls=[("read_report", {"turn": turn})]))
+                server.turn(Turn(reasoning=None, text=ANSWER))
+            result = await agent.run(
+                f"Read the report of turn #{turn}", thread_id=thread, state=state
+            )
+            calls_turn += [turn] * sum(
+                1 for e in result.events if isinstance(e, ModelResponseReceived)
+            )
+            out.usage = out.usage + result.usage
+            for event in result.events:
+                if isinstance(event, CacheBroken):
+                    out.breaks[f"{event.where}: {event.reason}"].append(turn)
+        for m in middleware:
+            if isinstance(m, SummarizationMiddleware):
+                await m.drain()
+        if isinstance(server, AnthropicServer):
+            log = [
+                (sum(u[k] for k in _INPUT_KEYS), u["cache_read_input_tokens"])
+                for u in server.cache.log
+            ]
+            shorts = short_reads(log, 1)
+        else:
+            assert server.prompt_cache is not None
+            shorts = short_reads(server.prompt_cache.log, 128)
+        out.short = sorted({calls_turn[i] for i in shorts})
+        last = server.received[-1]
+        body = last.body if isinstance(server, AnthropicServer) else last
+        out.reachable = json.dumps(body)
     for path in await backend.ls(""):
-        if path in last_request or path.rsplit("/", 1)[0] + "/" in last_request:
-            reachable += await backend.read(path)
+        if path in out.reachable or path.rsplit("/", 1)[0] + "/" in out.reachable:
+            out.reachable += await backend.read(path)
     await model.aclose()
-    return usage, breaks, reachable
+    if manager is not None:
+        await manager.aclose()
+    shutil.rmtree(skills / "skill-40", ignore_errors=True)
+    return out
 
 
-def fresh(usage: Usage) -> int:
-    return usage.input_tokens - usage.cache_read_tokens - usage.cache_write_tokens
+HEADER = (
+    f"{'run':<27}{'caching':<9}{'input':>11}{'fresh':>11}{'writes':>10}{'reads':>11}"
+    f"{'read %':>8}{'input $':>10}{'x uncached':>11}  facts"
+)
 
 
-def input_cost(usage: Usage) -> float:
-    read = PRICE.cache_read if PRICE.cache_read is not None else PRICE.input
-    write = PRICE.cache_write if PRICE.cache_write is not None else PRICE.input
+def row(name: str, caching: str, usage: Usage, price: Price, facts: int) -> str:
+    fresh = usage.input_tokens - usage.cache_read_tokens - usage.cache_write_tokens
+    uncached = usage.input_tokens * price.input / 1e6
+    billed = input_cost(usage, price)
+    share = usage.cache_read_tokens / max(usage.input_tokens, 1)
     return (
-        fresh(usage) * PRICE.input
-        + usage.cache_read_tokens * read
-        + usage.cache_write_tokens * write
-    ) / 1e6
+        f"{name:<27}{caching:<9}{usage.input_tokens:>11,}{fresh:>11,}"
+        f"{usage.cache_write_tokens:>10,}{usage.cache_read_tokens:>11,}{share:>8.1%}"
+        f"{billed:>10.4f}{billed / max(uncached, 1e-12):>11.3f}  {facts}/{len(FACTS)}"
+    )
+
+
+def deepagents_row(path: Path) -> str:
+    data = json.loads(path.read_text())
+    usage = Usage(
+        input_tokens=data["input"],
+        cache_read_tokens=data["reads"],
+        cache_write_tokens=data["writes"],
+    )
+    name = f"{data['name']} (plain)"
+    return row(name, "on", usage, PRICES[MODELS["anthropic"]], data["facts"]) + (
+        f"  ({data['calls']} calls, {data['tool_schema_chars']:,} chars of tool schemas)"
+    )
 
 
 async def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--turns", type=int, default=60)
-    turns = parser.parse_args().turns
-    header = (
-        f"{'run':<10}{'caching':<9}{'input':>10}{'fresh':>10}{'writes':>10}{'reads':>10}"
-        f"{'read %':>8}{'input $':>10}{'x uncached':>11}  facts"
-    )
-    print(header)
-    all_breaks: dict[str, Counter[str]] = {}
+    parser.add_argument("--provider", choices=("anthropic", "openai", "both"), default="both")
+    parser.add_argument("--deepagents", type=Path, default=None, help="its JSON (--out)")
+    args = parser.parse_args()
+    providers = ("anthropic", "openai") if args.provider == "both" else (args.provider,)
     with tempfile.TemporaryDirectory() as tmp:
         skills = skills_folder(Path(tmp) / "skills")
-        for context in (False, True):
-            for cache in (False, True):
-                with AnthropicServer(brain) as server:
-                    usage, breaks, last = await session(
-                        server, turns, cache=cache, context=context, skills=skills
-                    )
-                name = "context" if context else "plain"
-                uncached = usage.input_tokens * PRICE.input / 1e6
-                share = usage.cache_read_tokens / max(usage.input_tokens, 1)
-                reach = sum(1 for fact in FACTS.values() if fact in last)
-                print(
-                    f"{name:<10}{'on' if cache else 'off':<9}{usage.input_tokens:>10,}"
-                    f"{fresh(usage):>10,}{usage.cache_write_tokens:>10,}"
-                    f"{usage.cache_read_tokens:>10,}{share:>8.1%}{input_cost(usage):>10.4f}"
-                    f"{input_cost(usage) / uncached:>11.3f}  {reach}/{len(FACTS)}"
+        for provider in providers:
+            price = PRICES[MODELS[provider]]
+            print(f"\n{provider} ({MODELS[provider]} prices), {args.turns} turns")
+            print(HEADER)
+            all_breaks: dict[str, dict[str, list[int]]] = {}
+            short: dict[str, list[int]] = {}
+            for run in RUNS:
+                for cache in (False, True):
+                    out = await session(provider, args.turns, run, cache, skills)
+                    facts = sum(1 for fact in FACTS.values() if fact in out.reachable)
+                    caching = "on" if cache else "off"
+                    print(row(f"plait {run}", caching, out.usage, price, facts), flush=True)
+                    if cache:
+                        all_breaks[run] = out.breaks
+                        short[run] = out.short
+            if provider == "anthropic" and args.deepagents is not None:
+                print(deepagents_row(args.deepagents))
+            print("cache breaks (CacheWatch, caching on), by cause: count [turns]")
+            for run, breaks in all_breaks.items():
+                shown = "; ".join(
+                    f"{why} x{len(at)} {at if len(at) <= 6 else [*at[:6], '...']}"
+                    for why, at in sorted(breaks.items(), key=lambda kv: -len(kv[1]))
                 )
-                all_breaks[f"{name}, caching {'on' if cache else 'off'}"] = breaks
-    print("\ncache breaks (CacheWatch), by where and why")
-    for run, breaks in all_breaks.items():
-        shown = ", ".join(f"{why} x{n}" for why, n in breaks.most_common()) or "none"
-        print(f"  {run}: {shown}")
-    print(
-        "\ndeepagents (QUOTED from issue 25, not measured here): 95.4% of input read from cache "
-        "on a 40-call tool session, 0.153x the uncached cost, ~10k characters of built-in tool "
-        "schemas on every call."
-    )
+                print(f"  {run}: {shown or 'none'}")
+                print(f"    server: a short read at turns {short[run] or 'none'}")
+    if args.deepagents is None:
+        print("\ndeepagents: not measured in this run (--deepagents FILE; module docstring)")
 
 
 if __name__ == "__main__":

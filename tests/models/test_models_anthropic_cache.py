@@ -207,3 +207,41 @@ async def test_a_stream_reports_cache_reads_and_one_hour_writes(server: Anthropi
     # input_tokens counts every prompt token: fresh, read and written
     assert second.usage.input_tokens >= second.usage.cache_read_tokens + 1
     await model.aclose()
+
+
+def test_the_server_takes_a_top_level_cache_control_as_the_last_blocks_breakpoint(
+    server: AnthropicServer,
+) -> None:
+    """Automatic caching (what LangChain's middleware sends): one breakpoint on the last
+    block, counted among the 4."""
+    client = _raw(server)
+    automatic = {"cache_control": {"type": "ephemeral"}}
+    first = client.messages.create(
+        model="claude-sonnet-4-5",
+        max_tokens=10,
+        messages=[{"role": "user", "content": LONG}],
+        extra_body=automatic,
+    )
+    second = client.messages.create(
+        model="claude-sonnet-4-5",
+        max_tokens=10,
+        messages=[
+            {"role": "user", "content": LONG},
+            {"role": "assistant", "content": "ok"},
+            {"role": "user", "content": "And the margin?"},
+        ],
+        extra_body=automatic,
+    )
+    assert first.usage.cache_creation_input_tokens and not first.usage.cache_read_input_tokens
+    assert second.usage.cache_read_input_tokens == first.usage.cache_creation_input_tokens
+    four: list[Any] = [
+        {"type": "text", "text": f"part {i}", "cache_control": {"type": "ephemeral"}}
+        for i in range(4)
+    ]
+    with pytest.raises(anthropic.BadRequestError, match="maximum of 4 blocks"):
+        client.messages.create(
+            model="claude-sonnet-4-5",
+            max_tokens=10,
+            messages=[{"role": "user", "content": [*four, {"type": "text", "text": "tail"}]}],
+            extra_body=automatic,
+        )

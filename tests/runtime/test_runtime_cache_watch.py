@@ -1,15 +1,20 @@
 """``CacheWatch``: a ``CacheBroken`` event when a request's prefix differs from the thread's
-previous request (a summarization firing), none on a plain next turn; tool order stable."""
+previous request (a summarization firing, a managed skill loaded or unloaded), none on a plain
+next turn; tool order stable."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 from plait import Agent
 from plait.context import SummarizationMiddleware
 from plait.messages import ToolCall
 from plait.models import ScriptedModel
 from plait.runtime import CacheBroken, CacheWatch, ModelRequestSent
+from plait.skills import FilesystemSource
+from plait.skills.managed import create_skill_manager
+from plait.skills.managed.tools import allow_all
 from plait.tools import tool
 
 
@@ -73,4 +78,32 @@ async def test_a_changed_system_prompt_is_named() -> None:
 
     [report] = _broken(result.events)
     assert (report.where, report.reason, report.block) == ("system", "system prompt changed", 0)
+    model.assert_complete()
+
+
+async def test_a_managed_skill_loaded_or_unloaded_is_named_at_the_system_block(
+    tmp_path: Path,
+) -> None:
+    folder = tmp_path / "skills" / "ledger"
+    folder.mkdir(parents=True)
+    (folder / "SKILL.md").write_text(
+        "---\nname: ledger\ndescription: Keeps the ledger.\n---\n\nBalance every row.\n"
+    )
+    manager = await create_skill_manager(
+        sources=[FilesystemSource(tmp_path / "skills")], gate=allow_all
+    )
+    model = ScriptedModel(["a", "b", "c", "d"])
+    agent = Agent(model, middleware=[*manager.middleware, CacheWatch()], system_prompt="S.")
+    reports: list[list[tuple[str, str]]] = []
+    for step in range(4):
+        if step == 1:
+            await manager.load("ledger", channel="inline")
+        if step == 3:
+            await manager.unload("ledger")
+        result = await agent.run(f"turn {step}", thread_id="m")
+        reports.append([(b.where, b.reason) for b in _broken(result.events)])
+    await manager.aclose()
+
+    loaded = ("system", "projected system message changed")
+    assert reports == [[], [loaded], [], [loaded]]
     model.assert_complete()

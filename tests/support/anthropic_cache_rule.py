@@ -9,6 +9,10 @@ same. Usage reports ``cache_read_input_tokens`` (the longest prefix read),
 ``input_tokens`` (the rest). Tokens are counted as a quarter of each block's JSON, without its
 ``cache_control``. Entries live for their TTL (5 minutes or 1 hour), renewed on every read.
 
+A top-level ``cache_control`` (Anthropic's automatic caching, what LangChain's
+``AnthropicPromptCachingMiddleware`` sends) is one more breakpoint, on the last block that can
+take one; it takes one of the 4 slots.
+
 Refused as the API refuses them (HTTP 400): more than 4 breakpoints, a ``ttl`` other than
 ``5m``/``1h``, a 1-hour breakpoint after a 5-minute one, ``cache_control`` on a thinking block.
 """
@@ -56,6 +60,18 @@ def prefix_blocks(body: dict[str, Any]) -> list[tuple[str, Any]]:
     return out
 
 
+def _last_cacheable(blocks: list[tuple[str, Any]]) -> int | None:
+    """Where a top-level ``cache_control`` (automatic caching) puts its breakpoint: the last
+    block that can take one (not a thinking block, not an empty text)."""
+    for index in range(len(blocks) - 1, -1, -1):
+        block = blocks[index][1]
+        kind = block.get("type") if isinstance(block, dict) else None
+        if kind in ("thinking", "redacted_thinking") or (kind == "text" and not block.get("text")):
+            continue
+        return index
+    return None
+
+
 class PromptCacheRule:
     """The cache of one server: prefix hashes to expiry times."""
 
@@ -63,11 +79,13 @@ class PromptCacheRule:
         self.min_tokens = min_tokens
         self.clock = clock
         self.entries: dict[str, float] = {}
+        self.log: list[dict[str, Any]] = []
+        """The usage of every request counted, in order (for benches that read it back)."""
 
     def usage(self, body: dict[str, Any]) -> dict[str, Any]:
         """The input side of the usage of ``body``; raises :class:`CacheRuleViolation`."""
         blocks = prefix_blocks(body)
-        breakpoints = self._breakpoints(blocks)
+        breakpoints = self._breakpoints(blocks, body.get("cache_control"))
         digest = hashlib.sha256(str(body.get("model")).encode())
         hashes: list[str] = []
         totals: list[int] = []
@@ -105,7 +123,7 @@ class PromptCacheRule:
             start = totals[position]
             self.entries[hashes[position]] = now + _TTL_SECONDS[ttl]
         creation = written["5m"] + written["1h"]
-        return {
+        counted = {
             "input_tokens": total - read - creation,
             "cache_read_input_tokens": read,
             "cache_creation_input_tokens": creation,
@@ -114,12 +132,18 @@ class PromptCacheRule:
                 "ephemeral_1h_input_tokens": written["1h"],
             },
         }
+        self.log.append(counted)
+        return counted
 
     @staticmethod
-    def _breakpoints(blocks: list[tuple[str, Any]]) -> list[tuple[int, str]]:
+    def _breakpoints(blocks: list[tuple[str, Any]], automatic: Any = None) -> list[tuple[int, str]]:
         found: list[tuple[int, str]] = []
+        last = _last_cacheable(blocks) if automatic is not None else None
         for index, (where, block) in enumerate(blocks):
             control = block.get("cache_control") if isinstance(block, dict) else None
+            if control is None and index == last:
+                control = automatic
+                where = "cache_control"
             if control is None:
                 continue
             if block.get("type") in ("thinking", "redacted_thinking"):

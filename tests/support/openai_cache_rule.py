@@ -23,6 +23,8 @@ class OpenAIPrefixCache:
 
     def __init__(self) -> None:
         self.entries: set[tuple[str, str]] = set()
+        self.log: list[tuple[int, int]] = []
+        """``(prompt tokens, cached tokens)`` of every request counted, in order."""
 
     def tokens_and_cached(self, body: dict[str, Any]) -> tuple[int, int]:
         """``(prompt tokens, cached tokens)`` of ``body``; caches its prefixes."""
@@ -40,4 +42,5 @@ class OpenAIPrefixCache:
             if entry in self.entries:  # the digest covers the whole prefix up to `end`
                 cached = end
             self.entries.add(entry)
+        self.log.append((tokens, cached))
         return tokens, cached

@@ -16,9 +16,13 @@ and a 1-hour one may not follow a 5-minute one. :func:`place_breakpoints` marks,
        last block before the newest           many blocks its tool calls and results added
        assistant message                      (more than the API's 20-block look-back)
 4      the newest *stable* block: the last    written now, read by the next call; projected
-       block of the last message that is not  messages (a managed skill's body) come after
-       projected (:mod:`.prompt_cache`)       it and are billed fresh on every call
+       block of the last message that is not  user-side messages come after it and are billed
+       projected (:mod:`.prompt_cache`)       fresh on every call
 =====  =====================================  ================================================
+
+A projected :class:`~plait.messages.SystemMessage` (a managed skill's body) is folded into
+``system`` by the mapping, so it is cached under breakpoint 2; loading or unloading one
+rewrites everything after ``system`` once (``CacheWatch`` reports it).
 
 A breakpoint is never put on a thinking block (the API refuses one) or on an empty text block;
 it moves back to the nearest block that can take one. Duplicates collapse (a request with no

@@ -9,6 +9,13 @@ the thread differs *before the end* of that list: everything from there on is re
 cache no more. A request that only adds messages after the old ones (a plain next call or turn)
 emits nothing.
 
+The system block counts the system prompt and the text of the projected tail's
+:class:`~plait.messages.SystemMessage` s (a managed skill's body, reason ``"projected system
+message changed"`` when only those differ): the Anthropic adapter folds system messages into
+``system``, ahead of every message, so loading or unloading a managed skill rewrites the whole
+cached history there. (OpenAI's adapters send them in place, after the history, where only
+their own tokens are lost: the report overstates that case.)
+
 Cost: identity checks against the previous request's objects, and a fingerprint (``repr``
 hashed) only for the messages that are not the same objects as before (the new ones), so a
 call costs O(messages) comparisons and no serialization of the history. An edit made *in place*
@@ -25,7 +32,7 @@ from collections import OrderedDict
 from typing import Any
 
 from plait.errors import ConfigurationError
-from plait.messages import Message, ToolMessage
+from plait.messages import Message, SystemMessage, ToolMessage
 from plait.middleware.base import Middleware
 from plait.middleware.context import DispatchContext
 from plait.middleware.ordering import Placement
@@ -45,10 +52,12 @@ def _message_print(message: Message) -> int:
     return hash(repr(message))
 
 
-def _reason(kind: str, new: object | None) -> str:
+def _reason(kind: str, new: object | None, old: object) -> str:
     if kind == "tools":
         return "tools changed"
     if kind == "system":
+        if isinstance(new, tuple) and isinstance(old, tuple) and new[0] == old[0]:
+            return "projected system message changed"
         return "system prompt changed"
     if new is None:
         return "message removed"
@@ -96,7 +105,7 @@ class CacheWatch(Middleware):
                     block=block,
                     where=kind,
                     index=index,
-                    reason=_reason(kind, obj),
+                    reason=_reason(kind, obj, old[1]),
                     blocks=len(previous) - block,
                     message_id=getattr(message, "id", None),
                 )
@@ -111,10 +120,15 @@ class CacheWatch(Middleware):
         for i, tool in enumerate(request.tools):
             same = i < len(old) and old[i][1] is tool
             entries.append(old[i] if same else ("tools", tool, hash(repr(tool))))
-        entries.append(("system", request.system_prompt, hash(request.system_prompt)))
-        start = len(entries)
         messages = request.messages
-        for i in range(stable_length(request)):
+        stable = stable_length(request)
+        # Anthropic folds system messages into `system`, ahead of every message: a projected
+        # one (a managed skill's body) is part of the system block there.
+        projected = tuple(m.text for m in messages[stable:] if isinstance(m, SystemMessage))
+        system = (request.system_prompt, projected)
+        entries.append(("system", system, hash(system)))
+        start = len(entries)
+        for i in range(stable):
             message = messages[i]
             at = start + i
             if at < len(old) and old[at][1] is message:
