@@ -280,7 +280,9 @@ class CacheBroken(Event):
     messages): ``where`` is ``"tools"``, ``"system"`` or ``"messages"``, ``index`` the tool's or
     message's position there (``message_id`` names the message), ``reason`` a short why
     (``"summary"``, ``"evicted result"``, ``"message removed"``, ``"tools changed"``,
-    ``"system prompt changed"``, ``"message changed"``); ``blocks`` is how many blocks of the
+    ``"system prompt changed"``, ``"projected system message changed"`` (a managed skill's
+    body loaded or unloaded: the Anthropic adapter folds system messages into the system
+    block), ``"message changed"``); ``blocks`` is how many blocks of the
     previous request the cache can no longer serve."""
 
     dispatch: int
