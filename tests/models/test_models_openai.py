@@ -731,3 +731,16 @@ async def test_switching_to_chat_completions_drops_claudes_reasoning_with_an_eve
     effort = ModelRequest([UserMessage("x")], reasoning=Reasoning(effort="high"))
     assert to_openai_request(effort, model="o4-mini")["reasoning_effort"] == "high"
     assert "reasoning_effort" not in to_openai_request(ModelRequest([UserMessage("x")]), model="m")
+
+
+async def test_provider_specific_fields_are_sent_in_the_body(
+    server: WireServer, model: OpenAIChatModel
+) -> None:
+    server.reply("text.json")
+    server.reply("stream_reasoning.sse")
+    request = ModelRequest(messages=[UserMessage("hi")], extra={"service_tier": "flex"})
+
+    await model.generate(request)
+    await drain(model.stream(request))
+
+    assert [sent.body["service_tier"] for sent in server.received] == ["flex", "flex"]

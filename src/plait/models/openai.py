@@ -141,7 +141,8 @@ class OpenAIChatModel:
         return f"{self.provider_label}:{self.model}"
 
     def request_body(self, request: ModelRequest) -> CompletionCreateParamsBase:
-        """The JSON body this model sends for ``request`` (without ``stream``).
+        """The JSON body this model sends for ``request`` (without ``stream``), with
+        ``request.extra`` (provider-specific fields) on top as ``extra_body``.
 
         Against OpenAI itself (``provider_label="openai"``) the conversation's images and files
         are first checked against OpenAI's limits (:mod:`plait.models.openai_content`; a
@@ -151,6 +152,8 @@ class OpenAIChatModel:
         params = to_openai_request(request, model=self.model, max_tokens_key=self._max_tokens_key)
         fields: Any = cache_fields(request, self.prompt_cache, self._client.base_url)
         params.update(fields)
+        if request.extra:
+            params["extra_body"] = dict(request.extra)  # type: ignore[typeddict-unknown-key]
         return params
 
     async def generate(self, request: ModelRequest) -> ModelResponse:
