@@ -49,7 +49,6 @@ turn itself while it runs, else by the next turn (writes land after their turn),
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from typing import Any
 
@@ -62,17 +61,11 @@ from plait.messages import (
     new_id,
 )
 from plait.middleware.base import Middleware, ModelHandler, Next, ToolHandler
-from plait.middleware.context import DispatchContext, Event, TurnContext
+from plait.middleware.context import DispatchContext, TurnContext
 from plait.models.base import ModelRequest, ModelResponse
-from plait.runtime.events import (
-    RUNTIME_EVENTS,
-    ErrorOccurred,
-    SubagentEventRelayed,
-    ToolCallFinished,
-    TurnPaused,
-    TurnResumed,
-)
-from plait.trace import pauses, tree
+from plait.runtime.events import RUNTIME_EVENTS, ErrorOccurred
+from plait.trace import tree
+from plait.trace.actions import RETRY_EVENTS, observe
 from plait.trace.parts import MAX_BLOB_BYTES, part_blobs, part_refs
 from plait.trace.requests import RequestDeltas, digest, persistable
 from plait.trace.store import TraceStore
@@ -97,10 +90,6 @@ MAX_OUTPUT_CHARS = 1_000_000
 
 PREVIEW_CHARS = 2_000
 """Characters of a tool output shown inline (head of the text)."""
-
-RETRY_EVENTS = frozenset({"model_call_retried"})
-"""Event types of a provider retry: recorded as an action and listed on the model call they
-happened in (``retries``)."""
 
 FLUSH_EVERY = 16
 """A turn's rows are written in one transaction when it ends; a turn longer than this many model
@@ -214,7 +203,7 @@ class TraceRecorder(Middleware):
         unreported = self._writes.take_unreported()
         if unreported is not None:
             ctx.emit(ErrorOccurred(error=unreported, where="trace"))
-        ctx.observe(lambda event: self._action(trace, event))
+        ctx.observe(lambda event: observe(trace, event, self.preview_chars))
         ctx.finalizers.append(lambda error: self._finish(ctx, trace, error))
         await next()
 
@@ -241,93 +230,6 @@ class TraceRecorder(Middleware):
         if not trace.batch.runs:  # a batch holds at most this run (its current state)
             trace.batch.runs.append(trace.run)
         self._flush_soon(ctx, trace)
-
-    def _action(self, trace: RunTrace, event: Event) -> None:
-        if isinstance(event, SubagentEventRelayed):  # the child's run, not actions of ours
-            tree.relay(trace.children, event, trace.dispatch)
-            return
-        if isinstance(event, ToolCallFinished):
-            if event.skipped_by is not None:
-                self._skipped(trace, event)
-            else:
-                self._model_saw(trace, event)
-        if event.type in RUNTIME_EVENTS:
-            return
-        now = time.time()
-        data = self._event_data(trace, event)
-        if event.type in RETRY_EVENTS and trace.call is not None:
-            trace.call.setdefault("retries", []).append({"at": now, **data})
-        trace.batch.spans.append(
-            {
-                "id": new_id(),
-                "run_id": trace.run["id"],
-                "kind": "action",
-                "name": event.type,
-                "dispatch": trace.dispatch,
-                "started": now,
-                "finished": now,
-                "data": data,
-            }
-        )
-
-    @staticmethod
-    def _event_data(trace: RunTrace, event: Event) -> dict[str, Any]:
-        """An action's fields, bounded; a pause's held calls and a resume's decisions as JSON
-        (:mod:`plait.trace.pauses`); a cache break is kept for its model call."""
-        if isinstance(event, TurnPaused):  # the run ends paused (see _finish)
-            trace.paused = True
-            return pauses.paused_data(event)
-        if isinstance(event, TurnResumed):
-            if not trace.run["input"]:
-                trace.run["input"] = pauses.resume_label(event)
-            return pauses.resumed_data(event)
-        data = {
-            f.name: field(getattr(event, f.name))
-            for f in dataclasses.fields(event)
-            if f.name != "type"
-        }
-        if event.type == "cache_broken":
-            trace.cache_broken = data
-        return data
-
-    def _model_saw(self, trace: RunTrace, event: ToolCallFinished) -> None:
-        """When ``after_tool_call`` middleware replaced a result (an eviction), keep what the
-        model was given on the tool span (the span is still in the turn's batch, or is written
-        again: rows upsert by id)."""
-        span = trace.tools.pop(event.call.id, None)
-        if span is None:
-            return
-        text = output_text(event.result.data)
-        data = span["data"]
-        if data.get("projected") or text == data.get("preview"):
-            return
-        data["model_saw"] = clipped(text, self.preview_chars)
-        if not any(s is span for s in trace.batch.spans):
-            trace.batch.spans.append(span)
-
-    def _skipped(self, trace: RunTrace, event: ToolCallFinished) -> None:
-        """A call that never reached ``wrap_tool_call`` (rejected or skipped by middleware)."""
-        now = time.time()
-        text = output_text(event.result.data)
-        trace.batch.spans.append(
-            {
-                "id": new_id(),
-                "run_id": trace.run["id"],
-                "kind": "tool",
-                "name": event.call.name,
-                "dispatch": event.dispatch,
-                "started": now,
-                "finished": now,
-                "data": {
-                    "call_id": event.call.id,
-                    "args": field(event.call.args),
-                    "skipped_by": event.skipped_by,
-                    "is_error": event.result.is_error,
-                    "chars": len(text),
-                    "preview": clipped(text, self.preview_chars),
-                },
-            }
-        )
 
     async def before_model_call(self, request: ModelRequest, ctx: DispatchContext) -> ModelRequest:
         trace = self._trace(ctx.turn)

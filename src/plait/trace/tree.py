@@ -9,8 +9,9 @@ segment of the thread id) and the thread of that call (``parent_thread``), its s
 status (``ok``, ``error``, ``paused``, ``unfinished``), answer or error, its **own** usage (the
 sum of its dispatches; a grandchild's usage is in the grandchild's record) and its model calls,
 tool calls and middleware actions as a list of steps (at most :data:`MAX_CHILD_STEPS`; past it
-``dropped`` counts them). Streaming deltas are not kept. The record is written when the parent's
-tool call ends (and again, upserted, when the parent's turn ends).
+``dropped`` counts them); at most :data:`MAX_CHILD_RUNS` records per run. Streaming deltas are
+not kept. The record is written when the parent's tool call ends (and again, upserted, when the
+parent's turn ends).
 
 View side (:func:`tree_view`): the records of a run, each with its ``parent_thread`` and
 ``call_id``, and the tree's usage (the run's own plus every child's own).
@@ -39,10 +40,22 @@ from plait.runtime.events import (
 )
 from plait.trace.values import field, output_text
 
-__all__ = ["MAX_CHILD_STEPS", "ChildRun", "call_id_of", "child_spans", "relay", "tree_view"]
+__all__ = [
+    "MAX_CHILD_RUNS",
+    "MAX_CHILD_STEPS",
+    "ChildRun",
+    "call_id_of",
+    "child_spans",
+    "relay",
+    "tree_view",
+]
 
 MAX_CHILD_STEPS = 200
 """The most steps (model calls, tool calls, actions) one subagent record keeps."""
+
+MAX_CHILD_RUNS = 200
+"""The most subagent records one run keeps (children and grandchildren together); the events of
+later ones are not recorded. The subagents' own ``TreeLimits`` usually stop the tree first."""
 
 _USAGE = ("input", "output", "cache_read", "cache_write", "reasoning")
 _STREAMED = frozenset({"text_delta_received", "reasoning_delta_received", "output_delta_received"})
@@ -78,10 +91,12 @@ def _usage(usage: Any) -> dict[str, int]:
     }
 
 
-def _child(children: dict[str, Any], event: SubagentEventRelayed, dispatch: int) -> ChildRun:
+def _child(children: dict[str, Any], event: SubagentEventRelayed, dispatch: int) -> ChildRun | None:
     found = children.get(event.thread_id)
     if isinstance(found, ChildRun):
         return found
+    if len(children) >= MAX_CHILD_RUNS:
+        return None
     call_id = call_id_of(event)
     suffix = "/" + call_id
     thread = event.thread_id
@@ -123,6 +138,8 @@ def relay(children: dict[str, Any], event: SubagentEventRelayed, dispatch: int) 
     if inner.type in _STREAMED:
         return
     child = _child(children, event, dispatch)
+    if child is None:
+        return
     record, now = child.record, time.time()
     if isinstance(inner, TurnStarted):
         record["started"] = now
