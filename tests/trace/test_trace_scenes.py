@@ -20,13 +20,15 @@ from trace_scenes import (
     PARENT_USAGE,
     RESEARCHER_USAGE,
     TREE_INPUT,
+    lookup,
     record_scenes,
     spans_of,
 )
 
+from plait import Agent, Limits, ScriptedModel, ToolCall
 from plait.messages import Usage
 from plait.runtime.events import SubagentEventRelayed, TurnStarted
-from plait.trace import SQLiteTraceStore, TraceStore, call_view, run_view
+from plait.trace import SQLiteTraceStore, TraceRecorder, TraceStore, call_view, run_view
 from plait.trace.postgres import PostgresTraceStore
 from plait.trace.tree import call_id_of
 
@@ -182,3 +184,32 @@ def test_a_relayed_event_names_its_call_by_call_id_when_it_has_one() -> None:
     assert call_id_of(plain) == "c9"
     tagged = _WithCallId(name="n", depth=1, thread_id="t/c9", event=started, call_id="call/9")
     assert call_id_of(tagged) == "call/9"
+
+
+async def test_a_failed_subagent_is_recorded_with_its_error_and_the_parent_goes_on(
+    tmp_path: Path,
+) -> None:
+    store = SQLiteTraceStore(tmp_path / "traces.sqlite3")
+    recorder = TraceRecorder(store)
+    child = Agent(
+        ScriptedModel([ToolCall("l1", "lookup", {"q": "x"}), "never reached"]),
+        tools=[lookup],
+        limits=Limits(model_calls_per_turn=1),
+    )
+    parent = Agent(
+        ScriptedModel([ToolCall("w1", "worker", {"task": "look x up"}), "it failed"]),
+        tools=[child.as_tool("worker", "Works.")],
+        middleware=[recorder],
+    )
+    result = await parent.run("go", thread_id="p")
+    assert result.output == "it failed"
+    await recorder.aclose()
+    (run,) = await store.runs()
+    view = await run_view(store, run["id"])
+    assert view is not None
+    (worker,) = view["subagents"]
+    assert (worker["thread_id"], worker["status"]) == ("p/w1", "error")
+    assert "LimitExceeded" in worker["error"]
+    assert [s["kind"] for s in worker["steps"]] == ["model", "tool"]
+    (tool_span,) = spans_of(view, "tool")
+    assert tool_span["data"]["is_error"] and "worker" in tool_span["data"]["preview"]
