@@ -16,8 +16,9 @@ What it records, per turn (one *run*):
   persist filter keeps it out, the full output (up to ``max_output_chars``) and the images and
   files it returned, by reference (their bytes once, up to ``max_blob_bytes`` each);
 * an ``action`` span for every event middleware emits (an eviction, a summary, a disclosure, a
-  rejected call, a provider retry), observed through ``TurnContext.observe``: its type and
-  fields, bounded; a provider retry is also listed on its model call (``retries``);
+  rejected call, a provider retry), observed through ``TurnContext.observe``
+  (:mod:`plait.trace.actions`): its type and fields, bounded; a provider retry is also listed on
+  its model call (``retries``);
 * the run's end through ``TurnContext.finalizers``: ``ok`` with the answer, or ``error`` /
   ``cancelled`` with the error, however the turn failed (a model call, a limit, a store error),
   or ``paused`` when it ended on held tool calls (its ``turn_paused`` action lists them; the
