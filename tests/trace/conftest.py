@@ -1,7 +1,8 @@
 """Fixtures for the trace tests: the demo recorded into a trace store, the page served by uvicorn
 on 127.0.0.1, and Debian's Chromium driven by Playwright (no browser download: the system
 binary, with the flags a closed network needs); and a turn with images, files and reasoning
-(``trace_parts.record_parts``) recorded and served for the page's tests of parts."""
+(``trace_parts.record_parts``) recorded and served for the page's tests of parts; the pauses,
+cache breaks and subagent runs of ``trace_scenes.record_scenes``, recorded and served."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import pytest
 from rich.console import Console
 from trace_page import CHROMIUM, CHROMIUM_ARGS, DEMO_PRICES, TOKEN, Browser, Served, serve
 from trace_parts import record_parts, write_hostile
+from trace_scenes import record_scenes
 
 from plait.cli.demo import bundled_skills
 from plait.cli.demo_script import run_demo
@@ -91,5 +93,20 @@ def parts_traces(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def parts_served(parts_traces: Path) -> Iterator[Served]:
     store = SQLiteTraceStore(parts_traces)
+    with serve(create_app(store, token=TOKEN), store) as served:
+        yield served
+
+
+@pytest.fixture(scope="session")
+def scenes_served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """``record_scenes``' threads in a SQLite trace file, served."""
+    path = tmp_path_factory.mktemp("scenes") / "traces.sqlite3"
+
+    async def main() -> None:
+        recorder = await record_scenes(SQLiteTraceStore(path))
+        await recorder.aclose()
+
+    asyncio.run(main())
+    store = SQLiteTraceStore(path)
     with serve(create_app(store, token=TOKEN), store) as served:
         yield served

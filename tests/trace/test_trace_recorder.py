@@ -17,7 +17,7 @@ from plait.skills import MemorySource
 from plait.skills.managed import allow_all, create_skill_manager
 from plait.tools import tool
 from plait.trace import SQLiteTraceStore, TraceRecorder, TraceStoreError, call_view, run_view
-from plait.trace.store import replay
+from plait.trace.rows import replay
 
 SKILL = "---\nname: secret\ndescription: Holds a secret. Use for secrets.\n---\nBODY-7f3a9c\n"
 

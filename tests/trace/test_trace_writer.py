@@ -215,7 +215,7 @@ async def test_a_successful_turn_waits_for_a_slow_store_before_its_trace_could_b
     turns = asyncio.create_task(three_more())
     loop = asyncio.get_running_loop()
     deadline = loop.time() + 60
-    while recorder._round is None and not turns.done():  # until a turn waits in drain()
+    while not recorder._writes.draining and not turns.done():  # until a turn waits in drain()
         assert loop.time() < deadline, "no turn ever waited"
         await asyncio.sleep(0.01)
     gate.set()

@@ -26,14 +26,11 @@ from typing import TYPE_CHECKING, Any, Unpack
 
 from plait.backends.postgres_db import PostgresDatabase, PostgresOptions
 from plait.trace.parts import BinaryRow
-from plait.trace.store import (
-    MAX_RUNS_LISTED,
+from plait.trace.rows import (
     REQUEST_COLUMNS,
     RUN_COLUMNS,
     RequestRow,
     TraceBatch,
-    TraceStoreError,
-    TraceStoreTimeoutError,
     escape_like,
     replay,
     request_row,
@@ -41,6 +38,7 @@ from plait.trace.store import (
     span_dict,
     storable_batch,
 )
+from plait.trace.store import MAX_RUNS_LISTED, TraceStoreError, TraceStoreTimeoutError
 
 if TYPE_CHECKING:
     from psycopg import AsyncConnection

@@ -16,17 +16,24 @@ What it records, per turn (one *run*):
   persist filter keeps it out, the full output (up to ``max_output_chars``) and the images and
   files it returned, by reference (their bytes once, up to ``max_blob_bytes`` each);
 * an ``action`` span for every event middleware emits (an eviction, a summary, a disclosure, a
-  rejected call, a provider retry), observed through ``TurnContext.observe``: its type and
-  fields, bounded; a provider retry is also listed on its model call (``retries``);
+  rejected call, a provider retry), observed through ``TurnContext.observe``
+  (:mod:`plait.trace.actions`): its type and fields, bounded; a provider retry is also listed on
+  its model call (``retries``);
 * the run's end through ``TurnContext.finalizers``: ``ok`` with the answer, or ``error`` /
   ``cancelled`` with the error, however the turn failed (a model call, a limit, a store error),
   or ``paused`` when it ended on held tool calls (its ``turn_paused`` action lists them; the
-  resume is a run of its own whose ``turn_resumed`` action says who decided what, and when).
+  resume is a run of its own whose ``turn_resumed`` action says who decided what, and when:
+  :mod:`plait.trace.pauses`);
+* a ``cache_broken`` event (``CacheWatch``) as an action and on the model call of its dispatch
+  (``cache_broken``: the first differing block, message and cause);
+* a subagent's run, from the ``SubagentEventRelayed`` events, as one ``subagent`` span
+  (:mod:`plait.trace.tree`), nested on the page under the tool call that started it.
 
 Requests are turned into deltas by :class:`~plait.trace.requests.RequestDeltas`. A turn's rows
-are one transaction, written in order by one background writer when the turn ends, however it
-ends (and every :data:`FLUSH_EVERY` model calls of a long turn); batches queued meanwhile merge
-into the next transaction. The turn waits only when the writer is behind
+are one transaction, written in order by one background writer
+(:class:`~plait.trace.writer.BatchWriter`) when the turn ends, however it ends (and every
+:data:`FLUSH_EVERY` model calls of a long turn); batches queued meanwhile merge into the next
+transaction. The turn waits only when the writer is behind
 (:data:`MAX_PENDING_WRITES`, ``max_queued``); past ``max_queued`` (:data:`MAX_QUEUED_BATCHES`)
 batches, while the store is down or hangs, the oldest is dropped, counted in
 :attr:`TraceRecorder.dropped_batches` and told once in a ``plait.trace`` log warning (again after
@@ -43,10 +50,6 @@ turn itself while it runs, else by the next turn (writes land after their turn),
 
 from __future__ import annotations
 
-import asyncio
-import contextvars
-import dataclasses
-import logging
 import time
 from typing import Any
 
@@ -59,13 +62,16 @@ from plait.messages import (
     new_id,
 )
 from plait.middleware.base import Middleware, ModelHandler, Next, ToolHandler
-from plait.middleware.context import DispatchContext, Event, TurnContext
+from plait.middleware.context import DispatchContext, TurnContext
 from plait.models.base import ModelRequest, ModelResponse
-from plait.runtime.events import RUNTIME_EVENTS, ErrorOccurred, ToolCallFinished
+from plait.runtime.events import RUNTIME_EVENTS, ErrorOccurred
+from plait.trace import tree
+from plait.trace.actions import RETRY_EVENTS, observe
 from plait.trace.parts import MAX_BLOB_BYTES, part_blobs, part_refs
-from plait.trace.requests import RequestDeltas, TurnMessages, digest, persistable
-from plait.trace.store import TraceBatch, TraceStore, unexpected_write_error
+from plait.trace.requests import RequestDeltas, digest, persistable
+from plait.trace.store import TraceStore
 from plait.trace.values import field, next_answer, output_text, response_data
+from plait.trace.writer import CLOSE_TIMEOUT, BatchWriter, RunTrace
 
 __all__ = [
     "CLOSE_TIMEOUT",
@@ -86,13 +92,6 @@ MAX_OUTPUT_CHARS = 1_000_000
 PREVIEW_CHARS = 2_000
 """Characters of a tool output shown inline (head of the text)."""
 
-RETRY_EVENTS = frozenset({"model_call_retried"})
-"""Event types of a provider retry: recorded as an action and listed on the model call they
-happened in (``retries``)."""
-
-CLOSE_TIMEOUT = 30.0
-"""Seconds :meth:`TraceRecorder.aclose` waits for writes still in flight."""
-
 FLUSH_EVERY = 16
 """A turn's rows are written in one transaction when it ends; a turn longer than this many model
 calls also writes what it holds (in the background) every this many calls, so it shows while it
@@ -106,24 +105,6 @@ MAX_QUEUED_BATCHES = 256
 """Default bound on the batches waiting for the writer (``TraceRecorder(max_queued=)``). Failed
 turns queue theirs without waiting, so while the store is down or hangs (and the provider fails
 every turn) the queue would grow without end; past the bound the oldest batch is dropped."""
-
-_log = logging.getLogger("plait.trace")
-
-
-@dataclasses.dataclass(slots=True)
-class _RunTrace:
-    """One turn's recording state (kept in ``TurnContext.scratch``)."""
-
-    run: dict[str, Any]
-    batch: TraceBatch = dataclasses.field(default_factory=TraceBatch)
-    dispatch: int = 0
-    failed: bool = False
-    ended: bool = False
-    calls: int = 0
-    call: dict[str, Any] | None = None
-    messages: TurnMessages = dataclasses.field(default_factory=TurnMessages)
-    tools: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
-    paused: bool = False
 
 
 class TraceRecorder(Middleware):
@@ -164,23 +145,13 @@ class TraceRecorder(Middleware):
                     f"default is {default:,}."
                 )
         self.max_queued = max_queued
-        self.dropped_batches = 0
-        """Batches dropped unwritten because ``max_queued`` were already waiting."""
-        self._warned_drop = False
         self.store = store
         self.background = background
         self.agent = agent
         self.max_output_chars = max_output_chars
         self.preview_chars = preview_chars
         self._deltas = RequestDeltas(store, max_blob_bytes)
-        self._queue: list[tuple[TurnContext, _RunTrace, TraceBatch]] = []
-        self._writer: asyncio.Future[None] | None = None
-        self._queued = 0  # batches queued so far
-        self._written = 0  # batches whose write ended (landed or failed)
-        self._round: asyncio.Future[None] | None = None  # done when a write ends (for drain)
-        self._unreported: PlaitError | None = None
-        self.write_error: PlaitError | None = None
-        """The last error writing the trace (``None`` if every write succeeded)."""
+        self._writes = BatchWriter(store, self._deltas, max_queued)
         self.last_run_id: str | None = None
         """The id of the run (turn) most recently started, for a link to its trace."""
 
@@ -190,27 +161,26 @@ class TraceRecorder(Middleware):
         await self.drain()
         await self.store.aclose()
 
+    @property
+    def dropped_batches(self) -> int:
+        """Batches dropped unwritten because ``max_queued`` were already waiting."""
+        return self._writes.dropped_batches
+
+    @property
+    def write_error(self) -> PlaitError | None:
+        """The last error writing the trace (``None`` if every write succeeded)."""
+        return self._writes.write_error
+
     async def drain(self) -> None:
         """Wait up to :data:`CLOSE_TIMEOUT` seconds until every batch queued before this call is
         written (a failed or cancelled turn's trace is written in the background: the turn
         cannot wait for it). Batches queued meanwhile (other turns still running) are not waited
         for; returns early if the writer stopped (its loop was cancelled)."""
-        target = self._queued
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + CLOSE_TIMEOUT
-        while self._written < target and self._writer is not None and not self._writer.done():
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                return
-            if self._round is None or self._round.done():
-                self._round = loop.create_future()
-            await asyncio.wait(
-                [self._round, self._writer], timeout=remaining, return_when=asyncio.FIRST_COMPLETED
-            )
+        await self._writes.drain()
 
-    def _trace(self, ctx: TurnContext) -> _RunTrace | None:
+    def _trace(self, ctx: TurnContext) -> RunTrace | None:
         found = ctx.scratch.get(self)
-        return found if isinstance(found, _RunTrace) else None
+        return found if isinstance(found, RunTrace) else None
 
     async def turn_input(self, ctx: TurnContext, next: Next) -> None:
         text = "\n".join(m.text for m in ctx.input if isinstance(m, UserMessage))
@@ -226,31 +196,32 @@ class TraceRecorder(Middleware):
             "input": clipped(text, 4_000),
             "output": None,
         }
-        trace = _RunTrace(run)
+        trace = RunTrace(run)
         trace.messages.start(ctx)
         self.last_run_id = run_id
         ctx.scratch[self] = trace
         trace.batch.runs.append(run)
-        if self._unreported is not None:
-            ctx.emit(ErrorOccurred(error=self._unreported, where="trace"))
-            self._unreported = None
-        ctx.observe(lambda event: self._action(trace, event))
+        unreported = self._writes.take_unreported()
+        if unreported is not None:
+            ctx.emit(ErrorOccurred(error=unreported, where="trace"))
+        ctx.observe(lambda event: observe(trace, event, self.preview_chars))
         ctx.finalizers.append(lambda error: self._finish(ctx, trace, error))
         await next()
 
-    def _finish(self, ctx: TurnContext, trace: _RunTrace, error: BaseException | None) -> None:
+    def _finish(self, ctx: TurnContext, trace: RunTrace, error: BaseException | None) -> None:
         """The turn's finalizer: a turn that ended with an error (a failed model call, a limit,
         a store error, an abort, a cancellation) closes its run with that error, written in the
         background (:meth:`drain`)."""
         trace.ended = True
-        if error is None and trace.paused:  # no turn_output: the resume records its own run
+        if error is None and not trace.paused:
+            return  # closed ``ok`` by turn_output (a run marked ok whose turn then failed is not)
+        trace.batch.spans += tree.child_spans(trace.children, trace.run["id"])
+        if error is None:  # no turn_output: the resume records its own run
             trace.run.update(status="paused", finished=time.time())
             if not trace.batch.runs:
                 trace.batch.runs.append(trace.run)
             self._flush_soon(ctx, trace)
             return
-        if error is None:
-            return  # closed ``ok`` by turn_output (a run marked ok whose turn then failed is not)
         cancelled = not isinstance(error, Exception)
         trace.run.update(
             status="cancelled" if cancelled else "error",
@@ -260,76 +231,6 @@ class TraceRecorder(Middleware):
         if not trace.batch.runs:  # a batch holds at most this run (its current state)
             trace.batch.runs.append(trace.run)
         self._flush_soon(ctx, trace)
-
-    def _action(self, trace: _RunTrace, event: Event) -> None:
-        if event.type == "turn_paused":  # shown as an action (what waits, why); see _finish
-            trace.paused = True
-        if isinstance(event, ToolCallFinished):
-            if event.skipped_by is not None:
-                self._skipped(trace, event)
-            else:
-                self._model_saw(trace, event)
-        if event.type in RUNTIME_EVENTS:
-            return
-        now = time.time()
-        data = {
-            f.name: field(getattr(event, f.name))
-            for f in dataclasses.fields(event)
-            if f.name != "type"
-        }
-        if event.type in RETRY_EVENTS and trace.call is not None:
-            trace.call.setdefault("retries", []).append({"at": now, **data})
-        trace.batch.spans.append(
-            {
-                "id": new_id(),
-                "run_id": trace.run["id"],
-                "kind": "action",
-                "name": event.type,
-                "dispatch": trace.dispatch,
-                "started": now,
-                "finished": now,
-                "data": data,
-            }
-        )
-
-    def _model_saw(self, trace: _RunTrace, event: ToolCallFinished) -> None:
-        """When ``after_tool_call`` middleware replaced a result (an eviction), keep what the
-        model was given on the tool span (the span is still in the turn's batch, or is written
-        again: rows upsert by id)."""
-        span = trace.tools.pop(event.call.id, None)
-        if span is None:
-            return
-        text = output_text(event.result.data)
-        data = span["data"]
-        if data.get("projected") or text == data.get("preview"):
-            return
-        data["model_saw"] = clipped(text, self.preview_chars)
-        if not any(s is span for s in trace.batch.spans):
-            trace.batch.spans.append(span)
-
-    def _skipped(self, trace: _RunTrace, event: ToolCallFinished) -> None:
-        """A call that never reached ``wrap_tool_call`` (rejected or skipped by middleware)."""
-        now = time.time()
-        text = output_text(event.result.data)
-        trace.batch.spans.append(
-            {
-                "id": new_id(),
-                "run_id": trace.run["id"],
-                "kind": "tool",
-                "name": event.call.name,
-                "dispatch": event.dispatch,
-                "started": now,
-                "finished": now,
-                "data": {
-                    "call_id": event.call.id,
-                    "args": field(event.call.args),
-                    "skipped_by": event.skipped_by,
-                    "is_error": event.result.is_error,
-                    "chars": len(text),
-                    "preview": clipped(text, self.preview_chars),
-                },
-            }
-        )
 
     async def before_model_call(self, request: ModelRequest, ctx: DispatchContext) -> ModelRequest:
         trace = self._trace(ctx.turn)
@@ -350,6 +251,9 @@ class TraceRecorder(Middleware):
         started = time.time()
         data: dict[str, Any] = {"model": request.model or ctx.turn.model.name}
         data["estimated_input_tokens"] = estimate
+        broken, trace.cache_broken = trace.cache_broken, None
+        if broken is not None and broken.get("dispatch") == ctx.index:
+            data["cache_broken"] = broken  # this request's prefix differs from the last one's
         trace.call = data
         try:
             response = await call_next(request)
@@ -407,10 +311,12 @@ class TraceRecorder(Middleware):
             }
             trace.batch.spans.append(span)
             trace.tools[call.id] = span
+            under = f"{ctx.turn.thread_id}/{call.id}"  # a subagent it ran: its record(s) now
+            trace.batch.spans += tree.child_spans(trace.children, trace.run["id"], under)
 
     def _tool_output(
         self,
-        trace: _RunTrace,
+        trace: RunTrace,
         data: dict[str, Any],
         call: ToolCall,
         result: ToolResult,
@@ -436,75 +342,16 @@ class TraceRecorder(Middleware):
         if trace is None or ctx.aborted:
             return  # the turn fails: the finalizer closes the run with its error
         answer = next_answer(ctx.messages)
+        trace.batch.spans += tree.child_spans(trace.children, trace.run["id"])
         trace.run.update(status="ok", finished=time.time(), output=clipped(answer, 4_000))
         if not trace.batch.runs:
             trace.batch.runs.append(trace.run)
         self._flush_soon(ctx, trace)
-        behind = len(self._queue) > min(MAX_PENDING_WRITES, self.max_queued - 1)
+        behind = self._writes.waiting > min(MAX_PENDING_WRITES, self.max_queued - 1)
         if not self.background or behind:
             await self.drain()  # asked to, or the store is behind: no pile-up, no drop
 
-    def _flush_soon(self, turn: TurnContext, trace: _RunTrace) -> None:
-        """Queue what the batch holds for the background writer (started if idle); rows land in
-        the order they were queued (:meth:`drain` and :meth:`aclose` wait for them)."""
-        batch, trace.batch = trace.batch, TraceBatch()
-        if not batch:
-            return
-        if len(self._queue) >= self.max_queued:
-            self._drop_oldest()
-        self._queue.append((turn, trace, batch))
-        self._queued += 1
-        if self._writer is None or self._writer.done():
-            # An empty context: the writer outlives this turn and writes other turns' rows, so
-            # it must not carry this turn's current span (a database span would be filed under
-            # it) nor its retry listener (which holds the turn's context alive).
-            loop = asyncio.get_running_loop()
-            self._writer = loop.create_task(self._write_queued(), context=contextvars.Context())
-
-    def _drop_oldest(self) -> None:
-        """Drop the oldest batch still waiting (its rows are lost), count it, warn once until a
-        write lands again; it counts as written for :meth:`drain`."""
-        self._deltas.forget(self._queue.pop(0)[2])
-        self.dropped_batches += 1
-        self._written += 1
-        if not self._warned_drop:
-            self._warned_drop = True
-            _log.warning(
-                "The trace store is behind: %d batches wait for it (max_queued=%d), so the "
-                "recorder dropped the oldest (those turns' traces are lost; the count is in "
-                "TraceRecorder.dropped_batches). Last write error: %s. Check the trace store.",
-                len(self._queue) + 1,
-                self.max_queued,
-                self.write_error or "none yet (a write is still under way)",
-            )
-
-    async def _write_queued(self) -> None:
-        """Write the queue until it is empty, everything queued so far in one transaction."""
-        while self._queue:
-            queued, self._queue = self._queue, []
-            merged = TraceBatch()
-            for _, _, batch in queued:
-                merged.extend(batch)
-            try:
-                await self.store.write(merged)
-                self._warned_drop = False
-            except Exception as exc:
-                error = exc if isinstance(exc, PlaitError) else unexpected_write_error(exc)
-                self.write_error = error
-                self._deltas.forget(merged)
-                for turn, trace, _ in queued:
-                    self._report(turn, trace, error)
-            self._written += len(queued)
-            if self._round is not None and not self._round.done():
-                self._round.set_result(None)
-
-    def _report(self, turn: TurnContext, trace: _RunTrace, error: PlaitError) -> None:
-        """One ``ErrorOccurred(where="trace")`` per turn: by the turn while it runs, else by the
-        next turn."""
-        if trace.failed:
-            return
-        trace.failed = True
-        if trace.ended:
-            self._unreported = error
-        else:
-            turn.emit(ErrorOccurred(error=error, where="trace"))
+    def _flush_soon(self, turn: TurnContext, trace: RunTrace) -> None:
+        """Queue what the batch holds for the background writer; rows land in the order they
+        were queued (:meth:`drain` and :meth:`aclose` wait for them)."""
+        self._writes.flush_soon(turn, trace)

@@ -1,7 +1,10 @@
 """What the trace page shows, computed from a trace store: JSON-ready dicts, no HTML.
 
 * :func:`run_view`: a run, its spans grouped by dispatch, and token totals in which every parent
-  is the sum of its children (dispatch = its model calls, run = its dispatches).
+  is the sum of its children (dispatch = its model calls, run = its dispatches); its pause and
+  resume (:func:`~plait.trace.pauses.pause_view`: held calls, decisions, the linked run), its
+  subagents and the tree's usage (:func:`~plait.trace.tree.tree_view`), and the model calls
+  whose prompt-cache prefix broke (``cache_breaks``).
 * :func:`call_view`: one model call read as a conversation (messages, projected ones by
   reference), the tools it offered and the calls made against them, where its input tokens went,
   and the context diff against the thread's previous model call.
@@ -20,7 +23,9 @@ from typing import Any
 
 from plait.tokens import CHARS_PER_TOKEN, tool_tokens
 from plait.tools import ToolDefinition
+from plait.trace.pauses import pause_view
 from plait.trace.store import TraceStore
+from plait.trace.tree import tree_view
 
 __all__ = ["BREAKDOWN_PARTS", "USAGE_FIELDS", "call_view", "run_view"]
 
@@ -89,10 +94,18 @@ async def run_view(store: TraceStore, run_id: str) -> dict[str, Any] | None:
     for span in spans:
         if span["kind"] == "model":
             models.setdefault(span["name"], []).append(span["usage"])
+    usage = _sum([g["usage"] for g in groups])
     return {
         "run": run,
         "dispatches": groups,
-        "usage": _sum([g["usage"] for g in groups]),
+        "usage": usage,
+        "pause": await pause_view(store, run, spans),
+        "cache_breaks": [
+            {"span_id": s["id"], "dispatch": s["dispatch"], **s["data"]["cache_broken"]}
+            for s in spans
+            if s["kind"] == "model" and isinstance(s["data"].get("cache_broken"), dict)
+        ],
+        **tree_view(spans, usage),
         "models": {name: _sum(parts) | {"calls": len(parts)} for name, parts in models.items()},
         "model_calls": sum(1 for s in spans if s["kind"] == "model"),
         "tool_calls": sum(1 for s in spans if s["kind"] == "tool"),
