@@ -20,6 +20,11 @@ The resume is the same turn, continued in whatever process runs it:
    call order, followups) with the pending entry removed, ``dispatch_output`` having run, and
    the dispatch loop goes on. ``turn_output`` runs once, at the end. The decisions are kept
    (bounded) under :data:`DECISIONS_KEY` for the trace: who decided what, when.
+
+Usage is the turn's: the resumed turn starts from the usage recorded at the pause, so the final
+``RunResult.usage`` (and ``TurnFinished.usage``) is the whole turn's, before the pause and after
+it (a paused ``RunResult.usage`` is the usage so far). Add up only results that did not pause,
+or ``DispatchFinished.usage`` (one model call each), never a paused result and its resume.
 """
 
 from __future__ import annotations
@@ -117,7 +122,9 @@ class ResumedTurn(Turn):
         except ThreadConflictError as exc:
             raise ResumeConflict(self.thread_id, exc.expected, exc.actual) from exc
         self._paused = paused
-        return self._context(snapshot.messages, state)
+        ctx = self._context(snapshot.messages, state)
+        ctx.usage = paused.usage  # one turn: its usage counts from before the pause
+        return ctx
 
     def _record(self, paused: PausedDispatch, decided: dict[str, Any]) -> dict[str, Any]:
         return {
