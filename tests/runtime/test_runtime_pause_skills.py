@@ -89,9 +89,7 @@ async def test_a_held_managed_skill_script_names_its_skill_and_runs_sandboxed_on
     )
     try:
         paused = await agent.run("shout", thread_id="t")
-        assert [(p.id, p.name, p.skill) for p in paused.pending] == [
-            ("c2", "run_pdf_shout", "pdf")
-        ]
+        assert [(p.id, p.name, p.skill) for p in paused.pending] == [("c2", "run_pdf_shout", "pdf")]
 
         result = await agent.resume("t", {"c2": Approve()})
     finally:
@@ -121,9 +119,7 @@ async def test_mcp_tools_of_a_real_server_are_held_by_name_pattern() -> None:
         stored = (await agent.store.load("t")).state["plait.pending"]["finished"]
         assert [m["tool_call_id"] for m in stored] == ["m2"]  # the ungated sibling ran
 
-        result = await agent.resume(
-            "t", {"m1": Approve(args={"text": "edited"}), "m3": Approve()}
-        )
+        result = await agent.resume("t", {"m1": Approve(args={"text": "edited"}), "m3": Approve()})
 
     assert result.output == "done"
     data = {m.tool_call_id: m.text for m in result.new_messages if isinstance(m, ToolMessage)}

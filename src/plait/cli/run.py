@@ -256,11 +256,9 @@ async def _turn(
     finally:
         printer.finish()
     if stream.result is not None and stream.result.paused:  # held calls: ask, or deny
-        from plait.cli.decisions import settle_pending
+        from plait.cli.decisions import person_at, settle_pending
 
-        person = sys.stdin is not None and sys.stdin.isatty() and hasattr(printer, "info")
-        console = getattr(printer, "info", None) if person else None
-        stdin = sys.stdin if person else None
+        console, stdin = person_at(getattr(printer, "info", None))
         await settle_pending(
             agent, thread_id, stream.result.pending, printer, policy, console=console, stdin=stdin
         )
