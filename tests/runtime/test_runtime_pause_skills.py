@@ -78,7 +78,7 @@ async def test_a_held_managed_skill_script_names_its_skill_and_runs_sandboxed_on
         gate=allow_all,
         scripts=ScriptConfig(timeout=20, sandbox=BubblewrapSandbox()),
     )
-    script = [
+    script: list[ToolCall | str] = [
         ToolCall("c1", "load_skill", {"skill": "pdf"}),
         ToolCall("c2", "run_pdf_shout", {"args": ["hi"]}),
         "shouted",
