@@ -62,8 +62,22 @@ async def test_a_held_disclosed_skill_tool_names_the_skill_that_lists_it() -> No
     ]
     stored = (await agent.store.load("t")).state["plait.pending"]["pending"]
     assert [p["skill"] for p in stored] == ["ops", "ops", None]
-    result = await agent.resume("t", {"c1": Approve(), "c2": Approve(), "c3": Approve()})
+    # Resumed by a fresh agent and middleware on the same store, as in another process.
+    model = ScriptedModel(["done"])
+    again = Agent(
+        model,
+        tools=[beta, gamma],
+        middleware=[SkillsMiddleware(sources=[source], tools=[alpha])],
+        store=agent.store,
+    )
+    result = await again.resume("t", {"c1": Approve(), "c2": Approve(), "c3": Approve()})
+
     assert result.output == "done"
+    data = {m.tool_call_id: m.data for m in result.new_messages if isinstance(m, ToolMessage)}
+    assert data == {"c1": "a", "c2": "b", "c3": "g"}
+    [request] = model.requests  # the catalog and the disclosed tools are still right
+    assert "/skills/ops/SKILL.md" in request.system_prompt
+    assert {"alpha", "beta", "gamma"} <= {t.name for t in request.tools}
 
 
 SKILL_MD = "---\nname: pdf\ndescription: PDF work. Use for PDFs.\n---\nRun the scripts.\n"

@@ -2,7 +2,10 @@
 
 It shares ``plait run``'s flags and agent (:mod:`plait.cli.run`); on a terminal, a workspace
 write or shell command that ``--yes`` or ``[workspace] allow`` does not cover is asked about at
-the prompt (:mod:`plait.cli.approval`). ``--attach`` files go with the first message.
+the prompt (:mod:`plait.cli.approval`). A turn that pauses on held calls is decided inline
+(:mod:`plait.cli.decisions`: ``--approve-all`` / ``--approve TOOL`` / ``--deny-all``, else
+approve / edit / reject at the terminal, else rejected) and resumed. ``--attach`` files go with
+the first message.
 
 A line starting with ``/`` is a command (:mod:`plait.cli.slash`: ``/help``, ``/model``,
 ``/clear``, ``/thread``, ``/skills``, ``/pin``, ``/usage``, ``/exit``). On a terminal the prompt is

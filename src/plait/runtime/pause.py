@@ -12,7 +12,10 @@ that are not held run at once. When a dispatch holds any call, the turn ends *pa
   single write (at the current version) that saves the state;
 * the turn emits :class:`~plait.runtime.events.TurnPaused` and returns a
   :class:`~plait.runtime.turn.RunResult` whose ``pending`` lists the held calls
-  (:class:`PendingCall`); ``turn_output`` does not run (it runs once, when the turn ends).
+  (:class:`PendingCall`, with the skill each tool belongs to: a tool's ``skill`` metadata, else
+  a middleware's ``skill_of(name, ctx)``, as disclosure mode's ``SkillsMiddleware`` has) and
+  whose ``usage`` is the turn's so far (kept with the pause: a resume counts on from it);
+  ``turn_output`` does not run (it runs once, when the turn ends).
 
 ``agent.resume(thread_id, decisions)`` (:mod:`plait.runtime.resume`) continues the same turn,
 in any process on the same store. A new ``agent.run`` on a paused thread raises
@@ -375,9 +378,9 @@ def _matches(name: str, patterns: Sequence[str]) -> bool:
 
 
 class ApprovalMiddleware(Middleware):
-    """Hold calls of tools you do not own until a person decides: MCP tools (``"mcp_*"``),
-    skill scripts (``"run_skill_script"``), a skill's ``include_tools``, by name pattern
-    (``fnmatch``: ``*``, ``?``, ``[...]``).
+    """Hold calls of tools you do not own until a person decides: MCP tools (``"server_*"``),
+    managed skill scripts (``"run_*"``: ``run_<skill>_<script>``), a skill's ``include_tools``,
+    by name pattern (``fnmatch``: ``*``, ``?``, ``[...]``).
 
     ``tools`` are the patterns (every tool when empty and ``when`` is given); ``when``, if
     given, decides per call (``when(call) -> bool``) among the matched ones. A call a resume
