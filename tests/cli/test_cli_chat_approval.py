@@ -279,3 +279,26 @@ def test_at_a_terminal_chat_asks_inline_to_approve_edit_or_reject_with_a_message
     assert _tool_results(server, 3)[-1] == "not c, it is read-only"
     edited = server.bodies()[1]["messages"][-2]["tool_calls"][0]["function"]["arguments"]
     assert json.loads(edited) == {"path": "b.txt", "content": "B"}
+
+
+def test_run_on_a_paused_thread_says_how_to_decide_it(server: WireServer, home: Path) -> None:
+    project = home / "project"
+    store = project / "threads.db"
+    _pause(store, project)
+
+    done = run_plait(
+        "run",
+        "go on",
+        "--model",
+        _spec(server),
+        "--store",
+        str(store),
+        "--thread",
+        "0123abcd",
+        home=home,
+    )
+
+    assert done.returncode == 1
+    assert "plait threads resume 0123abcd" in done.stderr
+    assert not server.bodies()  # the model was never called
+    assert not (project / "out.txt").exists()

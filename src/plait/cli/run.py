@@ -45,6 +45,7 @@ from plait.errors import (
     ContextOverflowError,
     ModelTimeoutError,
     PlaitError,
+    ThreadPaused,
 )
 from plait.messages import Part, UserMessage, new_id
 from plait.models.registry import MODEL_SPEC_FORMS
@@ -287,6 +288,13 @@ def _error_message(exc: PlaitError) -> str:
             "the server is "
             "up and reachable, or allow more time with --timeout SECONDS (or timeout in "
             "plait.toml, or $PLAIT_MODEL_TIMEOUT)."
+        )
+    if isinstance(exc, ThreadPaused):
+        return (
+            f"Thread {exc.thread_id} has a paused turn: {len(exc.call_ids)} tool call(s) wait "
+            f"for a decision. Decide them first: plait threads resume {exc.thread_id} (at the "
+            "prompt, or with --approve-all, --approve TOOL or --deny-all); plait chat "
+            f"--thread {exc.thread_id} asks about them before the next message."
         )
     if isinstance(exc, ContextOverflowError):
         return (
