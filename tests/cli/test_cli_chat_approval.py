@@ -158,6 +158,7 @@ def test_a_thread_left_paused_is_decided_before_the_next_message(
 
     assert status == 0, shown
     assert "paused turn" in shown and "Next answer." in shown
+    assert "is paused: tool call" not in shown  # decided, not refused with ThreadPaused
     assert (project / "out.txt").read_text() == "hi"
     assert "out.txt" in _tool_results(server, 0)[0]
     assert server.bodies()[1]["messages"][-1]["content"] == "and now?"

@@ -60,7 +60,7 @@ from plait.cli.run import (
 from plait.cli.slash import ChatSession, Slash, read_line, run_slash
 from plait.cli.thread_choice import ThreadChoiceError, resolve_thread_id, started_in
 from plait.cli.ui import NoTraceOption
-from plait.errors import ConfigurationError, PlaitError, ThreadPaused
+from plait.errors import ConfigurationError, PlaitError
 from plait.messages import Part, UserMessage, new_id
 
 if TYPE_CHECKING:
@@ -260,7 +260,8 @@ async def _chat_turn(
     pauses is decided (:mod:`plait.cli.decisions`: the flags, else the person at the terminal,
     else a rejection) and resumed until it ends; a thread left paused (continued with
     ``--thread``, or a decision cancelled with Ctrl-C) is decided first."""
-    from plait.cli.decisions import person_at, settle_paused_thread, settle_pending
+    from plait.cli.decisions import person_at, settle_pending
+    from plait.runtime.pause import paused_dispatch
     from plait.skills.disclosure.pins import PINNED_KEY
 
     state: dict[str, Any] = {
@@ -272,21 +273,19 @@ async def _chat_turn(
         state[PINNED_KEY] = list(session.pins)
     printer = _SessionPrinter(display, session)
     console, stdin = person_at(display.info)
-    for _ in range(2):  # at most once more, after deciding a turn the thread was paused on
-        stream = agent.stream(message, thread_id=session.thread_id, state=state)
-        try:
-            async for event in stream:
-                printer(event)
-            break
-        except ThreadPaused:
-            display.finish()
-            note = "This thread has a paused turn: its held calls are decided first."
-            display.info.print(Text(note, style="yellow"), soft_wrap=True)
-            await settle_paused_thread(
-                agent, session.thread_id, printer, policy, console=console, stdin=stdin
-            )
-        finally:
-            display.finish()
+    paused = paused_dispatch((await agent.store.load(session.thread_id)).state)
+    if paused is not None:  # a new turn would be refused (ThreadPaused): decide it first
+        note = "This thread has a paused turn: its held calls are decided first."
+        display.info.print(Text(note, style="yellow"), soft_wrap=True)
+        await settle_pending(
+            agent, session.thread_id, paused.pending, printer, policy, console=console, stdin=stdin
+        )
+    stream = agent.stream(message, thread_id=session.thread_id, state=state)
+    try:
+        async for event in stream:
+            printer(event)
+    finally:
+        display.finish()
     result = stream.result
     if result is not None and result.paused:
         await settle_pending(
