@@ -69,3 +69,22 @@ async def test_settle_pending_resumes_until_the_turn_ends() -> None:
     assert printer.finished == 2  # paused again on d2, decided again
     data = [m.data for m in (await agent.store.load("t")).messages if isinstance(m, ToolMessage)]
     assert data == ["deleted x", "deleted y"]
+
+
+async def test_reject_asks_for_a_message_the_model_reads_and_enter_keeps_the_default() -> None:
+    out = io.StringIO()
+    console = Console(file=out, width=200)
+    answers = io.StringIO("r\nuse the archive instead\nr\n\n")
+    chosen = await decide(HELD, DecisionPolicy(), console=console, stdin=answers)
+    assert chosen["c1"] == Reject("use the archive instead", by="terminal")
+    assert isinstance(chosen["c2"], Reject) and "rejected" in chosen["c2"].message
+    assert "message for the model" in out.getvalue()
+
+
+async def test_an_empty_line_or_the_end_of_input_rejects_without_asking_more() -> None:
+    answers = io.StringIO("\n")
+    chosen = await decide(
+        HELD, DecisionPolicy(), console=Console(file=io.StringIO()), stdin=answers
+    )
+    assert all(isinstance(d, Reject) for d in chosen.values())
+    assert answers.read() == ""

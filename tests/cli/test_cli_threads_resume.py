@@ -95,3 +95,35 @@ def test_denying_or_nobody_to_ask_rejects_the_held_write(
     assert not (project / "out.txt").exists()
     [tool] = [m for m in server.bodies()[0]["messages"] if m["role"] == "tool"]
     assert "rejected" in tool["content"].lower()
+
+
+def test_a_thread_that_is_not_paused_or_already_claimed_fails_with_a_message(
+    server: WireServer, project: Path
+) -> None:
+    store_path = project / "threads.db"
+    _pause(store_path, project)
+
+    async def claim() -> None:  # as a resume that died after its claim left it
+        store = SQLiteThreadStore(store_path)
+        snapshot = await store.load("0123abcd")
+        state = dict(snapshot.state)
+        state[PENDING_KEY] = {**state[PENDING_KEY], "claimed": {"at": 1.0}}
+        await store.append("0123abcd", [], expected_version=snapshot.version, state=state)
+        await store.aclose()
+
+    asyncio.run(claim())
+    claimed = _resume(server, store_path, "--approve-all")
+    assert claimed.exit_code == 1
+    assert "did not finish" in claimed.output
+    assert not (project / "out.txt").exists()
+
+    async def fresh() -> None:
+        store = SQLiteThreadStore(store_path)
+        await Agent(ScriptedModel(["hi"]), store=store).run("hello", thread_id="4567efgh")
+        await store.aclose()
+
+    asyncio.run(fresh())
+    spec = f"openai-compatible:m@{server.url}/v1"
+    args = ["threads", "resume", "4567", "--store", str(store_path), "--model", spec]
+    not_paused = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
+    assert not_paused.exit_code == 2 and "not paused" in not_paused.output

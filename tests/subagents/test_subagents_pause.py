@@ -295,3 +295,26 @@ async def test_a_pause_with_a_subagents_call_is_written_in_a_format_older_reader
     assert (await store.load("t")).state[PENDING_KEY]["format"] == 2
     assert (await store.load("t/c1")).state[PENDING_KEY]["format"] == 1  # its own calls only
     await store.aclose()
+
+
+async def test_the_trees_usage_counts_every_model_call_once_across_a_childs_pause(
+    tmp_path: Path,
+) -> None:
+    """The calls before the pause (the parent's delegation, the child's gated call) count
+    once, at the resume, beside the calls after it: 10 + 20 + 7 + 100 tokens, 4 requests."""
+    world, store = World(), SQLiteThreadStore(tmp_path / "threads.db")
+
+    def spent(tokens: int, call: ToolCall) -> ModelResponse:
+        return ModelResponse(
+            tool_calls=[call], usage=Usage(input_tokens=tokens, output_tokens=1, requests=1)
+        )
+
+    child = ops(world, spent(20, ToolCall("d1", "delete", {"path": "x"})))
+    agent = parent(store, child, spent(10, task("c1", "ops", "Delete x.")))
+    paused = await agent.run("Clean up.", thread_id="t")
+    assert paused.paused and (paused.usage.input_tokens, paused.usage.requests) == (10, 1)
+    child = ops(world, answer("gone", 7))
+    agent = parent(store, child, answer("done", 100))
+    done = await agent.resume("t", {"c1/d1": Approve()})
+    assert (done.usage.input_tokens, done.usage.requests) == (137, 4)
+    await store.aclose()

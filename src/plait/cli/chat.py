@@ -2,7 +2,10 @@
 
 It shares ``plait run``'s flags and agent (:mod:`plait.cli.run`); on a terminal, a workspace
 write or shell command that ``--yes`` or ``[workspace] allow`` does not cover is asked about at
-the prompt (:mod:`plait.cli.approval`). ``--attach`` files go with the first message.
+the prompt (:mod:`plait.cli.approval`). A turn that pauses on held calls is decided inline
+(:mod:`plait.cli.decisions`: ``--approve-all`` / ``--approve TOOL`` / ``--deny-all``, else
+approve / edit / reject at the terminal, else rejected) and resumed. ``--attach`` files go with
+the first message.
 
 A line starting with ``/`` is a command (:mod:`plait.cli.slash`: ``/help``, ``/model``,
 ``/clear``, ``/thread``, ``/skills``, ``/pin``, ``/usage``, ``/exit``). On a terminal the prompt is
@@ -27,7 +30,14 @@ from plait.cli.chat_host import AgentHost, LineReader, Reader, reader_for
 from plait.cli.chat_threads import RESUME_LIMIT, pick, recap_lines, resume_lines
 from plait.cli.console import fail, report_error
 from plait.cli.inputs import user_message
-from plait.cli.options import Flags, Resolved, with_flags
+from plait.cli.options import (
+    ApproveAllOption,
+    ApproveOption,
+    DenyAllOption,
+    Flags,
+    Resolved,
+    with_flags,
+)
 from plait.cli.run import (
     FLAGS,
     THREAD_INFO_KEY,
@@ -54,7 +64,9 @@ from plait.errors import ConfigurationError, PlaitError
 from plait.messages import Part, UserMessage, new_id
 
 if TYPE_CHECKING:
+    from plait.cli.decisions import DecisionPolicy
     from plait.cli.display import TurnDisplay
+    from plait.middleware.context import Event
     from plait.runtime.agent import Agent
 
 __all__ = ["chat"]
@@ -88,6 +100,9 @@ def chat(
     verbose: VerboseOption = False,
     no_thinking: NoThinkingOption = False,
     no_trace: NoTraceOption = False,
+    approve_all: ApproveAllOption = False,
+    approve: ApproveOption = None,
+    deny_all: DenyAllOption = False,
 ) -> None:
     """An interactive session. Ctrl-C cancels the running turn; Ctrl-D or /exit ends the session.
 
@@ -96,6 +111,12 @@ def chat(
 
     Workspace writes and shell commands are asked about at the prompt (y/N) unless --yes or
     allow under \\[workspace] in plait.toml allows them.
+
+    A tool call held for approval (a tool marked requires_approval, and with --approve-all,
+    --approve TOOL or --deny-all a gated workspace call) is shown with its arguments and skill
+    and asked about inline: approve, edit its arguments, or reject with a message; the flags
+    decide the calls they cover without asking, and with no terminal on standard input the
+    others are rejected.
     """
     from plait.cli.display import TurnDisplay, info_console, make_console
 
@@ -116,6 +137,12 @@ def chat(
         fail("Give one of --thread ID, -c/--continue or --resume, not two.", 2)
     display = TurnDisplay(console, verbose=verbose, info=info, thinking=not no_thinking)
     resolved = _resolve(flags, display, mcp, trace=not no_trace)
+    from plait.cli.decisions import DecisionPolicy  # with the runtime, not with every command
+
+    policy = DecisionPolicy(approve_all, list(approve or []), deny_all)
+    if approve_all or approve or deny_all:
+        # Gated workspace calls pause the turn; the flags decide them, the prompt the rest.
+        resolved.options.workspace_approve = "pause"
     reader = reader_for()
     if isinstance(reader, LineReader):
         with contextlib.suppress(ImportError):
@@ -128,7 +155,7 @@ def chat(
             fail(str(exc), 2 if expected else 1)
         session = ChatSession(found or new_id(), resolved.spec, resolved.price, found is None)
         session.can_pin = resolved.options.mode is Mode.DISCLOSURE
-        host = AgentHost(runner, agent, session, resolved, flags, display)
+        host = AgentHost(runner, agent, session, resolved, flags, display, policy)
         try:
             if resume:
                 _resume(runner, agent, session, resume_id or "", info)
@@ -213,7 +240,7 @@ def _chat_loop(
         message = user_message(line, parts)
         parts = []  # attachments go with the first message only
         try:
-            runner.run(_chat_turn(host.agent, message, session, display))
+            runner.run(_chat_turn(host.agent, message, session, display, host.policy))
             _trace_line(console, resolved.options)
         except KeyboardInterrupt:
             console.print(Text("(turn cancelled; what was already saved is kept)", style="yellow"))
@@ -222,11 +249,19 @@ def _chat_loop(
 
 
 async def _chat_turn(
-    agent: Agent, message: str | UserMessage, session: ChatSession, display: TurnDisplay
+    agent: Agent,
+    message: str | UserMessage,
+    session: ChatSession,
+    display: TurnDisplay,
+    policy: DecisionPolicy | None = None,
 ) -> None:
     """One turn on the session's thread with its model, the skills ``/pin`` queued (sent as
-    ``pinned_skills``, then dropped once the turn finished) and its usage added up."""
-    from plait.runtime.events import TurnFinished
+    ``pinned_skills``, then dropped once the turn finished) and its usage added up. A turn that
+    pauses is decided (:mod:`plait.cli.decisions`: the flags, else the person at the terminal,
+    else a rejection) and resumed until it ends; a thread left paused (continued with
+    ``--thread``, or a decision cancelled with Ctrl-C) is decided first."""
+    from plait.cli.decisions import person_at, settle_pending
+    from plait.runtime.pause import paused_dispatch
     from plait.skills.disclosure.pins import PINNED_KEY
 
     state: dict[str, Any] = {
@@ -236,13 +271,43 @@ async def _chat_turn(
         state.update(started_in())
     if session.pins:
         state[PINNED_KEY] = list(session.pins)
+    printer = _SessionPrinter(display, session)
+    console, stdin = person_at(display.info)
+    paused = paused_dispatch((await agent.store.load(session.thread_id)).state)
+    if paused is not None:  # a new turn would be refused (ThreadPaused): decide it first
+        note = "This thread has a paused turn: its held calls are decided first."
+        display.info.print(Text(note, style="yellow"), soft_wrap=True)
+        await settle_pending(
+            agent, session.thread_id, paused.pending, printer, policy, console=console, stdin=stdin
+        )
+    stream = agent.stream(message, thread_id=session.thread_id, state=state)
     try:
-        async for event in agent.stream(message, thread_id=session.thread_id, state=state):
-            display(event)
-            if isinstance(event, TurnFinished):
-                session.usage += event.usage
-                session.turns += 1
-                session.new_thread = False
-                session.pins = []
+        async for event in stream:
+            printer(event)
     finally:
         display.finish()
+    result = stream.result
+    if result is not None and result.paused:
+        await settle_pending(
+            agent, session.thread_id, result.pending, printer, policy, console=console, stdin=stdin
+        )
+
+
+class _SessionPrinter:
+    """The display, counting each finished turn (a resumed one included) into the session."""
+
+    def __init__(self, display: TurnDisplay, session: ChatSession) -> None:
+        self.display, self.session = display, session
+
+    def __call__(self, event: Event) -> None:
+        from plait.runtime.events import TurnFinished
+
+        self.display(event)
+        if isinstance(event, TurnFinished):
+            self.session.usage += event.usage
+            self.session.turns += 1
+            self.session.new_thread = False
+            self.session.pins = []
+
+    def finish(self) -> None:
+        self.display.finish()

@@ -19,6 +19,7 @@ from plait.cli.thread_choice import resolve_thread_id
 if TYPE_CHECKING:
     from plait.cli.agents import Closer
     from plait.cli.config import Settings as _Settings
+    from plait.cli.decisions import DecisionPolicy
     from plait.cli.display import TurnDisplay
     from plait.cli.options import Flags, Resolved
     from plait.pricing import Price
@@ -79,7 +80,8 @@ def reader_for(stdin: Any = None, stdout: Any = None) -> Reader:
 class AgentHost:
     """The slash commands' view of a running chat: ``/model`` builds a model from the merged
     settings (as ``--model`` does) and sets it on the agent, ``/thread`` resolves a prefix in the
-    agent's store, ``/skills`` lists the session's skills folders."""
+    agent's store, ``/skills`` lists the session's skills folders. ``policy`` is what the
+    approval flags decide of a paused turn's held calls (:mod:`plait.cli.decisions`)."""
 
     def __init__(
         self,
@@ -89,9 +91,11 @@ class AgentHost:
         resolved: Resolved,
         flags: Flags,
         display: TurnDisplay,
+        policy: DecisionPolicy | None = None,
     ) -> None:
         self.runner, self.agent, self.session = runner, agent, session
         self.resolved, self.flags, self.display = resolved, flags, display
+        self.policy = policy  # what --approve-all / --approve / --deny-all decide
         self.closers: list[Closer] = []  # models /model built; closed at the end
         self._settings: _Settings | None = None
         self._entries: list[SkillEntry] | None = None

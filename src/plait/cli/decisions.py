@@ -4,14 +4,17 @@ A :class:`DecisionPolicy` says what scripts decide without asking: ``--approve-a
 ``--approve TOOL`` (repeatable, ``fnmatch`` patterns: ``mcp_*``) and ``--deny-all``. A held call
 the flags do not cover is asked about when a person is at the terminal: its tool, its arguments,
 the skill it belongs to and why it is held, then ``a`` (approve), ``e`` (edit the arguments as a
-JSON object, then approve) or ``r`` / an empty line / the end of input (reject). With nobody to
-ask it is rejected: deny by default.
+JSON object, then approve), ``r`` (reject, then a message for the model; Enter for the default)
+or an empty line / the end of input (reject). With nobody to ask (standard input is not a
+terminal, or ``--json``) it is rejected, with a message telling the model how the user can
+approve it: deny by default.
 """
 
 from __future__ import annotations
 
 import fnmatch
 import json
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Protocol
@@ -28,7 +31,14 @@ if TYPE_CHECKING:
     from plait.runtime.agent import Agent
     from plait.runtime.turn import RunResult
 
-__all__ = ["DecisionPolicy", "decide", "describe_pending", "settle_pending"]
+__all__ = [
+    "DecisionPolicy",
+    "decide",
+    "describe_pending",
+    "person_at",
+    "settle_paused_thread",
+    "settle_pending",
+]
 
 NOBODY_TO_ASK = (
     "Rejected: nobody could be asked to approve this call (a non-interactive run). The user can "
@@ -74,8 +84,14 @@ async def _ask(call: PendingCall, console: Console, stdin: IO[str]) -> Decision:
         answer = (await read_line(stdin)).strip().lower()
         if answer in ("a", "approve", "y", "yes"):
             return Approve(by="terminal")
-        if answer in ("", "r", "reject", "n", "no"):
+        if answer == "":
             return Reject(DECLINED, by="terminal")
+        if answer in ("r", "reject", "n", "no"):
+            console.print(
+                Text("message for the model (Enter: the default): ", style="yellow"), end=""
+            )
+            message = short((await read_line(stdin)).strip(), 2000)
+            return Reject(message or DECLINED, by="terminal")
         if answer in ("e", "edit"):
             console.print(Text("arguments as one JSON object: ", style="yellow"), end="")
             line = await read_line(stdin)
@@ -104,6 +120,14 @@ async def decide(
             decision = await _ask(call, console, stdin)
         decisions[call.id] = decision or Reject(NOBODY_TO_ASK, by="nobody (denied by default)")
     return decisions
+
+
+def person_at(console: Console | None) -> tuple[Console | None, IO[str] | None]:
+    """``(console, standard input)`` when someone is at the terminal to decide held calls (a
+    console to ask on and a standard input that is a terminal), else ``(None, None)``."""
+    if console is None or sys.stdin is None or not sys.stdin.isatty():
+        return None, None
+    return console, sys.stdin
 
 
 class _Printer(Protocol):
@@ -138,3 +162,24 @@ async def settle_pending(
         result = stream.result
         pending = result.pending if result is not None else []
     return result
+
+
+async def settle_paused_thread(
+    agent: Agent,
+    thread_id: str,
+    printer: _Printer,
+    policy: DecisionPolicy | None = None,
+    *,
+    console: Console | None = None,
+    stdin: IO[str] | None = None,
+) -> RunResult | None:
+    """:func:`settle_pending` for the turn ``thread_id`` is paused on, loaded from the store;
+    ``None`` (nothing done) when the thread is not paused."""
+    from plait.runtime.pause import paused_dispatch
+
+    paused = paused_dispatch((await agent.store.load(thread_id)).state)
+    if paused is None:
+        return None
+    return await settle_pending(
+        agent, thread_id, paused.pending, printer, policy, console=console, stdin=stdin
+    )

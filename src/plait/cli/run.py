@@ -45,6 +45,7 @@ from plait.errors import (
     ContextOverflowError,
     ModelTimeoutError,
     PlaitError,
+    ThreadPaused,
 )
 from plait.messages import Part, UserMessage, new_id
 from plait.models.registry import MODEL_SPEC_FORMS
@@ -256,11 +257,9 @@ async def _turn(
     finally:
         printer.finish()
     if stream.result is not None and stream.result.paused:  # held calls: ask, or deny
-        from plait.cli.decisions import settle_pending
+        from plait.cli.decisions import person_at, settle_pending
 
-        person = sys.stdin is not None and sys.stdin.isatty() and hasattr(printer, "info")
-        console = getattr(printer, "info", None) if person else None
-        stdin = sys.stdin if person else None
+        console, stdin = person_at(getattr(printer, "info", None))
         await settle_pending(
             agent, thread_id, stream.result.pending, printer, policy, console=console, stdin=stdin
         )
@@ -289,6 +288,13 @@ def _error_message(exc: PlaitError) -> str:
             "the server is "
             "up and reachable, or allow more time with --timeout SECONDS (or timeout in "
             "plait.toml, or $PLAIT_MODEL_TIMEOUT)."
+        )
+    if isinstance(exc, ThreadPaused):
+        return (
+            f"Thread {exc.thread_id} has a paused turn: {len(exc.call_ids)} tool call(s) wait "
+            f"for a decision. Decide them first: plait threads resume {exc.thread_id} (at the "
+            "prompt, or with --approve-all, --approve TOOL or --deny-all); plait chat "
+            f"--thread {exc.thread_id} asks about them before the next message."
         )
     if isinstance(exc, ContextOverflowError):
         return (

@@ -10,7 +10,6 @@ pauses again is decided again, until it ends.
 from __future__ import annotations
 
 import asyncio
-import sys
 from typing import Annotated
 
 import typer
@@ -35,10 +34,9 @@ def resume(
 ) -> None:
     """Resume a paused turn: show each held tool call (tool, arguments, skill) and approve,
     edit or reject it, then let the turn go on."""
-    from plait.cli.decisions import DecisionPolicy, decide
+    from plait.cli.decisions import DecisionPolicy, person_at, settle_paused_thread
     from plait.cli.display import TurnDisplay, info_console, make_console
     from plait.cli.run import _resolve
-    from plait.runtime.pause import paused_dispatch
 
     console = make_console()
     info = info_console(console)
@@ -49,30 +47,17 @@ def resume(
     # A held workspace call was decided here: an approved one runs, not asked about again.
     resolved.options.workspace_approve = "pause"
     policy = DecisionPolicy(approve_all=approve_all, approve=list(approve or []), deny_all=deny_all)
-    interactive = sys.stdin is not None and sys.stdin.isatty() and not json_lines
+    asker, stdin = person_at(None if json_lines else info)
 
     async def main() -> None:
         agent, closers = await build_agent(resolved.options)
         try:
             thread_id = await resolve_thread_id(agent.store, thread)
-            paused = paused_dispatch((await agent.store.load(thread_id)).state)
-            if paused is None:
+            done = await settle_paused_thread(
+                agent, thread_id, printer, policy, console=asker, stdin=stdin
+            )
+            if done is None:
                 fail(f"Thread {thread_id} is not paused; nothing to resume.", 2)
-            pending = paused.pending
-            while pending:
-                decisions = await decide(
-                    pending,
-                    policy,
-                    console=info if interactive else None,
-                    stdin=sys.stdin if interactive else None,
-                )
-                stream = agent.stream_resume(thread_id, decisions)
-                try:
-                    async for event in stream:
-                        printer(event)
-                finally:
-                    printer.finish()
-                pending = stream.result.pending if stream.result is not None else []
         finally:
             for close in closers:
                 await close()
@@ -81,5 +66,6 @@ def resume(
         asyncio.run(main())
     except ThreadChoiceError as exc:
         fail(str(exc), 2)
-    except PlaitError as exc:
+    except PlaitError as exc:  # another resume won (ResumeConflict), a provider error, ...
         report_error(str(exc))
+        raise typer.Exit(1) from None

@@ -12,7 +12,10 @@ that are not held run at once. When a dispatch holds any call, the turn ends *pa
   single write (at the current version) that saves the state;
 * the turn emits :class:`~plait.runtime.events.TurnPaused` and returns a
   :class:`~plait.runtime.turn.RunResult` whose ``pending`` lists the held calls
-  (:class:`PendingCall`); ``turn_output`` does not run (it runs once, when the turn ends).
+  (:class:`PendingCall`, with the skill each tool belongs to: a tool's ``skill`` metadata, else
+  a middleware's ``skill_of(name, ctx)``, as disclosure mode's ``SkillsMiddleware`` has) and
+  whose ``usage`` is the turn's so far (kept with the pause: a resume counts on from it);
+  ``turn_output`` does not run (it runs once, when the turn ends).
 
 ``agent.resume(thread_id, decisions)`` (:mod:`plait.runtime.resume`) continues the same turn,
 in any process on the same store. A new ``agent.run`` on a paused thread raises
@@ -22,6 +25,7 @@ with a rejection and goes on.
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 import json
 import time
@@ -36,6 +40,7 @@ from plait.messages import (
     ToolCall,
     ToolMessage,
     ToolResult,
+    Usage,
     dump_messages,
     load_messages,
 )
@@ -219,12 +224,20 @@ def clear_approved(ctx: TurnContext) -> None:
     ctx.scratch.pop(_APPROVED, None)
 
 
-def _skill_of(d: DispatchContext, name: str) -> str | None:
+def _skill_of(d: DispatchContext, name: str, stack: Iterable[object] = ()) -> str | None:
+    """The skill whose tool ``name`` is: the tool's ``skill`` metadata (managed skills' tools
+    and scripts carry it), else the first middleware of ``stack`` with a ``skill_of(name, ctx)``
+    method that knows (disclosure mode: the skill whose ``include_tools`` made it visible)."""
     tool = d.registry.get(name)
-    if tool is None:
-        return None
-    skill = tool.definition.metadata.get("skill")
-    return skill if isinstance(skill, str) else None
+    skill = tool.definition.metadata.get("skill") if tool is not None else None
+    if isinstance(skill, str):
+        return skill
+    for m in stack:
+        lookup = getattr(m, "skill_of", None)
+        found = lookup(name, d) if callable(lookup) else None
+        if isinstance(found, str):
+            return found
+    return None
 
 
 def hold(
@@ -284,6 +297,8 @@ class PausedDispatch:
     followups: list[Message] = field(default_factory=list)
     paused_at: float = 0.0
     claimed: dict[str, Any] | None = None
+    usage: Usage = field(default_factory=Usage)
+    """The turn's usage up to the pause (a resume goes on counting from it)."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -295,6 +310,7 @@ class PausedDispatch:
             "followups": _to_json(self.followups),
             "paused_at": self.paused_at,
             "claimed": self.claimed,
+            "usage": dataclasses.asdict(self.usage),
         }
 
     @classmethod
@@ -316,6 +332,7 @@ class PausedDispatch:
             followups=load_messages(json.dumps(data.get("followups", []))),
             paused_at=float(data.get("paused_at", 0.0)),
             claimed=data.get("claimed"),
+            usage=_usage(data.get("usage")),
         )
 
     def messages(self, decided: Mapping[str, ToolMessage]) -> list[Message]:
@@ -333,9 +350,23 @@ class PausedDispatch:
         return [self.assistant, *results, *self.followups]
 
 
+def _usage(data: object) -> Usage:
+    """A stored usage (absent in pauses saved before it was kept: zero)."""
+    if not isinstance(data, Mapping):
+        return Usage()
+    known = {f.name for f in dataclasses.fields(Usage)}
+    return Usage(**{k: int(v) for k, v in data.items() if k in known})
+
+
 def paused_dispatch(state: Mapping[str, Any]) -> PausedDispatch | None:
     data = state.get(PENDING_KEY)
     return None if not data else PausedDispatch.from_json(data)
+
+
+def _with_skill(call: PendingCall, d: DispatchContext, turn: Turn) -> PendingCall:
+    if call.skill is not None or call.subagent is not None:  # a child's call: its own skill
+        return call
+    return dataclasses.replace(call, skill=_skill_of(d, call.name, turn.stack))
 
 
 async def pause_dispatch(turn: Turn, d: DispatchContext, results: Sequence[ToolMessage]) -> None:
@@ -354,9 +385,10 @@ async def pause_dispatch(turn: Turn, d: DispatchContext, results: Sequence[ToolM
         dispatch=d.index,
         assistant=assistant,
         finished={m.tool_call_id: m for m in messages if isinstance(m, ToolMessage)},
-        pending=[p for i in calls if i in held for p in held[i]],
+        pending=[_with_skill(p, d, turn) for i in calls if i in held for p in held[i]],
         followups=list(d.followups),
         paused_at=time.time(),
+        usage=ctx.usage,
     )
     ctx.state[PENDING_KEY] = paused.to_json()
     # The held dispatch leaves the live history: the next request must not see half of it.
@@ -397,9 +429,9 @@ def _matches(name: str, patterns: Sequence[str]) -> bool:
 
 
 class ApprovalMiddleware(Middleware):
-    """Hold calls of tools you do not own until a person decides: MCP tools (``"mcp_*"``),
-    skill scripts (``"run_skill_script"``), a skill's ``include_tools``, by name pattern
-    (``fnmatch``: ``*``, ``?``, ``[...]``).
+    """Hold calls of tools you do not own until a person decides: MCP tools (``"server_*"``),
+    managed skill scripts (``"run_*"``: ``run_<skill>_<script>``), a skill's ``include_tools``,
+    by name pattern (``fnmatch``: ``*``, ``?``, ``[...]``).
 
     ``tools`` are the patterns (every tool when empty and ``when`` is given); ``when``, if
     given, decides per call (``when(call) -> bool``) among the matched ones. A call a resume

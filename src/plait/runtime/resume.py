@@ -20,6 +20,11 @@ The resume is the same turn, continued in whatever process runs it:
    call order, followups) with the pending entry removed, ``dispatch_output`` having run, and
    the dispatch loop goes on. ``turn_output`` runs once, at the end. The decisions are kept
    (bounded) under :data:`DECISIONS_KEY` for the trace: who decided what, when.
+
+Usage is the turn's: the resumed turn starts from the usage recorded at the pause, so the final
+``RunResult.usage`` (and ``TurnFinished.usage``) is the whole turn's, before the pause and after
+it (a paused ``RunResult.usage`` is the usage so far). Add up only results that did not pause,
+or ``DispatchFinished.usage`` (one model call each), never a paused result and its resume.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from plait.errors import DecisionError, ResumeConflict, ThreadConflictError, ThreadNotPaused
-from plait.messages import ToolCall, ToolMessage, ToolResult
+from plait.messages import ToolCall, ToolMessage, ToolResult, Usage
 from plait.middleware.context import DispatchContext, EventSink, TurnContext
 from plait.models.base import ModelResponse, ModelSettings
 from plait.runtime import delegation_pause, pause
@@ -117,7 +122,9 @@ class ResumedTurn(Turn):
         except ThreadConflictError as exc:
             raise ResumeConflict(self.thread_id, exc.expected, exc.actual) from exc
         self._paused = paused
-        return self._context(snapshot.messages, state)
+        ctx = self._context(snapshot.messages, state)
+        ctx.usage = paused.usage  # one turn: its usage counts from before the pause
+        return ctx
 
     def _record(self, paused: PausedDispatch, decided: dict[str, Any]) -> dict[str, Any]:
         return {
@@ -151,7 +158,13 @@ class ResumedTurn(Turn):
                 for c in assistant.tool_calls
             ]
         await self._replay_request(d)
-        response = ModelResponse(content=assistant.text, tool_calls=list(assistant.tool_calls))
+        # The recorded call's usage: its DispatchFinished comes now (a subagent's parent sums
+        # those), while ctx.usage counted it at the pause already.
+        response = ModelResponse(
+            content=assistant.text,
+            tool_calls=list(assistant.tool_calls),
+            usage=assistant.usage or Usage(),
+        )
         d.response = response
         decisions = {i: decision_to_json(dec) for i, dec in self.decisions.items()}
         ctx.emit(  # through ctx: observers (the trace recorder) see it

@@ -244,6 +244,12 @@ class SkillsMiddleware(Middleware):
         thread = self._threads.get(thread_id)
         return () if thread is None else thread.shown
 
+    def skill_of(self, tool_name: str, ctx: DispatchContext) -> str | None:
+        """The disclosed skill whose ``include_tools`` shows ``tool_name`` in this turn's latest
+        request, or ``None`` (read by :mod:`plait.runtime.pause` for ``PendingCall.skill``)."""
+        turn_tools: TurnTools | None = ctx.turn.scratch.get(self)
+        return None if turn_tools is None else turn_tools.skills_of.get(tool_name)
+
     # --- the hook -----------------------------------------------------------------------------
 
     async def before_model_call(self, request: ModelRequest, ctx: DispatchContext) -> ModelRequest:

@@ -104,6 +104,9 @@ class TurnTools:
     disclosed_for: Sequence[Message] | None = None
     """The message list the tools were last chosen for (``wrap_model_call`` compares it with
     the request it is handed, by identity)."""
+    skills_of: dict[str, str] = field(default_factory=dict)
+    """Each tool the plan shows because a skill lists it (registered, or a deferred agent tool
+    disclosed), with the first disclosed skill that lists it (``PendingCall.skill``)."""
 
     def agent_tool(self, name: str) -> Tool | None:
         """The registry's tool called ``name`` if this middleware did not register it."""
@@ -124,6 +127,7 @@ class TurnTools:
             return self.plan
         wanted: dict[str, Tool] = {t.name: t for t in base if self.agent_tool(t.name) is None}
         deferred: dict[str, ToolDefinition] = {}
+        skills_of: dict[str, str] = {}
         for name, skills in _include_names(snapshot, locations).items():
             agent = self.agent_tool(name)
             candidates = (
@@ -135,7 +139,11 @@ class TurnTools:
                     wanted.setdefault(tool.name, tool)
                 elif owner.deferred:
                     deferred.setdefault(owner.name, self._copy(owner))
+                else:
+                    continue  # an agent tool visible anyway: the agent's, not the skill's
+                skills_of.setdefault(tool.name, skills[0])
         self._apply(wanted)
+        self.skills_of = skills_of
         self.plan = ToolPlan(tuple(self.owned.values()), tuple(deferred.values()))
         self.plan_key = (snapshot, locations, self.registry.version, tuple(base))
         return self.plan
