@@ -150,6 +150,9 @@ def create_app(
     the OpenAI-compatible route shows the agent's own tool calls (``"hidden"`` or ``"text"``).
     ``tracer_provider``: the OpenTelemetry provider of the request spans (default: the global
     one; give the same one as the agent's ``GenAITelemetry``).
+
+    Each agent gets :class:`~plait.serve.pauses.ClientTools` appended to its middleware (once),
+    so the tools an AG-UI frontend defines are offered and their calls held for the client.
     """
     try:
         from starlette.applications import Starlette
@@ -159,13 +162,15 @@ def create_app(
         from starlette.routing import Route
     except ImportError as exc:
         raise ConfigurationError("plait serve needs its extra: pip install 'plait[serve]'") from exc
-    from plait.serve import agui, openai_compat, threads
+    from plait.serve import agui, openai_compat, pauses, threads
 
     named = {DEFAULT_AGENT_NAME: agents} if not isinstance(agents, Mapping) else dict(agents)
     if not named:
         raise ConfigurationError("create_app needs at least one agent.")
     if tool_calls not in ("hidden", "text"):
         raise ConfigurationError("tool_calls must be 'hidden' or 'text'.")
+    for agent in named.values():
+        pauses.install(agent)  # frontend tools: registered per turn, their calls held
     chosen = limits or ServeLimits()
     state = ServeState(
         named,

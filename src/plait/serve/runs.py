@@ -29,9 +29,11 @@ from plait.messages import Message, new_id
 from plait.middleware.context import Event
 from plait.serve.errors import ServeError
 from plait.serve.limits import ServeLimits
+from plait.serve.pauses import CLIENT_REASON
 
 if TYPE_CHECKING:
     from plait.runtime.agent import Agent
+    from plait.runtime.pause import Decision, OnPaused
     from plait.runtime.turn import RunResult
 
 __all__ = ["MAX_RUNS_KEPT", "Run", "RunManager"]
@@ -39,14 +41,15 @@ __all__ = ["MAX_RUNS_KEPT", "Run", "RunManager"]
 MAX_RUNS_KEPT = 1000
 """Finished runs a worker remembers for ``GET .../runs/{id}``; older ones answer 404."""
 
-TERMINAL = frozenset({"success", "error", "cancelled", "interrupted"})
+TERMINAL = frozenset({"success", "error", "cancelled", "paused"})
 
 
 @dataclass(slots=True, eq=False)
 class Run:
     """A run: its ids, ``status`` (``pending``, ``running``, then one of ``success``,
-    ``error``, ``cancelled``, ``interrupted``), the plait events so far, and when it ended its
-    :class:`~plait.runtime.turn.RunResult` or error."""
+    ``error``, ``cancelled``, ``paused``: its turn waits on the calls of ``result.pending``),
+    the plait events so far, and when it ended its :class:`~plait.runtime.turn.RunResult` or
+    error."""
 
     run_id: str
     thread_id: str
@@ -100,6 +103,10 @@ class Run:
             "status": self.status,
             "created_at": self.created_at,
             "output": self.result.output if self.result is not None else None,
+            "pending": [
+                {**p.to_json(), "client": p.reason == CLIENT_REASON}
+                for p in (self.result.pending if self.result is not None else ())
+            ],
             "error": error,
         }
 
@@ -129,8 +136,12 @@ class RunManager:
         *,
         state: Mapping[str, Any] | None = None,
         run_id: str | None = None,
+        decisions: Mapping[str, Decision] | None = None,
+        on_paused: OnPaused = "raise",
     ) -> Run:
-        """A new run of ``agent`` on ``thread_id`` with ``input``, started in a task.
+        """A new run of ``agent`` on ``thread_id`` with ``input``, started in a task; with
+        ``decisions``, the run resumes the thread's paused turn instead (``input`` and
+        ``state`` unused). ``on_paused`` as for ``agent.run``.
 
         Raises :class:`ServeError` 429 ``thread_busy`` when the thread already has
         ``max_waiting_per_thread`` runs queued in this worker."""
@@ -144,7 +155,8 @@ class RunManager:
         run = Run(run_id or f"run_{new_id()}", thread_id, name)
         self._remember(run)
         self._waiting[thread_id] = self._waiting.get(thread_id, 0) + 1
-        run.task = asyncio.create_task(self._drive(run, agent, input, dict(state or {})))
+        turn = _TurnSpec(input, dict(state or {}), decisions, on_paused)
+        run.task = asyncio.create_task(self._drive(run, agent, turn))
         return run
 
     def _remember(self, run: Run) -> None:
@@ -163,9 +175,7 @@ class RunManager:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
 
-    async def _drive(
-        self, run: Run, agent: Agent, input: list[Message], state: dict[str, Any]
-    ) -> None:
+    async def _drive(self, run: Run, agent: Agent, turn: _TurnSpec) -> None:
         loop = asyncio.get_running_loop()
         lock = self._threads.setdefault(run.thread_id, asyncio.Lock())
         try:
@@ -193,7 +203,7 @@ class RunManager:
                     ) from None
                 try:
                     run.status = "running"
-                    await self._turn(run, agent, input, state, loop)
+                    await self._turn(run, agent, turn, loop)
                 finally:
                     self._slots.release()
             finally:
@@ -209,10 +219,7 @@ class RunManager:
             if not isinstance(exc, Exception):
                 raise
         else:
-            # The seam for paused turns: a RunResult that reports pending approvals would end
-            # the run as "interrupted" here (and AG-UI maps it to RunFinished's interrupt
-            # outcome, see plait.serve.agui.interrupt_outcome).
-            run._end("interrupted" if _paused(run.result) else "success")
+            run._end("paused" if run.result is not None and run.result.paused else "success")
 
     def _release_waiting(self, thread_id: str) -> None:
         left = self._waiting.get(thread_id, 1) - 1
@@ -225,13 +232,20 @@ class RunManager:
         self,
         run: Run,
         agent: Agent,
-        input: list[Message],
-        state: dict[str, Any],
+        turn: _TurnSpec,
         loop: asyncio.AbstractEventLoop,
     ) -> None:
         limits = self.limits
         ends = loop.time() + limits.run_timeout
-        stream = agent.stream(input, thread_id=run.thread_id, state=state or None)
+        if turn.decisions is not None:
+            stream = agent.stream_resume(run.thread_id, turn.decisions)
+        else:
+            stream = agent.stream(
+                turn.input,
+                thread_id=run.thread_id,
+                state=turn.state or None,
+                on_paused=turn.on_paused,
+            )
         try:
             async with (
                 contextlib.aclosing(stream),
@@ -251,7 +265,11 @@ class RunManager:
         run.result = stream.result
 
 
-def _paused(result: RunResult | None) -> bool:
-    """Whether ``result`` is a paused turn (pending approvals). Always false until the runtime
-    has paused turns; then this reads the marker they carry."""
-    return bool(getattr(result, "pending", None))
+@dataclass(slots=True, frozen=True)
+class _TurnSpec:
+    """What a run does: a new turn on ``input`` (``state`` first), or a resume."""
+
+    input: list[Message]
+    state: dict[str, Any]
+    decisions: Mapping[str, Decision] | None
+    on_paused: OnPaused

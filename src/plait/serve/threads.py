@@ -17,7 +17,13 @@ route                                          what
 ``GET /threads/{t}/runs/{r}/wait``             waits (at most ``run_timeout``) and answers
                                                the run
 ``POST /threads/{t}/runs/{r}/cancel``          cancel; answers once the turn has settled
+``POST /threads/{t}/runs/{r}/resume``          decide a paused run's calls (``{"decisions":
+                                               {call id: decision}}``): 202 with the new run
 =============================================  ================================================
+
+A run whose turn paused has ``status: "paused"`` and its waiting calls in ``pending`` (``id``,
+``name``, ``args``, ``reason``, ``client``); a new run on a paused thread answers 409
+``thread_paused`` until it is resumed.
 
 Runs are kept by the worker that runs them (the last :data:`~plait.serve.runs.MAX_RUNS_KEPT`);
 threads live in the store and any worker serves them.
@@ -32,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from plait.messages import UserMessage
 from plait.serve.errors import ServeError
+from plait.serve.pauses import decision, pending_of, waiting_message
 from plait.serve.requests import read_json
 
 if TYPE_CHECKING:
@@ -126,7 +133,45 @@ async def start_run(request: Request) -> Response:
             400, "invalid_request", "'input' must be the user's message, a non-empty string."
         )
     name, agent = state.agent(body.get("agent"))
-    run = state.runs.start(agent, name, request.path_params["thread"], [UserMessage(text)])
+    thread_id = request.path_params["thread"]
+    pending = pending_of((await state.store.load(thread_id)).state)
+    if pending:
+        raise ServeError(
+            409,
+            "thread_paused",
+            f"Thread {thread_id!r} is paused; it waits for {waiting_message(pending)}. "
+            "POST /threads/{t}/runs/{r}/resume with the decisions first.",
+        )
+    run = state.runs.start(agent, name, thread_id, [UserMessage(text)])
+    return JSONResponse(run.view(), status_code=202)
+
+
+async def resume_run(request: Request) -> Response:
+    """Continue the thread's paused turn with ``{"decisions": {call id: decision}}`` (one per
+    pending call, :func:`~plait.serve.pauses.decision`); 202 with the new run."""
+    from starlette.responses import JSONResponse
+
+    state = _state(request)
+    body = await read_json(request, state.limits.max_body_bytes)
+    thread_id = request.path_params["thread"]
+    known = state.runs.get(request.path_params["run"])
+    name, agent = state.agent(known.agent if known is not None else body.get("agent"))
+    pending = pending_of((await state.store.load(thread_id)).state)
+    if not pending:
+        raise ServeError(
+            409, "not_paused", f"Thread {thread_id!r} has no paused turn; start a run instead."
+        )
+    raw = body.get("decisions")
+    ids = {p.id for p in pending}
+    if not isinstance(raw, dict) or set(raw) != ids:
+        raise ServeError(
+            400,
+            "invalid_decision",
+            f"'decisions' must map each pending call id ({', '.join(sorted(ids))}) to a "
+            "decision, and nothing else.",
+        )
+    decisions = {call_id: decision(call_id, d) for call_id, d in raw.items()}
+    run = state.runs.start(agent, name, thread_id, [], decisions=decisions)
     return JSONResponse(run.view(), status_code=202)
 
 
@@ -197,5 +242,6 @@ def routes() -> list[Route]:
         (base + "/stream", stream_run, ["GET"]),
         (base + "/wait", wait_run, ["GET"]),
         (base + "/cancel", cancel_run, ["POST"]),
+        (base + "/resume", resume_run, ["POST"]),
     ]
     return [Route(path, handler, methods=methods) for path, handler, methods in handlers]
