@@ -35,6 +35,7 @@ from plait.serve.access import AccessLog, BearerGate
 from plait.serve.errors import ServeError
 from plait.serve.limits import ServeLimits
 from plait.serve.openai_compat import ToolCallDisplay
+from plait.serve.run_board import board_of
 from plait.serve.runs import Run, RunManager
 from plait.serve.telemetry import RequestSpan
 
@@ -172,10 +173,11 @@ def create_app(
     for agent in named.values():
         pauses.install(agent)  # frontend tools: registered per turn, their calls held
     chosen = limits or ServeLimits()
+    thread_store = store or next(iter(named.values())).store
     state = ServeState(
         named,
-        store or next(iter(named.values())).store,
-        RunManager(chosen),
+        thread_store,
+        RunManager(chosen, board_of(thread_store)),
         chosen,
         tool_calls,
         time.time(),

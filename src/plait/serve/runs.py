@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Mapping
@@ -30,16 +31,20 @@ from plait.middleware.context import Event
 from plait.serve.errors import ServeError
 from plait.serve.limits import ServeLimits
 from plait.serve.pauses import CLIENT_REASON
+from plait.serve.run_board import CANCEL_POLL
 
 if TYPE_CHECKING:
     from plait.runtime.agent import Agent
     from plait.runtime.pause import Decision, OnPaused
     from plait.runtime.turn import RunResult
+    from plait.serve.run_board import RunBoard
 
 __all__ = ["MAX_RUNS_KEPT", "Run", "RunManager"]
 
 MAX_RUNS_KEPT = 1000
 """Finished runs a worker remembers for ``GET .../runs/{id}``; older ones answer 404."""
+
+logger = logging.getLogger("plait.serve")
 
 TERMINAL = frozenset({"success", "error", "cancelled", "paused"})
 
@@ -114,8 +119,13 @@ class Run:
 class RunManager:
     """Starts, bounds, cancels and remembers runs (see the module docstring)."""
 
-    def __init__(self, limits: ServeLimits) -> None:
+    def __init__(self, limits: ServeLimits, board: RunBoard | None = None) -> None:
         self.limits = limits
+        self.board = board
+        """Where runs are shared with the other workers (:mod:`plait.serve.run_board`)."""
+        self._sharing: dict[str, asyncio.Task[None]] = {}
+        self._watcher: asyncio.Task[None] | None = None
+        self._cancelling: dict[str, asyncio.Task[None]] = {}
         self._slots = asyncio.Semaphore(limits.max_concurrent_runs)
         self._threads: dict[str, asyncio.Lock] = {}
         self._waiting: dict[str, int] = {}
@@ -157,7 +167,44 @@ class RunManager:
         self._waiting[thread_id] = self._waiting.get(thread_id, 0) + 1
         turn = _TurnSpec(input, dict(state or {}), decisions, on_paused)
         run.task = asyncio.create_task(self._drive(run, agent, turn))
+        if self.board is not None:
+            self._share(run)
+            run.task.add_done_callback(lambda _: self._share(run, ended=True))
+            if self._watcher is None or self._watcher.done():
+                self._watcher = asyncio.create_task(self._watch_cancels(self.board))
         return run
+
+    def _share(self, run: Run, *, ended: bool = False) -> None:
+        """Write ``run``'s view to the board in the background, in order (each write waits for
+        the run's previous one and reads the view when it runs)."""
+        board = self.board
+        assert board is not None
+        before = self._sharing.get(run.run_id)
+
+        async def write() -> None:
+            if before is not None:
+                await asyncio.wait({before})
+            await board.publish(run.view(), ended=ended)
+
+        task = asyncio.create_task(write())
+        self._sharing[run.run_id] = task
+        if ended:
+            task.add_done_callback(lambda _: self._sharing.pop(run.run_id, None))
+
+    async def _watch_cancels(self, board: RunBoard) -> None:
+        """While this worker has live runs: cancel those another worker asked to cancel."""
+        while live := [r for r in self._runs.values() if not r.done]:
+            await asyncio.sleep(CANCEL_POLL)  # a poll of the board, not a synchronization
+            try:
+                asked = set(await board.cancel_requests([r.run_id for r in live]))
+            except Exception as exc:  # the store is away: try again next round
+                logger.warning("cannot read cancel requests: %s", exc)
+                continue
+            for run in live:
+                if run.run_id in asked and not run.done and run.run_id not in self._cancelling:
+                    task = asyncio.create_task(self.cancel(run))
+                    self._cancelling[run.run_id] = task
+                    task.add_done_callback(self._cancelled)
 
     def _remember(self, run: Run) -> None:
         self._runs[run.run_id] = run
@@ -220,6 +267,11 @@ class RunManager:
                 raise
         else:
             run._end("paused" if run.result is not None and run.result.paused else "success")
+
+    def _cancelled(self, task: asyncio.Task[None]) -> None:
+        for run_id, t in list(self._cancelling.items()):
+            if t is task:
+                del self._cancelling[run_id]
 
     def _release_waiting(self, thread_id: str) -> None:
         left = self._waiting.get(thread_id, 1) - 1
