@@ -70,6 +70,23 @@ def test_the_example_page_chats_over_agui(
             events = page.inner_text("#events").split()
             assert events[0] == "RUN_STARTED" and events[-1] == "RUN_FINISHED"
             assert "TEXT_MESSAGE_CONTENT" in events
+
+            # A frontend tool: the page runs `confirm` (the user accepts), the run goes on.
+            questions: list[str] = []
+            page.on("dialog", lambda d: (questions.append(d.message), d.accept()))
+            page.fill("#input", "client confirm")
+            page.click("#send")
+            page.wait_for_function(
+                "document.getElementById('transcript').innerText.includes('got: yes')"
+            )
+            assert "→ yes (in the browser)" in page.inner_text("#transcript")
+            # An approval: an AG-UI interrupt the page asks about and resumes.
+            page.fill("#input", "delete notes.txt")
+            page.click("#send")
+            page.wait_for_function(
+                "document.getElementById('transcript').innerText.includes('got: deleted notes.txt')"
+            )
+            assert questions[0] == "ok?" and questions[1].startswith("Allow delete?")
         finally:
             context.close()
 
