@@ -3,15 +3,17 @@ store, so a run started on one worker (``plait serve --workers N``) can be read,
 and cancelled from any other.
 
 - **What is shared.** The run's view (``GET .../runs/{r}``: status, output, pending calls,
-  error), written by the worker that runs it when the run starts, starts its turn and ends.
-  Its live events stay on that worker: ``.../stream`` from another worker waits for the end
-  and sends only the final ``run`` event.
+  error), written by the worker that runs it when the run starts and when it ends, one
+  autocommitted statement each (so a remote view may still say ``pending`` for a run that
+  has started). Its live events stay on that worker: ``.../stream`` from another worker
+  waits for the end and sends only the final ``run`` event.
 - **Cancel.** Another worker sets the row's ``cancel`` flag; the owner polls the flags of its
   live runs every :data:`CANCEL_POLL` seconds and cancels them (the turn settles as for a
   local cancel); the asking worker answers once the row is terminal, or after
   :data:`REMOTE_WAIT` seconds with the run as it stands.
-- **Bounded.** Rows older than :data:`KEEP_S` are deleted when a run ends. The table is
-  created (``IF NOT EXISTS``, under an advisory lock) on first use.
+- **Bounded.** Rows older than :data:`KEEP_S` are deleted every :data:`PRUNE_EVERY` ended
+  runs (and at a worker's first). The table is created (``IF NOT EXISTS``, under an advisory
+  lock) on first use.
 
 SQLite and the memory store have one worker: runs stay in its memory (no board).
 """
@@ -45,6 +47,9 @@ REMOTE_WAIT = 30.0
 KEEP_S = 24 * 3600
 """Seconds a run's row is kept after it was last written."""
 
+PRUNE_EVERY = 1000
+"""Ended runs between two deletions of the rows older than :data:`KEEP_S`."""
+
 _LOCK = 0x706C61697472756E  # pg_advisory_xact_lock key of the table's creation
 
 logger = logging.getLogger("plait.serve")
@@ -57,6 +62,7 @@ class RunBoard:
         self.db = db
         self._ready = False
         self._ready_lock = asyncio.Lock()
+        self._ended = 0
 
     async def _run(self, fn: Any, operation: str) -> Any:
         if not self._ready:
@@ -64,7 +70,7 @@ class RunBoard:
                 if not self._ready:
                     await self.db.run(self._create, error=StoreError, operation="create runs")
                     self._ready = True
-        return await self.db.run(fn, error=StoreError, operation=operation)
+        return await self.db.run(fn, error=StoreError, operation=operation, single=True)
 
     async def _create(self, conn: AsyncConnection[Any]) -> None:
         await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK,))
@@ -77,7 +83,8 @@ class RunBoard:
         )
 
     async def publish(self, view: dict[str, Any], *, ended: bool = False) -> None:
-        """Write a run's view (its owner calls this); never raises (a failure is logged)."""
+        """Write a run's view (its owner calls this; one autocommitted statement); never
+        raises (a failure is logged). Every :data:`PRUNE_EVERY` ended runs, old rows go."""
         sql = self.db.sql
 
         async def upsert(conn: AsyncConnection[Any]) -> None:
@@ -89,17 +96,22 @@ class RunBoard:
                 ),
                 (view["run_id"], view["thread_id"], json.dumps(view, default=str)),
             )
-            if ended:
-                await conn.execute(
-                    sql(
-                        "DELETE FROM {s}.plait_serve_runs "
-                        "WHERE updated_at < clock_timestamp() - make_interval(secs => %s)"
-                    ),
-                    (KEEP_S,),
-                )
+
+        async def prune(conn: AsyncConnection[Any]) -> None:
+            await conn.execute(
+                sql(
+                    "DELETE FROM {s}.plait_serve_runs "
+                    "WHERE updated_at < clock_timestamp() - make_interval(secs => %s)"
+                ),
+                (KEEP_S,),
+            )
 
         try:
             await self._run(upsert, "publish run")
+            if ended:
+                self._ended += 1
+                if self._ended % PRUNE_EVERY == 1:
+                    await self._run(prune, "prune runs")
         except (StoreError, OSError) as exc:
             logger.warning("run %s not shared with other workers: %s", view["run_id"], exc)
 
