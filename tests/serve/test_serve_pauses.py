@@ -210,3 +210,14 @@ def test_the_openai_route_says_what_waits_and_a_new_message_rejects_it(
     assert second.choices[0].message.content == "echo: never mind"
     roles = [m["role"] for m in stored(server, "oai-p")]
     assert roles == ["user", "assistant", "tool", "user", "assistant"]
+
+
+def test_a_client_cannot_write_the_servers_state_keys(server: ServeProcess) -> None:
+    user = [{"id": "u", "role": "user", "content": "hi"}]
+    for key in ("plait.pending", "plait.serve.client_tools"):
+        body = agui_body("fe-state", "r", user, state={key: [{"name": "add"}]})
+        answer = httpx.post(server.url + "/agui", json=body, headers=server.headers())
+        assert answer.status_code == 400
+        error = answer.json()["error"]
+        assert error["type"] == "invalid_state" and key in error["message"]
+    assert httpx.get(f"{server.url}/threads/fe-state", headers=server.headers()).status_code == 404

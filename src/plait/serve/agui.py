@@ -230,6 +230,14 @@ async def run_agent(request: Request) -> Response:
     name, agent = state.agent(request.path_params.get("agent"))
     stored = await agent.store.load(parsed.thread_id)
     client_state = dict(parsed.state) if isinstance(parsed.state, dict) else {}
+    reserved = sorted(k for k in client_state if k.startswith("plait."))
+    if reserved:  # the paused dispatch, the client tools, decisions: the server's own keys
+        raise ServeError(
+            400,
+            "invalid_state",
+            f"RunAgentInput.state may not set {', '.join(reserved)}: keys starting 'plait.' "
+            "are the server's; rename them (tools go in RunAgentInput.tools).",
+        )
     if parsed.tools:
         client_state[CLIENT_TOOLS_KEY] = client_tools(parsed.tools, agent)
     pending = pending_of(stored.state)
