@@ -45,7 +45,7 @@ def page_and_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[
 def test_the_example_page_chats_over_agui(
     page_and_server: tuple[str, ServeProcess], tmp_path: Path
 ) -> None:
-    from playwright.sync_api import sync_playwright
+    from playwright.sync_api import Dialog, sync_playwright
 
     site, server = page_and_server
     with sync_playwright() as p:
@@ -73,7 +73,12 @@ def test_the_example_page_chats_over_agui(
 
             # A frontend tool: the page runs `confirm` (the user accepts), the run goes on.
             questions: list[str] = []
-            page.on("dialog", lambda d: (questions.append(d.message), d.accept()))
+
+            def answer(dialog: Dialog) -> None:
+                questions.append(dialog.message)
+                dialog.accept()
+
+            page.on("dialog", answer)
             page.fill("#input", "client confirm")
             page.click("#send")
             page.wait_for_function(
