@@ -4,6 +4,10 @@ A fake model, copied into a temporary folder as ``myapp.py``:
 
 - ``add A B`` calls the ``add`` tool, then answers ``sum: A+B``;
 - ``think ...`` streams a line of reasoning before its answer;
+- ``delete NAME`` calls ``delete`` (``requires_approval``: the turn pauses), then answers
+  ``got: RESULT``;
+- ``client TOOL`` calls the client (AG-UI frontend) tool ``TOOL`` with ``{"question": "ok?"}``
+  if the request offers it, then answers ``got: RESULT``;
 - ``slow ...`` streams its answer a word every 0.2 s (a turn to disconnect from);
 - anything else is echoed back as ``echo: TEXT``.
 
@@ -34,6 +38,12 @@ def add(a: int, b: int) -> int:
     return a + b
 
 
+@tool(requires_approval=True)
+def delete(name: str) -> str:
+    """Delete a file (needs approval)."""
+    return f"deleted {name}"
+
+
 class FakeModel:
     """The model described in the module docstring."""
 
@@ -42,8 +52,22 @@ class FakeModel:
     def _answer(self, request: ModelRequest) -> tuple[ModelResponse, str]:
         last = request.messages[-1]
         if isinstance(last, ToolMessage):
-            return ModelResponse(content=f"sum: {last.data}", finish_reason="stop"), ""
+            said = "sum" if last.name == "add" else "got"
+            return ModelResponse(content=f"{said}: {last.data}", finish_reason="stop"), ""
         text = last.text if isinstance(last, UserMessage) else ""
+        asked = re.fullmatch(r"(delete|client) (\S+)", text.strip())
+        offered = {t.name for t in request.tools}
+        if asked and (asked[1] == "delete" or asked[2] in offered):
+            name, args = (
+                ("delete", {"name": asked[2]})
+                if asked[1] == "delete"
+                else (
+                    asked[2],
+                    {"question": "ok?"},
+                )
+            )
+            call = ToolCall(f"call_{name}", name, args)
+            return ModelResponse(tool_calls=[call], finish_reason="tool_calls"), ""
         found = re.fullmatch(r"add (-?\d+) (-?\d+)", text.strip())
         if found:
             call = ToolCall("call_add", "add", {"a": int(found[1]), "b": int(found[2])})
@@ -85,4 +109,4 @@ def _store() -> ThreadStore:
     return SQLiteThreadStore(where)
 
 
-agent = Agent(FakeModel(), tools=[add], store=_store(), system_prompt="Be brief.")
+agent = Agent(FakeModel(), tools=[add, delete], store=_store(), system_prompt="Be brief.")

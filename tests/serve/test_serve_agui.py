@@ -103,18 +103,3 @@ def test_a_second_run_continues_the_thread(server: ServeProcess) -> None:
         "second",
         "echo: second",
     ]
-
-
-def test_frontend_tools_are_refused_not_ignored(server: ServeProcess) -> None:
-    body = {
-        "threadId": "agui-5",
-        "runId": "r5",
-        "messages": [{"id": "u", "role": "user", "content": "hi"}],
-        "tools": [{"name": "confirm", "description": "Ask the user", "parameters": {}}],
-        "context": [],
-        "state": {},
-        "forwardedProps": {},
-    }
-    answer = httpx.post(server.url + "/agui", json=body, headers=server.headers())
-    assert answer.status_code == 400
-    assert answer.json()["error"]["type"] == "client_tools_unsupported"

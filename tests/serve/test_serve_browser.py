@@ -45,7 +45,7 @@ def page_and_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[
 def test_the_example_page_chats_over_agui(
     page_and_server: tuple[str, ServeProcess], tmp_path: Path
 ) -> None:
-    from playwright.sync_api import sync_playwright
+    from playwright.sync_api import Dialog, sync_playwright
 
     site, server = page_and_server
     with sync_playwright() as p:
@@ -70,6 +70,28 @@ def test_the_example_page_chats_over_agui(
             events = page.inner_text("#events").split()
             assert events[0] == "RUN_STARTED" and events[-1] == "RUN_FINISHED"
             assert "TEXT_MESSAGE_CONTENT" in events
+
+            # A frontend tool: the page runs `confirm` (the user accepts), the run goes on.
+            questions: list[str] = []
+
+            def answer(dialog: Dialog) -> None:
+                questions.append(dialog.message)
+                dialog.accept()
+
+            page.on("dialog", answer)
+            page.fill("#input", "client confirm")
+            page.click("#send")
+            page.wait_for_function(
+                "document.getElementById('transcript').innerText.includes('got: yes')"
+            )
+            assert "→ yes (in the browser)" in page.inner_text("#transcript")
+            # An approval: an AG-UI interrupt the page asks about and resumes.
+            page.fill("#input", "delete notes.txt")
+            page.click("#send")
+            page.wait_for_function(
+                "document.getElementById('transcript').innerText.includes('got: deleted notes.txt')"
+            )
+            assert questions[0] == "ok?" and questions[1].startswith("Allow delete?")
         finally:
             context.close()
 

@@ -65,3 +65,46 @@ def test_a_thread_is_served_by_worker_1_then_worker_2(
     contents = [m["content"] for m in thread["messages"]]
     expected = [x for t in sent for x in (t, f"echo: {t}")]
     assert contents == expected  # every turn once, in order, whichever worker served it
+
+
+def _other_worker(server: ServeProcess, than: str, path: str) -> httpx.Client:
+    """A client whose (kept-alive) connection is served by a worker other than ``than``."""
+    for _ in range(60):  # new connections until the other worker takes one
+        client = httpx.Client(base_url=server.url, headers=server.headers(), timeout=60)
+        if client.get(path).headers["x-plait-worker"] != than:
+            return client
+        client.close()
+    raise AssertionError(f"worker {than} answered every connection")
+
+
+def test_a_run_of_worker_1_is_read_waited_for_streamed_and_cancelled_from_worker_2(
+    two_workers: ServeProcess,
+) -> None:
+    server = two_workers
+    with httpx.Client(base_url=server.url, headers=server.headers(), timeout=60) as first:
+        quick = first.post("/threads/wk-runs/runs", json={"input": "add 2 3"})
+        owner = quick.headers["x-plait-worker"]
+        quick_id = quick.json()["run_id"]
+        slow = first.post("/threads/wk-slow/runs", json={"input": "slow " + "word " * 200})
+        assert slow.headers["x-plait-worker"] == owner  # one kept-alive connection
+        slow_id = slow.json()["run_id"]
+    other = _other_worker(server, owner, f"/threads/wk-runs/runs/{quick_id}")
+    try:
+        waited = other.get(f"/threads/wk-runs/runs/{quick_id}/wait")
+        assert waited.headers["x-plait-worker"] != owner
+        assert waited.json()["status"] == "success" and waited.json()["output"] == "sum: 5"
+        streamed = other.get(f"/threads/wk-runs/runs/{quick_id}/stream").text
+        assert '"output": "sum: 5"' in streamed
+        seen = other.get(f"/threads/wk-slow/runs/{slow_id}").json()
+        assert seen["run_id"] == slow_id and seen["status"] in ("pending", "running")
+        cancelled = other.post(f"/threads/wk-slow/runs/{slow_id}/cancel")
+        assert cancelled.headers["x-plait-worker"] != owner
+        assert cancelled.json()["status"] == "cancelled"
+        assert other.get("/threads/wk-slow/runs/nope").status_code == 404
+    finally:
+        other.close()
+    # The cancelled turn settled: its input stays, and the thread takes a new turn.
+    with httpx.Client(base_url=server.url, headers=server.headers(), timeout=60) as c:
+        again = c.post("/threads/wk-slow/runs", json={"input": "hello"}).json()
+        done = c.get(f"/threads/wk-slow/runs/{again['run_id']}/wait").json()
+        assert done["status"] == "success" and done["output"] == "echo: hello"

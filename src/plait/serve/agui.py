@@ -14,6 +14,8 @@ the run starts                                  ``RUN_STARTED``, then ``STATE_SN
 ``ToolCallStarted``                             ``TOOL_CALL_START``, ``TOOL_CALL_ARGS``,
                                                 ``TOOL_CALL_END``
 ``ToolCallFinished``                            ``TOOL_CALL_RESULT``
+a paused turn                                   ``RUN_FINISHED`` with ``pending_tool_call_ids``
+                                                (client tools) or the interrupt outcome
 any other plait event (skills, context, guards)  ``CUSTOM`` named by its ``type``
 the turn ends                                   ``STATE_DELTA`` (JSON Patch of the skills
                                                 state, if it changed), ``RUN_FINISHED`` with the
@@ -25,10 +27,13 @@ The thread is ``RunAgentInput.thread_id``; the messages new to it are taken as f
 route (:func:`~plait.serve.requests.new_input`); ``state`` given by the client updates the
 thread state before the turn. A client that disconnects cancels the run (it settles).
 
-Not yet: tools the frontend defines (``RunAgentInput.tools``) are refused with 400
-``client_tools_unsupported`` rather than silently ignored, and a paused turn's interrupt
-(:func:`interrupt_outcome` is the seam: it maps a paused run to ``RunFinished``'s
-``interrupt`` outcome once the runtime has paused turns).
+**Frontend tools and interrupts** (:mod:`plait.serve.pauses`): ``RunAgentInput.tools`` are
+offered to the model; a call of one ends the run (``TOOL_CALL_START/ARGS/END``, then
+``RUN_FINISHED`` with ``pending_tool_call_ids``) with the turn paused, and the next input's
+``role: "tool"`` message for the call continues it. A call that waits for approval ends the run
+with the interrupt outcome (:func:`interrupt_outcome`); the next input's ``resume`` entries
+decide it. On a paused thread an input must decide every waiting call (else 409
+``thread_paused``, saying what waits); its new user messages and state are not taken.
 """
 
 from __future__ import annotations
@@ -48,7 +53,15 @@ from plait.runtime.events import (
     ToolCallFinished,
     ToolCallStarted,
 )
+from plait.runtime.pause import Answer, Approve, Decision, Reject
 from plait.serve.errors import ServeError
+from plait.serve.pauses import (
+    CLIENT_REASON,
+    CLIENT_TOOLS_KEY,
+    client_tools,
+    pending_of,
+    waiting_message,
+)
 from plait.serve.requests import new_input, read_json
 
 if TYPE_CHECKING:
@@ -57,6 +70,7 @@ if TYPE_CHECKING:
     from starlette.responses import Response
 
     from plait.middleware.context import Event
+    from plait.runtime.pause import PendingCall
     from plait.serve.app import ServeState
     from plait.serve.runs import Run
 
@@ -98,12 +112,95 @@ def _messages(parsed: RunAgentInput) -> list[Message]:
 
 
 def interrupt_outcome(run: Run) -> Any:
-    """The seam for paused turns: the ``RunFinished`` outcome for ``run``. ``None`` (the
-    default success outcome) until the runtime has paused turns; then a paused run
-    (``run.status == "interrupted"``) maps its pending calls to
-    ``RunFinishedInterruptOutcome(interrupts=[Interrupt(id=..., reason="approval",
-    tool_call_id=...)])`` and the next ``RunAgentInput.resume`` carries the answers."""
-    return None
+    """The ``RunFinished`` outcome of ``run``: ``None`` (plain success) unless it paused. A run
+    paused only on client tool calls succeeds with ``pending_tool_call_ids`` (AG-UI's frontend
+    tools: the results ride the next input's messages); one paused on an approval ends with the
+    interrupt outcome, one ``Interrupt`` per pending call (``id`` = ``tool_call_id`` = the call
+    id; ``reason`` ``"tool_approval"``, or ``"client_tool"`` for a client call held beside it),
+    answered by the next input's ``resume`` entries."""
+    from ag_ui import core
+
+    pending = run.result.pending if run.result is not None else []
+    if not pending:
+        return None
+    if all(p.reason == CLIENT_REASON for p in pending):
+        return core.RunFinishedSuccessOutcome(pending_tool_call_ids=[p.id for p in pending])
+    return core.RunFinishedInterruptOutcome(
+        interrupts=[
+            core.Interrupt(
+                id=p.id,
+                reason="client_tool" if p.reason == CLIENT_REASON else "tool_approval",
+                message=p.reason,
+                tool_call_id=p.id,
+                metadata={"tool": p.name, "args": _plain(p.args), "skill": p.skill},
+            )
+            for p in pending
+        ]
+    )
+
+
+def _resume_decision(entry: Any, client: bool) -> Decision:
+    """A ``ResumeEntry`` as a decision: ``cancelled`` rejects; ``resolved`` approves (payload
+    ``None``/``true``/``{"approved": true, "args"?}``), rejects (``false``/``{"approved":
+    false, "message"?}``) or answers (``{"result": value}``; any payload, for a client call)."""
+    payload = entry.payload
+    if entry.status == "cancelled":
+        return Reject(by="client")
+    if client:
+        return Answer(payload.get("result", payload) if isinstance(payload, dict) else payload)
+    if payload is None or payload is True:
+        return Approve(by="client")
+    if payload is False:
+        return Reject(by="client")
+    if isinstance(payload, dict):
+        if "result" in payload:
+            return Answer(payload["result"], by="client")
+        if payload.get("approved", True):
+            args = payload.get("args")
+            return Approve(args=args if isinstance(args, dict) else None, by="client")
+        message = payload.get("message")
+        return Reject(message, by="client") if isinstance(message, str) else Reject(by="client")
+    raise ServeError(
+        400,
+        "invalid_resume",
+        f"resume entry {entry.interrupt_id!r}: payload must be true/false, "
+        '{"approved": bool, "args"?: {...}, "message"?: str} or {"result": value}.',
+    )
+
+
+def _decisions(parsed: RunAgentInput, pending: list[PendingCall]) -> dict[str, Decision]:
+    """The decisions ``parsed`` carries for a paused thread: a ``role: "tool"`` message
+    answers a client call (its ``error``, if set, rejects it), a ``resume`` entry any call.
+    409 ``thread_paused`` naming what still waits, if any call is left undecided."""
+    results = {m.tool_call_id: m for m in parsed.messages if m.role == "tool"}
+    entries = {e.interrupt_id: e for e in parsed.resume or ()}
+    out: dict[str, Decision] = {}
+    for p in pending:
+        client = p.reason == CLIENT_REASON
+        if client and p.id in results:
+            message = results[p.id]
+            if getattr(message, "error", None):
+                out[p.id] = Reject(str(message.error), by="client")
+            else:
+                content = message.content
+                text = (
+                    content
+                    if isinstance(content, str)
+                    else json.dumps([_plain(part.model_dump()) for part in content])
+                )
+                out[p.id] = Answer(text, by="client")
+        elif p.id in entries:
+            out[p.id] = _resume_decision(entries[p.id], client)
+    missing = [p for p in pending if p.id not in out]
+    if missing:
+        raise ServeError(
+            409,
+            "thread_paused",
+            f"Thread {parsed.thread_id!r} is paused; it waits for {waiting_message(missing)}. "
+            "Send a role 'tool' message (toolCallId) for a client tool call, or a resume entry "
+            "(interruptId = the call id) for each interrupt.",
+        )
+    return out
 
 
 def _json_patch(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -130,23 +227,38 @@ async def run_agent(request: Request) -> Response:
         parsed = RunAgentInput.model_validate(body)
     except ValidationError as exc:
         raise ServeError(400, "invalid_request", f"Not an AG-UI RunAgentInput: {exc}") from None
-    if parsed.tools:
-        raise ServeError(
-            400,
-            "client_tools_unsupported",
-            "This server does not run frontend-defined tools yet; send RunAgentInput.tools empty.",
-        )
     name, agent = state.agent(request.path_params.get("agent"))
     stored = await agent.store.load(parsed.thread_id)
-    client_state = parsed.state if isinstance(parsed.state, dict) else {}
-    run = state.runs.start(
-        agent,
-        name,
-        parsed.thread_id,
-        new_input(stored.messages, _messages(parsed)),
-        state=client_state,
-        run_id=parsed.run_id,
-    )
+    client_state = dict(parsed.state) if isinstance(parsed.state, dict) else {}
+    reserved = sorted(k for k in client_state if k.startswith("plait."))
+    if reserved:  # the paused dispatch, the client tools, decisions: the server's own keys
+        raise ServeError(
+            400,
+            "invalid_state",
+            f"RunAgentInput.state may not set {', '.join(reserved)}: keys starting 'plait.' "
+            "are the server's; rename them (tools go in RunAgentInput.tools).",
+        )
+    if parsed.tools:
+        client_state[CLIENT_TOOLS_KEY] = client_tools(parsed.tools, agent)
+    pending = pending_of(stored.state)
+    if pending:  # this input answers the paused turn (its new messages and state wait)
+        run = state.runs.start(
+            agent,
+            name,
+            parsed.thread_id,
+            [],
+            run_id=parsed.run_id,
+            decisions=_decisions(parsed, pending),
+        )
+    else:
+        run = state.runs.start(
+            agent,
+            name,
+            parsed.thread_id,
+            new_input(stored.messages, _messages(parsed)),
+            state=client_state,
+            run_id=parsed.run_id,
+        )
     encoder = EventEncoder(accept=request.headers.get("accept") or "text/event-stream")
     before = skills_state({**stored.state, **client_state})
     events = _events(run, parsed, before)

@@ -35,6 +35,7 @@ from plait.serve.access import AccessLog, BearerGate
 from plait.serve.errors import ServeError
 from plait.serve.limits import ServeLimits
 from plait.serve.openai_compat import ToolCallDisplay
+from plait.serve.run_board import board_of
 from plait.serve.runs import Run, RunManager
 from plait.serve.telemetry import RequestSpan
 
@@ -150,6 +151,9 @@ def create_app(
     the OpenAI-compatible route shows the agent's own tool calls (``"hidden"`` or ``"text"``).
     ``tracer_provider``: the OpenTelemetry provider of the request spans (default: the global
     one; give the same one as the agent's ``GenAITelemetry``).
+
+    Each agent gets :class:`~plait.serve.pauses.ClientTools` appended to its middleware (once),
+    so the tools an AG-UI frontend defines are offered and their calls held for the client.
     """
     try:
         from starlette.applications import Starlette
@@ -159,18 +163,21 @@ def create_app(
         from starlette.routing import Route
     except ImportError as exc:
         raise ConfigurationError("plait serve needs its extra: pip install 'plait[serve]'") from exc
-    from plait.serve import agui, openai_compat, threads
+    from plait.serve import agui, openai_compat, pauses, threads
 
     named = {DEFAULT_AGENT_NAME: agents} if not isinstance(agents, Mapping) else dict(agents)
     if not named:
         raise ConfigurationError("create_app needs at least one agent.")
     if tool_calls not in ("hidden", "text"):
         raise ConfigurationError("tool_calls must be 'hidden' or 'text'.")
+    for agent in named.values():
+        pauses.install(agent)  # frontend tools: registered per turn, their calls held
     chosen = limits or ServeLimits()
+    thread_store = store or next(iter(named.values())).store
     state = ServeState(
         named,
-        store or next(iter(named.values())).store,
-        RunManager(chosen),
+        thread_store,
+        RunManager(chosen, board_of(thread_store)),
         chosen,
         tool_calls,
         time.time(),

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from plait.messages import AssistantMessage, Message, SystemMessage, UserMessage
 from plait.runtime.events import TextDeltaReceived, ToolCallFinished
 from plait.serve.errors import ServeError
+from plait.serve.pauses import waiting_message
 from plait.serve.requests import derived_thread_id, new_input, read_json
 
 if TYPE_CHECKING:
@@ -102,7 +103,10 @@ async def chat_completions(request: Request) -> Response:
     messages = _messages(body.get("messages"))
     thread_id = thread_of(request, body, name, messages)
     stored = await agent.store.load(thread_id)
-    run = state.runs.start(agent, name, thread_id, new_input(stored.messages, messages))
+    # The OpenAI wire has no way to answer a held call: a new message rejects what waited.
+    run = state.runs.start(
+        agent, name, thread_id, new_input(stored.messages, messages), on_paused="reject"
+    )
     completion_id = f"chatcmpl-{run.run_id}"
     headers = {"X-Plait-Thread": thread_id, "X-Plait-Run": run.run_id}
     if body.get("stream"):
@@ -148,6 +152,17 @@ async def _pieces(state: ServeState, run: Any) -> AsyncIterator[str]:
             args = json.dumps(event.call.args, ensure_ascii=False)
             result = json.dumps(event.result.data, ensure_ascii=False, default=str)[:500]
             yield f"\n[tool {event.call.name}({args}) → {result}]\n"
+    if run.status == "paused" and run.result is not None:
+        yield paused_note(run)
+
+
+def paused_note(run: Any) -> str:
+    """What an OpenAI client reads when the turn paused: what waits, and the two ways on."""
+    return (
+        f"\n[paused: {waiting_message(run.result.pending)}. Decide with POST "
+        f"/threads/{run.thread_id}/runs/{run.run_id}/resume, or send a new message to reject "
+        "what waits and go on.]"
+    )
 
 
 async def _chunks(state: ServeState, run: Any, name: str, completion_id: str) -> AsyncIterator[str]:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Mapping
@@ -29,24 +30,31 @@ from plait.messages import Message, new_id
 from plait.middleware.context import Event
 from plait.serve.errors import ServeError
 from plait.serve.limits import ServeLimits
+from plait.serve.pauses import CLIENT_REASON
+from plait.serve.run_board import CANCEL_POLL
 
 if TYPE_CHECKING:
     from plait.runtime.agent import Agent
+    from plait.runtime.pause import Decision, OnPaused
     from plait.runtime.turn import RunResult
+    from plait.serve.run_board import RunBoard
 
 __all__ = ["MAX_RUNS_KEPT", "Run", "RunManager"]
 
 MAX_RUNS_KEPT = 1000
 """Finished runs a worker remembers for ``GET .../runs/{id}``; older ones answer 404."""
 
-TERMINAL = frozenset({"success", "error", "cancelled", "interrupted"})
+logger = logging.getLogger("plait.serve")
+
+TERMINAL = frozenset({"success", "error", "cancelled", "paused"})
 
 
 @dataclass(slots=True, eq=False)
 class Run:
     """A run: its ids, ``status`` (``pending``, ``running``, then one of ``success``,
-    ``error``, ``cancelled``, ``interrupted``), the plait events so far, and when it ended its
-    :class:`~plait.runtime.turn.RunResult` or error."""
+    ``error``, ``cancelled``, ``paused``: its turn waits on the calls of ``result.pending``),
+    the plait events so far, and when it ended its :class:`~plait.runtime.turn.RunResult` or
+    error."""
 
     run_id: str
     thread_id: str
@@ -100,6 +108,10 @@ class Run:
             "status": self.status,
             "created_at": self.created_at,
             "output": self.result.output if self.result is not None else None,
+            "pending": [
+                {**p.to_json(), "client": p.reason == CLIENT_REASON}
+                for p in (self.result.pending if self.result is not None else ())
+            ],
             "error": error,
         }
 
@@ -107,8 +119,13 @@ class Run:
 class RunManager:
     """Starts, bounds, cancels and remembers runs (see the module docstring)."""
 
-    def __init__(self, limits: ServeLimits) -> None:
+    def __init__(self, limits: ServeLimits, board: RunBoard | None = None) -> None:
         self.limits = limits
+        self.board = board
+        """Where runs are shared with the other workers (:mod:`plait.serve.run_board`)."""
+        self._sharing: dict[str, asyncio.Task[None]] = {}
+        self._watcher: asyncio.Task[None] | None = None
+        self._cancelling: dict[str, asyncio.Task[None]] = {}
         self._slots = asyncio.Semaphore(limits.max_concurrent_runs)
         self._threads: dict[str, asyncio.Lock] = {}
         self._waiting: dict[str, int] = {}
@@ -129,8 +146,12 @@ class RunManager:
         *,
         state: Mapping[str, Any] | None = None,
         run_id: str | None = None,
+        decisions: Mapping[str, Decision] | None = None,
+        on_paused: OnPaused = "raise",
     ) -> Run:
-        """A new run of ``agent`` on ``thread_id`` with ``input``, started in a task.
+        """A new run of ``agent`` on ``thread_id`` with ``input``, started in a task; with
+        ``decisions``, the run resumes the thread's paused turn instead (``input`` and
+        ``state`` unused). ``on_paused`` as for ``agent.run``.
 
         Raises :class:`ServeError` 429 ``thread_busy`` when the thread already has
         ``max_waiting_per_thread`` runs queued in this worker."""
@@ -144,8 +165,46 @@ class RunManager:
         run = Run(run_id or f"run_{new_id()}", thread_id, name)
         self._remember(run)
         self._waiting[thread_id] = self._waiting.get(thread_id, 0) + 1
-        run.task = asyncio.create_task(self._drive(run, agent, input, dict(state or {})))
+        turn = _TurnSpec(input, dict(state or {}), decisions, on_paused)
+        run.task = asyncio.create_task(self._drive(run, agent, turn))
+        if self.board is not None:
+            self._share(run)
+            run.task.add_done_callback(lambda _: self._share(run, ended=True))
+            if self._watcher is None or self._watcher.done():
+                self._watcher = asyncio.create_task(self._watch_cancels(self.board))
         return run
+
+    def _share(self, run: Run, *, ended: bool = False) -> None:
+        """Write ``run``'s view to the board in the background, in order (each write waits for
+        the run's previous one and reads the view when it runs)."""
+        board = self.board
+        assert board is not None
+        before = self._sharing.get(run.run_id)
+
+        async def write() -> None:
+            if before is not None:
+                await asyncio.wait({before})
+            await board.publish(run.view(), ended=ended)
+
+        task = asyncio.create_task(write())
+        self._sharing[run.run_id] = task
+        if ended:
+            task.add_done_callback(lambda _: self._sharing.pop(run.run_id, None))
+
+    async def _watch_cancels(self, board: RunBoard) -> None:
+        """While this worker has live runs: cancel those another worker asked to cancel."""
+        while live := [r for r in self._runs.values() if not r.done]:
+            await asyncio.sleep(CANCEL_POLL)  # a poll of the board, not a synchronization
+            try:
+                asked = set(await board.cancel_requests([r.run_id for r in live]))
+            except Exception as exc:  # the store is away: try again next round
+                logger.warning("cannot read cancel requests: %s", exc)
+                continue
+            for run in live:
+                if run.run_id in asked and not run.done and run.run_id not in self._cancelling:
+                    task = asyncio.create_task(self.cancel(run))
+                    self._cancelling[run.run_id] = task
+                    task.add_done_callback(self._cancelled)
 
     def _remember(self, run: Run) -> None:
         self._runs[run.run_id] = run
@@ -163,9 +222,7 @@ class RunManager:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
 
-    async def _drive(
-        self, run: Run, agent: Agent, input: list[Message], state: dict[str, Any]
-    ) -> None:
+    async def _drive(self, run: Run, agent: Agent, turn: _TurnSpec) -> None:
         loop = asyncio.get_running_loop()
         lock = self._threads.setdefault(run.thread_id, asyncio.Lock())
         try:
@@ -193,7 +250,7 @@ class RunManager:
                     ) from None
                 try:
                     run.status = "running"
-                    await self._turn(run, agent, input, state, loop)
+                    await self._turn(run, agent, turn, loop)
                 finally:
                     self._slots.release()
             finally:
@@ -209,10 +266,12 @@ class RunManager:
             if not isinstance(exc, Exception):
                 raise
         else:
-            # The seam for paused turns: a RunResult that reports pending approvals would end
-            # the run as "interrupted" here (and AG-UI maps it to RunFinished's interrupt
-            # outcome, see plait.serve.agui.interrupt_outcome).
-            run._end("interrupted" if _paused(run.result) else "success")
+            run._end("paused" if run.result is not None and run.result.paused else "success")
+
+    def _cancelled(self, task: asyncio.Task[None]) -> None:
+        for run_id, t in list(self._cancelling.items()):
+            if t is task:
+                del self._cancelling[run_id]
 
     def _release_waiting(self, thread_id: str) -> None:
         left = self._waiting.get(thread_id, 1) - 1
@@ -225,13 +284,20 @@ class RunManager:
         self,
         run: Run,
         agent: Agent,
-        input: list[Message],
-        state: dict[str, Any],
+        turn: _TurnSpec,
         loop: asyncio.AbstractEventLoop,
     ) -> None:
         limits = self.limits
         ends = loop.time() + limits.run_timeout
-        stream = agent.stream(input, thread_id=run.thread_id, state=state or None)
+        if turn.decisions is not None:
+            stream = agent.stream_resume(run.thread_id, turn.decisions)
+        else:
+            stream = agent.stream(
+                turn.input,
+                thread_id=run.thread_id,
+                state=turn.state or None,
+                on_paused=turn.on_paused,
+            )
         try:
             async with (
                 contextlib.aclosing(stream),
@@ -251,7 +317,11 @@ class RunManager:
         run.result = stream.result
 
 
-def _paused(result: RunResult | None) -> bool:
-    """Whether ``result`` is a paused turn (pending approvals). Always false until the runtime
-    has paused turns; then this reads the marker they carry."""
-    return bool(getattr(result, "pending", None))
+@dataclass(slots=True, frozen=True)
+class _TurnSpec:
+    """What a run does: a new turn on ``input`` (``state`` first), or a resume."""
+
+    input: list[Message]
+    state: dict[str, Any]
+    decisions: Mapping[str, Decision] | None
+    on_paused: OnPaused

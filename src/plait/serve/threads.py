@@ -17,10 +17,18 @@ route                                          what
 ``GET /threads/{t}/runs/{r}/wait``             waits (at most ``run_timeout``) and answers
                                                the run
 ``POST /threads/{t}/runs/{r}/cancel``          cancel; answers once the turn has settled
+``POST /threads/{t}/runs/{r}/resume``          decide a paused run's calls (``{"decisions":
+                                               {call id: decision}}``): 202 with the new run
 =============================================  ================================================
 
-Runs are kept by the worker that runs them (the last :data:`~plait.serve.runs.MAX_RUNS_KEPT`);
-threads live in the store and any worker serves them.
+A run whose turn paused has ``status: "paused"`` and its waiting calls in ``pending`` (``id``,
+``name``, ``args``, ``reason``, ``client``); a new run on a paused thread answers 409
+``thread_paused`` until it is resumed.
+
+A worker keeps the runs it runs (the last :data:`~plait.serve.runs.MAX_RUNS_KEPT`); on
+Postgres it shares them (:mod:`plait.serve.run_board`), so any worker reads, waits for,
+cancels and resumes them (a stream from another worker carries only the final ``run`` event).
+Threads live in the store and any worker serves them.
 """
 
 from __future__ import annotations
@@ -32,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 from plait.messages import UserMessage
 from plait.serve.errors import ServeError
+from plait.serve.pauses import decision, pending_of, waiting_message
 from plait.serve.requests import read_json
 
 if TYPE_CHECKING:
@@ -126,25 +135,86 @@ async def start_run(request: Request) -> Response:
             400, "invalid_request", "'input' must be the user's message, a non-empty string."
         )
     name, agent = state.agent(body.get("agent"))
-    run = state.runs.start(agent, name, request.path_params["thread"], [UserMessage(text)])
+    thread_id = request.path_params["thread"]
+    pending = pending_of((await state.store.load(thread_id)).state)
+    if pending:
+        raise ServeError(
+            409,
+            "thread_paused",
+            f"Thread {thread_id!r} is paused; it waits for {waiting_message(pending)}. "
+            "POST /threads/{t}/runs/{r}/resume with the decisions first.",
+        )
+    run = state.runs.start(agent, name, thread_id, [UserMessage(text)])
     return JSONResponse(run.view(), status_code=202)
 
 
-def _run(request: Request) -> Run:
-    run = _state(request).runs.get(request.path_params["run"])
-    if run is None or run.thread_id != request.path_params["thread"]:
+async def resume_run(request: Request) -> Response:
+    """Continue the thread's paused turn with ``{"decisions": {call id: decision}}`` (one per
+    pending call, :func:`~plait.serve.pauses.decision`); 202 with the new run."""
+    from starlette.responses import JSONResponse
+
+    state = _state(request)
+    body = await read_json(request, state.limits.max_body_bytes)
+    thread_id = request.path_params["thread"]
+    known = await _view(request)
+    name, agent = state.agent(known["agent"])
+    pending = pending_of((await state.store.load(thread_id)).state)
+    if not pending:
         raise ServeError(
-            404,
-            "not_found",
-            "No such run on this worker (runs are kept by the worker that ran them).",
+            409, "not_paused", f"Thread {thread_id!r} has no paused turn; start a run instead."
         )
-    return run
+    raw = body.get("decisions")
+    ids = {p.id for p in pending}
+    if not isinstance(raw, dict) or set(raw) != ids:
+        raise ServeError(
+            400,
+            "invalid_decision",
+            f"'decisions' must map each pending call id ({', '.join(sorted(ids))}) to a "
+            "decision, and nothing else.",
+        )
+    decisions = {call_id: decision(call_id, d) for call_id, d in raw.items()}
+    run = state.runs.start(agent, name, thread_id, [], decisions=decisions)
+    return JSONResponse(run.view(), status_code=202)
+
+
+def _local(request: Request) -> Run | None:
+    run = _state(request).runs.get(request.path_params["run"])
+    return run if run is not None and run.thread_id == request.path_params["thread"] else None
+
+
+async def _view(request: Request) -> dict[str, Any]:
+    """The run of the path as this worker knows it, or as its worker shared it (Postgres)."""
+    run = _local(request)
+    if run is not None:
+        return run.view()
+    board = _state(request).runs.board
+    view = await board.fetch(request.path_params["run"]) if board is not None else None
+    if view is None or view.get("thread_id") != request.path_params["thread"]:
+        where = "" if board is not None else " on this worker (SQLite: one worker keeps its runs)"
+        raise ServeError(404, "not_found", f"No such run{where}.")
+    return view
+
+
+async def _remote_until_done(request: Request, within: float) -> dict[str, Any]:
+    """Read another worker's run until it is terminal, at most ``within`` seconds."""
+    import asyncio
+
+    from plait.serve.run_board import REMOTE_POLL
+    from plait.serve.runs import TERMINAL
+
+    loop = asyncio.get_running_loop()
+    ends = loop.time() + within
+    view = await _view(request)
+    while view["status"] not in TERMINAL and loop.time() < ends:
+        await asyncio.sleep(REMOTE_POLL)  # a bounded poll of the shared row
+        view = await _view(request)
+    return view
 
 
 async def get_run(request: Request) -> Response:
     from starlette.responses import JSONResponse
 
-    return JSONResponse(_run(request).view())
+    return JSONResponse(await _view(request))
 
 
 async def wait_run(request: Request) -> Response:
@@ -152,17 +222,28 @@ async def wait_run(request: Request) -> Response:
 
     from starlette.responses import JSONResponse
 
-    run = _run(request)
+    within = _state(request).limits.run_timeout
+    run = _local(request)
+    if run is None:
+        return JSONResponse(await _remote_until_done(request, within))
     if run.task is not None:
-        await asyncio.wait({run.task}, timeout=_state(request).limits.run_timeout)
+        await asyncio.wait({run.task}, timeout=within)
     return JSONResponse(run.view())
 
 
 async def cancel_run(request: Request) -> Response:
     from starlette.responses import JSONResponse
 
-    run = _run(request)
-    await _state(request).runs.cancel(run)
+    from plait.serve.run_board import REMOTE_WAIT
+
+    state = _state(request)
+    run = _local(request)
+    if run is None:
+        view = await _view(request)
+        assert state.runs.board is not None  # _view found the run on the board
+        await state.runs.board.request_cancel(view["run_id"])
+        return JSONResponse(await _remote_until_done(request, REMOTE_WAIT))
+    await state.runs.cancel(run)
     return JSONResponse(run.view())
 
 
@@ -171,9 +252,15 @@ async def stream_run(request: Request) -> Response:
 
     from plait.serve.agui import _event_value
 
-    run = _run(request)
+    run = _local(request)
+    await _view(request)  # a 404 before the stream starts
+    within = _state(request).limits.run_timeout
 
     async def events() -> AsyncIterator[str]:
+        if run is None:  # another worker's: its events stay there, its end is shared
+            view = await _remote_until_done(request, within)
+            yield f"event: run\ndata: {json.dumps(view)}\n\n"
+            return
         async for event in run.stream():
             yield f"event: {event.type}\ndata: {json.dumps(_event_value(event))}\n\n"
         yield f"event: run\ndata: {json.dumps(run.view())}\n\n"
@@ -197,5 +284,6 @@ def routes() -> list[Route]:
         (base + "/stream", stream_run, ["GET"]),
         (base + "/wait", wait_run, ["GET"]),
         (base + "/cancel", cancel_run, ["POST"]),
+        (base + "/resume", resume_run, ["POST"]),
     ]
     return [Route(path, handler, methods=methods) for path, handler, methods in handlers]
