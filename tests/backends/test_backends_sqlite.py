@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 import tracemalloc
 from pathlib import Path
@@ -230,3 +231,24 @@ async def test_sqlite_names_the_lone_surrogate(tmp_path: Path) -> None:
             await backend.ls("s/\udc80")
     finally:
         await backend.aclose()
+
+
+async def test_two_files_opening_one_new_database_at_once_both_see_it_as_plaits(
+    tmp_path: Path,
+) -> None:
+    """The ownership check reads the stamp and the tables in one snapshot: a file another
+    instance is creating at that moment is never taken for a foreign one."""
+    schema = "CREATE TABLE IF NOT EXISTS rows (n INTEGER)"
+    for round_ in range(60):
+        path = tmp_path / f"r{round_}.db"
+        files = [SQLiteFile(path, schema=schema, error=BackendError) for _ in range(3)]
+
+        def add(conn: sqlite3.Connection) -> None:
+            conn.execute("INSERT INTO rows (n) VALUES (1)")
+
+        await asyncio.gather(*(f.write(add) for f in files))
+        for f in files:
+            f.close()
+        with sqlite3.connect(path) as conn:
+            assert conn.execute("SELECT count(*) FROM rows").fetchone() == (3,)
+        conn.close()

@@ -314,7 +314,13 @@ class SQLiteFile:
         return conn
 
     def _prepare(self, conn: sqlite3.Connection) -> None:
-        self._check_ownership(conn)  # a plain read first: a foreign file is never locked
+        # A read first, in one snapshot (another process may be creating the file: its stamp
+        # and its tables must be seen together), so a foreign file is never write-locked.
+        conn.execute("BEGIN")
+        try:
+            self._check_ownership(conn)
+        finally:
+            conn.rollback()
         # Two processes preparing a new file at once can get "locked" immediately: SQLite skips
         # the busy handler when waiting could deadlock. Retry until the timeout.
         deadline = time.monotonic() + _BUSY_TIMEOUT_S

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from types import UnionType
 from typing import TYPE_CHECKING, Any, Generic, Self, overload
 
@@ -37,8 +36,8 @@ from plait.middleware.model_hooks import ModelHook, as_middleware
 from plait.middleware.ordering import describe_order, resolve_order
 from plait.middleware.stack import MiddlewareStack
 from plait.models.base import Model, ModelSettings
-from plait.models.timeouts import DEFAULT_MODEL_TIMEOUT
 from plait.runtime import storing
+from plait.runtime.limits import DEFAULT_TOOL_TIMEOUT, Limits
 from plait.runtime.output import (
     DEFAULT_OUTPUT_RETRIES,
     OutputMode,
@@ -56,46 +55,17 @@ from plait.runtime.tool_search import ToolSearch
 from plait.runtime.turn import RunResult, Turn
 from plait.runtime.validator import ToolCallValidator
 from plait.stores.base import ThreadStore
-from plait.tools import Tool, check_timeout
+from plait.tools import Tool
 
 if TYPE_CHECKING:
     from plait.runtime.delegation import AgentTool, TreeLimits
 
-__all__ = ["Agent", "Limits", "RunInput", "RunStream"]
+__all__ = ["DEFAULT_TOOL_TIMEOUT", "Agent", "Limits", "RunInput", "RunStream"]
 
 RunInput = str | Message | Sequence[Message]
 
 OutputT = TypeVar("OutputT", default=str)
 T = TypeVar("T")
-
-DEFAULT_TOOL_TIMEOUT = 300.0
-"""Seconds a tool call may run by default (``Limits.tool_timeout``)."""
-
-
-@dataclass(slots=True, frozen=True)
-class Limits:
-    """Bounds on one turn. ``model_calls_per_turn`` is the number of model calls before the turn
-    ends with :class:`~plait.errors.LimitExceeded` (``kind="model_calls_per_turn"``; the same
-    limit :class:`~plait.guards.LimitsMiddleware` can set lower, with an event);
-    ``max_concurrent_tools`` bounds how many tool calls of one response run at once;
-    ``tool_timeout`` is how many seconds a tool call may run before it is cancelled and answered
-    with a :class:`~plait.errors.ToolTimeoutError` result (default 300; ``math.inf`` for none; a
-    tool's own ``@tool(timeout=...)`` wins); ``model_timeout`` is how many seconds one model
-    call (a stream to its last event included) may take before it is cancelled and the turn
-    fails with :class:`~plait.errors.ModelTimeoutError` (default 600; ``math.inf`` for none).
-    It applies to models without a deadline of their own: the OpenAI and Anthropic adapters
-    keep theirs (:class:`~plait.models.ModelTimeouts`) and are not timed twice."""
-
-    model_calls_per_turn: int = 50
-    max_concurrent_tools: int = 8
-    tool_timeout: float = DEFAULT_TOOL_TIMEOUT
-    model_timeout: float = DEFAULT_MODEL_TIMEOUT
-
-    def __post_init__(self) -> None:
-        if self.model_calls_per_turn < 1 or self.max_concurrent_tools < 1:
-            raise ConfigurationError("Limits must be at least 1.")
-        check_timeout(self.tool_timeout, "Limits.tool_timeout")
-        check_timeout(self.model_timeout, "Limits.model_timeout")
 
 
 def _as_messages(value: RunInput) -> list[Message]:
