@@ -303,3 +303,27 @@ def test_run_on_a_paused_thread_says_how_to_decide_it(server: WireServer, home: 
     assert "plait threads resume 0123abcd" in done.stderr
     assert not server.bodies()  # the model was never called
     assert not (project / "out.txt").exists()
+
+
+def test_require_approval_holds_a_tool_that_is_free_otherwise(
+    server: WireServer, home: Path
+) -> None:
+    (home / "project" / "notes.txt").write_text("secret")
+    server._replies.append(sse_call("read_file", {"path": "notes.txt"}))
+    server._replies.append(sse_answer("Could not read it."))
+    server._replies.append(sse_call("read_file", {"path": "notes.txt"}))
+    server._replies.append(sse_answer("Read it."))
+
+    denied = run_plait(
+        "run", "read notes", "--model", _spec(server), "--no-trace",
+        "--require-approval", "read_*", "--deny-all", home=home,
+    )  # fmt: skip
+    approved = run_plait(
+        "run", "read notes", "--model", _spec(server), "--no-trace",
+        "--require-approval", "read_*", "--approve", "read_file", home=home,
+    )  # fmt: skip
+
+    assert denied.returncode == 0 and approved.returncode == 0, denied.stderr + approved.stderr
+    [rejected] = _tool_results(server, 1)
+    assert "rejected" in rejected.lower() and "secret" not in rejected
+    assert "secret" in _tool_results(server, 3)[0]

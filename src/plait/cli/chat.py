@@ -35,6 +35,7 @@ from plait.cli.options import (
     ApproveOption,
     DenyAllOption,
     Flags,
+    RequireApprovalOption,
     Resolved,
     with_flags,
 )
@@ -103,6 +104,7 @@ def chat(
     approve_all: ApproveAllOption = False,
     approve: ApproveOption = None,
     deny_all: DenyAllOption = False,
+    require_approval: RequireApprovalOption = None,
 ) -> None:
     """An interactive session. Ctrl-C cancels the running turn; Ctrl-D or /exit ends the session.
 
@@ -112,7 +114,8 @@ def chat(
     Workspace writes and shell commands are asked about at the prompt (y/N) unless --yes or
     allow under \\[workspace] in plait.toml allows them.
 
-    A tool call held for approval (a tool marked requires_approval, and with --approve-all,
+    A tool call held for approval (a tool marked requires_approval, a tool --require-approval
+    PATTERN matches (mcp_*, run_*), and with --approve-all,
     --approve TOOL or --deny-all a gated workspace call) is shown with its arguments and skill
     and asked about inline: approve, edit its arguments, or reject with a message; the flags
     decide the calls they cover without asking, and with no terminal on standard input the
@@ -137,9 +140,11 @@ def chat(
         fail("Give one of --thread ID, -c/--continue or --resume, not two.", 2)
     display = TurnDisplay(console, verbose=verbose, info=info, thinking=not no_thinking)
     resolved = _resolve(flags, display, mcp, trace=not no_trace)
-    from plait.cli.decisions import DecisionPolicy  # with the runtime, not with every command
+    from plait.cli.decisions import DecisionPolicy, held_by_flag  # with the runtime
 
     policy = DecisionPolicy(approve_all, list(approve or []), deny_all)
+    if require_approval:
+        resolved.options.extra_middleware.append(held_by_flag(require_approval))
     if approve_all or approve or deny_all:
         # Gated workspace calls pause the turn; the flags decide them, the prompt the rest.
         resolved.options.workspace_approve = "pause"

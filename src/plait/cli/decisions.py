@@ -27,6 +27,7 @@ from plait.cli.console import short
 from plait.runtime.pause import Approve, Decision, PendingCall, Reject
 
 if TYPE_CHECKING:
+    from plait.middleware.base import Middleware
     from plait.middleware.context import Event
     from plait.runtime.agent import Agent
     from plait.runtime.turn import RunResult
@@ -35,6 +36,7 @@ __all__ = [
     "DecisionPolicy",
     "decide",
     "describe_pending",
+    "held_by_flag",
     "person_at",
     "settle_paused_thread",
     "settle_pending",
@@ -183,3 +185,11 @@ async def settle_paused_thread(
     return await settle_pending(
         agent, thread_id, paused.pending, printer, policy, console=console, stdin=stdin
     )
+
+
+def held_by_flag(patterns: Sequence[str]) -> Middleware:
+    """The ``ApprovalMiddleware`` of ``--require-approval PATTERN``: calls of the matched tools
+    (MCP tools, skill scripts, the workspace's own) wait for a decision."""
+    from plait.runtime.pause import ApprovalMiddleware
+
+    return ApprovalMiddleware(list(patterns), reason="held by --require-approval")

@@ -208,6 +208,16 @@ ApproveOption = Annotated[
 DenyAllOption = Annotated[
     bool, typer.Option("--deny-all", help="Reject every held tool call without asking.")
 ]
+RequireApprovalOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--require-approval",
+        metavar="PATTERN",
+        help="Hold calls of the tools this name pattern matches for a decision (repeatable; "
+        "fnmatch: mcp_*, run_* for skill scripts). With no flag deciding, you are asked; "
+        "with nobody to ask, they are rejected.",
+    ),
+]
 
 
 QuietOption = Annotated[

@@ -26,6 +26,7 @@ from plait.cli.options import (
     ApproveOption,
     DenyAllOption,
     Flags,
+    RequireApprovalOption,
     Resolved,
     agent_options,
     merged_settings,
@@ -328,6 +329,7 @@ def run(
     approve_all: ApproveAllOption = False,
     approve: ApproveOption = None,
     deny_all: DenyAllOption = False,
+    require_approval: RequireApprovalOption = None,
 ) -> None:
     """Run one turn: stream the answer and show tool calls, skills and context events.
 
@@ -344,8 +346,8 @@ def run(
     When standard output is not a terminal it gets the answer only (plait run TASK >
     answer.txt); usage, tool, thread and trace lines go to standard error.
 
-    A tool call held for approval (a tool marked requires_approval, an ApprovalMiddleware, and
-    with one of these flags a gated workspace call) is asked about at the terminal;
+    A tool call held for approval (a tool marked requires_approval, an ApprovalMiddleware, a
+    tool --require-approval PATTERN matches, and with one of these flags a gated workspace call) is asked about at the terminal;
     --approve-all, --approve TOOL (e.g. --approve write_file) and --deny-all decide without
     asking, and with nobody to ask it is rejected.
     """
@@ -372,9 +374,11 @@ def run(
         else TurnDisplay(console, verbose=verbose, info=info, thinking=not no_thinking)
     )
     resolved = _resolve(flags, printer, mcp, trace=not no_trace)
-    from plait.cli.decisions import DecisionPolicy  # with the runtime, not with every command
+    from plait.cli.decisions import DecisionPolicy, held_by_flag  # with the runtime
 
     policy = DecisionPolicy(approve_all, list(approve or []), deny_all)
+    if require_approval:
+        resolved.options.extra_middleware.append(held_by_flag(require_approval))
     if approve_all or approve or deny_all:
         # Gated workspace calls pause the turn, and these flags decide them, call by call.
         resolved.options.workspace_approve = "pause"
