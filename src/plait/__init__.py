@@ -22,6 +22,7 @@ or sideways too, but do not count as cycle edges (they never run).
     middleware  middleware tools
     models      models
     storage     stores backends sandbox
+    files       jsonfile
     data        messages parts images history tokens errors paths lazy storable pricing __about__
 """
 

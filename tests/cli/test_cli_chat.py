@@ -329,3 +329,24 @@ def test_pin_in_managed_mode_says_where_it_works(
     result = chat(server, home, "/pin house-style\n", *args)
     assert result.returncode == 0, result.stderr
     assert "/pin works in disclosure mode (--mode disclosure)" in result.stderr
+
+
+def test_quit_and_question_mark_are_exit_and_help(server: WireServer, home: Path) -> None:
+    result = chat(server, home, "/?\n/QUIT\nnever sent\n")
+    assert result.returncode == 0, result.stderr
+    assert "/pin NAME" in result.stderr and "unknown command" not in result.stderr
+    assert server.bodies() == []
+
+
+def test_clear_drops_the_pins_and_a_skill_pinned_twice_is_sent_once(
+    server: WireServer, home: Path, tmp_path: Path
+) -> None:
+    folder = _skills(tmp_path / "skills")
+    server._replies.extend([sse_answer("Pinned."), sse_answer("Plain.")])
+    lines = "/pin testing\n/pin testing\n/skills\nfirst\n/pin house-style\n/clear\nsecond\n"
+    result = chat(server, home, lines, "--skills", str(folder), "--no-default-skills")
+    assert result.returncode == 0, result.stderr
+    assert "pins dropped: house-style" in result.stderr
+    first = sent(server, 0)
+    assert sum("Test first." in str(c) for _, c in first) == 1
+    assert sent(server, 1) == [("user", "second")]  # a new thread, and no pin in it

@@ -5,25 +5,17 @@ the line being typed; ``-c`` shows its recap and ``--resume`` its list before th
 
 from __future__ import annotations
 
-import os
-import pty
-import select
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from chat_completions import sse_answer
-from test_cli_terminal import ANSI
+from pty_session import DEADLINE, ENTRY_POINT, PtySession
 from wire_server import WireServer
 
-FIXTURES = Path(__file__).parents[1] / "models" / "fixtures" / "openai"
-DEADLINE = 60.0
-"""Seconds the spawned ``plait`` may take to show what a test waits for."""
+__all__ = ["DEADLINE", "ENTRY_POINT", "Chat", "spec"]
 
-ENTRY_POINT = Path(sys.executable).parent / "plait"
+FIXTURES = Path(__file__).parents[1] / "models" / "fixtures" / "openai"
 
 
 @pytest.fixture
@@ -36,56 +28,13 @@ def spec(server: WireServer) -> str:
     return f"openai-compatible:m@{server.url}/v1"
 
 
-class Chat:
-    """``plait chat ARGS`` on a pseudo-terminal (its stdin, stdout and stderr)."""
+class Chat(PtySession):
+    """``plait ARGS --model SERVER --no-trace`` from the venv's entry point on a pseudo-terminal
+    (its stdin, stdout and stderr), in ``home``."""
 
     def __init__(self, server: WireServer, home: Path, *args: str) -> None:
-        assert ENTRY_POINT.exists(), f"no plait entry point next to {sys.executable}"
-        env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
-        env.update(HOME=str(home), PLAIT_HOME=str(home / "plait"), COLUMNS="120", TERM="xterm")
-        env.pop("PLAIT_MODEL", None)
-        env.pop("NO_COLOR", None)
-        self.primary, secondary = pty.openpty()
-        command = [str(ENTRY_POINT), *args, "--model", spec(server), "--no-trace"]
-        self.process = subprocess.Popen(
-            command, stdin=secondary, stdout=secondary, stderr=secondary, env=env, cwd=home
-        )
-        os.close(secondary)
-        self.seen = ""
-        self._position = 0
-
-    def expect(self, text: str) -> str:
-        """Read until ``text`` shows (ANSI codes removed) after what the last expect matched;
-        fail after DEADLINE."""
-        end = time.monotonic() + DEADLINE
-        while text not in self.seen[self._position :]:
-            left = end - time.monotonic()
-            assert left > 0, f"never saw {text!r}; saw:\n{self.seen[-3000:]}"
-            ready, _, _ = select.select([self.primary], [], [], left)
-            if ready:
-                try:
-                    data = os.read(self.primary, 65536)
-                except OSError:
-                    data = b""
-                assert data, f"plait ended before showing {text!r}; saw:\n{self.seen[-3000:]}"
-                self.seen = ANSI.sub("", self.seen + data.decode("utf-8", "replace"))
-        self._position = self.seen.index(text, self._position) + len(text)
-        return self.seen
-
-    def send(self, text: str) -> None:
-        os.write(self.primary, text.encode())
-
-    def end(self) -> int:
-        """Ctrl-D at the prompt; the exit status."""
-        self.send("\x04")
-        status = self.process.wait(timeout=DEADLINE)
-        os.close(self.primary)
-        return status
-
-    def kill(self) -> None:
-        self.process.kill()
-        self.process.wait(timeout=DEADLINE)
-        os.close(self.primary)
+        command = [*args, "--model", spec(server), "--no-trace"]
+        super().__init__(*command, home=home, entry_point=True)
 
 
 @pytest.fixture
@@ -95,16 +44,12 @@ def home(tmp_path: Path) -> Path:
 
 def test_a_bracketed_paste_of_two_lines_is_one_message(server: WireServer, home: Path) -> None:
     server._replies.append(sse_answer("Got both lines."))
-    chat = Chat(server, home, "chat")
-    try:
+    with Chat(server, home, "chat") as chat:
         chat.expect("you> ")
         chat.send("\x1b[200~line1\nline2\x1b[201~\r")
         chat.expect("Got both lines.")
         chat.expect("you> ")
         status = chat.end()
-    except BaseException:
-        chat.kill()
-        raise
     assert status == 0, chat.seen[-2000:]
     assert len(server.bodies()) == 1
     users = [m["content"] for m in server.bodies()[0]["messages"] if m["role"] == "user"]
@@ -115,8 +60,7 @@ def test_slash_commands_answer_at_the_prompt_and_ctrl_c_clears_the_line(
     server: WireServer, home: Path
 ) -> None:
     server._replies.append(sse_answer("Hello there."))
-    chat = Chat(server, home, "chat")
-    try:
+    with Chat(server, home, "chat") as chat:
         chat.expect("you> ")
         chat.send("/help\r")
         chat.expect("/pin NAME      pin the skill NAME for the next turn")
@@ -138,9 +82,6 @@ def test_slash_commands_answer_at_the_prompt_and_ctrl_c_clears_the_line(
         chat.expect("this session: 1 turn · in 10 · out 3")
         chat.expect("you> ")
         status = chat.end()
-    except BaseException:
-        chat.kill()
-        raise
     assert status == 0, chat.seen[-2000:]
     users = [m["content"] for m in server.bodies()[0]["messages"] if m["role"] == "user"]
     assert users == ["hi"]
@@ -150,28 +91,19 @@ def test_continue_and_resume_show_the_thread_before_the_prompt(
     server: WireServer, home: Path
 ) -> None:
     server._replies.extend([sse_answer("First answer."), sse_answer("Resumed answer.")])
-    first = Chat(server, home, "chat")
-    try:
+    with Chat(server, home, "chat") as first:
         first.expect("you> ")
         first.send("the first question\r")
         first.expect("First answer.")
         first.expect("you> ")
         assert first.end() == 0
-    except BaseException:
-        first.kill()
-        raise
-    again = Chat(server, home, "chat", "-c")
-    try:
+    with Chat(server, home, "chat", "-c") as again:
         again.expect("· 1 turn")
         again.expect("you> the first question")
         again.expect("First answer.")
         again.expect("you> ")
         assert again.end() == 0
-    except BaseException:
-        again.kill()
-        raise
-    picked = Chat(server, home, "chat", "--resume")
-    try:
+    with Chat(server, home, "chat", "--resume") as picked:
         picked.expect("recent threads:")
         picked.expect("1 turn  the first question")
         picked.expect("resume which? [1-1, Enter: a new thread]")
@@ -182,8 +114,5 @@ def test_continue_and_resume_show_the_thread_before_the_prompt(
         picked.expect("Resumed answer.")
         picked.expect("you> ")
         assert picked.end() == 0
-    except BaseException:
-        picked.kill()
-        raise
     users = [m["content"] for m in server.bodies()[1]["messages"] if m["role"] == "user"]
     assert users == ["the first question", "and then?"]

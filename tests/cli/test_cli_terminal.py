@@ -6,8 +6,6 @@ replace what they cannot print instead of failing."""
 from __future__ import annotations
 
 import os
-import pty
-import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -15,10 +13,12 @@ from pathlib import Path
 
 import pytest
 from chat_completions import sse_answer
+from pty_session import ANSI, PtySession
 from wire_server import WireServer
 
+__all__ = ["ANSI", "in_terminal", "plait_process"]
+
 FIXTURES = Path(__file__).parents[1] / "models" / "fixtures" / "openai"
-ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 
 @pytest.fixture
@@ -28,33 +28,11 @@ def server() -> Iterator[WireServer]:
 
 
 def in_terminal(*args: str, home: Path) -> tuple[int, str]:
-    """Run ``plait ARGS`` with stdout and stderr on a pseudo-terminal; (status, text seen)."""
-    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
-    env.update(HOME=str(home), PLAIT_HOME=str(home / "plait"), COLUMNS="100", TERM="xterm")
-    env.pop("NO_COLOR", None)
-    env.pop("PLAIT_MODEL", None)
-    primary, secondary = pty.openpty()
-    process = subprocess.Popen(
-        [sys.executable, "-c", "from plait.cli import main; main()", *args],
-        stdin=subprocess.DEVNULL,
-        stdout=secondary,
-        stderr=secondary,
-        env=env,
-        cwd=home,
-    )
-    os.close(secondary)
-    chunks = []
-    while True:
-        try:
-            data = os.read(primary, 65536)
-        except OSError:  # EIO: the child closed the terminal
-            break
-        if not data:
-            break
-        chunks.append(data)
-    os.close(primary)
-    status = process.wait(timeout=60)
-    return status, ANSI.sub("", b"".join(chunks).decode("utf-8", "replace"))
+    """Run ``plait ARGS`` with stdout and stderr on a pseudo-terminal (stdin: ``/dev/null``);
+    (status, text seen)."""
+    with PtySession(*args, home=home, columns=100, stdin=subprocess.DEVNULL) as run:
+        seen = run.read_to_end()
+        return run.close(), seen
 
 
 def test_a_hung_server_shows_a_spinner_then_a_clear_timeout_error(

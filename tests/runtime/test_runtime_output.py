@@ -25,6 +25,7 @@ from plait import (
     tool,
 )
 from plait.errors import ConfigurationError, OutputRetry, OutputValidationError
+from plait.middleware import DispatchContext, Middleware
 from plait.runtime.output import OutputDeltaReceived
 from plait.runtime.output_schema import OutputSpec
 
@@ -154,6 +155,30 @@ async def test_never_complies_raises_typed_error_with_the_thread_valid(mode: str
     model2 = ScriptedModel(["fine"])
     later = Agent(model2, store=agent.store)
     assert (await later.run("and now?", thread_id="t")).output == "fine"
+
+
+class RefuseFinalResult(Middleware):
+    """A guard that skips every ``final_result`` call before it runs."""
+
+    async def before_tool_call(self, call: ToolCall, ctx: DispatchContext) -> ToolCall | None:
+        return None if call.name == "final_result" else call
+
+
+async def test_a_final_result_call_refused_before_it_runs_still_spends_a_retry() -> None:
+    """A skipped ``final_result`` never reaches the tool, yet counts as a try: with one retry the
+    second refused call ends the turn with ``OutputValidationError`` (not the model-call limit),
+    and each refused call still has its result."""
+    calls = [ToolCall(f"c{i}", "final_result", {"title": "T", "priority": 1}) for i in (1, 2, 3)]
+    model = ScriptedModel(calls)
+    agent = Agent(model, output_type=Ticket, middleware=[RefuseFinalResult()])
+    with pytest.raises(OutputValidationError) as caught:
+        await agent.run("go", thread_id="t")
+    assert caught.value.errors == ["call rejected"]
+    assert json.loads(caught.value.raw) == {"title": "T", "priority": 1}
+    assert len(model.requests) == 2  # the third scripted call is never asked for
+    messages = (await agent.store.load("t")).messages
+    assert _pairs_intact(messages)
+    assert [m.result.tool_call_id for m in messages if isinstance(m, ToolMessage)] == ["c1", "c2"]
 
 
 async def test_text_answer_in_tool_mode_gets_a_retry_prompt() -> None:

@@ -28,7 +28,8 @@ parse for any reason (arrays nested thousands deep included: a cloned repository
 the CLI). Timeouts (``timeout``, ``limits.tool_timeout``, ``$PLAIT_MODEL_TIMEOUT``,
 ``--timeout``) follow one rule, :func:`~plait.models.timeouts.parse_timeout`: seconds > 0,
 ``inf`` for no deadline. A file is read only up to :data:`MAX_CONFIG_BYTES`; the walk up for the
-project file stops at the filesystem root or after :data:`MAX_PARENT_LEVELS` folders.
+project file stops at the filesystem root or after :data:`MAX_PARENT_LEVELS` folders. The keys a
+file may hold are the models of :mod:`plait.cli.config_schema` (re-exported here).
 """
 
 from __future__ import annotations
@@ -37,18 +38,20 @@ import os
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    PlainValidator,
-    ValidationError,
-    ValidationInfo,
-    model_validator,
+from pydantic import ValidationError
+
+from plait.cli.config_schema import (
+    ConfigFile,
+    LimitsConfig,
+    McpServerConfig,
+    PriceConfig,
+    ProviderConfig,
+    SubagentConfig,
+    WorkspaceConfig,
+    known_keys,
 )
-
 from plait.errors import ConfigurationError
 from plait.models.timeouts import parse_timeout
 
@@ -62,6 +65,7 @@ __all__ = [
     "PriceConfig",
     "ProviderConfig",
     "Settings",
+    "SubagentConfig",
     "WorkspaceConfig",
     "config_home",
     "load_settings",
@@ -73,21 +77,6 @@ MAX_CONFIG_BYTES = 1_048_576
 MAX_PARENT_LEVELS = 64
 """How many folders up from the current one the project file is looked for."""
 
-PositiveFloat = Annotated[float, Field(gt=0)]
-PositiveInt = Annotated[int, Field(gt=0)]
-
-
-def _timeout(value: Any, info: ValidationInfo) -> float:
-    try:
-        return parse_timeout(value, info.field_name or "timeout")
-    except ConfigurationError as exc:
-        raise ValueError(str(exc)) from None
-
-
-Timeout = Annotated[float, PlainValidator(_timeout)]
-"""Seconds > 0, ``inf`` for no deadline: the rule of :func:`~plait.models.timeouts.parse_timeout`
-(``--timeout`` and ``$PLAIT_MODEL_TIMEOUT`` follow it too)."""
-
 
 class ConfigFileError(ConfigurationError):
     """A config file cannot be read or holds a bad value; the message names file and key."""
@@ -95,139 +84,6 @@ class ConfigFileError(ConfigurationError):
     def __init__(self, path: Path | str, message: str) -> None:
         self.path = str(path)
         super().__init__(f"{path}: {message}")
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class LimitsConfig(_Strict):
-    """``[limits]``: bounds of a turn."""
-
-    model_calls_per_turn: PositiveInt | None = None
-    """Model calls one turn may make (the library's default when unset)."""
-    tool_timeout: Timeout | None = None
-    """Seconds one tool call may run (the library's default when unset; ``inf``: no limit)."""
-    max_input_tokens: PositiveInt | None = None
-    """History beyond this many tokens is summarized (CLI default 100,000)."""
-
-
-class McpServerConfig(_Strict):
-    """``[mcp.<name>]``: one MCP server, started by ``command`` (stdio) or reached at ``url``
-    (Streamable HTTP); exactly one of the two. The keys are those of ``plait.mcp.McpServer``
-    (``plait.mcp.servers_from_mapping`` takes :meth:`settings`)."""
-
-    command: str | list[str] | None = None
-    url: str | None = None
-    env: dict[str, str] | None = None
-    cwd: str | None = None
-    headers: dict[str, str] | None = None
-    prefix: str | None = None
-    allow: list[str] | None = None
-    block: list[str] | None = None
-    timeout: PositiveFloat | None = None
-    init_timeout: PositiveFloat | None = None
-    max_tools: PositiveInt | None = None
-    max_result_chars: PositiveInt | None = None
-    max_description_chars: PositiveInt | None = None
-    max_schema_chars: PositiveInt | None = None
-    max_message_bytes: PositiveInt | None = None
-    defer: bool | None = None
-    """``true``: the server's tools stay out of requests until the model finds them with
-    ``search_tools``."""
-    log_file: str | None = None
-    """Where a stdio server's stderr goes (default: ``mcp-logs/<name>.log`` in the data
-    folder)."""
-
-    def settings(self) -> dict[str, Any]:
-        """The keys that were set, as a plain mapping."""
-        return self.model_dump(exclude_none=True)
-
-    @model_validator(mode="after")
-    def _one_transport(self) -> McpServerConfig:
-        if (self.command is None) == (self.url is None):
-            raise ValueError("give exactly one of 'command' (stdio) or 'url' (HTTP)")
-        return self
-
-
-class WorkspaceConfig(_Strict):
-    """``[workspace]``: the file and shell tools of ``plait run`` / ``plait chat``
-    (:mod:`plait.workspace`)."""
-
-    enabled: bool | None = None
-    """``false``: no workspace tools (as ``--no-workspace``)."""
-    allow: list[Literal["write", "shell"]] | None = None
-    """Gated actions allowed without asking: ``"write"`` (write_file, edit_file), ``"shell"``."""
-    network: bool | None = None
-    """``true``: ``shell`` commands may use the network (default: none)."""
-
-
-ProviderName = Literal["openai", "openai-responses", "anthropic", "openai-compatible"]
-"""The providers a ``[providers.<name>]`` table may configure (a model spec's first part)."""
-
-
-class ProviderConfig(_Strict):
-    """``[providers.<name>]``: where a provider's models are reached and with which key, for
-    ``-m <name>:<model>`` and ``plait models``. ``api_key_env`` names the variable holding the
-    key (default: ``OPENAI_API_KEY`` / ``ANTHROPIC_API_KEY``); ``api_key`` holds the key itself
-    (a warning says to prefer ``api_key_env``: a file is easily committed). Both given: the
-    variable, when it is set."""
-
-    base_url: Annotated[str, Field(pattern=r"^https?://\S+$")] | None = None
-    """The API's base URL (e.g. ``https://gateway.example/v1``; the SDK's default when unset)."""
-    api_key_env: Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")] | None = None
-    api_key: Annotated[str, Field(min_length=1)] | None = None
-
-
-class PriceConfig(_Strict):
-    """``[prices.<model>]``: US dollars per million tokens (see :mod:`plait.pricing`)."""
-
-    input: Annotated[float, Field(ge=0, allow_inf_nan=False)]
-    output: Annotated[float, Field(ge=0, allow_inf_nan=False)]
-    cache_read: Annotated[float, Field(ge=0, allow_inf_nan=False)] | None = None
-    cache_write: Annotated[float, Field(ge=0, allow_inf_nan=False)] | None = None
-
-
-class SubagentConfig(_Strict):
-    """``[subagents.<name>]``: a subagent the agent's ``task`` tool can hand work to
-    (:mod:`plait.cli.subagents`)."""
-
-    description: str | None = None
-    model: str | None = None
-    system: str | None = None
-    skills: list[str] | None = None
-
-
-class ConfigFile(_Strict):
-    """What one config file may hold (every key optional)."""
-
-    model: str | None = None
-    """A model spec (``plait run --help`` lists the forms)."""
-    mode: Literal["disclosure", "managed"] | None = None
-    skills: list[str] | None = None
-    """Skills folders, in precedence order, added before the standard ones."""
-    default_skills: bool | None = None
-    """``false``: skip the standard skill folders (as ``--no-default-skills``)."""
-    store: str | None = None
-    """A SQLite file or ``postgresql://`` URL for threads."""
-    timeout: Timeout | None = None
-    """Seconds one model call may take, retries included (``inf``: no deadline)."""
-    sandbox: Literal["bwrap", "none"] | None = None
-    allow_scripts: bool | None = None
-    system_prompt: str | None = None
-    plain: bool | None = None
-    """``true``: never render answers as Markdown."""
-    limits: LimitsConfig | None = None
-    workspace: WorkspaceConfig | None = None
-    mcp: dict[str, McpServerConfig] | None = None
-    mcp_json: bool | None = None
-    """``false``: do not read the current folder's ``.mcp.json`` (like ``[mcp.*]`` tables, its
-    servers are commands that run: read it first in a repository you do not trust)."""
-    prices: dict[str, PriceConfig] | None = None
-    fallback: list[str] | None = None
-    """Models to try in order when the model is down or rate limited (as ``--fallback``)."""
-    subagents: dict[str, SubagentConfig] | None = None
-    providers: dict[ProviderName, ProviderConfig] | None = None
 
 
 _PATH_KEYS = frozenset({"store"})
@@ -358,30 +214,13 @@ def _validation_message(exc: ValidationError, pyproject: bool) -> str:
     for error in exc.errors()[:5]:
         key = prefix + ".".join(str(part) for part in error["loc"])
         if error["type"] == "extra_forbidden":
-            known = ", ".join(_known_keys(error["loc"][:-1]))
+            known = ", ".join(known_keys(error["loc"][:-1]))
             problems.append(f"unknown key {key!r} (known here: {known})")
         else:
             message = error["msg"].removeprefix("Value error, ").rstrip(".")
             problems.append(f"key {key!r}: {message}")
     more = len(exc.errors()) - len(problems)
     return "; ".join(problems) + (f"; and {more} more" if more > 0 else "") + "."
-
-
-def _known_keys(parent: tuple[int | str, ...]) -> list[str]:
-    """The keys allowed in the table at ``parent`` (``()``: the top level; ``("limits",)``;
-    ``("mcp", "files")``)."""
-    model: type[BaseModel] = ConfigFile
-    sections: dict[str, type[BaseModel]] = {
-        "limits": LimitsConfig,
-        "workspace": WorkspaceConfig,
-        "mcp": McpServerConfig,
-        "prices": PriceConfig,
-        "subagents": SubagentConfig,
-        "providers": ProviderConfig,
-    }
-    if parent and str(parent[0]) in sections:
-        model = sections[str(parent[0])]
-    return list(model.model_fields)
 
 
 def _apply_file(settings: Settings, config: ConfigFile, path: Path) -> None:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from plait.errors import ConfigurationError, OutputRetry
+from plait.jsonfile import MAX_JSON_FILE_BYTES, JsonFileError, read_json_object
 
 if TYPE_CHECKING:  # the runtime loads when a turn runs, not for `plait run --help`
     from plait.messages import UserMessage
@@ -29,8 +30,8 @@ if TYPE_CHECKING:  # the runtime loads when a turn runs, not for `plait run --he
 
 __all__ = ["MAX_SCHEMA_BYTES", "OutputSchemaOption", "load_output_schema", "stream_structured"]
 
-MAX_SCHEMA_BYTES = 1024 * 1024
-"""The largest schema file ``--output-schema`` reads."""
+MAX_SCHEMA_BYTES = MAX_JSON_FILE_BYTES
+"""The largest schema file ``--output-schema`` reads (1 MiB)."""
 
 
 def load_output_schema(path: Path) -> tuple[OutputSpec[Any], OutputValidator]:
@@ -44,22 +45,18 @@ def load_output_schema(path: Path) -> tuple[OutputSpec[Any], OutputValidator]:
             "--output-schema checks answers with jsonschema: pip install 'plait[schema]'."
         ) from exc
     try:
-        with path.open("rb") as file:
-            data = file.read(MAX_SCHEMA_BYTES + 1)
-    except OSError as exc:
-        raise ConfigurationError(f"--output-schema: cannot read {path}: {exc.strerror}.") from exc
-    if len(data) > MAX_SCHEMA_BYTES:
-        raise ConfigurationError(f"--output-schema: {path} is over {MAX_SCHEMA_BYTES} bytes.")
+        schema = read_json_object(
+            path, max_bytes=MAX_SCHEMA_BYTES, shape='a JSON Schema, {"type": "object", ...}'
+        )
+    except JsonFileError as exc:
+        raise ConfigurationError(f"--output-schema: {exc}") from None
     try:
-        schema = json.loads(data)
         validator_class = jsonschema.validators.validator_for(schema)
         validator_class.check_schema(schema)
-    except (ValueError, jsonschema.SchemaError) as exc:
+    except jsonschema.SchemaError as exc:
         raise ConfigurationError(
             f"--output-schema: {path} is not a JSON Schema: {str(exc).splitlines()[0]}."
         ) from exc
-    if not isinstance(schema, dict):
-        raise ConfigurationError(f"--output-schema: {path} must hold a JSON object.")
     from plait.runtime.output_schema import OutputSpec
 
     check = validator_class(schema)

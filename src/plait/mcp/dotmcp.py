@@ -37,11 +37,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from plait.jsonfile import MAX_JSON_FILE_BYTES, JsonFileError, read_json_object
 from plait.mcp.errors import McpConfigError
 
 __all__ = ["MAX_MCP_JSON_BYTES", "DotMcp", "expand_variables", "read_mcp_json"]
 
-MAX_MCP_JSON_BYTES = 1_048_576
+MAX_MCP_JSON_BYTES = MAX_JSON_FILE_BYTES
 """A ``.mcp.json`` larger than this (1 MiB) is refused: no real one is that large."""
 
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
@@ -109,23 +110,9 @@ def read_mcp_json(path: Path, environ: Mapping[str, str] | None = None) -> DotMc
 
 def _document(path: Path) -> dict[str, Any]:
     try:
-        with path.open("rb") as handle:
-            data = handle.read(MAX_MCP_JSON_BYTES + 1)
-    except OSError as exc:
-        raise McpConfigError(f"{path}: cannot be read ({exc.strerror or exc}).") from None
-    if len(data) > MAX_MCP_JSON_BYTES:
-        raise McpConfigError(f"{path}: is larger than {MAX_MCP_JSON_BYTES:,} bytes; trim it.")
-    try:
-        document = json.loads(data.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise McpConfigError(f"{path}: is not UTF-8 text.") from None
-    except json.JSONDecodeError as exc:
-        raise McpConfigError(f"{path}: is not valid JSON: {exc}.") from None
-    except RecursionError:
-        raise McpConfigError(f"{path}: nests too deeply to be read; flatten it.") from None
-    if not isinstance(document, dict):
-        raise McpConfigError(f'{path}: must hold a JSON object ({{"mcpServers": {{...}}}}).')
-    return document
+        return read_json_object(path, max_bytes=MAX_MCP_JSON_BYTES, shape='{"mcpServers": {...}}')
+    except JsonFileError as exc:
+        raise McpConfigError(str(exc)) from None
 
 
 def _entry(
