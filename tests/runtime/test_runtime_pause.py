@@ -324,3 +324,33 @@ async def test_an_approval_never_carries_over_to_a_later_call_reusing_its_id() -
     assert [p.args for p in second.pending] == [{"name": "b"}]  # asked again, not run
     third = await agent.resume("t", {"call_1": Reject("no")})
     assert ran == ["delete a"] and third.output == "done"
+
+
+async def test_a_resume_stopped_while_its_approved_call_ran_is_never_resumed_again() -> None:
+    """The claim: a resume cancelled while the approved call runs (its effect may have
+    happened) leaves the pause claimed; a second resume is a ResumeConflict, and the call
+    never runs twice."""
+    store = MemoryThreadStore()
+    started, runs = asyncio.Event(), []
+
+    @tool(requires_approval=True)
+    async def pay(amount: int) -> str:
+        """Pay."""
+        runs.append(amount)
+        started.set()
+        await asyncio.Event().wait()  # stopped here by the cancellation
+        return "paid"
+
+    def agent(*script: object) -> Agent:
+        return Agent(ScriptedModel(list(script)), tools=[pay], store=store)  # type: ignore[arg-type]
+
+    paused = await agent(ToolCall("p1", "pay", {"amount": 5})).run("pay 5", thread_id="t")
+    assert paused.paused and runs == []
+    first = asyncio.create_task(agent("never").resume("t", {"p1": Approve()}))
+    await asyncio.wait_for(started.wait(), 30)
+    first.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await first
+    with pytest.raises(ResumeConflict, match="did not finish"):
+        await agent("never").resume("t", {"p1": Approve()})
+    assert runs == [5]
