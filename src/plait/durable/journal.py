@@ -13,7 +13,10 @@ step (DBOS name)       runs                                on replay
                        tools, skill scripts alike)         at that step → ``ReplayDivergence``
 ``plait.started:ID``   before a call of a tool with        recorded but its tool step not: the
                        ``idempotent=False``                call was in flight at the crash; it is
-                                                           not run again, it gets an error result
+                                                           not run again: the turn pauses on it
+                                                           (``in_flight="pause"``, the default),
+                                                           or it gets an error result
+                                                           (``in_flight="error"``)
 =====================  ==================================  =====================================
 
 Steps are keyed by their position in the workflow (DBOS's step id) and named as above; DBOS
@@ -21,6 +24,8 @@ checks the name at each recorded position, which is how a different call is caug
 """
 
 from __future__ import annotations
+
+from typing import Literal
 
 from plait.durable.codec import dump_response, dump_result, load_response, load_result
 from plait.durable.errors import ReplayDivergence
@@ -30,8 +35,20 @@ from plait.middleware.base import Middleware, ModelHandler, ToolHandler
 from plait.middleware.context import DispatchContext
 from plait.middleware.ordering import Placement
 from plait.models.base import ModelRequest, ModelResponse
+from plait.runtime.pause import PauseTurn
 
-__all__ = ["Journal", "not_rerun_message"]
+__all__ = ["InFlight", "Journal", "in_flight_reason", "not_rerun_message"]
+
+InFlight = Literal["pause", "error"]
+"""What a recovered turn does with a non-idempotent call that was in flight at the crash."""
+
+
+def in_flight_reason(name: str) -> str:
+    return (
+        f"{name} was running when the worker executing this turn stopped (idempotent=False, "
+        "so it was not run again): it may or may not have taken effect. Approve to run it "
+        "again, answer with what it did, or reject."
+    )
 
 
 def not_rerun_message(name: str) -> str:
@@ -56,6 +73,11 @@ class Journal(Middleware):
     :class:`~plait.durable.DurableAgent` installs it; you do not add it yourself."""
 
     placement = Placement(position="innermost")
+
+    def __init__(self, in_flight: InFlight = "pause") -> None:
+        if in_flight not in ("pause", "error"):
+            raise ValueError(f"in_flight must be 'pause' or 'error', not {in_flight!r}")
+        self.in_flight = in_flight
 
     async def wrap_model_call(
         self, request: ModelRequest, ctx: DispatchContext, call_next: ModelHandler
@@ -107,6 +129,10 @@ class Journal(Middleware):
                 await DBOS.run_step_async({"name": f"plait.started:{call.id}"}, started_step)
             except Exception as exc:
                 raise _diverged(exc) or exc from None
+            if not fresh and self.in_flight == "pause":
+                # No tool step is taken: a replay of this workflow pauses here again, and a
+                # resume (another workflow) that approves it runs it as a fresh call.
+                raise PauseTurn(in_flight_reason(call.name))
 
         async def tool_step() -> str:
             if not fresh:  # started in a run that died before the call's result was recorded
