@@ -23,7 +23,11 @@ import sys
 import time
 from typing import Any
 
-from durable_worker import side_record, store_for, thread_report
+from durable_worker import (  # type: ignore[import-not-found]  # run as a script beside it
+    side_record,
+    store_for,
+    thread_report,
+)
 
 from plait import Agent, FunctionModel, ToolCall, ToolContext, tool
 from plait.errors import ResumeConflict
@@ -58,7 +62,10 @@ def build(side: str) -> tuple[FunctionModel, list[Any]]:
         start = max(i for i, m in enumerate(messages) if isinstance(m, UserMessage))
         done = sum(isinstance(m, ToolMessage) for m in messages[start:])
         if done == 0:
-            return [ToolCall("c-r0", "record", {"k": 0}), ToolCall(MAIL_ID, "send_email", {"to": "a"})]
+            return [
+                ToolCall("c-r0", "record", {"k": 0}),
+                ToolCall(MAIL_ID, "send_email", {"to": "a"}),
+            ]
         k = done - 1  # record(0) and the mail are two results
         if k <= 3:
             return ToolCall(f"c-r{k}", "record", {"k": k})
@@ -77,7 +84,7 @@ def decision(kind: str) -> Decision:
     return Answer("sent by hand", by="tester")
 
 
-async def wait_gate() -> None:
+def wait_gate() -> None:
     gate = os.environ.get("PLAIT_PAUSE_GATE")
     if not gate:
         return
@@ -86,7 +93,7 @@ async def wait_gate() -> None:
     while not os.path.exists(gate):
         if time.monotonic() > deadline:
             raise TimeoutError(f"no gate file {gate} in {GATE_WAIT_S} s")
-        await asyncio.sleep(0.001)  # a deadline-bounded poll: both resumes go at once
+        time.sleep(0.001)  # a deadline-bounded poll: both resumes go at once
 
 
 async def main(mode: str, sysdb: str, target: str, side: str, schema: str) -> None:
@@ -112,7 +119,7 @@ async def main(mode: str, sysdb: str, target: str, side: str, schema: str) -> No
             "status": None if status is None else status.status,
         }
     elif mode == "resume":
-        await wait_gate()
+        wait_gate()
         kind = os.environ.get("PLAIT_PAUSE_DECISION", "approve")
         try:
             result = await durable.resume(THREAD, {MAIL_ID: decision(kind)})

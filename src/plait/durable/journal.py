@@ -25,6 +25,7 @@ checks the name at each recorded position, which is how a different call is caug
 
 from __future__ import annotations
 
+import json
 from typing import Literal
 
 from plait.durable.codec import dump_response, dump_result, load_response, load_result
@@ -129,13 +130,11 @@ class Journal(Middleware):
                 await DBOS.run_step_async({"name": f"plait.started:{call.id}"}, started_step)
             except Exception as exc:
                 raise _diverged(exc) or exc from None
-            if not fresh and self.in_flight == "pause":
-                # No tool step is taken: a replay of this workflow pauses here again, and a
-                # resume (another workflow) that approves it runs it as a fresh call.
-                raise PauseTurn(in_flight_reason(call.name))
 
         async def tool_step() -> str:
             if not fresh:  # started in a run that died before the call's result was recorded
+                if self.in_flight == "pause":  # recorded as held: every replay holds it again
+                    return json.dumps({"name": call.name, "held": in_flight_reason(call.name)})
                 return dump_result(
                     call.name, ToolResult(call.id, not_rerun_message(call.name), True)
                 )
@@ -147,4 +146,7 @@ class Journal(Middleware):
             )
         except Exception as exc:
             raise _diverged(exc) or exc from None
+        held = json.loads(text).get("held")
+        if held is not None:  # a resume (another workflow) that approves it runs it afresh
+            raise PauseTurn(held)
         return load_result(text)[1]
