@@ -6,6 +6,10 @@ worker that dies mid-turn leaves the workflow ``PENDING``; a worker that launche
 same executor id and application version (or that is told to recover the dead one's,
 :func:`recover_turns`) runs it again: recorded steps return what they returned, the step in
 flight runs again (once more at most), and the turn goes on from there.
+
+A turn that pauses ends its workflow paused (nothing waits); :meth:`DurableAgent.resume` runs
+the workflow ``plait.durable.resume``, one id per pause (the exactly-once claim), whose steps
+are those of a turn.
 """
 
 from __future__ import annotations
