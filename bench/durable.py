@@ -8,12 +8,16 @@ Two tables:
    is killed with SIGKILL once a random number of tool executions is recorded; a second worker
    recovers. Printed: turns recovered (answered, pairs intact), tool executions per call id
    (histogram), and non-idempotent calls run twice (target 0).
-2. Added latency per step: one turn of ``--steps`` steps in a fresh process, durable (DBOS
-   steps) and plain (the same agent, no DBOS), interleaved round by round; the median of the
+2. Added latency per step: one turn of ``--steps`` steps, durable (DBOS steps) and plain (the
+   same agent, no DBOS), each in a fresh process, interleaved round by round; the median of the
    paired per-round differences, divided by the number of steps (a step = one model call + one
-   tool call + one append).
+   tool call + one append: three DBOS steps, four for a non-idempotent tool). "cold" is the
+   first turn of a process (imports, SQLAlchemy's statement cache, DBOS's first workflow);
+   "warm" the turn after one untimed turn in the same process, which is what a long-lived
+   worker pays per step.
 
-Run from the repository: ``python bench/durable.py --rounds 5``.
+Run from the repository: ``python bench/durable.py --rounds 3`` (a few minutes on 2 cores);
+``--kills 0`` skips the recovery table.
 """
 
 from __future__ import annotations
@@ -47,9 +51,15 @@ def executions(side: Path) -> Counter[str]:
             return Counter()
 
 
-def worker(mode: str, args: list[str]) -> subprocess.CompletedProcess[str]:
+def worker(
+    mode: str, args: list[str], env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, str(WORKER), mode, *args], capture_output=True, text=True, timeout=600
+        [sys.executable, str(WORKER), mode, *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, **(env or {})},
     )
 
 
@@ -99,11 +109,12 @@ def kill_round(
     }
 
 
-def turn_seconds(mode: str, backend: str, steps: int, postgres: str | None) -> float:
+def turn_seconds(mode: str, backend: str, steps: int, postgres: str | None, warm: bool) -> float:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         pair, schema = backend_args(backend, folder, postgres)
-        done = worker(mode, [*pair, str(folder / "side.db"), "1", str(steps), schema])
+        env = {"PLAIT_DURABLE_WARMUP": "1"} if warm else {}
+        done = worker(mode, [*pair, str(folder / "side.db"), "1", str(steps), schema], env)
         if done.returncode != 0:
             raise SystemExit(f"{mode} worker failed:\n{done.stderr[-2000:]}")
         lines = [json.loads(x) for x in done.stdout.splitlines() if x.startswith("{")]
@@ -112,7 +123,8 @@ def turn_seconds(mode: str, backend: str, steps: int, postgres: str | None) -> f
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--kills", type=int, default=None, help="kill rounds (default: rounds)")
     parser.add_argument("--turns", type=int, default=3)
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--postgres", default=os.environ.get("PLAIT_TEST_POSTGRES_URL"))
@@ -122,20 +134,32 @@ def main() -> None:
     seed = options.seed if options.seed is not None else random.randrange(2**32)
     rng = random.Random(seed)
     kills: dict[str, list[dict[str, Any]]] = {b: [] for b in backends}
-    added: dict[str, list[float]] = {b: [] for b in backends}
-    plain: dict[str, list[float]] = {b: [] for b in backends}
-    for _ in range(options.rounds):
+    kill_rounds = options.rounds if options.kills is None else options.kills
+    added: dict[tuple[str, bool], list[float]] = {
+        (b, w): [] for b in backends for w in (False, True)
+    }
+    plain: dict[tuple[str, bool], list[float]] = {
+        (b, w): [] for b in backends for w in (False, True)
+    }
+    for r in range(max(options.rounds, kill_rounds)):
         for backend in backends:  # interleaved round by round
-            kills[backend].append(
-                kill_round(backend, options.turns, options.steps, options.postgres, rng)
-            )
-            order = ["run", "plain"] if rng.random() < 0.5 else ["plain", "run"]
-            seconds = {m: turn_seconds(m, backend, options.steps, options.postgres) for m in order}
-            added[backend].append((seconds["run"] - seconds["plain"]) / options.steps)
-            plain[backend].append(seconds["plain"] / options.steps)
+            if r < kill_rounds:
+                kills[backend].append(
+                    kill_round(backend, options.turns, options.steps, options.postgres, rng)
+                )
+            if r >= options.rounds:
+                continue
+            for warm in (False, True):
+                order = ["run", "plain"] if rng.random() < 0.5 else ["plain", "run"]
+                seconds = {
+                    m: turn_seconds(m, backend, options.steps, options.postgres, warm)
+                    for m in order
+                }
+                added[backend, warm].append((seconds["run"] - seconds["plain"]) / options.steps)
+                plain[backend, warm].append(seconds["plain"] / options.steps)
     load = os.getloadavg()[0]
     print(
-        f"durable turns: {options.rounds} kills per backend, {options.turns} turns x "
+        f"durable turns: {kill_rounds} kills per backend, {options.turns} turns x "
         f"{options.steps} steps, seed {seed}, load {load:.1f}"
     )
     print()
@@ -157,15 +181,17 @@ def main() -> None:
         )
     print()
     print(
-        "| backend | plain, per step (median) | added by DBOS per step (median of paired "
-        "differences) |"
+        "| backend | worker | plain, per step (median) | added by DBOS per step (median of "
+        "paired differences) |"
     )
-    print("|---|---|---|")
+    print("|---|---|---|---|")
     for backend in backends:
-        print(
-            f"| {backend} | {statistics.median(plain[backend]) * 1000:.2f} ms "
-            f"| {statistics.median(added[backend]) * 1000:.2f} ms |"
-        )
+        for warm in (False, True):
+            print(
+                f"| {backend} | {'warm' if warm else 'cold'} "
+                f"| {statistics.median(plain[backend, warm]) * 1000:.2f} ms "
+                f"| {statistics.median(added[backend, warm]) * 1000:.2f} ms |"
+            )
 
 
 if __name__ == "__main__":

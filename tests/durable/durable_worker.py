@@ -6,7 +6,12 @@
   ``started`` once every workflow is recorded, then ``done`` when they finish;
 * ``recover`` launches DBOS (which recovers this executor's pending turns), waits for them, and
   prints one JSON line: each turn's workflow status and its thread (pairs intact, answered);
-* ``plain`` runs the same turns without durability and prints the seconds each took (bench).
+* ``plain`` runs the same turns without durability and prints the seconds each took (bench);
+* ``resume`` answers every paused turn's pending calls (``Answer``), then waits as ``recover``.
+
+``$PLAIT_DURABLE_IN_FLIGHT`` (``pause`` or ``error``, default ``error``) is the
+``DurableAgent``'s ``in_flight``; ``$PLAIT_DURABLE_WARMUP=1`` runs one untimed turn first
+(``run`` and ``plain``: the bench measures a warm worker).
 
 ``SYSDB`` is the DBOS system database URL, ``STORE`` a SQLite path or a ``postgresql://`` URL for
 the thread store, ``SIDE`` a SQLite file whose ``runs`` table gets one row per real execution of
@@ -26,6 +31,7 @@ from typing import Any
 from plait import Agent, FunctionModel, ToolCall, ToolContext, tool
 from plait.messages import AssistantMessage, ToolMessage, UserMessage
 from plait.models.base import ModelRequest
+from plait.runtime.pause import Answer, paused_dispatch
 from plait.stores.base import ThreadStore
 
 LEASE_TTL_S = 1.0
@@ -105,20 +111,26 @@ async def main(
     limits = agent.limits
     agent.limits = type(limits)(model_calls_per_turn=steps + 5)
     tags = [f"{schema or 't'}-{i}" for i in range(turns)]
+    warmup = bool(os.environ.get("PLAIT_DURABLE_WARMUP"))
     if mode == "plain":
+        if warmup:
+            await agent.run("warm", thread_id="warm")
         for tag in tags:
             began = time.perf_counter()
             await agent.run(tag, thread_id=tag)
             print(json.dumps({"turn": tag, "seconds": time.perf_counter() - began}), flush=True)
         await store.aclose()
         return
-    durable = DurableAgent(agent, name="worker")
+    in_flight: Any = os.environ.get("PLAIT_DURABLE_IN_FLIGHT", "error")
+    durable = DurableAgent(agent, name="worker", in_flight=in_flight)
     extra: dict[str, Any] = {"log_level": "WARNING"}
     if schema:
         extra["dbos_system_schema"] = schema
     DBOS(config=dbos_config("plait-durable-test", sysdb, **extra))
     DBOS.launch()
     if mode == "run":
+        if warmup:
+            await durable.run("warm", thread_id="warm")
         began = time.perf_counter()
         tasks = [
             asyncio.ensure_future(durable.run(tag, thread_id=tag, workflow_id=f"wf-{tag}"))
@@ -137,12 +149,20 @@ async def main(
         print("done", flush=True)
     else:
         await recover_turns()
+        if mode == "resume":
+            for tag in tags:
+                paused = paused_dispatch((await store.load(tag)).state)
+                if paused is not None:
+                    answers = {p.id: Answer("answered by a person") for p in paused.pending}
+                    await durable.resume(tag, answers)
         report: dict[str, Any] = {}
         for tag in tags:
             status = await DBOS.get_workflow_status_async(f"wf-{tag}")
             snapshot = await store.load(tag)
+            paused = paused_dispatch(snapshot.state)
             report[tag] = {
                 "status": None if status is None else status.status,
+                "pending": [] if paused is None else [p.to_json() for p in paused.pending],
                 **thread_report(snapshot.messages),
             }
         print(json.dumps(report), flush=True)

@@ -17,6 +17,7 @@ from dbos import DBOS, PortableWorkflowError
 from plait import Agent, FunctionModel, ToolCall, tool
 from plait.durable import DurableAgent, ReplayDivergence, dbos_config
 from plait.durable.agent import _workflow
+from plait.errors import ResumeConflict
 from plait.models.base import (
     ModelRequest,
     ModelResponse,
@@ -25,6 +26,7 @@ from plait.models.base import (
     TextDelta,
 )
 from plait.runtime.events import ModelResponseReceived, TextDeltaReceived, TurnFinished
+from plait.runtime.pause import Approve
 from plait.stores.sqlite import SQLiteThreadStore
 
 
@@ -157,3 +159,43 @@ async def test_a_replay_whose_request_offers_other_tools_raises_replay_divergenc
         await store.aclose()
     assert "diverged from its journal at the model call of dispatch 0" in str(raised.value)
     assert "tools ['add', 'sub']" in str(raised.value)
+
+
+@tool(requires_approval=True)
+def wipe(path: str) -> str:
+    """Delete a path (needs approval)."""
+    return f"wiped {path}"
+
+
+def _wiper(request: ModelRequest) -> Any:
+    if any(m.role == "tool" for m in request.messages):
+        return "wiped"
+    return ToolCall("w1", "wipe", {"path": "/tmp/x"})
+
+
+async def test_a_paused_durable_turn_resumes_as_a_workflow_with_live_events_once(
+    system_db: Path, tmp_path: Path
+) -> None:
+    store = SQLiteThreadStore(tmp_path / "threads.db")
+    durable = DurableAgent(Agent(FunctionModel(_wiper), tools=[wipe], store=store), name="wipe")
+    try:
+        paused = await durable.run("wipe it", thread_id="t", workflow_id="wf-wipe")
+        kinds = [
+            type(e).__name__ async for e in durable.stream_resume("t", {"w1": Approve(by="ana")})
+        ]
+        with pytest.raises(ResumeConflict):
+            await durable.resume("t", {"w1": Approve()})
+        snapshot = await store.load("t")
+    finally:
+        durable.close()
+        await store.aclose()
+    assert paused.paused and [p.id for p in paused.pending] == ["w1"]
+    status = await DBOS.get_workflow_status_async("wf-wipe")
+    assert status is not None and status.status == "SUCCESS"  # the pause holds no workflow
+    assert (
+        kinds.index("TurnResumed") < kinds.index("ToolCallFinished") < kinds.index("TurnFinished")
+    )
+    (resume,) = await DBOS.list_workflows_async(name="plait.durable.resume")
+    steps = [s["function_name"] for s in await DBOS.list_workflow_steps_async(resume.workflow_id)]
+    assert "plait.tool:wipe:w1" in steps and "plait.model:1" in steps
+    assert [m.role for m in snapshot.messages] == ["user", "assistant", "tool", "assistant"]

@@ -6,6 +6,9 @@ from __future__ import annotations
 import sqlite3
 import sys
 import time
+from pathlib import Path
+
+import pytest
 
 from plait.durable.sqlite_compat import _unixepoch, sqlite_engine_kwargs
 
@@ -32,3 +35,15 @@ def test_the_engine_gets_the_stand_in_only_where_dbos_needs_it() -> None:
         (value,) = conn.execute("SELECT unixepoch('subsec')").fetchone()
         conn.close()
         assert value is not None
+
+
+def test_a_file_system_database_runs_in_wal_with_the_chosen_synchronous(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'dbos.sqlite'}"
+    for level, code in (("NORMAL", 1), ("FULL", 2)):
+        conn = sqlite_engine_kwargs(url, level)["creator"]()
+        (mode,) = conn.execute("PRAGMA journal_mode").fetchone()
+        (synchronous,) = conn.execute("PRAGMA synchronous").fetchone()
+        conn.close()
+        assert (mode, synchronous) == ("wal", code)
+    with pytest.raises(ValueError, match="synchronous must be one of"):
+        sqlite_engine_kwargs(url, "SOMETIMES")

@@ -13,12 +13,19 @@ from plait.lazy import lazy_exports
 TYPE_CHECKING = False  # not typing's: importing this package must not import typing
 
 if TYPE_CHECKING:
-    from plait.durable.agent import WORKFLOW_NAME, DurableAgent, dbos_config, recover_turns
+    from plait.durable.agent import (
+        RESUME_WORKFLOW_NAME,
+        WORKFLOW_NAME,
+        DurableAgent,
+        dbos_config,
+        recover_turns,
+    )
     from plait.durable.errors import DurabilityError, ReplayDivergence
     from plait.durable.journal import Journal
     from plait.durable.store import JournaledStore
 
 __all__ = [
+    "RESUME_WORKFLOW_NAME",
     "WORKFLOW_NAME",
     "DurabilityError",
     "DurableAgent",
@@ -35,6 +42,7 @@ if not TYPE_CHECKING:
         __name__,
         {
             "plait.durable.agent": (
+                "RESUME_WORKFLOW_NAME",
                 "WORKFLOW_NAME",
                 "DurableAgent",
                 "dbos_config",

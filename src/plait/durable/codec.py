@@ -6,19 +6,23 @@ from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from plait.messages import Message, ToolResult, Usage, dump_messages, load_messages
 from plait.models.base import ModelResponse
+from plait.runtime.pause import Answer, Approve, Decision, PendingCall, Reject
 from plait.stores.base import ThreadSnapshot
 
 if TYPE_CHECKING:
     from pydantic import TypeAdapter
 
 __all__ = [
+    "dump_decisions",
     "dump_response",
     "dump_result",
     "dump_snapshot",
+    "load_decisions",
     "load_response",
     "load_result",
     "load_snapshot",
@@ -74,8 +78,15 @@ def load_snapshot(text: str) -> ThreadSnapshot:
     )
 
 
-def dump_run(output: str, thread_id: str, new: list[Message], usage: Usage, state: Any) -> str:
-    """A turn workflow's return value."""
+def dump_run(
+    output: str,
+    thread_id: str,
+    new: list[Message],
+    usage: Usage,
+    state: Any,
+    pending: Sequence[PendingCall] = (),
+) -> str:
+    """A turn workflow's return value (``pending``: the calls a paused turn waits on)."""
     return json.dumps(
         {
             "output": output,
@@ -83,6 +94,7 @@ def dump_run(output: str, thread_id: str, new: list[Message], usage: Usage, stat
             "new_messages": dump_messages(new),
             "usage": _adapter(Usage).dump_python(usage, mode="json"),
             "state": state,
+            "pending": [p.to_json() for p in pending],
         }
     )
 
@@ -91,4 +103,30 @@ def load_run(text: str) -> dict[str, Any]:
     data: dict[str, Any] = json.loads(text)
     data["new_messages"] = load_messages(data["new_messages"])
     data["usage"] = _adapter(Usage).validate_python(data["usage"])
+    data["pending"] = [PendingCall.from_json(p) for p in data.get("pending", ())]
     return data
+
+
+def dump_decisions(decisions: Mapping[str, Decision]) -> str:
+    """A resume workflow's decisions as JSON (the workflow's input)."""
+    out: dict[str, Any] = {}
+    for call_id, d in decisions.items():
+        if isinstance(d, Approve):
+            out[call_id] = {"kind": "approve", "args": d.args, "by": d.by}
+        elif isinstance(d, Reject):
+            out[call_id] = {"kind": "reject", "message": d.message, "by": d.by}
+        else:
+            out[call_id] = {"kind": "answer", "result": d.result, "by": d.by}
+    return json.dumps(out)
+
+
+def load_decisions(text: str) -> dict[str, Decision]:
+    decisions: dict[str, Decision] = {}
+    for call_id, d in json.loads(text).items():
+        if d["kind"] == "approve":
+            decisions[call_id] = Approve(d["args"], d["by"])
+        elif d["kind"] == "reject":
+            decisions[call_id] = Reject(d["message"], d["by"])
+        else:
+            decisions[call_id] = Answer(d["result"], d["by"])
+    return decisions

@@ -13,7 +13,10 @@ step (DBOS name)       runs                                on replay
                        tools, skill scripts alike)         at that step → ``ReplayDivergence``
 ``plait.started:ID``   before a call of a tool with        recorded but its tool step not: the
                        ``idempotent=False``                call was in flight at the crash; it is
-                                                           not run again, it gets an error result
+                                                           not run again: the turn pauses on it
+                                                           (``in_flight="pause"``, the default),
+                                                           or it gets an error result
+                                                           (``in_flight="error"``)
 =====================  ==================================  =====================================
 
 Steps are keyed by their position in the workflow (DBOS's step id) and named as above; DBOS
@@ -21,6 +24,9 @@ checks the name at each recorded position, which is how a different call is caug
 """
 
 from __future__ import annotations
+
+import json
+from typing import Literal
 
 from plait.durable.codec import dump_response, dump_result, load_response, load_result
 from plait.durable.errors import ReplayDivergence
@@ -30,8 +36,20 @@ from plait.middleware.base import Middleware, ModelHandler, ToolHandler
 from plait.middleware.context import DispatchContext
 from plait.middleware.ordering import Placement
 from plait.models.base import ModelRequest, ModelResponse
+from plait.runtime.pause import PauseTurn
 
-__all__ = ["Journal", "not_rerun_message"]
+__all__ = ["InFlight", "Journal", "in_flight_reason", "not_rerun_message"]
+
+InFlight = Literal["pause", "error"]
+"""What a recovered turn does with a non-idempotent call that was in flight at the crash."""
+
+
+def in_flight_reason(name: str) -> str:
+    return (
+        f"{name} was running when the worker executing this turn stopped (idempotent=False, "
+        "so it was not run again): it may or may not have taken effect. Approve to run it "
+        "again, answer with what it did, or reject."
+    )
 
 
 def not_rerun_message(name: str) -> str:
@@ -56,6 +74,11 @@ class Journal(Middleware):
     :class:`~plait.durable.DurableAgent` installs it; you do not add it yourself."""
 
     placement = Placement(position="innermost")
+
+    def __init__(self, in_flight: InFlight = "pause") -> None:
+        if in_flight not in ("pause", "error"):
+            raise ValueError(f"in_flight must be 'pause' or 'error', not {in_flight!r}")
+        self.in_flight = in_flight
 
     async def wrap_model_call(
         self, request: ModelRequest, ctx: DispatchContext, call_next: ModelHandler
@@ -110,6 +133,8 @@ class Journal(Middleware):
 
         async def tool_step() -> str:
             if not fresh:  # started in a run that died before the call's result was recorded
+                if self.in_flight == "pause":  # recorded as held: every replay holds it again
+                    return json.dumps({"name": call.name, "held": in_flight_reason(call.name)})
                 return dump_result(
                     call.name, ToolResult(call.id, not_rerun_message(call.name), True)
                 )
@@ -121,4 +146,7 @@ class Journal(Middleware):
             )
         except Exception as exc:
             raise _diverged(exc) or exc from None
+        held = json.loads(text).get("held")
+        if held is not None:  # a resume (another workflow) that approves it runs it afresh
+            raise PauseTurn(held)
         return load_result(text)[1]
