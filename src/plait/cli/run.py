@@ -347,9 +347,9 @@ def run(
     answer.txt); usage, tool, thread and trace lines go to standard error.
 
     A tool call held for approval (a tool marked requires_approval, an ApprovalMiddleware, a
-    tool --require-approval PATTERN matches, and with one of these flags a gated workspace call) is asked about at the terminal;
-    --approve-all, --approve TOOL (e.g. --approve write_file) and --deny-all decide without
-    asking, and with nobody to ask it is rejected.
+    tool --require-approval PATTERN matches, and with one of these flags a gated workspace
+    call) is asked about at the terminal; --approve-all, --approve TOOL (e.g. --approve
+    write_file) and --deny-all decide without asking, and with nobody to ask it is rejected.
     """
     from plait.cli.display import TurnDisplay, info_console, make_console
 
