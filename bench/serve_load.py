@@ -8,8 +8,9 @@ over the model's 100 ms, the servers' resident memory per idle thread after the 
 minus RSS before, over the threads made), and lost or duplicated messages (each thread read
 back must hold exactly its 5 user messages and 5 answers, in order; the script exits 1
 otherwise; a request that failed, e.g. a store deadline under overload, is counted under
-``failed`` and its turn is then missing from its thread). The load client is httpx (one
-AsyncClient, 200 connections); every server is a real process on 127.0.0.1.
+``failed`` and its turn is then missing from its thread). The load client is asyncio streams
+with h11 (one keep-alive connection a conversation, opened before the clock starts; see
+``Connection``); every server is a real process on 127.0.0.1.
 
     python bench/serve_load.py [--conversations 200] [--turns 5] [--rounds 2]
 """
@@ -19,6 +20,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import os
 import statistics
 import subprocess
@@ -28,6 +30,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import h11
 import httpx
 
 ROOT = Path(__file__).parents[1]
@@ -118,48 +121,101 @@ def floor_process(folder: Path) -> Iterator[ServeProcess]:
         process.wait(timeout=20)
 
 
+class Connection:
+    """One keep-alive HTTP/1.1 connection of the load client: asyncio streams and ``h11`` (the
+    HTTP/1.1 state machine httpx itself runs on). Why not httpx's pool: with 200 connections
+    in one ``AsyncClient`` its pool costs the client ~15 ms of CPU a request, and 200 clients
+    cost ~25 ms each to build; on 2 cores shared with the servers the client, not the server,
+    set the figures (64 requests/s against an endpoint that only sleeps 100 ms)."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer = reader, writer
+        self.conn = h11.Connection(h11.CLIENT)
+
+    @classmethod
+    async def open(cls, url: str) -> Connection:
+        host, port = url.removeprefix("http://").split(":")
+        reader, writer = await asyncio.open_connection(host, int(port))
+        return cls(reader, writer)
+
+    async def post(self, path: str, body: bytes, headers: dict[str, str]) -> tuple[int, bytes]:
+        if self.conn.our_state is h11.DONE:
+            self.conn.start_next_cycle()
+        head = [("host", "127.0.0.1"), ("content-type", "application/json")]
+        head += [("content-length", str(len(body))), *headers.items()]
+        data = self.conn.send(h11.Request(method="POST", target=path, headers=head))
+        data += self.conn.send(h11.Data(data=body)) + self.conn.send(h11.EndOfMessage())
+        self.writer.write(data)
+        status, chunks = 0, []
+        while True:
+            event = self.conn.next_event()
+            if event is h11.NEED_DATA:
+                received = await self.reader.read(65536)
+                if not received:
+                    raise ConnectionError("the server closed the connection")
+                self.conn.receive_data(received)
+            elif isinstance(event, h11.Response):
+                status = event.status_code
+            elif isinstance(event, h11.Data):
+                chunks.append(bytes(event.data))
+            elif isinstance(event, h11.EndOfMessage):
+                return status, b"".join(chunks)
+
+    def close(self) -> None:
+        self.writer.close()
+
+
 async def load(
     server: ServeProcess, floor: bool, tag: str, conversations: int, turns: int
 ) -> dict[str, float]:
     latencies: list[float] = []
     errors: list[str] = []
-    limits = httpx.Limits(max_connections=conversations, max_keepalive_connections=conversations)
-    async with httpx.AsyncClient(
-        base_url=server.url, headers=server.headers(), timeout=120, limits=limits
-    ) as client:
+    auth = dict(server.headers())
+    # Every conversation's connection is open before the clock starts (a frontend's keep-alive
+    # connection); each then sends its turns one after another.
+    connections = [await Connection.open(server.url) for _ in range(conversations)]
 
-        async def conversation(n: int) -> None:
-            thread = f"{tag}-{n}"
-            for turn in range(turns):
-                text = f"c{n} t{turn}"
-                started = time.perf_counter()
-                try:
-                    content = await send(thread, text)
-                except (httpx.HTTPError, KeyError, ValueError) as exc:
-                    errors.append(f"{type(exc).__name__}: {exc}")
-                    continue
-                latencies.append(time.perf_counter() - started)
-                if content != f"echo: {text}":
-                    errors.append(f"wrong answer {content!r}")
+    async def conversation(n: int) -> None:
+        thread = f"{tag}-{n}"
+        for turn in range(turns):
+            text = f"c{n} t{turn}"
+            started = time.perf_counter()
+            try:
+                content = await send(connections[n], thread, text)
+            except (OSError, h11.ProtocolError, KeyError, ValueError) as exc:
+                errors.append(f"{type(exc).__name__}: {exc}")
+                continue
+            latencies.append(time.perf_counter() - started)
+            if content != f"echo: {text}":
+                errors.append(f"wrong answer {content!r}")
 
-        async def send(thread: str, text: str) -> str:
-            if floor:
-                answer = await client.post("/chat", json={"thread": thread, "text": text})
-                return str(answer.json()["content"])
-            body = {"model": "plait", "messages": [{"role": "user", "content": text}]}
-            answer = await client.post(
-                "/v1/chat/completions", json=body, headers={"X-Plait-Thread": thread}
-            )
-            return str(answer.json()["choices"][0]["message"]["content"])
+    async def send(connection: Connection, thread: str, text: str) -> str:
+        if floor:
+            body = json.dumps({"thread": thread, "text": text}).encode()
+            status, answer = await connection.post("/chat", body, auth)
+            if status != 200:
+                raise ValueError(f"HTTP {status}: {answer[:200]!r}")
+            return str(json.loads(answer)["content"])
+        request = {"model": "plait", "messages": [{"role": "user", "content": text}]}
+        headers = {**auth, "x-plait-thread": thread}
+        status, answer = await connection.post(
+            "/v1/chat/completions", json.dumps(request).encode(), headers
+        )
+        if status != 200:
+            raise ValueError(f"HTTP {status}: {answer[:200]!r}")
+        return str(json.loads(answer)["choices"][0]["message"]["content"])
 
-        before = rss_kib(server.process.pid)
-        began = time.perf_counter()
-        await asyncio.gather(*(conversation(n) for n in range(conversations)))
-        elapsed = time.perf_counter() - began
-        after = rss_kib(server.process.pid)
-        bad = 0
+    before = rss_kib(server.process.pid)
+    began = time.perf_counter()
+    await asyncio.gather(*(conversation(n) for n in range(conversations)))
+    elapsed = time.perf_counter() - began
+    after = rss_kib(server.process.pid)
+    for connection in connections:
+        connection.close()
+    bad = 0
+    async with httpx.AsyncClient(base_url=server.url, headers=server.headers(), timeout=120) as c:
         for n in range(conversations):
-            got = (await client.get(f"/threads/{tag}-{n}")).json()["messages"]
+            got = (await c.get(f"/threads/{tag}-{n}")).json()["messages"]
             want = [x for t in range(turns) for x in (f"c{n} t{t}", f"echo: c{n} t{t}")]
             bad += [m["content"] for m in got] != want
     added = sorted((x - LATENCY) * 1000 for x in latencies)
