@@ -220,6 +220,35 @@ async def test_approval_middleware_holds_tools_by_name_pattern() -> None:
     assert data == {"m1": "sent to bo", "l1": "found"}
 
 
+async def test_approval_middleware_when_decides_per_call_among_the_matched_tools() -> None:
+    @tool
+    def mcp_pay(amount: int) -> str:
+        """Pay."""
+        return f"paid {amount}"
+
+    calls = [
+        ToolCall("small", "mcp_pay", {"amount": 5}),
+        ToolCall("big", "mcp_pay", {"amount": 500}),
+    ]
+    agent = Agent(
+        ScriptedModel([calls, "ok"]),
+        tools=[mcp_pay],
+        middleware=[ApprovalMiddleware(["mcp_*"], when=lambda c: c.args["amount"] > 100)],
+    )
+    result = await agent.run("pay", thread_id="t")
+    assert [p.id for p in result.pending] == ["big"]
+    done = await agent.resume("t", {"big": Approve()})
+    data = {m.tool_call_id: m.data for m in done.new_messages if isinstance(m, ToolMessage)}
+    assert data == {"small": "paid 5", "big": "paid 500"}
+
+
+def test_approval_middleware_without_patterns_or_a_rule_says_what_it_needs() -> None:
+    from plait.errors import ConfigurationError
+
+    with pytest.raises(ConfigurationError, match=r"tools=\[name patterns\] or when="):
+        ApprovalMiddleware()
+
+
 class Budget(Middleware):
     """Pauses a turn for its own reason: a question for the user after the first call."""
 
