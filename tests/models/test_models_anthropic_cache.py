@@ -245,3 +245,26 @@ def test_the_server_takes_a_top_level_cache_control_as_the_last_blocks_breakpoin
             messages=[{"role": "user", "content": [*four, {"type": "text", "text": "tail"}]}],
             extra_body=automatic,
         )
+
+
+def test_an_empty_text_block_is_never_marked_and_a_shared_block_never_edited() -> None:
+    """The API refuses ``cache_control`` on an empty text block: the breakpoint goes on the
+    block before it. A marked block is a copy: the block the caller (or a cached image, or a
+    stored reasoning payload) holds is left as it was."""
+    from plait.models.anthropic_cache import place_breakpoints
+
+    shared = {"type": "text", "text": "the question"}
+    system = [{"type": "text", "text": "Be brief."}]
+    params: dict[str, Any] = {
+        "system": system,
+        "messages": [{"role": "user", "content": [shared, {"type": "text", "text": ""}]}],
+    }
+
+    placed = place_breakpoints(params, ModelRequest([UserMessage("x")]), AnthropicCache(), 0)
+
+    assert placed == 2
+    content = params["messages"][0]["content"]
+    assert content[0]["cache_control"] == {"type": "ephemeral"}
+    assert "cache_control" not in content[1]
+    assert shared == {"type": "text", "text": "the question"}  # not edited in place
+    assert params["system"][0]["cache_control"] == {"type": "ephemeral"}
