@@ -39,6 +39,15 @@ def test_the_right_token_is_accepted_and_healthz_is_open(server: ServeProcess) -
     assert httpx.get(server.url + "/healthz").json() == {"ok": True}
 
 
+def test_the_auth_scheme_is_case_insensitive_as_http_says(server: ServeProcess) -> None:
+    token = server.headers()["Authorization"].split(" ", 1)[1]
+    for scheme in ("bearer", "BEARER"):
+        answer = httpx.get(
+            server.url + "/v1/models", headers={"Authorization": f"{scheme} {token}"}
+        )
+        assert answer.status_code == 200, scheme
+
+
 def test_an_oversize_body_is_refused_before_it_is_read(server: ServeProcess) -> None:
     big = chat("x" * (2 << 20))
     answer = httpx.post(server.url + CHAT, json=big, headers=server.headers())
