@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64 as _b64
 import binascii
 import hashlib
+import sys
 import weakref
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -29,6 +30,15 @@ __all__ = ["BLOBS_BY_REFERENCE", "MAX_PART_BYTES", "Blob", "live_blobs", "sniff_
 MAX_PART_BYTES = 64 * 1024 * 1024
 """The most bytes one image or file part may hold (64 MiB); providers' own limits are lower and
 are checked by their adapters before a request is sent."""
+
+
+def max_part_bytes() -> int:
+    """The bound as set now: ``plait.parts.MAX_PART_BYTES`` (the documented knob, re-exported
+    from this module), read at each use so setting it there takes effect here too."""
+    parts = sys.modules.get("plait.parts")
+    bound = getattr(parts, "MAX_PART_BYTES", MAX_PART_BYTES)
+    return int(bound)
+
 
 BLOBS_BY_REFERENCE = "blobs_by_reference"
 """Serialization context key. ``dump_json(..., context={BLOBS_BY_REFERENCE: True})`` writes each
@@ -71,10 +81,11 @@ class Blob:
             if not isinstance(data, bytearray | memoryview):
                 raise ContentError(f"a Blob holds bytes, got {type(data).__name__}")
             data = bytes(data)
-        if len(data) > MAX_PART_BYTES:
+        bound = max_part_bytes()
+        if len(data) > bound:
             raise ContentError(
                 f"content of {len(data):,} bytes is over plait.parts.MAX_PART_BYTES "
-                f"({MAX_PART_BYTES:,}); send a smaller file or a URL"
+                f"({bound:,}); send a smaller file or a URL"
             )
         self._data = data
         self._sha256: str | None = None
@@ -86,10 +97,11 @@ class Blob:
     @classmethod
     def from_base64(cls, text: str) -> Blob:
         """Decode base64 text (strict: a character outside the alphabet is a ContentError)."""
-        if len(text) > (MAX_PART_BYTES * 4) // 3 + 4:
+        bound = max_part_bytes()
+        if len(text) > (bound * 4) // 3 + 4:
             raise ContentError(
                 f"base64 content of {len(text):,} characters decodes to more than "
-                f"plait.parts.MAX_PART_BYTES ({MAX_PART_BYTES:,}) bytes"
+                f"plait.parts.MAX_PART_BYTES ({bound:,}) bytes"
             )
         try:
             blob = cls(_b64.b64decode(text, validate=True))
