@@ -215,9 +215,10 @@ class SQLiteThreadStore:
                 "DELETE FROM thread_blobs WHERE thread_id = ? RETURNING sha256", (thread_id,)
             ).fetchall()
             conn.executemany(
-                "DELETE FROM message_blobs WHERE sha256 = ?1 AND NOT EXISTS "
-                "(SELECT 1 FROM thread_blobs WHERE sha256 = ?1)",
-                held,
+                "DELETE FROM message_blobs WHERE sha256 = ? AND NOT EXISTS "
+                "(SELECT 1 FROM thread_blobs WHERE sha256 = ?)",
+                [(digest, digest) for (digest,) in held],  # qmarks: ?1 with a sequence is
+                # deprecated since Python 3.12
             )
             deleted = conn.execute("DELETE FROM threads WHERE thread_id = ?", (thread_id,))
             return deleted.rowcount > 0
