@@ -18,9 +18,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from chat_completions import sse_answer
+from chat_completions import sse_answer, sse_call
 from cli_inprocess import empty_home, run_plait
-from wire_server import Reply, WireServer
+from wire_server import WireServer
 
 from plait import Agent, ScriptedModel, ToolCall
 from plait.runtime.pause import PENDING_KEY
@@ -30,39 +30,6 @@ from plait.workspace import Workspace
 FIXTURES = Path(__file__).parents[1] / "models" / "fixtures" / "openai"
 DEADLINE = 60.0
 """Seconds a spawned ``plait chat`` may take to show what the pty test waits for."""
-
-
-def sse_call(name: str, arguments: dict[str, object], prompt: int = 15, out: int = 4) -> Reply:
-    """A Chat Completions stream asking for one tool call, with its usage."""
-
-    def chunk(
-        delta: dict[str, object] | None, finish: str | None = None, usage: object = None
-    ) -> bytes:
-        choices = [{"index": 0, "delta": delta or {}, "finish_reason": finish}]
-        body = {
-            "id": "c",
-            "object": "chat.completion.chunk",
-            "created": 1750000000,
-            "model": "test-model",
-            "choices": choices if delta is not None or finish else [],
-            "usage": usage,
-        }
-        return b"data: " + json.dumps(body).encode() + b"\n\n"
-
-    call = {
-        "index": 0,
-        "id": "call_1",
-        "type": "function",
-        "function": {"name": name, "arguments": json.dumps(arguments)},
-    }
-    usage = {"prompt_tokens": prompt, "completion_tokens": out, "total_tokens": prompt + out}
-    chunks = [
-        chunk({"role": "assistant", "tool_calls": [call]}),
-        chunk(None, "tool_calls"),
-        chunk(None, None, usage),
-        b"data: [DONE]\n\n",
-    ]
-    return Reply(200, chunks, "text/event-stream")
 
 
 @pytest.fixture
