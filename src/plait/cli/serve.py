@@ -65,6 +65,28 @@ def serve(
     no_trace: Annotated[
         bool, typer.Option("--no-trace", help="Do not record turns for plait ui.")
     ] = False,
+    max_body_bytes: Annotated[
+        int | None, typer.Option("--max-body-bytes", help="Largest request body (default 1 MiB).")
+    ] = None,
+    max_concurrent_runs: Annotated[
+        int | None,
+        typer.Option("--max-concurrent-runs", help="Turns at once per worker (default 1000)."),
+    ] = None,
+    max_waiting_per_thread: Annotated[
+        int | None,
+        typer.Option("--max-waiting-per-thread", help="Runs queued on one thread (default 8)."),
+    ] = None,
+    queue_timeout: Annotated[
+        float | None,
+        typer.Option("--queue-timeout", help="Seconds to get the thread and a slot (default 30)."),
+    ] = None,
+    run_timeout: Annotated[
+        float | None, typer.Option("--run-timeout", help="Seconds a turn may run (default 600).")
+    ] = None,
+    idle_timeout: Annotated[
+        float | None,
+        typer.Option("--idle-timeout", help="Seconds a turn may go eventless (default 120)."),
+    ] = None,
 ) -> None:
     """Serve agents over HTTP: AG-UI, OpenAI-compatible chat completions, threads and runs."""
     from plait.trace.access import MIN_TOKEN_CHARS, new_token
@@ -84,6 +106,19 @@ def serve(
         )
     if tool_calls not in ("hidden", "text"):
         fail("--tool-calls takes 'hidden' or 'text'.", 2)
+    limits = {
+        name: value
+        for name, value in (
+            ("max_body_bytes", max_body_bytes),
+            ("max_concurrent_runs", max_concurrent_runs),
+            ("max_waiting_per_thread", max_waiting_per_thread),
+            ("queue_timeout", queue_timeout),
+            ("run_timeout", run_timeout),
+            ("idle_timeout", idle_timeout),
+        )
+        if value is not None
+    }
+    limits_json = _checked_limits(limits)
     try:
         import ag_ui.core  # noqa: F401
         import uvicorn
@@ -98,6 +133,7 @@ def serve(
         PLAIT_SERVE_CORS=",".join(cors or []),
         PLAIT_SERVE_TOOL_CALLS=tool_calls,
         PLAIT_SERVE_TRACE="" if no_trace else "1",
+        PLAIT_SERVE_LIMITS=limits_json,
     )
     typer.echo(f"plait serve: http://{host}:{port}/ ({workers} worker(s); Ctrl-C to stop)")
     uvicorn.run(
@@ -112,3 +148,19 @@ def serve(
         timeout_keep_alive=KEEP_ALIVE,
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN,
     )
+
+
+def _checked_limits(limits: dict[str, float]) -> str:
+    """The limits given by flags as the JSON each worker reads, each checked before workers
+    start (``ServeLimits`` says what is wrong, under the flag's name: exit 2)."""
+    import json
+
+    from plait.errors import ConfigurationError
+    from plait.serve.limits import ServeLimits
+
+    for name, value in limits.items():
+        try:
+            ServeLimits(**{name: value})  # type: ignore[arg-type]
+        except ConfigurationError as exc:
+            fail(f"--{name.replace('_', '-')} {value:g}: {exc}", 2)
+    return json.dumps(limits)

@@ -14,12 +14,15 @@ variable                     meaning
 ``PLAIT_SERVE_CORS``         origins allowed by CORS, comma-separated (empty: CORS off)
 ``PLAIT_SERVE_TOOL_CALLS``   ``hidden`` or ``text`` (the OpenAI route's agent tool calls)
 ``PLAIT_SERVE_TRACE``        ``1``: record a ``plait.toml`` agent's turns for ``plait ui``
+``PLAIT_SERVE_LIMITS``       JSON object of :class:`~plait.serve.ServeLimits` fields to set
+                             (empty: the defaults)
 ===========================  ==================================================================
 """
 
 from __future__ import annotations
 
 import importlib
+import json
 import logging
 import os
 import sys
@@ -101,7 +104,7 @@ class _WorkerApp:
         self.inner = create_app(
             agents,
             token=os.environ.get("PLAIT_SERVE_TOKEN") or None,
-            limits=ServeLimits(),
+            limits=ServeLimits(**json.loads(os.environ.get("PLAIT_SERVE_LIMITS") or "{}")),
             cors_origins=cors,
             tool_calls=cast(Any, tool_calls),
         )

@@ -4,7 +4,7 @@
 field                      default   what happens past it
 =========================  ========  ===========================================================
 ``max_body_bytes``         1 MiB     413 ``body_too_large`` (the body is read at most this far)
-``max_concurrent_runs``    64        a new run waits up to ``queue_timeout`` for a slot, then
+``max_concurrent_runs``    1000      a new run waits up to ``queue_timeout`` for a slot, then
                                      503 ``server_busy``
 ``max_waiting_per_thread`` 8         a run queued behind others on its thread (this worker)
                                      beyond this answers 429 ``thread_busy``
@@ -17,6 +17,12 @@ field                      default   what happens past it
                                      keep the stream open
 ``max_threads_listed``     1000      ``GET /threads`` answers at most this many
 =========================  ========  ===========================================================
+
+Why 1000 turns at once: a running turn mostly waits on its model, and costs a coroutine and
+the thread's messages while it does, so the bound is there against a runaway, not to ration
+the worker. Real model calls take seconds: with 10-second turns, the old bound of 64 capped a
+worker at 6.4 turns/s while its CPU sat idle. ``plait serve`` sets every field by a flag of the
+same name (``--max-concurrent-runs``, ``--run-timeout``, ...).
 """
 
 from __future__ import annotations
@@ -33,7 +39,7 @@ class ServeLimits:
     """Bounds on requests and runs (see the module table)."""
 
     max_body_bytes: int = 1 << 20
-    max_concurrent_runs: int = 64
+    max_concurrent_runs: int = 1000
     max_waiting_per_thread: int = 8
     queue_timeout: float = 30.0
     run_timeout: float = 600.0

@@ -113,6 +113,8 @@ class SQLiteThreadStore:
         )
         self.lease_wait = lease_wait
         self.lease_ttl = lease_ttl
+        self._prefetched: dict[str, ThreadSnapshot] = {}
+        """Per thread, what its lease read as it was taken, until ``load`` returns it."""
 
     @property
     def path(self) -> str:
@@ -123,35 +125,13 @@ class SQLiteThreadStore:
         await asyncio.to_thread(self._db.close)
 
     async def load(self, thread_id: str) -> ThreadSnapshot:
-        def select(conn: sqlite3.Connection) -> ThreadSnapshot:
-            head = conn.execute(
-                "SELECT version, state FROM threads WHERE thread_id = ?", (thread_id,)
-            ).fetchone()
-            if head is None:
-                return ThreadSnapshot(thread_id)
-            rows = conn.execute(
-                "SELECT json FROM messages WHERE thread_id = ? ORDER BY seq", (thread_id,)
-            ).fetchall()
-            held = live_blobs()  # in memory already: their bytes are not read again
-            digests = conn.execute(
-                "SELECT sha256 FROM thread_blobs WHERE thread_id = ?", (thread_id,)
-            ).fetchall()
-            wanted = [str(d) for (d,) in digests if d not in held]
-            blobs: dict[str, bytes] = {}
-            for i in range(0, len(wanted), 500):  # under SQLite's bound on parameters
-                chunk = wanted[i : i + 500]
-                marks = ",".join("?" * len(chunk))
-                blobs.update(
-                    (str(d), bytes(b))
-                    for d, b in conn.execute(
-                        f"SELECT sha256, data FROM message_blobs WHERE sha256 IN ({marks})", chunk
-                    )
-                )
-            messages = messages_from_rows(thread_id, [str(row[0]) for row in rows], blobs)
-            del held  # the messages hold what they use
-            return ThreadSnapshot(thread_id, messages, state_from_json(str(head[1])), int(head[0]))
-
-        return await self._db.read(select)
+        # The snapshot the turn's lease read as it was taken, if this task holds that lease
+        # and nothing was written to the thread through this store since: one transaction
+        # (and one worker-thread hop) fewer a turn.
+        prefetched = self._prefetched.pop(thread_id, None)
+        if prefetched is not None:
+            return prefetched
+        return await self._db.read(lambda conn: _select_thread(conn, thread_id))
 
     async def append(
         self,
@@ -161,6 +141,7 @@ class SQLiteThreadStore:
         expected_version: int,
         state: Mapping[str, Any] | None = None,
     ) -> int:
+        self._prefetched.pop(thread_id, None)  # stale once this commits
         rows, blobs = messages_to_rows(thread_id, messages)
         state_json = None if state is None else state_to_json(thread_id, state)
 
@@ -209,6 +190,8 @@ class SQLiteThreadStore:
         return await self._db.read(select)
 
     async def delete(self, thread_id: str) -> bool:
+        self._prefetched.pop(thread_id, None)
+
         def remove(conn: sqlite3.Connection) -> bool:
             conn.execute("DELETE FROM messages WHERE thread_id = ?", (thread_id,))
             held = conn.execute(
@@ -229,21 +212,28 @@ class SQLiteThreadStore:
     async def lease(self, thread_id: str) -> AsyncIterator[None]:
         """Hold the thread's turn lease (a row of ``leases`` with an expiry) for the body; see
         :mod:`plait.stores.lease`. Raises :class:`~plait.errors.ThreadBusyError` after
-        ``lease_wait`` seconds."""
+        ``lease_wait`` seconds.
+
+        The transaction that takes the lease also reads the thread, and the next ``load`` of it
+        returns that snapshot instead of reading again (a turn loads right after its lease):
+        one transaction and one worker-thread hop fewer a turn. An ``append`` or ``delete``
+        through this store drops it, and so does the lease's end; a write from elsewhere
+        meanwhile makes the turn's append conflict, as it would after any load."""
         ttl = self.lease_ttl
 
-        def take(conn: sqlite3.Connection, thread: str, owner: str) -> bool:
+        def take(conn: sqlite3.Connection, thread: str, owner: str) -> ThreadSnapshot | None:
+            """The thread as it stands once the lease is ours, or ``None`` if it is not free."""
             row = conn.execute(
                 "SELECT expires_at FROM leases WHERE thread_id = ?", (thread,)
             ).fetchone()
             now = time.time()
             if row is not None and float(row[0]) > now:
-                return False
+                return None
             conn.execute(
                 "INSERT OR REPLACE INTO leases (thread_id, owner, expires_at) VALUES (?, ?, ?)",
                 (thread, owner, now + ttl),
             )
-            return True
+            return _select_thread(conn, thread)
 
         def extend(conn: sqlite3.Connection, thread: str, owner: str) -> bool:
             cur = conn.execute(
@@ -256,7 +246,12 @@ class SQLiteThreadStore:
             conn.execute("DELETE FROM leases WHERE thread_id = ? AND owner = ?", (thread, owner))
 
         async def acquire(thread: str, owner: str) -> bool:
-            return await self._db.write(lambda conn: take(conn, thread, owner))
+            # The turn loads the thread next: read it in the same transaction, for ``load``.
+            snapshot = await self._db.write(lambda conn: take(conn, thread, owner))
+            if snapshot is None:
+                return False
+            self._prefetched[thread] = snapshot
+            return True
 
         async def renew(thread: str, owner: str) -> bool:
             return await self._db.write(lambda conn: extend(conn, thread, owner))
@@ -266,10 +261,48 @@ class SQLiteThreadStore:
             # turn's end keeps the LEASE_RELEASE_S promise behind a busy lock.
             await self._db.write(lambda conn: free(conn, thread, owner), within=within)
 
-        async with held_lease(
-            thread_id, acquire=acquire, renew=renew, release=release, wait=self.lease_wait, ttl=ttl
-        ):
-            yield
+        try:
+            async with held_lease(
+                thread_id,
+                acquire=acquire,
+                renew=renew,
+                release=release,
+                wait=self.lease_wait,
+                ttl=ttl,
+            ):
+                yield
+        finally:
+            self._prefetched.pop(thread_id, None)  # unread (a turn that failed first): dropped
+
+
+def _select_thread(conn: sqlite3.Connection, thread_id: str) -> ThreadSnapshot:
+    """The thread as stored, read in the caller's transaction."""
+    head = conn.execute(
+        "SELECT version, state FROM threads WHERE thread_id = ?", (thread_id,)
+    ).fetchone()
+    if head is None:
+        return ThreadSnapshot(thread_id)
+    rows = conn.execute(
+        "SELECT json FROM messages WHERE thread_id = ? ORDER BY seq", (thread_id,)
+    ).fetchall()
+    held = live_blobs()  # in memory already: their bytes are not read again
+    digests = conn.execute(
+        "SELECT sha256 FROM thread_blobs WHERE thread_id = ?", (thread_id,)
+    ).fetchall()
+    wanted = [str(d) for (d,) in digests if d not in held]
+    blobs: dict[str, bytes] = {}
+    for i in range(0, len(wanted), 500):  # under SQLite's bound on parameters
+        chunk = wanted[i : i + 500]
+        marks = ",".join("?" * len(chunk))
+        blobs.update(
+            (str(d), bytes(b))
+            for d, b in conn.execute(
+                f"SELECT sha256, data FROM message_blobs WHERE sha256 IN ({marks})", chunk
+            )
+        )
+    messages = messages_from_rows(thread_id, [str(row[0]) for row in rows], blobs)
+    del held  # the messages hold what they use
+    return ThreadSnapshot(thread_id, messages, state_from_json(str(head[1])), int(head[0]))
 
 
 def _insert_blobs(conn: sqlite3.Connection, thread_id: str, blobs: Mapping[str, Blob]) -> None:
