@@ -84,3 +84,44 @@ def test_an_unknown_model_is_a_json_error(server: ServeProcess) -> None:
         )
     body = caught.value.body
     assert isinstance(body, dict) and body["type"] == "model_not_found"
+
+
+def stored_pairs(server: ServeProcess, thread: str) -> list[tuple[str, str]]:
+    got = httpx.get(f"{server.url}/threads/{thread}", headers=server.headers()).json()
+    return [(m["role"], m["content"]) for m in got["messages"]]
+
+
+def test_new_messages_alone_continue_a_named_thread(server: ServeProcess) -> None:
+    sdk = client(server)
+    thread = {"X-Plait-Thread": "oai-one-at-a-time"}
+    for text in ("one", "two"):
+        sdk.chat.completions.create(
+            model="plait", messages=[{"role": "user", "content": text}], extra_headers=thread
+        )
+    assert stored_pairs(server, "oai-one-at-a-time") == [
+        ("user", "one"),
+        ("assistant", "echo: one"),
+        ("user", "two"),
+        ("assistant", "echo: two"),
+    ]
+
+
+def test_a_full_history_on_a_new_thread_is_taken_whole(server: ServeProcess) -> None:
+    history = [
+        {"role": "system", "content": "ignored: the agent has its own prompt"},
+        {"role": "user", "content": "earlier"},
+        {"role": "assistant", "content": "an answer from elsewhere"},
+        {"role": "user", "content": "now"},
+    ]
+    answer = client(server).chat.completions.create(
+        model="plait",
+        messages=history,  # type: ignore[arg-type]
+        extra_headers={"X-Plait-Thread": "oai-imported"},
+    )
+    assert answer.choices[0].message.content == "echo: now"
+    assert stored_pairs(server, "oai-imported") == [
+        ("user", "earlier"),
+        ("assistant", "an answer from elsewhere"),
+        ("user", "now"),
+        ("assistant", "echo: now"),
+    ]

@@ -102,11 +102,13 @@ async def chat_completions(request: Request) -> Response:
     name, agent = state.agent(body.get("model"))
     messages = _messages(body.get("messages"))
     thread_id = thread_of(request, body, name, messages)
-    stored = await agent.store.load(thread_id)
+    # What is new depends on the stored thread only when the client sent earlier answers
+    # (a full history): a request of new messages alone needs no read of the thread.
+    stored: list[Message] = []
+    if any(isinstance(m, AssistantMessage) for m in messages):
+        stored = (await agent.store.load(thread_id)).messages
     # The OpenAI wire has no way to answer a held call: a new message rejects what waited.
-    run = state.runs.start(
-        agent, name, thread_id, new_input(stored.messages, messages), on_paused="reject"
-    )
+    run = state.runs.start(agent, name, thread_id, new_input(stored, messages), on_paused="reject")
     completion_id = f"chatcmpl-{run.run_id}"
     headers = {"X-Plait-Thread": thread_id, "X-Plait-Run": run.run_id}
     if body.get("stream"):
