@@ -1,18 +1,38 @@
 """``plait serve`` under load: 200 concurrent conversations x 5 turns against a fake model with a
-fixed 100 ms latency, beside a minimal Starlette endpoint calling the same agent (the floor).
+fixed 100 ms latency, beside ``langgraph dev`` (``--langgraph VENV``) and a minimal Starlette
+endpoint calling the same agent (the floor).
 
-Configurations: ``plait serve`` on SQLite (1 worker), the floor on SQLite, and with
-``$PLAIT_TEST_POSTGRES_URL`` set ``plait serve`` on Postgres with 2 workers. They run
-interleaved round by round (``--rounds``). Per configuration: requests/s, p50/p99 latency added
-over the model's 100 ms, the servers' resident memory per idle thread after the load (RSS after
-minus RSS before, over the threads made), and lost or duplicated messages (each thread read
-back must hold exactly its 5 user messages and 5 answers, in order; the script exits 1
-otherwise; a request that failed, e.g. a store deadline under overload, is counted under
-``failed`` and its turn is then missing from its thread). The load client is asyncio streams
-with h11 (one keep-alive connection a conversation, opened before the clock starts; see
-``Connection``); every server is a real process on 127.0.0.1.
+Configurations: ``plait serve`` on SQLite (1 worker), the floor on SQLite, with
+``$PLAIT_TEST_POSTGRES_URL`` set ``plait serve`` on Postgres with 2 workers, and with
+``--langgraph VENV`` ``langgraph dev`` from that virtual environment serving the same
+behaviour as a LangGraph graph (``bench/serve_load_langgraph.py``: its in-memory runtime and
+checkpointer, threads and ``runs/wait``). They run interleaved round by round (``--rounds``).
 
-    python bench/serve_load.py [--conversations 200] [--turns 5] [--rounds 2]
+Two loads, a table each (``--think S`` runs one): back to back (think 0: each conversation sends
+its next turn as soon as it has the answer, 200 conversations offer 2,000 requests/s, a capacity
+test) and with think time (mean 1.0 s: a person reading the answer before writing again, drawn
+from an exponential distribution, seeded; each conversation starts after a uniform delay in
+[0, think) so arrivals are spread; offered load conversations / (think + 0.1) requests/s, ~182
+for 200, in the steady state; with 5 turns a conversation the ramp-up and the tail of the
+slowest readers weigh, and the header also prints the schedule's own rate, all its turns over
+its longest conversation at zero added latency, ~73 for 200). Every configuration gets the same
+schedule of waits, and first answers 20 one-turn conversations, not measured (imports, caches,
+the second worker's first requests). Latency is per request, from send to answer; think time
+is not in it. A connection the server closed while idle (uvicorn's 5 s keep-alive, under the
+floor and ``langgraph dev``; ``plait serve`` keeps them 30 s) is opened again before the next
+turn, as any HTTP client does, inside that turn's latency.
+
+Per configuration: requests/s, p50/p99 latency added over the model's 100 ms, the server's
+resident memory per idle thread after the load (RSS after minus RSS before, over the threads
+made; the process and its children), and lost or duplicated messages (each thread read back
+must hold exactly its 5 user messages and 5 answers, in order; the script exits 1 otherwise; a
+request that failed, e.g. a store deadline under overload, is counted under ``failed`` and its
+turn is then missing from its thread). The load client (``bench/serve_load_client.py``) is
+asyncio streams with h11, one keep-alive connection a conversation, opened (and the thread made,
+where the API needs that) before the clock starts; every server is a real process on 127.0.0.1.
+
+    python bench/serve_load.py [--conversations 200] [--turns 5] [--rounds 2] [--think S]
+        [--seed 0] [--langgraph /work/wt/lg-venv]
 """
 
 from __future__ import annotations
@@ -20,8 +40,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import os
+import random
 import statistics
 import subprocess
 import sys
@@ -36,12 +56,25 @@ import httpx
 ROOT = Path(__file__).parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "support"))
 
+from serve_load_client import (  # noqa: E402
+    ChatApi,
+    Connection,
+    FloorChat,
+    LangGraphRuns,
+    PlaitChat,
+    rss_kib,
+)
+from serve_load_langgraph import ASSISTANT, langgraph_process  # noqa: E402
 from serve_process import ServeProcess, serve_process  # noqa: E402
 
 from plait.trace.access import new_token  # noqa: E402
 from plait.trace.server import free_port  # noqa: E402
 
 LATENCY = 0.1
+THINK = 1.0
+"""The think time of the default run's second table, seconds (mean)."""
+WARM = 20
+"""Conversations of one turn each server answers before the measured loads."""
 
 FLOOR = '''
 """The floor: the same agent behind one Starlette route, nothing else."""
@@ -68,19 +101,8 @@ app = Starlette(routes=[Route("/chat", chat, methods=["POST"]), Route("/threads/
 '''
 
 
-def rss_kib(pid: int) -> int:
-    """Resident memory of ``pid`` and its children (uvicorn's workers), KiB."""
-    total = 0
-    pids = [pid]
-    with contextlib.suppress(OSError):
-        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-        pids += [int(c) for c in children]
-    for p in pids:
-        with contextlib.suppress(OSError):
-            for line in Path(f"/proc/{p}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    total += int(line.split()[1])
-    return total
+Row = dict[str, float]
+"""A configuration's figures for one load (see :func:`load`)."""
 
 
 @contextlib.contextmanager
@@ -121,89 +143,47 @@ def floor_process(folder: Path) -> Iterator[ServeProcess]:
         process.wait(timeout=20)
 
 
-class Connection:
-    """One keep-alive HTTP/1.1 connection of the load client: asyncio streams and ``h11`` (the
-    HTTP/1.1 state machine httpx itself runs on). Why not httpx's pool: with 200 connections
-    in one ``AsyncClient`` its pool costs the client ~15 ms of CPU a request, and 200 clients
-    cost ~25 ms each to build; on 2 cores shared with the servers the client, not the server,
-    set the figures (64 requests/s against an endpoint that only sleeps 100 ms)."""
-
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.reader, self.writer = reader, writer
-        self.conn = h11.Connection(h11.CLIENT)
-
-    @classmethod
-    async def open(cls, url: str) -> Connection:
-        host, port = url.removeprefix("http://").split(":")
-        reader, writer = await asyncio.open_connection(host, int(port))
-        return cls(reader, writer)
-
-    async def post(self, path: str, body: bytes, headers: dict[str, str]) -> tuple[int, bytes]:
-        if self.conn.our_state is h11.DONE:
-            self.conn.start_next_cycle()
-        head = [("host", "127.0.0.1"), ("content-type", "application/json")]
-        head += [("content-length", str(len(body))), *headers.items()]
-        data = self.conn.send(h11.Request(method="POST", target=path, headers=head))
-        data += self.conn.send(h11.Data(data=body)) + self.conn.send(h11.EndOfMessage())
-        self.writer.write(data)
-        status, chunks = 0, []
-        while True:
-            event = self.conn.next_event()
-            if event is h11.NEED_DATA:
-                received = await self.reader.read(65536)
-                if not received:
-                    raise ConnectionError("the server closed the connection")
-                self.conn.receive_data(received)
-            elif isinstance(event, h11.Response):
-                status = event.status_code
-            elif isinstance(event, h11.Data):
-                chunks.append(bytes(event.data))
-            elif isinstance(event, h11.EndOfMessage):
-                return status, b"".join(chunks)
-
-    def close(self) -> None:
-        self.writer.close()
+def schedule(conversations: int, turns: int, think: float, seed: int) -> list[list[float]]:
+    """Seconds each conversation waits before each of its turns: before the first a uniform
+    delay in [0, ``think``), before each next one an exponential draw of mean ``think``; all 0
+    for ``think`` 0 (back to back)."""
+    if not think:
+        return [[0.0] * turns for _ in range(conversations)]
+    rng = random.Random(seed)
+    return [
+        [rng.uniform(0, think)] + [rng.expovariate(1 / think) for _ in range(turns - 1)]
+        for _ in range(conversations)
+    ]
 
 
 async def load(
-    server: ServeProcess, floor: bool, tag: str, conversations: int, turns: int
-) -> dict[str, float]:
+    server: ServeProcess, api: ChatApi, name: str, tag: str, waits: list[list[float]]
+) -> Row:
+    """One load on configuration ``name``: conversation ``n`` waits ``waits[n][t]`` then sends
+    turn ``t`` on thread ``{tag}-{n}`` (or the server's id); the row."""
+    conversations, turns = len(waits), len(waits[0])
     latencies: list[float] = []
     errors: list[str] = []
-    auth = dict(server.headers())
+    async with httpx.AsyncClient(base_url=server.url, headers=api.headers, timeout=120) as c:
+        threads = await api.threads(c, tag, conversations)
     # Every conversation's connection is open before the clock starts (a frontend's keep-alive
     # connection); each then sends its turns one after another.
     connections = [await Connection.open(server.url) for _ in range(conversations)]
 
     async def conversation(n: int) -> None:
-        thread = f"{tag}-{n}"
-        for turn in range(turns):
+        for turn, wait in enumerate(waits[n]):
+            if wait:
+                await asyncio.sleep(wait)
             text = f"c{n} t{turn}"
             started = time.perf_counter()
             try:
-                content = await send(connections[n], thread, text)
-            except (OSError, h11.ProtocolError, KeyError, ValueError) as exc:
+                content = await api.send(connections[n], threads[n], text)
+            except (OSError, h11.ProtocolError, KeyError, TypeError, ValueError) as exc:
                 errors.append(f"{type(exc).__name__}: {exc}")
                 continue
             latencies.append(time.perf_counter() - started)
             if content != f"echo: {text}":
                 errors.append(f"wrong answer {content!r}")
-
-    async def send(connection: Connection, thread: str, text: str) -> str:
-        if floor:
-            body = json.dumps({"thread": thread, "text": text}).encode()
-            status, answer = await connection.post("/chat", body, auth)
-            if status != 200:
-                raise ValueError(f"HTTP {status}: {answer[:200]!r}")
-            return str(json.loads(answer)["content"])
-        request = {"model": "plait", "messages": [{"role": "user", "content": text}]}
-        headers = {**auth, "x-plait-thread": thread}
-        status, answer = await connection.post(
-            "/v1/chat/completions", json.dumps(request).encode(), headers
-        )
-        if status != 200:
-            raise ValueError(f"HTTP {status}: {answer[:200]!r}")
-        return str(json.loads(answer)["choices"][0]["message"]["content"])
 
     before = rss_kib(server.process.pid)
     began = time.perf_counter()
@@ -213,12 +193,13 @@ async def load(
     for connection in connections:
         connection.close()
     bad = 0
-    async with httpx.AsyncClient(base_url=server.url, headers=server.headers(), timeout=120) as c:
-        for n in range(conversations):
-            got = (await c.get(f"/threads/{tag}-{n}")).json()["messages"]
+    async with httpx.AsyncClient(base_url=server.url, headers=api.headers, timeout=120) as c:
+        for n, thread in enumerate(threads):
             want = [x for t in range(turns) for x in (f"c{n} t{t}", f"echo: c{n} t{t}")]
-            bad += [m["content"] for m in got] != want
-    added = sorted((x - LATENCY) * 1000 for x in latencies)
+            bad += await api.messages(c, thread) != want
+    if errors:
+        print(f"{name}, {tag}: {len(errors)} failed, the first: {errors[0][:300]}", file=sys.stderr)
+    added = sorted((x - LATENCY) * 1000 for x in latencies) or [float("nan")]
     return {
         "rps": len(latencies) / elapsed,
         "p50": statistics.median(added),
@@ -227,6 +208,35 @@ async def load(
         "bad": bad,
         "errors": len(errors),
     }
+
+
+def print_table(
+    args: argparse.Namespace, think: float, waits: list[list[float]], results: dict[str, list[Row]]
+) -> bool:
+    """Print one load's table; whether any thread lost or duplicated a message."""
+    offered = args.conversations / (think + LATENCY)
+    span = max(sum(w) for w in waits) + args.turns * LATENCY
+    spread = (
+        "" if not think else f" ({len(waits) * args.turns / span:,.0f} over the whole schedule)"
+    )
+    how = f"think {think:g} s mean" if think else "back to back (think 0, capacity test)"
+    print(
+        f"\n{args.conversations} conversations x {args.turns} turns, {how}, offered "
+        f"{offered:,.0f} req/s{spread}; fake model {LATENCY * 1000:.0f} ms, {args.rounds} rounds "
+        f"(medians), load {os.getloadavg()[0]:.1f}"
+    )
+    heads = ("req/s", "p50 +ms", "p99 +ms", "KiB/thread", "lost/dup", "failed")
+    print(f"{'configuration':40} " + " ".join(f"{h:>10}" for h in heads))
+    lost = False
+    for name, runs in results.items():
+        med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+        bad = sum(int(r["bad"]) for r in runs)
+        lost |= bad > 0
+        failures = sum(int(r["errors"]) for r in runs)
+        cells = [f"{med['rps']:.0f}", f"{med['p50']:.1f}", f"{med['p99']:.1f}"]
+        cells += [f"{med['kib_per_thread']:.1f}", str(bad), str(failures)]
+        print(f"{name:40} " + " ".join(f"{c:>10}" for c in cells))
+    return lost
 
 
 async def _setup(url: str, schema: str) -> None:
@@ -244,20 +254,23 @@ def main() -> int:
     parser.add_argument("--conversations", type=int, default=200)
     parser.add_argument("--turns", type=int, default=5)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument(
+        "--think", type=float, default=None, help=f"mean think time, s (default: 0 and {THINK})"
+    )
+    parser.add_argument("--seed", type=int, default=0, help="the think times' random seed")
+    parser.add_argument(
+        "--langgraph", type=Path, default=None, metavar="VENV", help="add langgraph dev"
+    )
     args = parser.parse_args()
     env = {"PLAIT_FAKE_LATENCY": str(LATENCY)}
-    results: dict[str, list[dict[str, float]]] = {}
+    lost = False
     with contextlib.ExitStack() as stack:
         folder = Path(stack.enter_context(tempfile.TemporaryDirectory()))
-        servers: dict[str, tuple[ServeProcess, bool]] = {
-            "plait serve, SQLite, 1 worker": (
-                stack.enter_context(serve_process(folder / "sqlite", token=new_token(), env=env)),
-                False,
-            ),
-            "floor (Starlette + agent.run), SQLite": (
-                stack.enter_context(floor_process(folder / "floor")),
-                True,
-            ),
+        plait = stack.enter_context(serve_process(folder / "sqlite", token=new_token(), env=env))
+        floor = stack.enter_context(floor_process(folder / "floor"))
+        servers: dict[str, tuple[ServeProcess, ChatApi]] = {
+            "plait serve, SQLite, 1 worker": (plait, PlaitChat(plait.headers())),
+            "floor (Starlette + agent.run), SQLite": (floor, FloorChat({})),
         }
         url = os.environ.get("PLAIT_TEST_POSTGRES_URL")
         if url:
@@ -267,32 +280,30 @@ def main() -> int:
             pg = stack.enter_context(
                 serve_process(folder / "pg", token=new_token(), workers=2, env=pg_env)
             )
-            servers["plait serve, Postgres, 2 workers"] = (pg, False)
-        for round_ in range(args.rounds):
-            for name, (server, floor) in servers.items():
-                tag = f"r{round_}-{abs(hash(name)) % 10_000}"
-                results.setdefault(name, []).append(
-                    asyncio.run(load(server, floor, tag, args.conversations, args.turns))
-                )
-    load_avg = os.getloadavg()[0]
-    print(
-        f"{args.conversations} conversations x {args.turns} turns, fake model "
-        f"{LATENCY * 1000:.0f} ms, {args.rounds} rounds (medians), load {load_avg:.1f}"
-    )
-    heads = ("req/s", "p50 +ms", "p99 +ms", "KiB/thread", "lost/dup", "failed")
-    print(f"{'configuration':40} " + " ".join(f"{h:>10}" for h in heads))
-    failed = False
-    for name, runs in results.items():
-        med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
-        bad = sum(int(r["bad"]) for r in runs)
-        failed |= bad > 0
-        failures = sum(int(r["errors"]) for r in runs)
-        cells = [f"{med['rps']:.0f}", f"{med['p50']:.1f}", f"{med['p99']:.1f}"]
-        cells += [f"{med['kib_per_thread']:.1f}", str(bad), str(failures)]
-        print(f"{name:40} " + " ".join(f"{c:>10}" for c in cells))
+            servers["plait serve, Postgres, 2 workers"] = (pg, PlaitChat(pg.headers()))
+        if args.langgraph:
+            jobs = args.conversations
+            lg = stack.enter_context(langgraph_process(args.langgraph, folder / "lg", jobs))
+            servers[f"langgraph dev, in memory, {jobs} jobs"] = (lg, LangGraphRuns(ASSISTANT))
+        for name, (server, api) in servers.items():
+            # Not measured: a first turn on each connection of a worker pays its imports and
+            # caches (the second Postgres worker's first requests took ~1 s).
+            asyncio.run(load(server, api, name, "warm", schedule(WARM, 1, 0, 0)))
+        thinks = [args.think] if args.think is not None else [0.0, THINK]
+        for k, think in enumerate(thinks):
+            waits = schedule(args.conversations, args.turns, think, args.seed)
+            results: dict[str, list[Row]] = {}
+            for round_ in range(args.rounds):
+                for c, (name, (server, api)) in enumerate(servers.items()):
+                    tag = f"k{k}-r{round_}-c{c}"
+                    row = asyncio.run(load(server, api, name, tag, waits))
+                    results.setdefault(name, []).append(row)
+            lost |= print_table(args, think, waits, results)
     if not url:
         print("(Postgres with 2 workers: set PLAIT_TEST_POSTGRES_URL to include it)")
-    return 1 if failed else 0
+    if not args.langgraph:
+        print("(langgraph dev: --langgraph VENV, see bench/serve_load_langgraph.py)")
+    return 1 if lost else 0
 
 
 if __name__ == "__main__":
