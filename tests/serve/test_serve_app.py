@@ -4,6 +4,7 @@ the options and bounds refuse bad values; tool calls shown as text."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 
 import httpx
 import pytest
@@ -18,6 +19,7 @@ from plait import (
     ToolCall,
     tool,
 )
+from plait.models.base import ModelResponse, ResponseComplete, StreamEvent, TextDelta
 from plait.serve import ServeLimits, create_app
 
 __all__ = ["otel"]
@@ -105,6 +107,57 @@ async def test_a_turn_without_events_past_idle_timeout_is_cancelled() -> None:
     assert "idle_timeout" in answer.json()["error"]["message"]
     snapshot = await agent.store.load("idle-1")
     assert [m.role for m in snapshot.messages] == ["user"]  # the input persisted, nothing lost
+
+
+class Trickle:
+    """A model that streams ``words`` text deltas ``gap`` seconds apart, then stalls for
+    ``stall`` seconds before it completes."""
+
+    name = "trickle"
+
+    def __init__(self, words: int, gap: float, stall: float = 0.0) -> None:
+        self.words, self.gap, self.stall = words, gap, stall
+
+    async def generate(self, request: ModelRequest) -> ModelResponse:
+        raise AssertionError("served turns stream")
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        for _ in range(self.words):
+            await asyncio.sleep(self.gap)
+            yield TextDelta("w ")
+        await asyncio.sleep(self.stall)
+        yield ResponseComplete(ModelResponse(content="w " * self.words, finish_reason="stop"))
+
+    async def aclose(self) -> None:
+        """Nothing to release."""
+
+
+async def post_chat(agent: Agent, limits: ServeLimits, thread: str) -> httpx.Response:
+    transport = httpx.ASGITransport(app=create_app(agent, limits=limits))
+    async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+        return await client.post(
+            "/v1/chat/completions",
+            json={"messages": [{"role": "user", "content": "hi"}]},
+            headers={"X-Plait-Thread": thread},
+        )
+
+
+async def test_events_keep_a_turn_longer_than_idle_timeout_alive() -> None:
+    # 12 deltas 0.1 s apart: 1.2 s in all, four times the idle bound, never idle 0.3 s
+    answer = await post_chat(Agent(Trickle(12, 0.1)), ServeLimits(idle_timeout=0.3), "alive")
+    assert answer.status_code == 200
+    assert answer.json()["choices"][0]["message"]["content"] == "w " * 12
+
+
+async def test_a_turn_that_goes_quiet_after_events_is_cancelled_at_idle_timeout() -> None:
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    agent = Agent(Trickle(5, 0.1, stall=30.0))
+    answer = await post_chat(agent, ServeLimits(idle_timeout=0.4), "quiet")
+    took = loop.time() - started
+    assert answer.status_code == 504
+    assert "idle_timeout" in answer.json()["error"]["message"]
+    assert 0.5 + 0.4 <= took < 0.5 + 0.4 + 1.0  # the last event, then the idle bound
 
 
 async def test_runs_queued_past_the_per_thread_bound_are_refused() -> None:

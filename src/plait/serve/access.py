@@ -148,18 +148,23 @@ class AccessLog:
         try:
             await self.app(scope, receive, logged)
         finally:
-            client = scope.get("client")
-            access_logger.info(
-                json.dumps(
-                    {
-                        "method": scope.get("method"),
-                        "path": scope.get("path"),
-                        "status": seen["status"] or 499,
-                        "ms": round((time.perf_counter() - started) * 1000, 2),
-                        "bytes": seen["bytes"],
-                        "client": f"{client[0]}:{client[1]}" if client else None,
-                        "request_id": request_id,
-                        "worker": os.getpid(),
-                    }
-                )
+            if access_logger.isEnabledFor(logging.INFO):
+                self._log(scope, seen, started, request_id)
+
+    @staticmethod
+    def _log(scope: Scope, seen: dict[str, int], started: float, request_id: str) -> None:
+        client = scope.get("client")
+        access_logger.info(
+            json.dumps(
+                {
+                    "method": scope.get("method"),
+                    "path": scope.get("path"),
+                    "status": seen["status"] or 499,
+                    "ms": round((time.perf_counter() - started) * 1000, 2),
+                    "bytes": seen["bytes"],
+                    "client": f"{client[0]}:{client[1]}" if client else None,
+                    "request_id": request_id,
+                    "worker": os.getpid(),
+                }
             )
+        )

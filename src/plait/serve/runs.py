@@ -298,14 +298,29 @@ class RunManager:
                 state=turn.state or None,
                 on_paused=turn.on_paused,
             )
+        # The idle deadline is watched by a timer that wakes once per ``idle_timeout`` (not
+        # moved at every event, which cost a timer each): it expires the turn's deadline when
+        # no event came for that long.
+        last = [loop.time()]
+        watch: list[asyncio.TimerHandle] = []
+
+        def watch_idle(deadline: asyncio.Timeout) -> None:
+            quiet_until = last[0] + limits.idle_timeout
+            if loop.time() >= quiet_until - 0.001:  # a timer may run a clock tick early
+                deadline.reschedule(loop.time())
+            else:
+                watch[:] = [loop.call_at(quiet_until, watch_idle, deadline)]
+
         try:
-            async with (
-                contextlib.aclosing(stream),
-                asyncio.timeout(min(ends, loop.time() + limits.idle_timeout)) as deadline,
-            ):
-                async for event in stream:
-                    run._push(event)
-                    deadline.reschedule(min(ends, loop.time() + limits.idle_timeout))
+            async with contextlib.aclosing(stream), asyncio.timeout_at(ends) as deadline:
+                watch.append(loop.call_at(last[0] + limits.idle_timeout, watch_idle, deadline))
+                try:
+                    async for event in stream:
+                        run._push(event)
+                        last[0] = loop.time()
+                finally:
+                    for handle in watch:
+                        handle.cancel()
         except TimeoutError:
             which = "run_timeout" if loop.time() >= ends else "idle_timeout"
             raise ServeError(
