@@ -6,12 +6,9 @@ asks before the workspace writes (y/N, default no)."""
 from __future__ import annotations
 
 import os
-import pty
-import select
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,13 +16,12 @@ from typing import Any
 import pytest
 from anthropic_server import AnthropicServer
 from chat_completions import sse_answer
+from pty_session import DEADLINE, PtySession
 from test_cli_mcp import sse_tool_call
-from test_cli_terminal import ANSI, plait_process
+from test_cli_terminal import plait_process
 from wire_server import WireServer
 
 FIXTURES = Path(__file__).parents[1] / "models" / "fixtures" / "openai"
-DEADLINE = 60.0
-"""Seconds a spawned ``plait`` may take to show what a test waits for."""
 
 
 @pytest.fixture
@@ -75,60 +71,6 @@ def test_a_task_argument_with_dev_null_as_stdin_is_the_whole_task(
     assert server.bodies()[0]["messages"][-1]["content"] == "hello"
 
 
-class Terminal:
-    """A spawned ``plait`` whose stdin, stdout and stderr are one pseudo-terminal."""
-
-    def __init__(
-        self, *args: str, home: Path, cwd: Path, extra_env: dict[str, str] | None = None
-    ) -> None:
-        env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
-        env.update(extra_env or {})
-        env.update(HOME=str(home), PLAIT_HOME=str(home / "plait"), COLUMNS="120", TERM="xterm")
-        env.pop("PLAIT_MODEL", None)
-        env.pop("NO_COLOR", None)
-        self.primary, secondary = pty.openpty()
-        self.process = subprocess.Popen(
-            [sys.executable, "-c", "from plait.cli import main; main()", *args],
-            stdin=secondary,
-            stdout=secondary,
-            stderr=secondary,
-            env=env,
-            cwd=cwd,
-        )
-        os.close(secondary)
-        self.seen = ""
-        self._position = 0
-
-    def expect(self, text: str) -> str:
-        """Read until ``text`` has been shown (ANSI codes removed) after what the last expect
-        matched; fail after DEADLINE."""
-        end = time.monotonic() + DEADLINE
-        while text not in self.seen[self._position :]:
-            left = end - time.monotonic()
-            assert left > 0, f"never saw {text!r}; saw:\n{self.seen[-3000:]}"
-            ready, _, _ = select.select([self.primary], [], [], left)
-            if ready:
-                try:
-                    data = os.read(self.primary, 65536)
-                except OSError:
-                    data = b""
-                assert data, f"plait ended before showing {text!r}; saw:\n{self.seen[-3000:]}"
-                self.seen = ANSI.sub("", self.seen + data.decode("utf-8", "replace"))
-        self._position = self.seen.index(text, self._position) + len(text)
-        return self.seen
-
-    def send(self, text: str) -> None:
-        os.write(self.primary, text.encode())
-
-    def close(self, *, kill: bool = False) -> int:
-        """Wait for the process to end (kill it first when ``kill``: a test failed)."""
-        if kill:
-            self.process.kill()
-        status = self.process.wait(timeout=DEADLINE)
-        os.close(self.primary)
-        return status
-
-
 def test_chat_asks_before_a_write_and_no_is_the_default(server: WireServer, tmp_path: Path) -> None:
     project = tmp_path / "project"
     project.mkdir()
@@ -136,8 +78,9 @@ def test_chat_asks_before_a_write_and_no_is_the_default(server: WireServer, tmp_
     server._replies.append(sse_answer("Wrote a."))
     server._replies.append(sse_tool_call("write_file", {"path": "b.txt", "content": "B"}))
     server._replies.append(sse_answer("Did not write b."))
-    chat = Terminal("chat", "--model", spec(server), "--no-trace", home=tmp_path, cwd=project)
-    try:
+    with PtySession(
+        "chat", "--model", spec(server), "--no-trace", home=tmp_path, cwd=project
+    ) as chat:
         chat.expect("you> ")
         chat.send("write a.txt\n")
         chat.expect("? the agent wants to write: a.txt")
@@ -150,11 +93,7 @@ def test_chat_asks_before_a_write_and_no_is_the_default(server: WireServer, tmp_
         chat.send("\n")  # the default: no
         chat.expect("Did not write b.")
         chat.expect("you> ")
-        chat.send("\x04")  # Ctrl-D ends the session
-    except BaseException:
-        chat.close(kill=True)
-        raise
-    status = chat.close()
+        status = chat.end()  # Ctrl-D ends the session
     assert status == 0, chat.seen[-2000:]
     assert not (project / "b.txt").exists()
     declined = [m for m in server.bodies()[3]["messages"] if m["role"] == "tool"][-1]
@@ -167,8 +106,9 @@ def test_thinking_on_a_terminal_is_one_folded_dim_line_before_the_answer(tmp_pat
     def brain(body: dict[str, Any]) -> list[dict[str, Any]]:
         return [{"type": "thinking", "thinking": thought}, {"type": "text", "text": "Answer."}]
 
-    with AnthropicServer(brain) as claude:
-        run = Terminal(
+    with (
+        AnthropicServer(brain) as claude,
+        PtySession(
             "run",
             "q?",
             "-m",
@@ -177,14 +117,10 @@ def test_thinking_on_a_terminal_is_one_folded_dim_line_before_the_answer(tmp_pat
             "1024",
             "--no-trace",
             home=tmp_path,
-            cwd=tmp_path,
             extra_env={"ANTHROPIC_API_KEY": "sk-ant-x", "ANTHROPIC_BASE_URL": claude.url},
-        )
-        try:
-            seen = run.expect("thread: ")
-        except BaseException:
-            run.close(kill=True)
-            raise
+        ) as run,
+    ):
+        seen = run.expect("thread: ")
         assert run.close() == 0
     folded = f"thinking: First I consider the question. ({len(thought)} characters)"
     assert folded in seen
@@ -199,8 +135,9 @@ def test_ctrl_c_at_the_question_cancels_the_turn_and_the_next_line_is_a_message(
     project.mkdir()
     server._replies.append(sse_tool_call("shell", {"command": "touch ran"}))
     server._replies.append(sse_answer("Next answer."))
-    chat = Terminal("chat", "--model", spec(server), "--no-trace", home=tmp_path, cwd=project)
-    try:
+    with PtySession(
+        "chat", "--model", spec(server), "--no-trace", home=tmp_path, cwd=project
+    ) as chat:
         chat.expect("you> ")
         chat.send("run something\n")
         chat.expect("? the agent wants to run: touch ran")
@@ -211,10 +148,7 @@ def test_ctrl_c_at_the_question_cancels_the_turn_and_the_next_line_is_a_message(
         chat.send("and now?\n")
         chat.expect("Next answer.")
         chat.expect("you> ")
-        chat.send("\x04")
-    except BaseException:
-        chat.close(kill=True)
-        raise
-    assert chat.close() == 0, chat.seen[-2000:]
+        status = chat.end()
+    assert status == 0, chat.seen[-2000:]
     assert not (project / "ran").exists()
     assert server.bodies()[-1]["messages"][-1]["content"] == "and now?"

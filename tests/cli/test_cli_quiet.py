@@ -1,5 +1,6 @@
 """``-q/--quiet``: a skill warning shows on its first run, and not on later ones; without
-``-q`` it shows every time; a new warning still shows once; the memory is bounded."""
+``-q`` it shows every time; a new warning still shows once; the memory is bounded; a file that
+cannot be read as its JSON object (read by ``plait.jsonfile.read_json_object``) starts empty."""
 
 from __future__ import annotations
 
@@ -68,3 +69,31 @@ def test_the_memory_is_bounded_and_a_broken_file_starts_empty(tmp_path: Path) ->
     path.write_text(json.dumps({"shown": [f"k{i}" for i in range(MAX_REMEMBERED + 50)]}))
     kept = QuietSkillWarnings(path)._shown
     assert len(kept) == MAX_REMEMBERED and "k0" not in kept and f"k{MAX_REMEMBERED + 49}" in kept
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"{not json",
+        b'{"shown": ["\xff"]}',  # not UTF-8
+        b"[" * 200_000,  # nests past the parser's depth (raised RecursionError before)
+        b'["k1"]',  # not an object
+        b'{"shown": "k1"}',
+        json.dumps({"shown": ["k1"], "pad": " " * 262_144}).encode(),  # over the bound
+        None,  # a folder where the file should be
+    ],
+    ids=["not-json", "not-utf8", "too-deep", "array", "not-a-list", "too-large", "folder"],
+)
+def test_a_bad_file_starts_empty(tmp_path: Path, content: bytes | None) -> None:
+    path = tmp_path / "shown.json"
+    if content is None:
+        path.mkdir()
+    else:
+        path.write_bytes(content)
+    assert QuietSkillWarnings(path)._shown == {}
+
+
+def test_a_file_saved_with_a_byte_order_mark_is_read(tmp_path: Path) -> None:
+    path = tmp_path / "shown.json"
+    path.write_bytes(b"\xef\xbb\xbf" + json.dumps({"shown": ["k1", 2, "k2"]}).encode())
+    assert list(QuietSkillWarnings(path)._shown) == ["k1", "k2"]

@@ -19,9 +19,10 @@ from plait.errors import ConfigurationError, ContextOverflowError, ProviderError
 from plait.messages import AssistantMessage, Message, TextPart, UserMessage
 from plait.models.anthropic import AnthropicModel
 from plait.models.base import ModelRequest, ModelSettings, Reasoning, ResponseComplete
-from plait.models.fallback import FallbackModel, FallbackNotice, fallback_listener
+from plait.models.fallback import FallbackModel, FallbackNotice, fallback_listener, is_outage
 from plait.models.openai import OpenAIChatModel
 from plait.models.retrying import Backoff
+from plait.models.scripted import FunctionModel
 from plait.models.timeouts import ModelTimeouts
 from plait.parts import ReasoningPart
 from plait.runtime import ModelCallRerouted
@@ -259,3 +260,34 @@ async def test_an_anthropic_fallback_gets_settings_it_accepts_and_no_openai_reas
     assert sent["thinking"]["type"] == "enabled"
     assert "ENC-OPENAI" not in json.dumps(sent) and "rs_1" not in json.dumps(sent)
     assert [m["role"] for m in sent["messages"]] == ["user", "assistant", "user"]
+
+
+@pytest.mark.parametrize(("status", "retryable"), [(500, False), (503, True), (None, True)])
+@pytest.mark.parametrize("streamed", [False, True], ids=["generate", "stream"])
+async def test_a_context_overflow_does_not_fall_over_whatever_its_status(
+    status: int | None, retryable: bool, streamed: bool
+) -> None:
+    """A model of your own may raise the overflow with a 5xx (or as retryable): the type wins,
+    as the module's table says; compaction, not another model, answers it."""
+    overflow = ContextOverflowError(
+        "prompt is too long", provider="own", status=status, retryable=retryable
+    )
+
+    def too_long(request: ModelRequest) -> str:
+        raise overflow
+
+    fallback = FunctionModel(lambda request: "From the fallback.", name="fallback")
+    model = FallbackModel([FunctionModel(too_long, name="primary"), fallback])
+    heard: list[FallbackNotice] = []
+    token = fallback_listener.set(heard.append)
+    try:
+        with pytest.raises(ContextOverflowError) as caught:
+            if streamed:
+                _ = [event async for event in model.stream(HELLO)]
+            else:
+                await model.generate(HELLO)
+    finally:
+        fallback_listener.reset(token)
+    assert caught.value is overflow
+    assert fallback.requests == [] and heard == []
+    assert not is_outage(overflow)

@@ -20,6 +20,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from plait.jsonfile import JsonFileError, read_json_object
 from plait.middleware.base import Middleware
 
 if TYPE_CHECKING:
@@ -78,12 +79,13 @@ class QuietSkillWarnings(Middleware):
 
 
 def _read(path: Path) -> list[str]:
+    """The keys in ``path``; none when it cannot be read, is over ``_MAX_FILE_BYTES``, is not a
+    JSON object (a corrupt or hand-edited file: it is rewritten whole at the next warning)."""
     try:
-        with path.open("rb") as handle:
-            data = json.loads(handle.read(_MAX_FILE_BYTES + 1)[:_MAX_FILE_BYTES])
-    except (OSError, ValueError):
+        data = read_json_object(path, max_bytes=_MAX_FILE_BYTES)
+    except JsonFileError:
         return []
-    keys = data.get("shown") if isinstance(data, dict) else None
+    keys = data.get("shown")
     if not isinstance(keys, list):
         return []
     return [k for k in keys if isinstance(k, str)][-MAX_REMEMBERED:]

@@ -19,7 +19,8 @@ its first chunk
 bad request (400), 401/403/404, 422                no            the next model would refuse it
                                                                  too, or the key is wrong
 context overflow (:class:`ContextOverflowError`)   no            compaction handles it
-                                                                 (``OverflowRecoveryMiddleware``)
+whatever its status (a model of your own may                     (``OverflowRecoveryMiddleware``)
+raise it with a 5xx) or ``retryable``
 not a provider error (a bug, a configuration       no            raised untouched
 error)
 =================================================  ============  ============================
