@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import gc
 import pickle
 from collections.abc import Callable
 
@@ -148,3 +149,27 @@ async def test_requests_an_agent_sent_stay_as_sent_when_middleware_edits_the_his
     assert isinstance(sent[0].messages, HistoryView)
     assert [m.text for m in sent[0].messages] == ["hello"]
     assert [m.text for m in model.requests[1].messages] == ["hello", "one", "again"]
+
+
+def test_a_history_and_its_views_are_freed_without_the_garbage_collector() -> None:
+    gc.collect()
+    gc.disable()
+    try:
+        history = History([UserMessage(f"m{i}") for i in range(50)])
+        views = [history.view(), history.view([X])]
+        history.append(A)
+        assert len(views[0]) == 50 and len(views[1]) == 51
+        del history, views
+        assert gc.collect() == 0  # nothing was left in a reference cycle
+    finally:
+        gc.enable()
+
+
+def test_a_view_outliving_its_history_still_reads_and_a_dead_view_is_skipped() -> None:
+    history = History([A, B])
+    kept = history.view()
+    history.view()  # dropped at once: its weak reference is dead when the history changes
+    history.insert(0, C)
+    assert list(kept) == [A, B]
+    del history
+    assert list(kept) == [A, B] and kept[1] is B

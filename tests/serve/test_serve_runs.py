@@ -1,0 +1,112 @@
+"""Finished runs past the replay window keep their view and nothing else: no events, messages
+or task a garbage collection would walk; a run being streamed keeps its events."""
+
+from __future__ import annotations
+
+import gc
+import json
+
+import httpx
+import pytest
+
+from plait import Agent, ScriptedModel, ToolCall, UserMessage, tool
+from plait.messages import Message
+from plait.middleware.context import Event
+from plait.serve import create_app, runs
+from plait.serve.limits import ServeLimits
+from plait.serve.runs import Run, RunManager
+
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+def reachable(root: object, limit: int = 20_000) -> list[object]:
+    """The objects ``root`` reaches (not through types or modules), at most ``limit``."""
+    seen: dict[int, object] = {}
+    todo = [root]
+    while todo and len(seen) < limit:
+        obj = todo.pop()
+        if id(obj) in seen or isinstance(obj, type) or type(obj).__name__ == "module":
+            continue
+        seen[id(obj)] = obj
+        todo.extend(gc.get_referents(obj))
+    return list(seen.values())
+
+
+async def finished(manager: RunManager, agent: Agent, thread: str, text: str) -> Run:
+    run = manager.start(agent, "plait", thread, [UserMessage(text)])
+    assert run.task is not None
+    await run.task
+    return run
+
+
+async def test_a_run_past_the_replay_window_keeps_its_view_and_no_events(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(runs, "REPLAYS_KEPT", 2)
+    agent = Agent(ScriptedModel(["one", "two", "three"]))
+    manager = RunManager(ServeLimits())
+    first = await finished(manager, agent, "t1", "a")
+    view = first.view()
+    assert first.events and not first.compacted
+    second = await finished(manager, agent, "t2", "b")
+    assert not first.compacted  # still among the newest two to finish
+    third = await finished(manager, agent, "t3", "c")
+    assert first.compacted and not second.compacted and not third.compacted
+    assert first.view() == view and view["output"] == "one" and view["status"] == "success"
+    assert first.events == [] and first.task is None
+    assert [e async for e in first.stream()] == []
+    held = reachable(first)
+    assert not [o for o in held if isinstance(o, Message | Event)], "messages or events kept"
+    assert len([o for o in held if gc.is_tracked(o)]) < 20
+    assert manager.get(first.run_id) is first  # still remembered: GET .../runs/{id} answers
+
+
+async def test_a_run_being_streamed_keeps_its_events(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(runs, "REPLAYS_KEPT", 1)
+    agent = Agent(ScriptedModel(["one", "two"]))
+    manager = RunManager(ServeLimits())
+    first = await finished(manager, agent, "t1", "a")
+    reader = first.stream()
+    event = await anext(reader)  # a slow client: one event read, the rest to come
+    await finished(manager, agent, "t2", "b")
+    assert not first.compacted and first.events
+    rest = [e async for e in reader]
+    assert [event, *rest] == first.events
+    assert first.readers == 0 and first.compact()  # once the reader is done it can go
+
+
+async def test_a_failed_run_keeps_its_error_in_its_view(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(runs, "REPLAYS_KEPT", 1)
+    agent = Agent(ScriptedModel([]))  # no answer scripted: the turn fails
+    manager = RunManager(ServeLimits())
+    failed = await finished(manager, agent, "t1", "a")
+    view = failed.view()
+    assert view["status"] == "error" and view["error"]["message"]
+    await finished(manager, Agent(ScriptedModel(["ok"])), "t2", "b")
+    assert failed.compacted and failed.view() == view
+    assert failed.error is not None and failed.error.__traceback__ is None
+
+
+async def test_streaming_a_compacted_run_sends_its_final_run_event_only(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(runs, "REPLAYS_KEPT", 1)
+    model = ScriptedModel([ToolCall("c1", "add", {"a": 1, "b": 2}), "sum: 3", "again"])
+    agent = Agent(model, tools=[add])
+    transport = httpx.ASGITransport(app=create_app(agent))
+    async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+        first = (await client.post("/threads/r/runs", json={"input": "add"})).json()["run_id"]
+        done = (await client.get(f"/threads/r/runs/{first}/wait")).json()
+        replay = (await client.get(f"/threads/r/runs/{first}/stream")).text
+        assert "event: tool_call_finished" in replay  # the newest: replayed whole
+        second = (await client.post("/threads/r/runs", json={"input": "more"})).json()["run_id"]
+        await client.get(f"/threads/r/runs/{second}/wait")
+        late = (await client.get(f"/threads/r/runs/{first}/stream")).text
+        assert (await client.get(f"/threads/r/runs/{first}")).json() == done
+    frames = [f for f in late.split("\n\n") if f.strip()]
+    assert len(frames) == 1 and frames[0].startswith("event: run\n")
+    assert json.loads(frames[0].split("data: ", 1)[1]) == done
