@@ -51,13 +51,15 @@ async def test_a_run_past_the_replay_window_keeps_its_view_and_no_events(
     manager = RunManager(ServeLimits())
     first = await finished(manager, agent, "t1", "a")
     view = first.view()
-    assert first.events and not first.compacted
+    whole = first.result
+    assert first.events and not first.compacted and whole is not None
     second = await finished(manager, agent, "t2", "b")
     assert not first.compacted  # still among the newest two to finish
     third = await finished(manager, agent, "t3", "c")
     assert first.compacted and not second.compacted and not third.compacted
     assert first.view() == view and view["output"] == "one" and view["status"] == "success"
     assert first.events == [] and first.task is None
+    assert first.result is not whole and whole.new_messages  # a caller's result stays whole
     assert [e async for e in first.stream()] == []
     held = reachable(first)
     assert not [o for o in held if isinstance(o, Message | Event)], "messages or events kept"

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import logging
 import time
 from collections import OrderedDict, deque
@@ -91,8 +90,10 @@ class Run:
             return False
         self.events = []
         self.task = None
-        if self.result is not None:
-            self.result = dataclasses.replace(self.result, new_messages=[], events=[])
+        if (r := self.result) is not None:  # a new result: the caller's stays whole
+            from plait.runtime.turn import RunResult
+
+            self.result = RunResult(r.output, r.thread_id, [], r.usage, r.state, [], r.pending)
         if self.error is not None:
             self.error.__traceback__ = None
         self.compacted = True
