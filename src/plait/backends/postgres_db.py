@@ -7,9 +7,12 @@ a database is built, never by ``import plait``.
 
 Connections come from a ``psycopg_pool.AsyncConnectionPool``, either built here from a
 ``postgresql://`` URL (then :meth:`PostgresDatabase.aclose` closes it) or owned by the application
-(then plait never closes it). A pool built here uses ``autocommit=True``, checks every connection
+(then plait never closes it). A pool built here uses ``autocommit=True``, checks a connection
 as it is handed out (``check_connection``: one the server killed — idle timeout,
-``pg_terminate_backend``, a restart — is replaced, not used), and recycles connections after
+``pg_terminate_backend``, a restart — is replaced, not used) unless it came back to the pool
+less than ``CHECK_AFTER_IDLE_S`` (2 s) ago (:mod:`plait.backends.postgres_recent`: a busy worker
+skips a round trip a call; after any call whose connection broke, every connection is checked
+again), and recycles connections after
 ``max_idle`` (5 min) / ``max_lifetime`` (30 min). A write of several statements runs in one
 explicit transaction (a single statement is atomic on its own), so a connection lost mid-write
 leaves nothing half-written.
@@ -74,6 +77,7 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, TypedDict, TypeVar, Unpack
 
 from plait.backends.postgres_deadline import CURRENT_CALL, bounded, connection_lost, server_deadline
+from plait.backends.postgres_recent import RecentReturns
 from plait.backends.postgres_schema import (
     MIGRATION_LOCK_TIMEOUT_S,
     MIGRATIONS,
@@ -179,6 +183,7 @@ class PostgresDatabase:
         self._owned = isinstance(target, str)
         self._pool: AsyncConnectionPool[Any] | None = None if isinstance(target, str) else target
         self._max_size = max_size
+        self._recent = RecentReturns()
         self._timeout = pool_timeout
         self.timeout = float(timeout)
         # Server-side timeouts go in the startup options where plait builds the connections and
@@ -267,7 +272,8 @@ class PostgresDatabase:
                 "prepare_threshold": 5 if self.prepared_statements else None,
                 **self._connection_settings(self._target),
             },
-            check=PostgresDatabase.check_connection,
+            check=self._check,
+            reset=self._recent.returned,
             max_idle=300.0,
             max_lifetime=1800.0,
             timeout=self._timeout,
@@ -292,6 +298,11 @@ class PostgresDatabase:
             # The URL's own -c settings come last, so they win.
             settings["options"] = f"{ours} {given.get('options', '')}".strip()
         return settings
+
+    async def _check(self, conn: AsyncConnection[Any]) -> None:
+        """The check of this database's own pool: none for a connection just back in it."""
+        if not self._recent.fresh(conn):
+            await PostgresDatabase.check_connection(conn)
 
     @staticmethod
     async def check_connection(conn: AsyncConnection[Any]) -> None:
@@ -436,10 +447,21 @@ class PostgresDatabase:
                         cause=f"the server ended it at its {setting}",
                     ) from exc
                 lost = connection_lost(exc)
+                if lost:  # the others may be gone too (a restart): check each before use
+                    self._recent.forget()
                 if lost and attempt + 1 < attempts and not (call and call.abandoned):
+                    await self._drop_dead()
                     continue
                 raise self._failure(exc, lost, error) from exc
         raise AssertionError("unreachable")
+
+    async def _drop_dead(self) -> None:
+        """After a lost connection: check the idle connections at once, dropping the dead
+        (``pool.check()``; the hand-out check slept a backoff of 1, 2, 4 ... s per dead one)."""
+        try:
+            await (await self.pool()).check()
+        except Exception:  # the retry reports what is wrong
+            return
 
     def set_local_timeouts(self, ms: int | None = None) -> bytes:
         """``SET LOCAL`` of the server-side timeouts (``ms``, default the database's), one

@@ -27,8 +27,9 @@ A run whose turn paused has ``status: "paused"`` and its waiting calls in ``pend
 
 A worker keeps the runs it runs (the last :data:`~plait.serve.runs.MAX_RUNS_KEPT`; the last
 :data:`~plait.serve.runs.REPLAYS_KEPT` to finish keep their events for ``/stream``, an older
-one streams only its final ``run`` event); on Postgres it shares them (:mod:`plait.serve.run_board`), so any worker reads, waits for,
-cancels and resumes them (a stream from another worker carries only the final ``run`` event).
+one streams only its final ``run`` event); on Postgres it shares them
+(:mod:`plait.serve.run_board`), so any worker reads, waits for, cancels and resumes them (a
+stream from another worker carries only the final ``run`` event).
 Threads live in the store and any worker serves them.
 """
 
