@@ -3,13 +3,14 @@ or task a garbage collection would walk; a run being streamed keeps its events."
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import json
 
 import httpx
 import pytest
 
-from plait import Agent, ScriptedModel, ToolCall, UserMessage, tool
+from plait import Agent, FunctionModel, ScriptedModel, ToolCall, UserMessage, tool
 from plait.messages import Message
 from plait.middleware.context import Event
 from plait.serve import create_app, runs
@@ -112,3 +113,38 @@ async def test_streaming_a_compacted_run_sends_its_final_run_event_only(
     frames = [f for f in late.split("\n\n") if f.strip()]
     assert len(frames) == 1 and frames[0].startswith("event: run\n")
     assert json.loads(frames[0].split("data: ", 1)[1]) == done
+
+
+class SlowBoard:
+    """A run board whose writes take ``delay`` seconds (a worker whose pool is busy)."""
+
+    def __init__(self, delay: float) -> None:
+        self.delay = delay
+        self.views: dict[str, dict[str, object]] = {}
+
+    async def publish(self, view: dict[str, object], *, ended: bool = False) -> None:
+        await asyncio.sleep(self.delay)
+        self.views[str(view["run_id"])] = view
+
+    async def cancel_requests(self, run_ids: list[str]) -> list[str]:
+        return []
+
+
+async def test_published_returns_once_the_run_is_on_the_board() -> None:
+    board = SlowBoard(0.2)
+    gate = asyncio.Event()
+
+    async def answer(request: object) -> str:
+        await gate.wait()
+        return "done"
+
+    manager = RunManager(ServeLimits(), board=board)  # type: ignore[arg-type]
+    run = manager.start(Agent(FunctionModel(answer)), "plait", "t", [UserMessage("hi")])
+    assert run.run_id not in board.views  # a fresh run: its view is still being written
+    await manager.published(run)
+    assert board.views[run.run_id]["run_id"] == run.run_id  # what the 202 may now name
+    gate.set()
+    assert run.task is not None
+    await run.task
+    await manager.published(run)
+    assert board.views[run.run_id]["status"] == "success"

@@ -108,3 +108,32 @@ def test_a_run_of_worker_1_is_read_waited_for_streamed_and_cancelled_from_worker
         again = c.post("/threads/wk-slow/runs", json={"input": "hello"}).json()
         done = c.get(f"/threads/wk-slow/runs/{again['run_id']}/wait").json()
         assert done["status"] == "success" and done["output"] == "echo: hello"
+
+
+def test_a_run_id_answered_by_one_worker_is_found_at_once_by_the_other(
+    two_workers: ServeProcess,
+) -> None:
+    server = two_workers
+    clients: dict[str, httpx.Client] = {}
+    try:
+        for _ in range(60):  # kept-alive connections until each worker holds one
+            client = httpx.Client(base_url=server.url, headers=server.headers(), timeout=60)
+            worker = client.get("/v1/models").headers["x-plait-worker"]
+            if worker in clients:
+                client.close()
+            else:
+                clients[worker] = client
+            if len(clients) == 2:
+                break
+        assert len(clients) == 2, "one worker answered every connection"
+        first, second = clients.values()
+        for n in range(10):
+            started = first.post(f"/threads/wk-seen-{n}/runs", json={"input": "slow a b c"})
+            assert started.status_code == 202
+            run_id = started.json()["run_id"]
+            seen = second.get(f"/threads/wk-seen-{n}/runs/{run_id}")  # no wait, no retry
+            assert seen.status_code == 200, seen.text
+            assert seen.headers["x-plait-worker"] != started.headers["x-plait-worker"]
+    finally:
+        for client in clients.values():
+            client.close()

@@ -209,6 +209,13 @@ class RunManager:
                 self._watcher = asyncio.create_task(self._watch_cancels(self.board))
         return run
 
+    async def published(self, run: Run) -> None:
+        """Return once ``run``'s newest view is on the board (at once without a board), so
+        that any worker finds it: a run id answered before that could be a 404 elsewhere."""
+        task = self._sharing.get(run.run_id)
+        if task is not None:
+            await asyncio.wait({task})
+
     def _share(self, run: Run, *, ended: bool = False) -> None:
         """Write ``run``'s view to the board in the background, in order (each write waits for
         the run's previous one and reads the view when it runs)."""

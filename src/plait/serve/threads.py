@@ -147,6 +147,7 @@ async def start_run(request: Request) -> Response:
             "POST /threads/{t}/runs/{r}/resume with the decisions first.",
         )
     run = state.runs.start(agent, name, thread_id, [UserMessage(text)])
+    await state.runs.published(run)  # any worker finds the run by the id answered
     return JSONResponse(run.view(), status_code=202)
 
 
@@ -176,6 +177,7 @@ async def resume_run(request: Request) -> Response:
         )
     decisions = {call_id: decision(call_id, d) for call_id, d in raw.items()}
     run = state.runs.start(agent, name, thread_id, [], decisions=decisions)
+    await state.runs.published(run)
     return JSONResponse(run.view(), status_code=202)
 
 
