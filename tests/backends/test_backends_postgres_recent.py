@@ -11,7 +11,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from postgres_server import ThrowawayCluster, throwaway_cluster
+from postgres_server import ThrowawayCluster, terminate_other_backends, throwaway_cluster
 
 from plait.backends.postgres_db import PostgresDatabase
 from plait.errors import StoreError
@@ -48,17 +48,6 @@ async def backend_pid(db: PostgresDatabase, hold: float = 0.0) -> int:
     return await db.run(select, error=StoreError, single=True)
 
 
-async def kill_all(url: str) -> int:
-    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
-        cur = await conn.execute(
-            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
-            "WHERE pid <> pg_backend_pid() AND datname = current_database() "
-            "AND backend_type = 'client backend'"
-        )
-        row = await cur.fetchone()
-        return int(row[0]) if row else 0
-
-
 async def test_a_connection_just_back_in_the_pool_is_not_checked_again(
     cluster: ThrowawayCluster, checks: list[object]
 ) -> None:
@@ -84,7 +73,7 @@ async def test_a_pool_the_server_killed_costs_no_call(
         before = set(await asyncio.gather(*(backend_pid(db, 0.2) for _ in range(5))))
         assert len(before) == 5
         checks.clear()
-        assert await kill_all(cluster.url) >= 5
+        assert await terminate_other_backends(cluster.url) >= 5
         # one call after another, each succeeds: the first meets a dead connection; its retry
         # would meet another one unchecked, or (checked one by one) sleep the pool's backoff
         # of 1, 2, 4 s between the dead ones (7-15 s here), but the pool's idle connections

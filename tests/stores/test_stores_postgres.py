@@ -19,6 +19,7 @@ from postgres_server import (
     fresh_schema,
     pgbouncer_url,
     postgres_url,
+    terminate_other_backends,
     throwaway_cluster,
 )
 
@@ -64,17 +65,6 @@ async def own_store(own_cluster: ThrowawayCluster) -> AsyncIterator[PostgresThre
     await pg.setup()
     yield pg
     await pg.aclose()
-
-
-async def _terminate_other_backends(url: str) -> int:
-    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
-        cur = await conn.execute(
-            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
-            "WHERE pid <> pg_backend_pid() AND datname = current_database() "
-            "AND backend_type = 'client backend'"
-        )
-        row = await cur.fetchone()
-        return int(row[0]) if row else 0
 
 
 async def _until_started(store: PostgresThreadStore, thread_id: str) -> None:
@@ -285,7 +275,7 @@ async def test_connections_killed_by_the_server_are_replaced_and_the_turn_comple
     async def respond(request: ModelRequest) -> ModelResponse:
         nonlocal killed
         if not killed:
-            killed = await _terminate_other_backends(own_cluster.url) > 0
+            killed = await terminate_other_backends(own_cluster.url) > 0
         return ModelResponse(content="survived")
 
     result = await Agent(FunctionModel(respond), store=store).run("go", thread_id="t")

@@ -142,3 +142,19 @@ def throwaway_cluster() -> Iterator[ThrowawayCluster]:
         yield cluster.start()
     finally:
         cluster.stop()
+
+
+async def terminate_other_backends(url: str) -> int:
+    """Kill every other client connection to ``url``'s database (what a restart or an
+    administrator's ``pg_terminate_backend`` does to a pool); how many. Only on a
+    :class:`ThrowawayCluster`: the shared server's other users would lose theirs."""
+    import psycopg
+
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+        cur = await conn.execute(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+            "WHERE pid <> pg_backend_pid() AND datname = current_database() "
+            "AND backend_type = 'client backend'"
+        )
+        row = await cur.fetchone()
+        return int(row[0]) if row else 0
