@@ -39,7 +39,11 @@ that version instead of raising a false conflict. Any other failure is a
 
 Turns on one thread are serialised across workers by :meth:`PostgresThreadStore.lease` (see
 :mod:`plait.stores.lease`); the lease lives in a table, not in a session, so it works behind a
-transaction-mode pooler and survives a dropped connection.
+transaction-mode pooler and survives a dropped connection. Taking it also reads the thread,
+on the same connection, for the turn's ``load`` that follows (one call fewer a turn: the lease,
+two appends and the release); an append or delete through this store drops that snapshot, and
+it never outlives the lease. A take retried by the same owner (a lost acknowledgement) takes
+the lease again instead of waiting out its own.
 """
 
 from __future__ import annotations
@@ -108,6 +112,8 @@ class PostgresThreadStore:
         self.db = PostgresDatabase.of(target, **options)
         self.lease_wait = lease_wait
         self.lease_ttl = lease_ttl
+        self._prefetched: dict[str, ThreadSnapshot] = {}
+        """Threads read as their lease was taken, for the turn's ``load`` that comes next."""
         s = self.db.sql
         # One statement, so one snapshot: the messages always match the version read. Both
         # blob arrays come from the same join, so they pair up even when a blob row is missing
@@ -121,6 +127,15 @@ class PostgresThreadStore:
             "FROM {s}.plait_thread_blobs r JOIN {s}.plait_message_blobs b "
             "ON b.sha256 = r.sha256 WHERE r.thread_id = t.thread_id ORDER BY r.sha256) "
             "FROM {s}.plait_threads t WHERE thread_id = %s"
+        )
+        # A lease of the same owner counts as free to it: a retry after a lost acknowledgement
+        # takes it again instead of waiting out its own lease.
+        self._q_take = s(
+            "INSERT INTO {s}.plait_leases AS l (thread_id, owner, expires_at) "
+            "VALUES (%s, %s, clock_timestamp() + make_interval(secs => %s)) "
+            "ON CONFLICT (thread_id) DO UPDATE SET owner = EXCLUDED.owner, "
+            "expires_at = EXCLUDED.expires_at WHERE l.expires_at < clock_timestamp() "
+            "OR l.owner = EXCLUDED.owner RETURNING owner"
         )
         self._q_blobs_present = s(
             "SELECT sha256 FROM {s}.plait_message_blobs WHERE sha256 = ANY(%s::text[])"
@@ -169,17 +184,24 @@ class PostgresThreadStore:
         await self.db.aclose()
 
     async def load(self, thread_id: str) -> ThreadSnapshot:
+        prefetched = self._prefetched.pop(thread_id, None)
+        if prefetched is not None:
+            return prefetched
+
         async def select(conn: AsyncConnection[Any]) -> ThreadSnapshot:
-            held = live_blobs()  # in memory already: the server sends no bytes for them
-            head = await (await conn.execute(self._q_load, (list(held), thread_id))).fetchone()
-            if head is None:
-                return ThreadSnapshot(thread_id)
-            blobs = {d: b for d, b in zip(head[3], head[4], strict=True) if b is not None}
-            messages = messages_from_rows(thread_id, head[2], blobs)
-            del held  # the messages hold what they use
-            return ThreadSnapshot(thread_id, messages, state_from_json(head[1]), int(head[0]))
+            return await self._select(conn, thread_id)
 
         return await self.db.run(select, error=StoreError, operation="load", single=True)
+
+    async def _select(self, conn: AsyncConnection[Any], thread_id: str) -> ThreadSnapshot:
+        held = live_blobs()  # in memory already: the server sends no bytes for them
+        head = await (await conn.execute(self._q_load, (list(held), thread_id))).fetchone()
+        if head is None:
+            return ThreadSnapshot(thread_id)
+        blobs = {d: b for d, b in zip(head[3], head[4], strict=True) if b is not None}
+        messages = messages_from_rows(thread_id, head[2], blobs)
+        del held  # the messages hold what they use
+        return ThreadSnapshot(thread_id, messages, state_from_json(head[1]), int(head[0]))
 
     async def append(
         self,
@@ -189,6 +211,7 @@ class PostgresThreadStore:
         expected_version: int,
         state: Mapping[str, Any] | None = None,
     ) -> int:
+        self._prefetched.pop(thread_id, None)  # stale once this commits
         rows, blobs = messages_to_rows(thread_id, messages)
         state_json = None if state is None else state_to_json(thread_id, state)
         token = new_id()
@@ -268,6 +291,7 @@ class PostgresThreadStore:
         return await self.db.run(select, error=StoreError, operation="list threads", single=True)
 
     async def delete(self, thread_id: str) -> bool:
+        self._prefetched.pop(thread_id, None)
         s = self.db.sql
 
         async def remove(conn: AsyncConnection[Any]) -> bool:
@@ -306,13 +330,6 @@ class PostgresThreadStore:
         clocks need not agree.
         """
         s, ttl = self.db.sql, self.lease_ttl
-        q_take = s(
-            "INSERT INTO {s}.plait_leases AS l (thread_id, owner, expires_at) "
-            "VALUES (%s, %s, clock_timestamp() + make_interval(secs => %s)) "
-            "ON CONFLICT (thread_id) DO UPDATE SET owner = EXCLUDED.owner, "
-            "expires_at = EXCLUDED.expires_at WHERE l.expires_at < clock_timestamp() "
-            "RETURNING owner"
-        )
         q_renew = s(
             "UPDATE {s}.plait_leases SET expires_at = clock_timestamp() + "
             "make_interval(secs => %s) WHERE thread_id = %s AND owner = %s"
@@ -320,9 +337,15 @@ class PostgresThreadStore:
         q_free = s("DELETE FROM {s}.plait_leases WHERE thread_id = %s AND owner = %s")
 
         async def acquire(thread: str, owner: str) -> bool:
+            # The turn loads the thread next: read it on the same connection once the lease is
+            # ours, for ``load`` (one call, not two). A retry after a lost connection takes the
+            # lease again: a lease of this owner counts as free to it.
             async def take(conn: AsyncConnection[Any]) -> bool:
-                row = await (await conn.execute(q_take, (thread, owner, ttl))).fetchone()
-                return row is not None
+                row = await (await conn.execute(self._q_take, (thread, owner, ttl))).fetchone()
+                if row is None:
+                    return False
+                self._prefetched[thread] = await self._select(conn, thread)
+                return True
 
             return await self.db.run(take, error=StoreError, operation="lease acquire", single=True)
 
@@ -340,12 +363,15 @@ class PostgresThreadStore:
 
             await self.db.run(free, error=StoreError, operation="lease release", single=True)
 
-        async with held_lease(
-            thread_id,
-            acquire=acquire,
-            renew=renew,
-            release=release,
-            wait=self.lease_wait,
-            ttl=ttl,
-        ):
-            yield
+        try:
+            async with held_lease(
+                thread_id,
+                acquire=acquire,
+                renew=renew,
+                release=release,
+                wait=self.lease_wait,
+                ttl=ttl,
+            ):
+                yield
+        finally:
+            self._prefetched.pop(thread_id, None)  # unread (a turn that failed first): dropped
