@@ -15,6 +15,7 @@ import pytest
 from plait.errors import ThreadConflictError
 from plait.messages import AssistantMessage, UserMessage
 from plait.stores import SQLiteThreadStore, StoreError, ThreadSnapshot
+from plait.stores.sqlite import INLINE_APPEND_BYTES
 
 
 async def test_threads_persist_across_store_instances_and_close(tmp_path: Path) -> None:
@@ -220,13 +221,16 @@ async def test_a_message_over_the_value_limit_is_a_store_error_not_damage(tmp_pa
 async def test_a_cancelled_append_raises_only_once_its_write_has_landed(tmp_path: Path) -> None:
     """The write runs in a worker thread, which cancelling cannot stop; ``append`` raises
     ``CancelledError`` only after it committed, so another instance (another process) sees it
-    at once and the caller's next write is not a conflict (issue 11 §2)."""
+    at once and the caller's next write is not a conflict (issue 11 §2). The messages are
+    larger than ``INLINE_APPEND_BYTES``, so the write cannot commit on the event loop (where
+    no cancellation could land while it runs)."""
     writer = SQLiteThreadStore(tmp_path / "t.db")
     reader = SQLiteThreadStore(tmp_path / "t.db")
+    pad = "x" * INLINE_APPEND_BYTES
     try:
         for version in range(20):
             task = asyncio.create_task(
-                writer.append("t", [UserMessage(f"m{version}")], expected_version=version)
+                writer.append("t", [UserMessage(f"m{version}{pad}")], expected_version=version)
             )
             await asyncio.sleep(0)  # the write is now in its worker thread
             task.cancel()
@@ -243,7 +247,9 @@ async def test_a_turn_cancelled_while_taking_its_lease_leaves_the_thread_free(
 ) -> None:
     """Taking the lease is a settled write: a cancellation that arrives meanwhile surfaces
     only after the row is in. The lease must then be freed, not left to expire (``lease_ttl``)
-    while the next turn on the thread waits for it."""
+    while the next turn on the thread waits for it. (The first take opens the connection in a
+    worker thread; the later ones commit on the event loop, and the cancellation lands in the
+    body: the release must hold either way.)"""
     store = SQLiteThreadStore(tmp_path / "t.db", lease_wait=0)
     other = SQLiteThreadStore(tmp_path / "t.db", lease_wait=0)
 

@@ -14,8 +14,15 @@ so of two writers holding the same version — two coroutines, two store instanc
 exactly one commits and the other sees the new version and raises
 :class:`~plait.errors.ThreadConflictError` with nothing written.
 
-The sqlite calls run in a worker thread on one connection per store, serialised by a lock (see
-:class:`~plait.backends.sqlite.SQLiteFile` for why); the event loop never waits on disk.
+The sqlite calls run on one connection per store, serialised by a lock (see
+:class:`~plait.backends.sqlite.SQLiteFile` for why). A turn's own writes are short and commit
+on the event loop when nothing has to wait for them: its lease rows (taken, renewed, freed)
+without a disk sync (a lease lost to a power failure only expires), and appends of at most
+:data:`INLINE_APPEND_BYTES` with no image or file while disk syncs take under
+:data:`~plait.backends.sqlite_file.INLINE_SYNC_S`. Everything else, and every write that would
+wait (the connection busy, another write queued, another process holding the write lock), runs
+in a worker thread with group commit: the event loop never waits on a lock, and waits on the
+disk only for the sync of a short append on a fast disk.
 """
 
 from __future__ import annotations
@@ -81,6 +88,10 @@ CREATE TABLE IF NOT EXISTS leases (
     expires_at REAL NOT NULL
 );
 """
+
+
+INLINE_APPEND_BYTES = 64 * 1024
+"""An append of at most this many bytes of rows (and no blob) may commit on the event loop."""
 
 
 class SQLiteThreadStore:
@@ -180,7 +191,11 @@ class SQLiteThreadStore:
                 )
             return version + 1
 
-        return await self._db.write(insert)
+        # A turn's messages are a few rows: committed on the event loop when the connection is
+        # idle (no worker-thread round trip, see SQLiteFile.write); large ones and images
+        # go through the worker thread, which does not hold up other requests meanwhile.
+        small = not blobs and sum(map(len, rows)) <= INLINE_APPEND_BYTES
+        return await self._db.write(insert, inline=small)
 
     async def list_threads(self) -> list[str]:
         def select(conn: sqlite3.Connection) -> list[str]:
@@ -218,7 +233,11 @@ class SQLiteThreadStore:
         returns that snapshot instead of reading again (a turn loads right after its lease):
         one transaction and one worker-thread hop fewer a turn. An ``append`` or ``delete``
         through this store drops it, and so does the lease's end; a write from elsewhere
-        meanwhile makes the turn's append conflict, as it would after any load."""
+        meanwhile makes the turn's append conflict, as it would after any load.
+
+        The lease's writes are not synced to disk (``durable=False``): they survive a crash of
+        the process; one lost to a power failure leaves at most a row that expires after
+        ``lease_ttl``. They commit on the event loop when the connection is idle."""
         ttl = self.lease_ttl
 
         def take(conn: sqlite3.Connection, thread: str, owner: str) -> ThreadSnapshot | None:
@@ -247,19 +266,25 @@ class SQLiteThreadStore:
 
         async def acquire(thread: str, owner: str) -> bool:
             # The turn loads the thread next: read it in the same transaction, for ``load``.
-            snapshot = await self._db.write(lambda conn: take(conn, thread, owner))
+            snapshot = await self._db.write(
+                lambda conn: take(conn, thread, owner), durable=False, inline=True
+            )
             if snapshot is None:
                 return False
             self._prefetched[thread] = snapshot
             return True
 
         async def renew(thread: str, owner: str) -> bool:
-            return await self._db.write(lambda conn: extend(conn, thread, owner))
+            return await self._db.write(
+                lambda conn: extend(conn, thread, owner), durable=False, inline=True
+            )
 
         async def release(thread: str, owner: str, within: float) -> None:
             # A write in a worker thread cannot be cancelled: bound its waits instead, so the
             # turn's end keeps the LEASE_RELEASE_S promise behind a busy lock.
-            await self._db.write(lambda conn: free(conn, thread, owner), within=within)
+            await self._db.write(
+                lambda conn: free(conn, thread, owner), within=within, durable=False, inline=True
+            )
 
         try:
             async with held_lease(
