@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from test_backends_sqlite_batch import blocked_write  # type: ignore[import-not-found]  # a sibling module
 
 from plait.backends import BackendError, sqlite_file
 from plait.backends.sqlite_file import SQLiteFile
@@ -111,17 +112,8 @@ async def test_an_inline_write_queues_behind_a_running_one_and_keeps_the_order(
     tmp_path: Path,
 ) -> None:
     db = await opened(tmp_path / "i.db")
-    started, release = threading.Event(), threading.Event()
     ran: list[int] = []
-
-    def hold(conn: sqlite3.Connection) -> int:
-        started.set()
-        assert release.wait(30)
-        conn.execute("INSERT INTO rows (n) VALUES (0)")
-        return 0
-
-    first = asyncio.create_task(db.write(hold))
-    assert await asyncio.to_thread(started.wait, 30)
+    first, release = await blocked_write(db)
     second = asyncio.create_task(db.write(insert(1, ran), inline=True, durable=False))
     await asyncio.sleep(0.05)
     assert not second.done()  # the connection is busy: queued, the loop not blocked
