@@ -42,7 +42,15 @@ ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 ENTRY_POINT = Path(sys.executable).parent / "plait"
 """The venv's ``plait`` console script, as a person runs it."""
 
-_MODULE = [sys.executable, "-c", "from plait.cli import main; main()"]
+_MODULE = [
+    sys.executable,
+    "-c",
+    # Ctrl-C as at a terminal: a test run started in the background (nohup, ``cmd &`` in a
+    # script, some CI runners) ignores SIGINT, and a child inherits that; Python then installs
+    # no KeyboardInterrupt handler and asyncio.Runner none of its own.
+    "import signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
+    "from plait.cli import main; main()",
+]
 _SHOWN = 3000
 
 
@@ -64,9 +72,10 @@ class PtySession:
     """``plait ARGS`` spawned with a pseudo-terminal as its terminal.
 
     ``entry_point`` runs the venv's console script (:data:`ENTRY_POINT`) instead of
-    ``python -c "from plait.cli import main; main()"``; ``stdin`` is the pty unless given (e.g.
-    :data:`subprocess.DEVNULL` for a run that must not read the keyboard); ``cwd`` defaults to
-    ``home``.
+    ``python -c "from plait.cli import main; main()"`` (which, unlike the console script,
+    takes Ctrl-C as a person's terminal does even when the tests run with SIGINT ignored);
+    ``stdin`` is the pty unless given (e.g. :data:`subprocess.DEVNULL` for a run that must not
+    read the keyboard); ``cwd`` defaults to ``home``.
     """
 
     def __init__(
