@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import time
 from collections import OrderedDict, deque
@@ -55,6 +56,13 @@ logger = logging.getLogger("plait.serve")
 
 TERMINAL = frozenset({"success", "error", "cancelled", "paused"})
 
+_NO_EVENTS: list[Event] = []
+"""The events of every compacted run (shared: nothing is pushed to a run once it ended)."""
+_ENDED = asyncio.Event()
+"""The ``changed`` of every compacted run: set for ever (a set ``asyncio.Event`` binds to no
+loop; a reader of an ended run never waits on it)."""
+_ENDED.set()
+
 
 @dataclass(slots=True, eq=False)
 class Run:
@@ -76,6 +84,8 @@ class Run:
     readers: int = 0
     """Readers in :meth:`stream` now (a run is not compacted under one)."""
     compacted: bool = False
+    frozen: bytes | None = None
+    """A compacted run's view, as JSON."""
 
     @property
     def done(self) -> bool:
@@ -83,19 +93,19 @@ class Run:
 
     def compact(self) -> bool:
         """Drop what only a replay or a live reader needs from this finished run: its events,
-        its task, the messages and events of its result (``output``, ``usage``, ``state`` and
-        ``pending`` stay, so :meth:`view` answers the same). False, and nothing dropped, while
-        the run runs or a reader streams it."""
+        task, result and error, keeping its :meth:`view` as JSON (bytes, which a garbage
+        collection does not walk: a remembered run is then one tracked object, not the ~20 of
+        its result, usage, state and event, which made every full collection under load walk
+        ~20,000 objects, 18-20 ms on the 2-core bench machine). False, and nothing dropped,
+        while the run runs or a reader streams it."""
         if not self.done or self.readers:
             return False
-        self.events = []
+        self.frozen = json.dumps(self.view(), ensure_ascii=False, default=str).encode()
+        self.events = _NO_EVENTS
+        self.changed = _ENDED
         self.task = None
-        if (r := self.result) is not None:  # a new result: the caller's stays whole
-            from plait.runtime.turn import RunResult
-
-            self.result = RunResult(r.output, r.thread_id, [], r.usage, r.state, [], r.pending)
-        if self.error is not None:
-            self.error.__traceback__ = None
+        self.result = None
+        self.error = None
         self.compacted = True
         return True
 
@@ -128,6 +138,9 @@ class Run:
 
     def view(self) -> dict[str, Any]:
         """The run as the threads/runs API shows it."""
+        if self.frozen is not None:
+            view: dict[str, Any] = json.loads(self.frozen)
+            return view
         error = None
         if self.error is not None:
             kind = (
