@@ -31,7 +31,7 @@ from plait.messages import (
     new_id,
 )
 from plait.middleware.base import SEAMS, Middleware
-from plait.middleware.context import Event
+from plait.middleware.context import Event, EventSink
 from plait.middleware.model_hooks import ModelHook, as_middleware
 from plait.middleware.ordering import describe_order, resolve_order
 from plait.middleware.stack import MiddlewareStack
@@ -296,6 +296,7 @@ class Agent(Generic[OutputT]):
         state: Mapping[str, Any] | None = None,
         model_settings: ModelSettings | None = None,
         on_paused: OnPaused = "raise",
+        on_event: EventSink | None = None,
         output_type: None = None,
     ) -> RunResult[OutputT]: ...
 
@@ -308,6 +309,7 @@ class Agent(Generic[OutputT]):
         state: Mapping[str, Any] | None = None,
         model_settings: ModelSettings | None = None,
         on_paused: OnPaused = "raise",
+        on_event: EventSink | None = None,
         output_type: type[T] | OutputSpec[T],
     ) -> RunResult[T]: ...
 
@@ -319,6 +321,7 @@ class Agent(Generic[OutputT]):
         state: Mapping[str, Any] | None = None,
         model_settings: ModelSettings | None = None,
         on_paused: OnPaused = "raise",
+        on_event: EventSink | None = None,
         output_type: object | None = None,
     ) -> RunResult[Any]:
         """Run one turn and return its :class:`RunResult`. ``output_type`` overrides the
@@ -335,6 +338,11 @@ class Agent(Generic[OutputT]):
         ``DispatchRejected``, ``LimitExceeded``, a provider error, …) after persisting
         everything that completed. If the run is cancelled, the cancellation propagates once
         the turn's in-flight store write has settled (see :mod:`plait.runtime.storing`).
+
+        ``on_event`` is called with each event as it happens, in the turn's task (the events of
+        :meth:`stream`, text deltas included: the model is then streamed), without the task
+        and queue a :class:`RunStream` adds; it must not block, and an error it raises ends
+        the turn as the turn's error. ``result.events`` holds them too.
         """
         events: list[Event] = []
         thread_id = thread_id or new_id()
@@ -344,8 +352,8 @@ class Agent(Generic[OutputT]):
             thread_id,
             _as_messages(input),
             dict(state or {}),
-            events.append,
-            streaming=False,
+            _sink(events, on_event),
+            streaming=on_event is not None,
             model_settings=model_settings,
             output=self._output_run(output_type),
         )
@@ -361,6 +369,7 @@ class Agent(Generic[OutputT]):
         decisions: Mapping[str, Decision],
         *,
         model_settings: ModelSettings | None = None,
+        on_event: EventSink | None = None,
     ) -> RunResult[OutputT]:
         """Continue the paused turn of ``thread_id`` with one decision per held call id
         (:class:`~plait.runtime.pause.Approve`, ``Reject``, ``Answer``), in any process on the
@@ -369,7 +378,7 @@ class Agent(Generic[OutputT]):
         Raises :class:`~plait.errors.DecisionError` (a held call without a decision, or an id
         that is not held), :class:`~plait.errors.ThreadNotPaused`, or
         :class:`~plait.errors.ResumeConflict` when another resume claimed the turn first; in
-        each case nothing ran. See :mod:`plait.runtime.resume`.
+        each case nothing ran (see :mod:`plait.runtime.resume`). ``on_event`` as for :meth:`run`.
         """
         events: list[Event] = []
         deadline = await self._settle(thread_id)
@@ -377,8 +386,8 @@ class Agent(Generic[OutputT]):
             self,
             thread_id,
             decisions,
-            events.append,
-            streaming=False,
+            _sink(events, on_event),
+            streaming=on_event is not None,
             model_settings=model_settings,
             output=self._output_run(None),
         )
@@ -496,3 +505,15 @@ class Agent(Generic[OutputT]):
         raise ConfigurationError(
             "run_sync() was called inside a running event loop; use 'await agent.run(...)'."
         )
+
+
+def _sink(events: list[Event], on_event: EventSink | None) -> EventSink:
+    """Where a turn of :meth:`Agent.run` emits: ``events``, and ``on_event`` if given."""
+    if on_event is None:
+        return events.append
+
+    def both(event: Event) -> None:
+        events.append(event)
+        on_event(event)
+
+    return both

@@ -114,6 +114,7 @@ async def chat_completions(request: Request) -> Response:
     if body.get("stream"):
         return state.sse(request, run, _chunks(state, run, name, completion_id), headers)
     async with state.owned(run):
+        await run.ended()  # one wake-up at the end, not one an event
         parts = [t async for t in _pieces(state, run)]
     if run.error is not None:
         raise run.error if isinstance(run.error, ServeError) else _failed(run.error)

@@ -9,8 +9,9 @@ Every protocol (AG-UI, OpenAI-compatible, threads/runs) starts a :class:`Run` th
 - **Bounded overall.** At most ``max_concurrent_runs`` turns run at once; a run waits at most
   ``queue_timeout`` for its thread and a slot together.
 - **Deadlines.** A turn is cancelled after ``run_timeout`` or ``idle_timeout`` without an event;
-  the cancellation goes through ``RunStream.aclose``, so the turn settles and everything it
-  persisted stays (the same path as a client that disconnects: :meth:`RunManager.cancel`).
+  the turn runs in the run's task (``agent.run`` with ``on_event``), so the cancellation
+  reaches it there: it settles and everything it persisted stays (the same path as a client
+  that disconnects: :meth:`RunManager.cancel`).
 - **Kept, bounded.** Finished runs are remembered (newest ``MAX_RUNS_KEPT``) so their result
   can be read back. The newest ``REPLAYS_KEPT`` to finish keep their events for a replay;
   older ones keep only what their view shows (:meth:`Run.compact`), so a worker that served
@@ -135,6 +136,12 @@ class Run:
                 await self.changed.wait()
         finally:
             self.readers -= 1
+
+    async def ended(self) -> None:
+        """Return once the run has ended, without waking at each of its events (a reader that
+        wants them all at the end); cancelling the caller does not cancel the run."""
+        if self.task is not None and not self.task.done():
+            await asyncio.wait({self.task})
 
     def view(self) -> dict[str, Any]:
         """The run as the threads/runs API shows it."""
@@ -353,22 +360,27 @@ class RunManager:
     ) -> None:
         limits = self.limits
         ends = loop.time() + limits.run_timeout
-        if turn.decisions is not None:
-            stream = agent.stream_resume(run.thread_id, turn.decisions)
-        else:
-            stream = agent.stream(
-                turn.input,
-                thread_id=run.thread_id,
-                state=turn.state or None,
-                on_paused=turn.on_paused,
-            )
         try:
-            async with contextlib.aclosing(stream), asyncio.timeout_at(ends) as deadline:
+            # The turn runs in this task, its events pushed as they happen (``on_event``): no
+            # RunStream task and queue between the turn and the run's readers.
+            async with asyncio.timeout_at(ends) as deadline:
                 idle = _IdleWatch(loop, deadline, limits.idle_timeout)
+
+                def push(event: Event) -> None:
+                    run._push(event)
+                    idle.last = loop.time()
+
                 try:
-                    async for event in stream:
-                        run._push(event)
-                        idle.last = loop.time()
+                    if turn.decisions is not None:
+                        result = await agent.resume(run.thread_id, turn.decisions, on_event=push)
+                    else:
+                        result = await agent.run(
+                            turn.input,
+                            thread_id=run.thread_id,
+                            state=turn.state or None,
+                            on_paused=turn.on_paused,
+                            on_event=push,
+                        )
                 finally:
                     idle.stop()
         except TimeoutError:
@@ -379,7 +391,7 @@ class RunManager:
                 f"The turn passed the server's {which} "
                 f"({getattr(limits, which):g} s) and was cancelled; what it had persisted stays.",
             ) from None
-        run.result = stream.result
+        run.result = result
 
 
 class _IdleWatch:
