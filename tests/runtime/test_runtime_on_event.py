@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from test_runtime_turn import add
 
 from plait import Agent, tool
 from plait.messages import ToolCall
@@ -20,12 +21,6 @@ from plait.runtime.events import (
     TurnFinished,
     TurnStarted,
 )
-
-
-@tool
-def add(a: int, b: int) -> int:
-    """Add two integers."""
-    return a + b
 
 
 @tool(requires_approval=True)
