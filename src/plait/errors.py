@@ -240,7 +240,8 @@ class StoreTimeoutError(StoreError):
     a bounded cancel request and its connection is closed (a frozen server never answers
     either), so the error arrives at the deadline. A transaction abandoned this way rolls
     back, unless its commit had reached the server; a single statement the server had received
-    may still take effect if it resumes. The next load shows which. The Postgres
+    (a lease, an append without images or files) may still take effect if it resumes, whole. The
+    next load shows which. The Postgres
     backend and trace store raise their own subclasses, which are also a
     :class:`~plait.backends.base.BackendError` or a ``TraceStoreError``.
     """

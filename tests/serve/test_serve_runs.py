@@ -125,10 +125,13 @@ class SlowBoard:
     def __init__(self, delay: float) -> None:
         self.delay = delay
         self.views: dict[str, dict[str, object]] = {}
+        self.writes: list[str] = []
+        """The status of each view written, in order."""
 
     async def publish(self, view: dict[str, object], *, ended: bool = False) -> None:
         await asyncio.sleep(self.delay)
         self.views[str(view["run_id"])] = view
+        self.writes.append(str(view["status"]))
 
     async def cancel_requests(self, run_ids: list[str]) -> list[str]:
         return []
@@ -152,3 +155,19 @@ async def test_published_returns_once_the_run_is_on_the_board() -> None:
     await run.task
     await manager.published(run)
     assert board.views[run.run_id]["status"] == "success"
+
+
+async def test_a_run_not_announced_goes_on_the_board_once_and_published_ended_waits_for_it() -> (
+    None
+):
+    board = SlowBoard(0.2)
+    manager = RunManager(ServeLimits(), board=board)  # type: ignore[arg-type]
+    run = manager.start(
+        Agent(ScriptedModel(["done"])), "plait", "t", [UserMessage("hi")], announce=False
+    )
+    await run.ended()
+    await manager.published(run, ended=True)  # the write queued as the task finished
+    assert board.writes == ["success"]  # no write as it started
+    announced = manager.start(Agent(ScriptedModel(["again"])), "plait", "u", [UserMessage("hi")])
+    await manager.published(announced, ended=True)
+    assert len(board.writes) == 3 and board.writes[-1] == "success"  # as it started and ended

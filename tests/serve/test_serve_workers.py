@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -110,10 +111,8 @@ def test_a_run_of_worker_1_is_read_waited_for_streamed_and_cancelled_from_worker
         assert done["status"] == "success" and done["output"] == "echo: hello"
 
 
-def test_a_run_id_answered_by_one_worker_is_found_at_once_by_the_other(
-    two_workers: ServeProcess,
-) -> None:
-    server = two_workers
+@contextlib.contextmanager
+def _a_client_on_each_worker(server: ServeProcess) -> Iterator[tuple[httpx.Client, httpx.Client]]:
     clients: dict[str, httpx.Client] = {}
     try:
         for _ in range(60):  # kept-alive connections until each worker holds one
@@ -127,6 +126,34 @@ def test_a_run_id_answered_by_one_worker_is_found_at_once_by_the_other(
                 break
         assert len(clients) == 2, "one worker answered every connection"
         first, second = clients.values()
+        yield first, second
+    finally:
+        for client in clients.values():
+            client.close()
+
+
+def test_the_run_a_chat_completion_names_is_found_at_once_by_the_other_worker(
+    two_workers: ServeProcess,
+) -> None:
+    with _a_client_on_each_worker(two_workers) as (first, second):
+        for n in range(10):
+            answer = first.post(
+                "/v1/chat/completions",
+                json={"model": "plait", "messages": [{"role": "user", "content": f"hi {n}"}]},
+                headers={"X-Plait-Thread": f"wk-chat-{n}"},
+            )
+            assert answer.status_code == 200, answer.text
+            run_id = answer.headers["x-plait-run"]
+            seen = second.get(f"/threads/wk-chat-{n}/runs/{run_id}")  # no wait, no retry
+            assert seen.status_code == 200, seen.text
+            assert seen.headers["x-plait-worker"] != answer.headers["x-plait-worker"]
+            assert (seen.json()["status"], seen.json()["output"]) == ("success", f"echo: hi {n}")
+
+
+def test_a_run_id_answered_by_one_worker_is_found_at_once_by_the_other(
+    two_workers: ServeProcess,
+) -> None:
+    with _a_client_on_each_worker(two_workers) as (first, second):
         for n in range(10):
             started = first.post(f"/threads/wk-seen-{n}/runs", json={"input": "slow a b c"})
             assert started.status_code == 202
@@ -134,6 +161,3 @@ def test_a_run_id_answered_by_one_worker_is_found_at_once_by_the_other(
             seen = second.get(f"/threads/wk-seen-{n}/runs/{run_id}")  # no wait, no retry
             assert seen.status_code == 200, seen.text
             assert seen.headers["x-plait-worker"] != started.headers["x-plait-worker"]
-    finally:
-        for client in clients.values():
-            client.close()

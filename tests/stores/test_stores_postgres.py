@@ -14,6 +14,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from images import png
 from postgres_server import (
     ThrowawayCluster,
     fresh_schema,
@@ -27,7 +28,14 @@ from plait import Agent
 from plait.backends.postgres import PostgresBackend
 from plait.backends.postgres_db import MIGRATIONS, PostgresDatabase
 from plait.errors import ConfigurationError, ThreadBusyError, ThreadConflictError
-from plait.messages import AssistantMessage, ToolMessage, UserMessage
+from plait.messages import (
+    AssistantMessage,
+    Blob,
+    ImagePart,
+    TextPart,
+    ToolMessage,
+    UserMessage,
+)
 from plait.models.base import ModelRequest, ModelResponse
 from plait.models.scripted import FunctionModel, ScriptedModel
 from plait.stores.base import StoreError
@@ -352,14 +360,18 @@ async def test_store_and_backend_share_one_database(store: PostgresThreadStore) 
 
 
 class CommitCutter:
-    """A TCP proxy to the test server that, once armed, forwards the next ``COMMIT``, waits for
-    the server's reply (so the commit happened) and drops the client's connection instead of
-    passing the reply on: a commit whose acknowledgement was lost."""
+    """A TCP proxy to the test server that, once armed, forwards the next message holding
+    ``marker`` (the ``COMMIT`` of a transaction, or the one statement of an append that is one),
+    waits for the server's reply (so the write committed) and drops the client's connection
+    instead of passing the reply on: a commit whose acknowledgement was lost."""
 
-    def __init__(self, target_port: int) -> None:
+    def __init__(self, target_port: int, marker: bytes) -> None:
         self.target_port = target_port
+        self.marker = marker
         self.armed = False
         self.cut = 0
+        self.sent = bytearray()
+        """Everything the client sent the server."""
         self.server: asyncio.Server | None = None
 
     async def start(self) -> int:
@@ -374,7 +386,8 @@ class CommitCutter:
         async def upstream() -> None:
             nonlocal committing
             while data := await client_r.read(65536):
-                if self.armed and b"COMMIT" in data:
+                self.sent += data
+                if self.armed and self.marker in data:
                     self.armed = False
                     committing = True
                 server_w.write(data)
@@ -400,21 +413,58 @@ class CommitCutter:
             self.server.close()
 
 
-async def test_a_lost_commit_acknowledgement_is_not_a_false_conflict(schema: str) -> None:
+@pytest.mark.parametrize(
+    ("second", "marker"),
+    [
+        pytest.param(UserMessage("second"), b"SET version", id="one-statement"),
+        pytest.param(
+            UserMessage([TextPart("second"), ImagePart(Blob(png(4, 4)))]),
+            b"COMMIT",
+            id="transaction",  # a message with an image: blobs need the locked path
+        ),
+    ],
+)
+async def test_a_lost_commit_acknowledgement_is_not_a_false_conflict(
+    schema: str, second: UserMessage, marker: bytes
+) -> None:
     url = postgres_url()
     port = int(url.rsplit(":", 1)[1].split("/")[0])
-    proxy = CommitCutter(port)
+    proxy = CommitCutter(port, marker)
     proxied = url.replace(f":{port}/", f":{await proxy.start()}/")
     pg = PostgresThreadStore(proxied, schema=schema, max_size=1)
     await pg.setup()
     await pg.append("t", [UserMessage("first")], expected_version=0, state={"n": 1})
     proxy.armed = True
-    version = await pg.append("t", [UserMessage("second")], expected_version=1, state={"n": 2})
+    version = await pg.append("t", [second], expected_version=1, state={"n": 2})
     assert proxy.cut == 1
     assert version == 2
     snapshot = await pg.load("t")
     assert [m.text for m in snapshot.messages] == ["first", "second"]
     assert (snapshot.version, snapshot.state) == (2, {"n": 2})
+    assert [type(p).__name__ for p in snapshot.messages[1].content] == [
+        type(p).__name__ for p in second.content
+    ]
+    await pg.aclose()
+    await proxy.aclose()
+
+
+async def test_an_append_without_images_is_one_statement_and_one_with_them_a_transaction(
+    schema: str,
+) -> None:
+    url = postgres_url()
+    port = int(url.rsplit(":", 1)[1].split("/")[0])
+    proxy = CommitCutter(port, b"never armed")
+    pg = PostgresThreadStore(url.replace(f":{port}/", f":{await proxy.start()}/"), schema=schema)
+    await pg.setup()
+    for version in range(3):  # a new thread, then two bumps: no BEGIN, no COMMIT
+        del proxy.sent[:]
+        assert await pg.append("t", [UserMessage(f"m{version}")], expected_version=version)
+        assert b"BEGIN" not in proxy.sent and b"COMMIT" not in proxy.sent
+    del proxy.sent[:]
+    image = UserMessage([TextPart("look"), ImagePart(Blob(png(4, 4)))])
+    assert await pg.append("t", [image], expected_version=3) == 4
+    assert b"BEGIN" in proxy.sent and b"COMMIT" in proxy.sent
+    assert [m.text for m in (await pg.load("t")).messages] == ["m0", "m1", "m2", "look"]
     await pg.aclose()
     await proxy.aclose()
 

@@ -108,13 +108,17 @@ async def test_every_call_on_a_frozen_server_raises_the_typed_error_and_nothing_
     assert isinstance(errors["trace runs"], TraceStoreError)  # what the recorder catches
 
     await _until_usable(safe)
+    # The abandoned append is one statement the frozen server had received: it may have taken
+    # effect as the server resumed (StoreTimeoutError: "the next load shows which"), whole or
+    # not at all, never half.
     snapshot = await safe.load("t")
-    assert [m.text for m in snapshot.messages] == ["one", "two"]
-    assert snapshot.version == 1
+    written = [m.text for m in snapshot.messages]
+    assert (written, snapshot.version) in [(["one", "two"], 1), (["one", "two", "lost"], 2)]
     await _until_usable(hasty)
-    assert await hasty.append("t", [UserMessage("three")], expected_version=1) == 2
+    version = snapshot.version
+    assert await hasty.append("t", [UserMessage("three")], expected_version=version) == version + 1
     await _lease(hasty, "t")
-    assert [m.text for m in (await safe.load("t")).messages] == ["one", "two", "three"]
+    assert [m.text for m in (await safe.load("t")).messages] == [*written, "three"]
     await hasty.aclose()
     await safe.aclose()
 
@@ -161,8 +165,9 @@ async def test_a_turn_whose_write_meets_a_frozen_server_ends_with_the_typed_erro
 ) -> None:
     """Like a cancelled turn: the turn ends with the error (a fatal ``ErrorOccurred`` first; the
     state is not written again, which would wait out a second deadline), the input persisted
-    before the model call stays, the lost dispatch is not half-written, and the thread's lease,
-    left to expire, lets the next turn in."""
+    before the model call stays, the lost dispatch is not half-written (its append is one
+    statement the frozen server had received: whole if it took effect as the server resumed,
+    else absent), and the thread's lease, left to expire, lets the next turn in."""
     store = PostgresThreadStore(cluster.url, schema=schema, lease_ttl=1, lease_wait=30)
     await store.setup()
     hasty = PostgresThreadStore(
@@ -194,7 +199,8 @@ async def test_a_turn_whose_write_meets_a_frozen_server_ends_with_the_typed_erro
     result = await Agent(model, store=store).run("again", thread_id="t")
     model.assert_complete()
     assert result.output == "next"
-    assert [m.text for m in (await store.load("t")).messages] == ["kept", "again", "next"]
+    written = [m.text for m in (await store.load("t")).messages]
+    assert written in (["kept", "again", "next"], ["kept", "never stored", "again", "next"])
     await hasty.aclose()
     await store.aclose()
 

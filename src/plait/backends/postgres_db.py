@@ -59,10 +59,10 @@ startup options, and a session ``SET`` would leak to its other clients) and on a
 pool, are set with ``SET LOCAL`` as each transaction starts; a one-statement call there keeps
 the server's own settings (``ALTER ROLE … SET statement_timeout``, PgBouncer's
 ``query_timeout``), the client-side deadline still bounds it. An abandoned call's transaction
-rolls back; a single statement the server had already received (a lease, a blob) may still take
-effect if the server resumes. An application's pool should be built with
-``check=PostgresDatabase.check_connection``, or a frozen server can hold a call in the pool's
-check past its deadline by psycopg's cancellation wait (up to 10 s).
+rolls back; a single statement the server had already received (a lease, a blob, an append
+without images or files) may still take effect if the server resumes. An application's pool
+should be built with ``check=PostgresDatabase.check_connection``, or a frozen server can hold a
+call in the pool's check past its deadline by psycopg's cancellation wait (up to 10 s).
 
 Migrations: :mod:`plait.backends.postgres_schema`.
 """
@@ -424,9 +424,7 @@ class PostgresDatabase:
                 async with self.connection() as conn:
                     if single and conn.autocommit:
                         return await fn(conn)
-                    async with conn.transaction():
-                        if not self._session_timeouts:
-                            await conn.execute(self.set_local_timeouts())
+                    async with self.transaction(conn):
                         return await fn(conn)
             except PlaitError:
                 raise
@@ -454,6 +452,16 @@ class PostgresDatabase:
                     continue
                 raise self._failure(exc, lost, error) from exc
         raise AssertionError("unreachable")
+
+    @asynccontextmanager
+    async def transaction(self, conn: AsyncConnection[Any]) -> AsyncIterator[None]:
+        """One transaction on ``conn`` for the block (``BEGIN``, then ``SET LOCAL`` of the
+        server-side timeouts where the session lacks them); a ``single`` call whose one
+        statement did not apply opens one here for its slower path."""
+        async with conn.transaction():
+            if not self._session_timeouts:
+                await conn.execute(self.set_local_timeouts())
+            yield
 
     async def _drop_dead(self) -> None:
         """After a lost connection: check the idle connections at once, dropping the dead

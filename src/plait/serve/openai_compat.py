@@ -108,14 +108,25 @@ async def chat_completions(request: Request) -> Response:
     if any(isinstance(m, AssistantMessage) for m in messages):
         stored = (await agent.store.load(thread_id)).messages
     # The OpenAI wire has no way to answer a held call: a new message rejects what waited.
-    run = state.runs.start(agent, name, thread_id, new_input(stored, messages), on_paused="reject")
+    # A streamed answer names its run (X-Plait-Run) before the run ends, so another worker
+    # must find it from the start; a whole answer names it only once it has ended.
+    streamed = bool(body.get("stream"))
+    run = state.runs.start(
+        agent,
+        name,
+        thread_id,
+        new_input(stored, messages),
+        on_paused="reject",
+        announce=streamed,
+    )
     completion_id = f"chatcmpl-{run.run_id}"
     headers = {"X-Plait-Thread": thread_id, "X-Plait-Run": run.run_id}
-    if body.get("stream"):
+    if streamed:
         return state.sse(request, run, _chunks(state, run, name, completion_id), headers)
     async with state.owned(run):
         await run.ended()  # one wake-up at the end, not one an event
         parts = [t async for t in _pieces(state, run)]
+        await state.runs.published(run, ended=True)  # any worker finds the run it names
     if run.error is not None:
         raise run.error if isinstance(run.error, ServeError) else _failed(run.error)
     result = run.result

@@ -203,10 +203,14 @@ class RunManager:
         run_id: str | None = None,
         decisions: Mapping[str, Decision] | None = None,
         on_paused: OnPaused = "raise",
+        announce: bool = True,
     ) -> Run:
         """A new run of ``agent`` on ``thread_id`` with ``input``, started in a task; with
         ``decisions``, the run resumes the thread's paused turn instead (``input`` and
-        ``state`` unused). ``on_paused`` as for ``agent.run``.
+        ``state`` unused). ``on_paused`` as for ``agent.run``. With a board, the run's view
+        goes on it as the run starts and again as it ends; ``announce=False`` skips the first
+        write, for a run whose id no client learns before it ends (a non-streaming chat
+        completion: one write a request fewer).
 
         Raises :class:`ServeError` 429 ``thread_busy`` when the thread already has
         ``max_waiting_per_thread`` runs queued in this worker."""
@@ -223,15 +227,20 @@ class RunManager:
         turn = _TurnSpec(input, dict(state or {}), decisions, on_paused)
         run.task = asyncio.create_task(self._drive(run, agent, turn))
         if self.board is not None:
-            self._share(run)
+            if announce:
+                self._share(run)
             run.task.add_done_callback(lambda _: self._share(run, ended=True))
             if self._watcher is None or self._watcher.done():
                 self._watcher = asyncio.create_task(self._watch_cancels(self.board))
         return run
 
-    async def published(self, run: Run) -> None:
+    async def published(self, run: Run, *, ended: bool = False) -> None:
         """Return once ``run``'s newest view is on the board (at once without a board), so
-        that any worker finds it: a run id answered before that could be a 404 elsewhere."""
+        that any worker finds it: a run id answered before that could be a 404 elsewhere.
+        With ``ended``, once its final view is (the run's task has finished: its last write
+        was queued as it did)."""
+        if ended and self.board is not None and run.task is not None:
+            await asyncio.wait({run.task})
         task = self._sharing.get(run.run_id)
         if task is not None:
             await asyncio.wait({task})

@@ -14,8 +14,12 @@ blobs and deletes serialise on a transaction-level advisory lock, shared by appe
 delete never removes a blob an append is adding a hold on). Rows written before migration 3
 (blobs inline as base64) load unchanged.
 
-``append`` is one transaction: ``SELECT … FOR UPDATE`` on the thread row (or an ``INSERT … ON
-CONFLICT DO NOTHING`` for a new thread) serialises writers on the row, so of two writers holding
+``append`` is one autocommitted statement when it can be: the version bump applies only to the
+version the caller holds (``UPDATE … WHERE version = %s``, the message rows in the same
+statement; a new thread's row and rows likewise), one round trip. When it does not apply (a
+conflict, a retry whose first attempt committed, messages with images or files) the append is
+one transaction: ``SELECT … FOR UPDATE`` on the thread row (or an ``INSERT … ON CONFLICT DO
+NOTHING`` for a new thread) serialises writers on the row. Either way, of two writers holding
 the same version exactly one commits and the other raises
 :class:`~plait.errors.ThreadConflictError` with nothing written. The store never reloads and
 carries on: a stale write is always the caller's to handle.
@@ -173,6 +177,33 @@ class PostgresThreadStore:
             "SELECT %s, u.n - 1, u.id, u.json "
             "FROM unnest(%s::text[], %s::text[]) WITH ORDINALITY AS u(id, json, n)"
         )
+        # An append in one autocommitted statement (one round trip, not BEGIN, lock, write and
+        # COMMIT): the bump applies only to the version the caller holds. A row another writer
+        # changed after this statement's snapshot is re-checked at its newest version, which
+        # is then past the caller's, so when the bump applies no other write came between the
+        # snapshot and the row lock, and the snapshot's highest seq is the thread's. When it
+        # does not apply (a conflict, a retried write that committed, a thread not yet made)
+        # the append takes the locked path, which says which.
+        self._q_bump_at = s(
+            "WITH bump AS (UPDATE {s}.plait_threads SET version = version + 1, "
+            "state = COALESCE(%s, state), write_token = %s, "
+            "written = nextval('{s}.plait_thread_writes'), updated_at = clock_timestamp() "
+            "WHERE thread_id = %s AND version = %s RETURNING thread_id, version), "
+            "rows AS (INSERT INTO {s}.plait_messages (thread_id, seq, id, json) "
+            "SELECT bump.thread_id, (SELECT COALESCE(MAX(seq) + 1, 0) FROM {s}.plait_messages "
+            "WHERE thread_id = %s) + u.n - 1, u.id, u.json FROM bump, "
+            "unnest(%s::text[], %s::text[]) WITH ORDINALITY AS u(id, json, n)) "
+            "SELECT version FROM bump"
+        )
+        # A new thread and its first messages in one statement; nothing if the thread exists.
+        self._q_create_with = s(
+            "WITH made AS (INSERT INTO {s}.plait_threads (thread_id, version, state, write_token) "
+            "VALUES (%s, 1, %s, %s) ON CONFLICT (thread_id) DO NOTHING RETURNING thread_id), "
+            "rows AS (INSERT INTO {s}.plait_messages (thread_id, seq, id, json) "
+            "SELECT made.thread_id, u.n - 1, u.id, u.json FROM made, "
+            "unnest(%s::text[], %s::text[]) WITH ORDINALITY AS u(id, json, n)) "
+            "SELECT 1 FROM made"
+        )
 
     async def setup(self) -> list[int]:
         """Apply the schema migrations not yet applied (see :mod:`plait.backends.postgres_db`);
@@ -217,7 +248,30 @@ class PostgresThreadStore:
         token = new_id()
         ids = [message.id for message in messages]
 
+        async def one_statement(conn: AsyncConnection[Any]) -> int | None:
+            if expected_version == 0:
+                made = await conn.execute(
+                    self._q_create_with, (thread_id, state_json or "{}", token, ids, rows)
+                )
+                return 1 if await made.fetchone() else None
+            bumped = await conn.execute(
+                self._q_bump_at,
+                (state_json, token, thread_id, expected_version, thread_id, ids, rows),
+            )
+            head = await bumped.fetchone()
+            return None if head is None else int(head[0])
+
         async def insert(conn: AsyncConnection[Any]) -> int:
+            if not conn.autocommit:  # an application's pool: run() opened the transaction
+                return await locked(conn)
+            if not blobs:
+                version = await one_statement(conn)
+                if version is not None:
+                    return version
+            async with self.db.transaction(conn):
+                return await locked(conn)
+
+        async def locked(conn: AsyncConnection[Any]) -> int:
             if expected_version == 0:
                 created = await conn.execute(self._q_create, (thread_id, state_json or "{}", token))
                 if created.rowcount == 1:
@@ -243,27 +297,8 @@ class PostgresThreadStore:
         # CancelledError only once the write has committed or rolled back, so its next write
         # sees it; the wait is bounded by SETTLE_TIMEOUT_S and the call's deadline.
         return await self.db.run(
-            insert, error=StoreError, operation="append", settle=SETTLE_TIMEOUT_S
+            insert, error=StoreError, operation="append", settle=SETTLE_TIMEOUT_S, single=True
         )
-
-    async def _insert_rows(
-        self,
-        conn: AsyncConnection[Any],
-        thread_id: str,
-        first_seq: int,
-        messages: Sequence[Message],
-        rows: Sequence[str],
-    ) -> None:
-        if not rows:
-            return
-        async with conn.cursor() as cur:
-            await cur.executemany(
-                self._q_insert,
-                [
-                    (thread_id, first_seq + i, message.id, row)
-                    for i, (message, row) in enumerate(zip(messages, rows, strict=True))
-                ],
-            )
 
     async def _insert_blobs(
         self, conn: AsyncConnection[Any], thread_id: str, blobs: Mapping[str, Blob]
