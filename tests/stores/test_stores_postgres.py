@@ -441,9 +441,9 @@ async def test_a_lost_commit_acknowledgement_is_not_a_false_conflict(
     snapshot = await pg.load("t")
     assert [m.text for m in snapshot.messages] == ["first", "second"]
     assert (snapshot.version, snapshot.state) == (2, {"n": 2})
-    assert [type(p).__name__ for p in snapshot.messages[1].content] == [
-        type(p).__name__ for p in second.content
-    ]
+    stored = snapshot.messages[1]
+    assert isinstance(stored, UserMessage)
+    assert [type(p) for p in stored.content] == [type(p) for p in second.content]
     await pg.aclose()
     await proxy.aclose()
 
