@@ -8,14 +8,23 @@ Configurations: ``plait serve`` on SQLite (1 worker), the floor on SQLite, with
 behaviour as a LangGraph graph (``bench/serve_load_langgraph.py``: its in-memory runtime and
 checkpointer, threads and ``runs/wait``). They run interleaved round by round (``--rounds``).
 
-Two loads, a table each (``--think S`` runs one): back to back (think 0: each conversation sends
-its next turn as soon as it has the answer, 200 conversations offer 2,000 requests/s, a capacity
-test) and with think time (mean 1.0 s: a person reading the answer before writing again, drawn
-from an exponential distribution, seeded; each conversation starts after a uniform delay in
-[0, think) so arrivals are spread; offered load conversations / (think + 0.1) requests/s, ~182
-for 200, in the steady state; with 5 turns a conversation the ramp-up and the tail of the
-slowest readers weigh, and the header also prints the schedule's own rate, all its turns over
-its longest conversation at zero added latency, ~73 for 200). Every configuration gets the same
+Three loads, a table each (``--think S`` and ``--start`` choose): back to back (think 0: each
+conversation sends its next turn as soon as it has the answer, 200 conversations offer 2,000
+requests/s, a capacity test) and with think time (mean 1.0 s: a person reading the answer
+before writing again, drawn from an exponential distribution, seeded; offered load
+conversations / (think + 0.1) requests/s, ~182 for 200, in the steady state; the header also
+prints the schedule's own rate, all its turns over its longest conversation at zero added
+latency, ~73 for 200), twice:
+
+- ``--start steady``: the wait before a conversation's first turn is drawn like every other
+  (exponential, mean think), so the 200 conversations are desynchronized from the start, as on
+  a server that has been up a while: ~182-200 requests/s from the first second on;
+- ``--start together``: every conversation starts within the first think time (a uniform delay
+  in [0, think)), as after a restart that reconnected everyone at once: first turns and the
+  quick readers' second turns overlap, ~320 requests/s in the 0.5-1 s window (1.75 times the
+  steady rate), and that window's requests are the p99.
+
+Every configuration gets the same
 schedule of waits, and first answers 20 one-turn conversations, not measured (imports, caches,
 the second worker's first requests). Latency is per request, from send to answer; think time
 is not in it. A connection the server closed while idle (uvicorn's 5 s keep-alive, under the
@@ -32,7 +41,7 @@ asyncio streams with h11, one keep-alive connection a conversation, opened (and 
 where the API needs that) before the clock starts; every server is a real process on 127.0.0.1.
 
     python bench/serve_load.py [--conversations 200] [--turns 5] [--rounds 2] [--think S]
-        [--seed 0] [--langgraph /work/wt/lg-venv]
+        [--start steady|together|both] [--seed 0] [--langgraph /work/wt/lg-venv]
 """
 
 from __future__ import annotations
@@ -143,17 +152,24 @@ def floor_process(folder: Path) -> Iterator[ServeProcess]:
         process.wait(timeout=20)
 
 
-def schedule(conversations: int, turns: int, think: float, seed: int) -> list[list[float]]:
-    """Seconds each conversation waits before each of its turns: before the first a uniform
-    delay in [0, ``think``), before each next one an exponential draw of mean ``think``; all 0
-    for ``think`` 0 (back to back)."""
+STARTS = ("steady", "together")
+"""How the conversations' first turns are spread (see the module docstring)."""
+
+
+def schedule(
+    conversations: int, turns: int, think: float, seed: int, start: str = "steady"
+) -> list[list[float]]:
+    """Seconds each conversation waits before each of its turns: an exponential draw of mean
+    ``think`` before each (with ``start="together"`` a uniform delay in [0, ``think``) before
+    the first); all 0 for ``think`` 0 (back to back)."""
     if not think:
         return [[0.0] * turns for _ in range(conversations)]
     rng = random.Random(seed)
-    return [
-        [rng.uniform(0, think)] + [rng.expovariate(1 / think) for _ in range(turns - 1)]
-        for _ in range(conversations)
-    ]
+    waits = [[rng.expovariate(1 / think) for _ in range(turns)] for _ in range(conversations)]
+    if start == "together":
+        for conversation in waits:
+            conversation[0] = rng.uniform(0, think)
+    return waits
 
 
 async def load(
@@ -210,16 +226,46 @@ async def load(
     }
 
 
+def peak_rate(waits: list[list[float]], window: float = 0.5) -> float:
+    """The most requests/s the schedule sends in any ``window`` seconds (at zero added
+    latency): where its tail comes from."""
+    sent = []
+    for conversation in waits:
+        at = 0.0
+        for wait in conversation:
+            at += wait
+            sent.append(at)
+            at += LATENCY
+    sent.sort()
+    most, first = 0, 0
+    for last, t in enumerate(sent):
+        while t - sent[first] >= window:
+            first += 1
+        most = max(most, last - first + 1)
+    return most / window
+
+
 def print_table(
-    args: argparse.Namespace, think: float, waits: list[list[float]], results: dict[str, list[Row]]
+    args: argparse.Namespace,
+    think: float,
+    start: str,
+    waits: list[list[float]],
+    results: dict[str, list[Row]],
 ) -> bool:
     """Print one load's table; whether any thread lost or duplicated a message."""
     offered = args.conversations / (think + LATENCY)
     span = max(sum(w) for w in waits) + args.turns * LATENCY
     spread = (
-        "" if not think else f" ({len(waits) * args.turns / span:,.0f} over the whole schedule)"
+        ""
+        if not think
+        else f" ({len(waits) * args.turns / span:,.0f} over the whole schedule, peak "
+        f"{peak_rate(waits):,.0f} in 0.5 s)"
     )
-    how = f"think {think:g} s mean" if think else "back to back (think 0, capacity test)"
+    how = (
+        f"think {think:g} s mean, starts {start}"
+        if think
+        else "back to back (think 0, capacity test)"
+    )
     print(
         f"\n{args.conversations} conversations x {args.turns} turns, {how}, offered "
         f"{offered:,.0f} req/s{spread}; fake model {LATENCY * 1000:.0f} ms, {args.rounds} rounds "
@@ -257,6 +303,12 @@ def main() -> int:
     parser.add_argument(
         "--think", type=float, default=None, help=f"mean think time, s (default: 0 and {THINK})"
     )
+    parser.add_argument(
+        "--start",
+        choices=[*STARTS, "both"],
+        default="both",
+        help="how the first turns are spread with think time (default: both, a table each)",
+    )
     parser.add_argument("--seed", type=int, default=0, help="the think times' random seed")
     parser.add_argument(
         "--langgraph", type=Path, default=None, metavar="VENV", help="add langgraph dev"
@@ -290,15 +342,17 @@ def main() -> int:
             # caches (the second Postgres worker's first requests took ~1 s).
             asyncio.run(load(server, api, name, "warm", schedule(WARM, 1, 0, 0)))
         thinks = [args.think] if args.think is not None else [0.0, THINK]
-        for k, think in enumerate(thinks):
-            waits = schedule(args.conversations, args.turns, think, args.seed)
+        starts = STARTS if args.start == "both" else (args.start,)
+        loads = [(t, start) for t in thinks for start in (starts if t else ("steady",))]
+        for k, (think, start) in enumerate(loads):
+            waits = schedule(args.conversations, args.turns, think, args.seed, start)
             results: dict[str, list[Row]] = {}
             for round_ in range(args.rounds):
                 for c, (name, (server, api)) in enumerate(servers.items()):
                     tag = f"k{k}-r{round_}-c{c}"
                     row = asyncio.run(load(server, api, name, tag, waits))
                     results.setdefault(name, []).append(row)
-            lost |= print_table(args, think, waits, results)
+            lost |= print_table(args, think, start, waits, results)
     if not url:
         print("(Postgres with 2 workers: set PLAIT_TEST_POSTGRES_URL to include it)")
     if not args.langgraph:
