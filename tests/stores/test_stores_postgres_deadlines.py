@@ -12,7 +12,13 @@ from typing import Any
 
 import psycopg
 import pytest
-from postgres_server import ThrowawayCluster, fresh_schema, postgres_url, throwaway_cluster
+from postgres_server import (
+    ThrowawayCluster,
+    fresh_schema,
+    postgres_url,
+    terminate_other_backends,
+    throwaway_cluster,
+)
 
 from plait import Agent
 from plait.errors import StoreError, StoreTimeoutError
@@ -67,6 +73,15 @@ async def _until_usable(store: PostgresThreadStore) -> None:
             await asyncio.sleep(0.05)
 
 
+async def _settled(cluster: ThrowawayCluster, store: PostgresThreadStore) -> None:
+    """Once the thawed server answers ``store``: end every other session, so a statement an
+    abandoned call left in a backend's socket has either run or never will (it could
+    otherwise land after the next load), then wait until ``store`` answers again."""
+    await _until_usable(store)
+    await terminate_other_backends(cluster.url)
+    await _until_usable(store)
+
+
 async def _typed_timeout(call: Awaitable[object]) -> StoreTimeoutError:
     """The StoreTimeoutError ``call`` raises; the outer bound only turns a hang into a failure."""
     async with asyncio.timeout(60):
@@ -107,7 +122,7 @@ async def test_every_call_on_a_frozen_server_raises_the_typed_error_and_nothing_
     assert isinstance(errors["trace runs"], TraceStoreTimeoutError)
     assert isinstance(errors["trace runs"], TraceStoreError)  # what the recorder catches
 
-    await _until_usable(safe)
+    await _settled(cluster, safe)
     # The abandoned append is one statement the frozen server had received: it may have taken
     # effect as the server resumed (StoreTimeoutError: "the next load shows which"), whole or
     # not at all, never half.
@@ -194,7 +209,7 @@ async def test_a_turn_whose_write_meets_a_frozen_server_ends_with_the_typed_erro
     errors = [(e.where, e.error, e.fatal) for e in events if isinstance(e, ErrorOccurred)]
     assert errors == [("turn", caught.value, True)]  # no second write of the state to wait out
 
-    await _until_usable(store)
+    await _settled(cluster, store)
     model = ScriptedModel(["next"])
     result = await Agent(model, store=store).run("again", thread_id="t")
     model.assert_complete()
