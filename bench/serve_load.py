@@ -34,11 +34,12 @@ turn, as any HTTP client does, inside that turn's latency.
 Per configuration: requests/s, p50/p99 latency added over the model's 100 ms, the server's
 resident memory per idle thread after the load (RSS after minus RSS before, over the threads
 made; the process and its children), and lost or duplicated messages (each thread read back
-must hold exactly its 5 user messages and 5 answers, in order; the script exits 1 otherwise; a
-request that failed, e.g. a store deadline under overload, is counted under ``failed`` and its
-turn is then missing from its thread). The load client (``bench/serve_load_client.py``) is
-asyncio streams with h11, one keep-alive connection a conversation, opened (and the thread made,
-where the API needs that) before the clock starts; every server is a real process on 127.0.0.1.
+must hold exactly its 5 user messages and 5 answers, in order, and every answer the client got
+must be its turn's: the script exits 1 otherwise; a request that failed, e.g. a store deadline
+under overload, is counted under ``failed`` and its turn is then missing from its thread). The
+load client (``bench/serve_load_client.py``) is asyncio streams with h11, one keep-alive
+connection a conversation, opened (and the thread made, where the API needs that) before the
+clock starts; every server is a real process on 127.0.0.1.
 
     python bench/serve_load.py [--conversations 200] [--turns 5] [--rounds 2] [--think S]
         [--start steady|together|both] [--seed 0] [--langgraph /work/wt/lg-venv]
@@ -180,6 +181,7 @@ async def load(
     conversations, turns = len(waits), len(waits[0])
     latencies: list[float] = []
     errors: list[str] = []
+    wrong: list[str] = []
     async with httpx.AsyncClient(base_url=server.url, headers=api.headers, timeout=120) as c:
         threads = await api.threads(c, tag, conversations)
     # Every conversation's connection is open before the clock starts (a frontend's keep-alive
@@ -198,8 +200,8 @@ async def load(
                 errors.append(f"{type(exc).__name__}: {exc}")
                 continue
             latencies.append(time.perf_counter() - started)
-            if content != f"echo: {text}":
-                errors.append(f"wrong answer {content!r}")
+            if content != f"echo: {text}":  # an answer lost on its way to the client
+                wrong.append(f"wrong answer {content!r}")
 
     before = rss_kib(server.process.pid)
     began = time.perf_counter()
@@ -208,13 +210,18 @@ async def load(
     after = rss_kib(server.process.pid)
     for connection in connections:
         connection.close()
-    bad = 0
+    bad = len(wrong)
     async with httpx.AsyncClient(base_url=server.url, headers=api.headers, timeout=120) as c:
         for n, thread in enumerate(threads):
             want = [x for t in range(turns) for x in (f"c{n} t{t}", f"echo: c{n} t{t}")]
             bad += await api.messages(c, thread) != want
     if errors:
         print(f"{name}, {tag}: {len(errors)} failed, the first: {errors[0][:300]}", file=sys.stderr)
+    if wrong:
+        print(
+            f"{name}, {tag}: {len(wrong)} answers lost, the first: {wrong[0][:300]}",
+            file=sys.stderr,
+        )
     added = sorted((x - LATENCY) * 1000 for x in latencies) or [float("nan")]
     return {
         "rps": len(latencies) / elapsed,

@@ -26,7 +26,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -82,13 +82,18 @@ class ServeState:
 
     @contextlib.asynccontextmanager
     async def owned(self, run: Run) -> AsyncIterator[Run]:
-        """A run the request owns: leaving the block early (the client went away, an error)
+        """A run the request owns, held (:meth:`Run.hold`: its events, result and error stay
+        while the block reads them); leaving the block early (the client went away, an error)
         cancels it and waits until its turn has settled."""
+        run.hold()
         try:
             yield run
         finally:
-            if not run.done:
-                await self.runs.cancel(run)
+            try:
+                if not run.done:
+                    await self.runs.cancel(run)
+            finally:
+                run.release()
 
     def sse(
         self,
@@ -99,34 +104,36 @@ class ServeState:
         media_type: str = "text/event-stream",
     ) -> Response:
         """A Server-Sent Events answer streaming ``body``, with a keep-alive comment every
-        ``keepalive_interval`` seconds without data; the client's disconnect cancels ``run``."""
-        from starlette.responses import StreamingResponse
+        ``keepalive_interval`` seconds without data; ``run`` is held while it streams and the
+        client's disconnect cancels it (:class:`~plait.serve.run_response.RunResponse`)."""
+        from plait.serve.run_response import RunResponse
 
         interval = self.limits.keepalive_interval
 
-        async def stream() -> AsyncIterator[str]:
-            async with self.owned(run):
-                iterator = aiter(body)
-                pending: asyncio.Task[str] | None = None
-                try:
-                    while True:
-                        pending = pending or asyncio.ensure_future(anext(iterator))
-                        done, _ = await asyncio.wait({pending}, timeout=interval)
-                        if not done:
-                            yield ": keep-alive\n\n"
-                            continue
-                        try:
-                            piece = pending.result()
-                        except StopAsyncIteration:
-                            return
-                        pending = None
-                        yield piece
-                finally:
-                    if pending is not None and not pending.done():
-                        pending.cancel()
+        async def stream() -> AsyncGenerator[str, None]:
+            iterator = aiter(body)
+            pending: asyncio.Task[str] | None = None
+            try:
+                while True:
+                    pending = pending or asyncio.ensure_future(anext(iterator))
+                    done, _ = await asyncio.wait({pending}, timeout=interval)
+                    if not done:
+                        yield ": keep-alive\n\n"
+                        continue
+                    try:
+                        piece = pending.result()
+                    except StopAsyncIteration:
+                        return
+                    pending = None
+                    yield piece
+            finally:
+                if pending is not None and not pending.done():
+                    pending.cancel()
 
-        return StreamingResponse(
+        return RunResponse(
+            run,
             stream(),
+            settle=self.runs.cancel,
             media_type=media_type,
             headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no", **headers},
         )

@@ -123,13 +123,13 @@ async def chat_completions(request: Request) -> Response:
     headers = {"X-Plait-Thread": thread_id, "X-Plait-Run": run.run_id}
     if streamed:
         return state.sse(request, run, _chunks(state, run, name, completion_id), headers)
-    async with state.owned(run):
+    async with state.owned(run):  # held: no later run compacts it before it is read here
         await run.ended()  # one wake-up at the end, not one an event
         parts = [t async for t in _pieces(state, run)]
         await state.runs.published(run, ended=True)  # any worker finds the run it names
-    if run.error is not None:
-        raise run.error if isinstance(run.error, ServeError) else _failed(run.error)
-    result = run.result
+        error, result = run.error, run.result
+    if error is not None:
+        raise error if isinstance(error, ServeError) else _failed(error)
     usage = result.usage if result is not None else None
     answer = {
         "id": completion_id,

@@ -15,7 +15,8 @@ Every protocol (AG-UI, OpenAI-compatible, threads/runs) starts a :class:`Run` th
 - **Kept, bounded.** Finished runs are remembered (newest ``MAX_RUNS_KEPT``) so their result
   can be read back. The newest ``REPLAYS_KEPT`` to finish keep their events for a replay;
   older ones keep only what their view shows (:meth:`Run.compact`), so a worker that served
-  thousands of turns does not hold each one's events and messages.
+  thousands of turns does not hold each one's events and messages. A run is compacted only
+  once nothing holds it (:meth:`Run.hold`: a reader streaming it, the request answering it).
 """
 
 from __future__ import annotations
@@ -82,8 +83,11 @@ class Run:
     created_at: float = field(default_factory=time.time)
     task: asyncio.Task[None] | None = None
     changed: asyncio.Event = field(default_factory=asyncio.Event)
-    readers: int = 0
-    """Readers in :meth:`stream` now (a run is not compacted under one)."""
+    holds: int = 0
+    """Holders now (:meth:`hold`: readers in :meth:`stream`, the request that owns the run); a
+    run is not compacted under one."""
+    compact_due: bool = False
+    """:meth:`compact` was asked while the run was held: it happens at the last :meth:`release`."""
     compacted: bool = False
     frozen: bytes | None = None
     """A compacted run's view, as JSON."""
@@ -98,8 +102,12 @@ class Run:
         collection does not walk: a remembered run is then one tracked object, not the ~20 of
         its result, usage, state and event, which made every full collection under load walk
         ~20,000 objects, 18-20 ms on the 2-core bench machine). False, and nothing dropped,
-        while the run runs or a reader streams it."""
-        if not self.done or self.readers:
+        while the run runs; while it is held (:meth:`hold`), False and it happens at the last
+        :meth:`release`."""
+        if not self.done:
+            return False
+        if self.holds:
+            self.compact_due = True
             return False
         self.frozen = json.dumps(self.view(), ensure_ascii=False, default=str).encode()
         self.events = _NO_EVENTS
@@ -118,11 +126,23 @@ class Run:
         self.status = status
         self.changed.set()
 
+    def hold(self) -> None:
+        """Keep this run's events, result and error while a holder still needs them (a request
+        reads its run's answer after the run ended; meanwhile REPLAYS_KEPT other runs may
+        finish, which would compact it). Each hold needs its :meth:`release`."""
+        self.holds += 1
+
+    def release(self) -> None:
+        """End one :meth:`hold`; the last one compacts the run if that was asked meanwhile."""
+        self.holds -= 1
+        if not self.holds and self.compact_due:
+            self.compact()
+
     async def stream(self, start: int = 0) -> AsyncIterator[Event]:
         """Its events from index ``start``, live until the run ends (any number of readers;
-        none once the run is :attr:`compacted`)."""
+        none once the run is :attr:`compacted`: hold it first to be sure of them)."""
         index = start
-        self.readers += 1
+        self.hold()
         try:
             while True:
                 while index < len(self.events):
@@ -135,7 +155,7 @@ class Run:
                     continue
                 await self.changed.wait()
         finally:
-            self.readers -= 1
+            self.release()
 
     async def ended(self) -> None:
         """Return once the run has ended, without waking at each of its events (a reader that

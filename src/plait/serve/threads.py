@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING, Any
 
 from plait.messages import UserMessage
@@ -252,15 +252,14 @@ async def cancel_run(request: Request) -> Response:
 
 
 async def stream_run(request: Request) -> Response:
-    from starlette.responses import StreamingResponse
-
     from plait.serve.agui import _event_value
+    from plait.serve.run_response import RunResponse
 
     run = _local(request)
     await _view(request)  # a 404 before the stream starts
     within = _state(request).limits.run_timeout
 
-    async def events() -> AsyncIterator[str]:
+    async def events() -> AsyncGenerator[str, None]:
         if run is None:  # another worker's: its events stay there, its end is shared
             view = await _remote_until_done(request, within)
             yield f"event: run\ndata: {json.dumps(view)}\n\n"
@@ -269,9 +268,9 @@ async def stream_run(request: Request) -> Response:
             yield f"event: {event.type}\ndata: {json.dumps(_event_value(event))}\n\n"
         yield f"event: run\ndata: {json.dumps(run.view())}\n\n"
 
-    return StreamingResponse(
-        events(), media_type="text/event-stream", headers={"Cache-Control": "no-store"}
-    )
+    # Held from here (a reader, not its owner: leaving does not cancel it), so the events
+    # still kept now are streamed whole, however many runs finish while the stream starts.
+    return RunResponse(run, events(), headers={"Cache-Control": "no-store"})
 
 
 def routes() -> list[Route]:
