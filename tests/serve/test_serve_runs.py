@@ -4,8 +4,10 @@ or task a garbage collection would walk; a run being streamed keeps its events."
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import json
+from collections.abc import AsyncIterator, Mapping
 
 import httpx
 import pytest
@@ -215,3 +217,39 @@ async def test_a_run_compacted_as_it_ends_still_answers_its_request_whole(
     ids = [whole.headers["X-Plait-Run"], streamed.headers["X-Plait-Run"], "r-ag"]
     ran = [manager.get(i) for i in ids]
     assert all(r is not None and r.compacted and r.holds == 0 for r in ran)  # let go after
+
+
+@pytest.mark.parametrize("spec", ["2.3", "2.4"])
+async def test_a_client_gone_before_the_first_byte_cancels_the_run_it_started(spec: str) -> None:
+    """Starlette never starts the body of a response whose client left before its headers
+    went out (2.4: ``send`` raises; 2.3: the disconnect wins the race), so the body's own
+    cleanup cannot be where the run is settled: the response settles it."""
+    gate = asyncio.Event()
+
+    async def answer(request: object) -> str:
+        await gate.wait()  # never set: only a cancel ends this turn
+        return "late"
+
+    app = create_app(Agent(FunctionModel(answer)))
+    state = app.state.plait
+    run = state.runs.start(next(iter(state.agents.values())), "plait", "t", [UserMessage("hi")])
+
+    async def body() -> AsyncIterator[str]:
+        async for _ in run.stream():
+            yield "data: x\n\n"
+
+    response = state.sse(None, run, body(), {})
+    assert run.holds == 1  # held from the handler on
+
+    async def gone() -> dict[str, str]:
+        return {"type": "http.disconnect"}
+
+    async def send(message: Mapping[str, object]) -> None:
+        if spec == "2.4":
+            raise OSError("the client went away")
+        await asyncio.sleep(10)  # headers stuck in a dead socket: the disconnect comes first
+
+    scope = {"type": "http", "asgi": {"spec_version": spec}}
+    with contextlib.suppress(Exception):
+        await asyncio.wait_for(response(scope, gone, send), timeout=5)
+    assert run.status == "cancelled" and run.holds == 0
