@@ -214,6 +214,8 @@ async def test_a_run_compacted_as_it_ends_still_answers_its_request_whole(
     assert [e["result"] for e in finished] == ["agui"]
     # The script is spent: the fourth turn fails, and its request says so (not 200 and '').
     assert failed.status_code == 502 and failed.json()["error"]["type"] == "agent_error"
+    failed_run = manager.get(failed.headers["X-Plait-Run"])  # the error names its run
+    assert failed_run is not None and failed_run.view()["status"] == "error"
     ids = [whole.headers["X-Plait-Run"], streamed.headers["X-Plait-Run"], "r-ag"]
     ran = [manager.get(i) for i in ids]
     assert all(r is not None and r.compacted and r.holds == 0 for r in ran)  # let go after

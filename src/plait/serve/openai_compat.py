@@ -129,7 +129,8 @@ async def chat_completions(request: Request) -> Response:
         await state.runs.published(run, ended=True)  # any worker finds the run it names
         error, result = run.error, run.result
     if error is not None:
-        raise error if isinstance(error, ServeError) else _failed(error)
+        failure = error if isinstance(error, ServeError) else _failed(error)
+        raise ServeError(failure.status, failure.type, failure.message, headers)
     usage = result.usage if result is not None else None
     answer = {
         "id": completion_id,
