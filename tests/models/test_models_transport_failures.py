@@ -80,7 +80,7 @@ async def test_openai_connection_dropped_mid_stream_is_a_typed_provider_error(
     cut_off_after(server, sse[: len(sse) // 2])
     model = OpenAIChatModel("gpt-4.1-mini", api_key="sk-test", base_url=server.url + "/v1")
     try:
-        with pytest.raises(ProviderError) as caught:
+        with pytest.raises(ProviderError, match="connection failed mid-response") as caught:
             async for _ in model.stream(HELLO):
                 pass
     finally:

@@ -255,3 +255,18 @@ async def test_a_client_gone_before_the_first_byte_cancels_the_run_it_started(sp
     with contextlib.suppress(Exception):
         await asyncio.wait_for(response(scope, gone, send), timeout=5)
     assert run.status == "cancelled" and run.holds == 0
+
+
+async def test_a_run_cancelled_before_its_task_began_ends_cancelled_and_frees_its_place() -> None:
+    """Cancelled before its first step, a run's task never enters its turn: the run still ends
+    (not ``pending`` for ever) and gives back its place in the thread's queue (eight such
+    cancels made the thread refuse every later run with 429)."""
+    limits = ServeLimits(max_waiting_per_thread=1)
+    manager = RunManager(limits)
+    agent = Agent(ScriptedModel(["after"]))
+    for _ in range(3):
+        run = manager.start(agent, "plait", "t", [UserMessage("hi")])
+        await manager.cancel(run)  # before the loop ever ran its task
+        assert run.status == "cancelled" and run.done and run.view()["status"] == "cancelled"
+    after = await finished(manager, agent, "t", "then")
+    assert after.status == "success" and after.view()["output"] == "after"

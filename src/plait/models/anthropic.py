@@ -29,7 +29,12 @@ from plait.models.anthropic_mapping import (
     to_anthropic_tools,
 )
 from plait.models.base import ModelRequest, ModelResponse, ResponseComplete, StreamEvent
-from plait.models.provider_errors import ProviderErrors, is_retryable_status, transport_errors
+from plait.models.provider_errors import (
+    ProviderErrors,
+    is_retryable_status,
+    mid_response,
+    transport_errors,
+)
 from plait.models.retrying import Backoff, ProviderFailure, call_with_retries, relay_stream
 from plait.models.timeouts import ModelTimeouts
 
@@ -204,7 +209,7 @@ class AnthropicModel:
         relayed = relay_stream(
             events,
             assembler,
-            self._classify,
+            self._classify_mid_stream,
             (anthropic.AnthropicError, json.JSONDecodeError, *transport_errors()),
             deadline,
         )
@@ -221,9 +226,16 @@ class AnthropicModel:
     def _classify(self, exc: Exception) -> ProviderFailure | None:
         return classify_anthropic_error(exc, self._errors)
 
+    def _classify_mid_stream(self, exc: Exception) -> ProviderFailure | None:
+        return classify_anthropic_error(exc, self._errors, mid_stream=True)
 
-def classify_anthropic_error(exc: Exception, errors: ProviderErrors) -> ProviderFailure | None:
+
+def classify_anthropic_error(
+    exc: Exception, errors: ProviderErrors, *, mid_stream: bool = False
+) -> ProviderFailure | None:
     """The plait failure for an ``anthropic`` SDK exception; ``None`` for anything else.
+    ``mid_stream``: raised while a stream's body was read, so a connection error means the
+    connection broke mid-response (the server was reached).
 
     Context overflow is a 400 ``invalid_request_error`` whose message says the prompt is too
     long or exceeds the context limit, or a 413 (``request_too_large``: the body is over the
@@ -235,14 +247,13 @@ def classify_anthropic_error(exc: Exception, errors: ProviderErrors) -> Provider
     import anthropic
 
     if isinstance(exc, anthropic.APIConnectionError):
-        return errors.connection(exc.message)
+        # Newer SDKs wrap a connection that breaks while the body streams in their own error.
+        return errors.connection(mid_response(exc.message) if mid_stream else exc.message)
     if isinstance(exc, json.JSONDecodeError):  # the SDK parses bodies and events unchecked
         return errors.malformed(str(exc))
     if isinstance(exc, transport_errors()):
         # The SDK lets the HTTP library's error through when a stream breaks mid-way.
-        return errors.connection(
-            f"the connection failed mid-response ({type(exc).__name__}: {exc})."
-        )
+        return errors.connection(mid_response(f"{type(exc).__name__}: {exc}"))
     if isinstance(exc, anthropic.CredentialsError):
         return errors.credentials(None, str(exc))
     if not isinstance(exc, anthropic.APIError):

@@ -29,7 +29,12 @@ from plait.models.openai_mapping import (
     to_openai_tool_choice,
     to_openai_tools,
 )
-from plait.models.provider_errors import ProviderErrors, is_retryable_status, transport_errors
+from plait.models.provider_errors import (
+    ProviderErrors,
+    is_retryable_status,
+    mid_response,
+    transport_errors,
+)
 from plait.models.retrying import Backoff, ProviderFailure, call_with_retries, relay_stream
 from plait.models.timeouts import ModelTimeouts
 
@@ -196,7 +201,7 @@ class OpenAIChatModel:
         relayed = relay_stream(
             chunks,
             assembler,
-            self._classify,
+            self._classify_mid_stream,
             (openai.APIError, json.JSONDecodeError, *transport_errors()),
             deadline,
         )
@@ -230,6 +235,9 @@ class OpenAIChatModel:
 
     def _classify(self, exc: Exception) -> ProviderFailure | None:
         return classify_openai_error(exc, self._errors)
+
+    def _classify_mid_stream(self, exc: Exception) -> ProviderFailure | None:
+        return classify_openai_error(exc, self._errors, mid_stream=True)
 
 
 def reuse_openai_client(client: AsyncOpenAI, timeouts: ModelTimeouts) -> AsyncOpenAI:
@@ -273,7 +281,9 @@ def new_openai_client(
         ) from exc
 
 
-def classify_openai_error(exc: Exception, errors: ProviderErrors) -> ProviderFailure | None:
+def classify_openai_error(
+    exc: Exception, errors: ProviderErrors, *, mid_stream: bool = False
+) -> ProviderFailure | None:
     """The plait failure for an ``openai`` SDK exception; ``None`` for anything else.
 
     Context overflow is a 400 with code ``context_length_exceeded`` or a message about the
@@ -284,14 +294,13 @@ def classify_openai_error(exc: Exception, errors: ProviderErrors) -> ProviderFai
     import openai
 
     if isinstance(exc, openai.APIConnectionError):
-        return errors.connection(exc.message)
+        # Some SDK versions wrap a connection that breaks while the body streams in their own.
+        return errors.connection(mid_response(exc.message) if mid_stream else exc.message)
     if isinstance(exc, json.JSONDecodeError):  # the SDK parses bodies and events unchecked
         return errors.malformed(str(exc))
     if isinstance(exc, transport_errors()):
         # Some SDK versions let the HTTP library's error through when a stream breaks mid-way.
-        return errors.connection(
-            f"the connection failed mid-response ({type(exc).__name__}: {exc})."
-        )
+        return errors.connection(mid_response(f"{type(exc).__name__}: {exc}"))
     if not isinstance(exc, openai.APIError):
         return None
     if not isinstance(exc, openai.APIStatusError):

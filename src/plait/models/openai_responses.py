@@ -152,7 +152,7 @@ class OpenAIResponsesModel:
         relayed = relay_stream(
             events,
             assembler,
-            self._classify,
+            self._classify_mid_stream,
             (openai.APIError, json.JSONDecodeError, ResponseFailed, *transport_errors()),
             deadline,
         )
@@ -169,7 +169,10 @@ class OpenAIResponsesModel:
     def _failed(self, exc: ResponseFailed) -> Exception:
         return self._errors.other(exc.message, retryable=exc.retryable).error
 
-    def _classify(self, exc: Exception) -> ProviderFailure | None:
+    def _classify(self, exc: Exception, *, mid_stream: bool = False) -> ProviderFailure | None:
         if isinstance(exc, ResponseFailed):
             return self._errors.other(exc.message, retryable=exc.retryable)
-        return classify_openai_error(exc, self._errors)
+        return classify_openai_error(exc, self._errors, mid_stream=mid_stream)
+
+    def _classify_mid_stream(self, exc: Exception) -> ProviderFailure | None:
+        return self._classify(exc, mid_stream=True)

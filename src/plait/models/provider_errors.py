@@ -39,7 +39,13 @@ from dataclasses import dataclass
 from plait.errors import ContextOverflowError, ProviderError, clipped, quoted
 from plait.models.retrying import ProviderFailure, retry_after_seconds, server_retry_hint
 
-__all__ = ["MAX_DETAIL_CHARS", "ProviderErrors", "is_retryable_status", "transport_errors"]
+__all__ = [
+    "MAX_DETAIL_CHARS",
+    "ProviderErrors",
+    "is_retryable_status",
+    "mid_response",
+    "transport_errors",
+]
 
 
 MAX_DETAIL_CHARS = 1000
@@ -65,6 +71,12 @@ def transport_errors() -> tuple[type[Exception], ...]:
         if isinstance(error, type) and issubclass(error, Exception):
             found.append(error)
     return tuple(found)
+
+
+def mid_response(detail: str) -> str:
+    """How a connection that broke while a response streamed in is described (the server was
+    reached: "Could not reach" alone would send the user looking for the wrong fault)."""
+    return f"the connection failed mid-response ({detail})."
 
 
 @dataclass(frozen=True, slots=True)

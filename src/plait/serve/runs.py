@@ -246,6 +246,7 @@ class RunManager:
         self._waiting[thread_id] = self._waiting.get(thread_id, 0) + 1
         turn = _TurnSpec(input, dict(state or {}), decisions, on_paused)
         run.task = asyncio.create_task(self._drive(run, agent, turn))
+        run.task.add_done_callback(lambda _: self._unstarted(run))
         if self.board is not None:
             if announce:
                 self._share(run)
@@ -367,6 +368,16 @@ class RunManager:
             run._end("paused" if run.result is not None and run.result.paused else "success")
         finally:
             self._finished(run)
+
+    def _unstarted(self, run: Run) -> None:
+        """A run whose task was cancelled before it began (a client gone at once, a cancel
+        right after the start) never ran ``_drive``: end it here as ``_drive`` would have (it
+        was still counted among its thread's waiting runs)."""
+        if run.status != "pending":  # _drive ran: every way out of it ends the run
+            return
+        self._release_waiting(run.thread_id)
+        run._end("cancelled")
+        self._finished(run)
 
     def _cancelled(self, task: asyncio.Task[None]) -> None:
         for run_id, t in list(self._cancelling.items()):
