@@ -44,9 +44,8 @@ that version instead of raising a false conflict. Any other failure is a
 Turns on one thread are serialised across workers by :meth:`PostgresThreadStore.lease` (see
 :mod:`plait.stores.lease`); the lease lives in a table, not in a session, so it works behind a
 transaction-mode pooler and survives a dropped connection. Taking it also reads the thread,
-in the same pipeline (one round trip: the read is its own statement, after the take, so it
-sees every write committed before the lease was ours), for the turn's ``load`` that follows
-(one call fewer a turn: the lease, two appends and the release); an append or delete through this store drops that snapshot, and
+on the same connection, for the turn's ``load`` that follows (one call fewer a turn: the lease,
+two appends and the release); an append or delete through this store drops that snapshot, and
 it never outlives the lease. A take retried by the same owner (a lost acknowledgement) takes
 the lease again instead of waiting out its own.
 """
@@ -228,13 +227,6 @@ class PostgresThreadStore:
     async def _select(self, conn: AsyncConnection[Any], thread_id: str) -> ThreadSnapshot:
         held = live_blobs()  # in memory already: the server sends no bytes for them
         head = await (await conn.execute(self._q_load, (list(held), thread_id))).fetchone()
-        return self._snapshot(thread_id, head, held)
-
-    def _snapshot(
-        self, thread_id: str, head: tuple[Any, ...] | None, held: dict[str, Blob]
-    ) -> ThreadSnapshot:
-        """The thread from the row of ``_q_load`` (``None``: no such thread); ``held``, the
-        blobs in memory the query was told of, stays alive until the messages hold them."""
         if head is None:
             return ThreadSnapshot(thread_id)
         blobs = {d: b for d, b in zip(head[3], head[4], strict=True) if b is not None}
@@ -383,18 +375,11 @@ class PostgresThreadStore:
             # The turn loads the thread next: read it on the same connection once the lease is
             # ours, for ``load`` (one call, not two). A retry after a lost connection takes the
             # lease again: a lease of this owner counts as free to it.
-            # Both statements go in one pipeline (one round trip, not two). Each autocommitted
-            # statement has its own snapshot, so the read sees every write committed before
-            # the lease was ours; when the lease was not free the read is dropped.
             async def take(conn: AsyncConnection[Any]) -> bool:
-                held = live_blobs()
-                async with conn.pipeline():
-                    taken = await conn.execute(self._q_take, (thread, owner, ttl))
-                    loaded = await conn.execute(self._q_load, (list(held), thread))
-                if await taken.fetchone() is None:
+                row = await (await conn.execute(self._q_take, (thread, owner, ttl))).fetchone()
+                if row is None:
                     return False
-                head = await loaded.fetchone()
-                self._prefetched[thread] = self._snapshot(thread, head, held)
+                self._prefetched[thread] = await self._select(conn, thread)
                 return True
 
             return await self.db.run(take, error=StoreError, operation="lease acquire", single=True)
