@@ -125,3 +125,33 @@ def test_a_full_history_on_a_new_thread_is_taken_whole(server: ServeProcess) -> 
         ("user", "now"),
         ("assistant", "echo: now"),
     ]
+
+
+def test_a_thread_id_no_header_can_carry_comes_back_percent_encoded(
+    server: ServeProcess,
+) -> None:
+    # A `user` outside latin-1 is a valid thread; its id goes back percent-encoded, and that
+    # value sent as X-Plait-Thread names the same thread (before, the answer was a 500 after
+    # the turn had run).
+    sdk = client(server)
+    first = sdk.chat.completions.with_raw_response.create(
+        model="plait", messages=[{"role": "user", "content": "hi"}], user="用户 50%"
+    )
+    assert first.parse().choices[0].message.content == "echo: hi"
+    header = first.headers["x-plait-thread"]
+    assert header.isascii() and header.endswith(":%E7%94%A8%E6%88%B7%2050%25")
+    stream = sdk.chat.completions.create(
+        model="plait",
+        messages=[{"role": "user", "content": "again"}],
+        stream=True,
+        extra_headers={"X-Plait-Thread": header},
+    )
+    assert "".join(c.choices[0].delta.content or "" for c in stream if c.choices) == "echo: again"
+    thread = httpx.get(f"{server.url}/threads/{header}", headers=server.headers())
+    assert thread.status_code == 200
+    assert [m["content"] for m in thread.json()["messages"]] == [
+        "hi",
+        "echo: hi",
+        "again",
+        "echo: again",
+    ]

@@ -5,7 +5,10 @@ the ``X-Plait-Thread`` header, ``metadata.thread_id``, ``user`` (scoped to the p
 ``<principal>:<user>``), else :func:`~plait.serve.requests.derived_thread_id`. The client sends
 the whole history each time; what is new for the thread is taken by
 :func:`~plait.serve.requests.new_input`. The thread id used comes back in the
-``X-Plait-Thread`` answer header.
+``X-Plait-Thread`` answer header, percent-encoded (UTF-8) where it holds a character a header
+cannot carry or a ``%`` (:func:`thread_header`: a ``user`` of ``"用户"`` is a valid thread);
+an ``X-Plait-Thread`` request header is percent-decoded, so the value read from one answer
+names the same thread in the next request.
 
 The agent's own tool calls are not the client's: with ``tool_calls="hidden"`` (the default)
 they are left out; with ``"text"`` each appears in the content as a line
@@ -20,6 +23,7 @@ import json
 import time
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, Literal
+from urllib.parse import quote, unquote
 
 from plait.messages import AssistantMessage, Message, SystemMessage, UserMessage
 from plait.runtime.events import TextDeltaReceived, ToolCallFinished
@@ -68,11 +72,23 @@ def _messages(raw: Any) -> list[Message]:
     return out
 
 
+_HEADER_SAFE = "".join(chr(c) for c in range(0x21, 0x7F) if chr(c) != "%")
+"""What a thread id keeps as it is in a header: printable ASCII less ``%`` (and space)."""
+
+
+def thread_header(thread_id: str) -> str:
+    """``thread_id`` as an ``X-Plait-Thread`` header value: percent-encoded UTF-8 for every
+    character outside printable ASCII, a space or a ``%`` (a header carries latin-1 only, and a
+    thread named by the OpenAI ``user`` field may hold anything); other ids are unchanged.
+    :func:`thread_of` decodes the request header, so the value round-trips."""
+    return quote(thread_id, safe=_HEADER_SAFE)
+
+
 def thread_of(request: Request, body: dict[str, Any], agent: str, messages: list[Message]) -> str:
     principal = str(request.scope.get("state", {}).get("principal", "anonymous"))
     header = request.headers.get("x-plait-thread")
     if header:
-        return header
+        return unquote(header)
     metadata = body.get("metadata")
     if isinstance(metadata, dict) and isinstance(metadata.get("thread_id"), str):
         return str(metadata["thread_id"])
@@ -120,7 +136,7 @@ async def chat_completions(request: Request) -> Response:
         announce=streamed,
     )
     completion_id = f"chatcmpl-{run.run_id}"
-    headers = {"X-Plait-Thread": thread_id, "X-Plait-Run": run.run_id}
+    headers = {"X-Plait-Thread": thread_header(thread_id), "X-Plait-Run": run.run_id}
     if streamed:
         return state.sse(request, run, _chunks(state, run, name, completion_id), headers)
     async with state.owned(run):  # held: no later run compacts it before it is read here
