@@ -270,3 +270,29 @@ async def test_a_run_cancelled_before_its_task_began_ends_cancelled_and_frees_it
         assert run.status == "cancelled" and run.done and run.view()["status"] == "cancelled"
     after = await finished(manager, agent, "t", "then")
     assert after.status == "success" and after.view()["output"] == "after"
+
+
+async def test_a_run_cancelled_unstarted_while_another_ends_leaves_no_lock_behind() -> None:
+    """The running turn ends in the loop step between the waiting run's cancelled first step
+    and that run's done callback: the ending turn still counts the other as waiting and keeps
+    the thread's lock, so the callback drops it (one Lock a thread id was left otherwise)."""
+    gate = asyncio.Event()
+
+    async def answer(request: object) -> str:
+        await gate.wait()
+        return "first"
+
+    manager = RunManager(ServeLimits())
+    agent = Agent(FunctionModel(answer))
+    first = manager.start(agent, "plait", "t", [UserMessage("one")])
+    for _ in range(20):  # the first turn takes the thread's lock and waits in its model
+        await asyncio.sleep(0)
+    second = manager.start(agent, "plait", "t", [UserMessage("two")])
+    assert second.task is not None and first.task is not None
+    second.task.cancel()  # its first step, queued before the first turn's next one
+    gate.set()
+    await asyncio.wait([first.task, second.task])
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert (first.status, second.status) == ("success", "cancelled")
+    assert "t" not in manager._threads and not manager._waiting

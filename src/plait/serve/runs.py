@@ -376,6 +376,9 @@ class RunManager:
         if run.status != "pending":  # _drive ran: every way out of it ends the run
             return
         self._release_waiting(run.thread_id)
+        lock = self._threads.get(run.thread_id)  # a run that ended meanwhile counted this one
+        if lock is not None and not lock.locked() and not self._waiting.get(run.thread_id):
+            del self._threads[run.thread_id]
         run._end("cancelled")
         self._finished(run)
 
