@@ -354,8 +354,7 @@ class RunManager:
                     self._slots.release()
             finally:
                 lock.release()
-                if not lock.locked() and not self._waiting.get(run.thread_id):
-                    self._threads.pop(run.thread_id, None)
+                self._forget_idle_lock(run.thread_id)
         except asyncio.CancelledError:
             run._end("cancelled")
             raise
@@ -376,9 +375,7 @@ class RunManager:
         if run.status != "pending":  # _drive ran: every way out of it ends the run
             return
         self._release_waiting(run.thread_id)
-        lock = self._threads.get(run.thread_id)  # a run that ended meanwhile counted this one
-        if lock is not None and not lock.locked() and not self._waiting.get(run.thread_id):
-            del self._threads[run.thread_id]
+        self._forget_idle_lock(run.thread_id)  # a run that ended meanwhile counted this one
         run._end("cancelled")
         self._finished(run)
 
@@ -386,6 +383,12 @@ class RunManager:
         for run_id, t in list(self._cancelling.items()):
             if t is task:
                 del self._cancelling[run_id]
+
+    def _forget_idle_lock(self, thread_id: str) -> None:
+        """Drop the thread's lock once no run holds it or waits for it."""
+        lock = self._threads.get(thread_id)
+        if lock is not None and not lock.locked() and not self._waiting.get(thread_id):
+            del self._threads[thread_id]
 
     def _release_waiting(self, thread_id: str) -> None:
         left = self._waiting.get(thread_id, 1) - 1
